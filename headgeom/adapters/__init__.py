@@ -1,0 +1,57 @@
+"""Registry of architecture adapters. ``adapter_for(config, fmt)`` picks one or raises
+UnknownArchitectureError naming every supported architecture."""
+
+from __future__ import annotations
+
+from ..errors import UnknownArchitectureError
+from .base import Adapter, ArchFields
+from .bert import BertAdapter
+from .gguf import GGUFGemma3Adapter, GGUFLlamaAdapter
+from .llama import Gemma3Adapter, LlamaAdapter
+
+ADAPTERS: dict[str, Adapter] = {
+    a.name: a
+    for a in (
+        BertAdapter(),
+        LlamaAdapter(),
+        Gemma3Adapter(),
+        GGUFLlamaAdapter(),
+        GGUFGemma3Adapter(),
+    )
+}
+
+
+def register(adapter: Adapter) -> Adapter:
+    ADAPTERS[adapter.name] = adapter
+    return adapter
+
+
+def supported(fmt: str | None = None) -> list[str]:
+    return sorted(
+        f"{t} ({a.fmt})" for a in ADAPTERS.values() for t in a.model_types if fmt in (None, a.fmt)
+    )
+
+
+def adapter_for(config: dict, fmt: str = "safetensors") -> Adapter:
+    if fmt == "gguf":
+        arch = config.get("general.architecture")
+    else:
+        arch = config.get("model_type")
+    for a in ADAPTERS.values():
+        if a.fmt == fmt and arch in a.model_types:
+            return a
+    raise UnknownArchitectureError(
+        f"unknown architecture {arch!r} ({fmt}); supported: {', '.join(supported())}"
+    )
+
+
+def by_name(name: str) -> Adapter:
+    try:
+        return ADAPTERS[name]
+    except KeyError:
+        raise UnknownArchitectureError(
+            f"unknown adapter {name!r}; supported: {', '.join(sorted(ADAPTERS))}"
+        ) from None
+
+
+__all__ = ["ADAPTERS", "Adapter", "ArchFields", "adapter_for", "by_name", "register", "supported"]

@@ -1,0 +1,62 @@
+"""Llama family in HF safetensors layout (Llama, Mistral, TinyLlama, Yi, SmolLM2/3,
+Falcon3, ...): separate q/k/v/o projections, pre-attention RMSNorm ``input_layernorm``."""
+
+from __future__ import annotations
+
+from ..factors import LayerFactors, gqa_map, split_cols, split_rows
+from .base import Adapter, ArchFields, cfg, detect_prefix
+
+
+class LlamaAdapter(Adapter):
+    name = "llama"
+    model_types = ("llama", "mistral")
+    wanted_patterns = (
+        r"layers\.{L}\.self_attn\.(q|k|v|o)_proj\.(weight|bias)",
+        r"layers\.{L}\.input_layernorm\.weight",
+    )
+    norm_offset = 0.0  # Gemma-style norms multiply by (1 + w)
+
+    def fields(self, config, keys):
+        D = cfg(config, "hidden_size")
+        H = cfg(config, "num_attention_heads")
+        return ArchFields(
+            adapter=self.name,
+            n_layers=cfg(config, "num_hidden_layers"),
+            d_model=D,
+            n_heads=H,
+            n_kv_heads=cfg(config, "num_key_value_heads", default=H),
+            d_head=cfg(config, "head_dim", default=D // H),
+            norm_type="rmsnorm",
+            norm_position="pre",
+            prefix=detect_prefix(keys, "layers.0."),
+        )
+
+    def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
+        p = f"{f.prefix}layers.{layer}."
+        return LayerFactors(
+            W_Q=split_rows(get(p + "self_attn.q_proj.weight"), f.n_heads),
+            W_K=split_rows(get(p + "self_attn.k_proj.weight"), f.n_kv_heads),
+            W_V=split_rows(get(p + "self_attn.v_proj.weight"), f.n_kv_heads),
+            W_O=split_cols(get(p + "self_attn.o_proj.weight"), f.n_heads),
+            kv_group=gqa_map(f.n_heads, f.n_kv_heads),
+            norm_gain=get(p + "input_layernorm.weight") + self.norm_offset,
+            norm_type="rmsnorm",
+            notes={"folded": "RMSNorm gain" + (" (1 + w)" if self.norm_offset else "")},
+        )
+
+
+class Gemma3Adapter(LlamaAdapter):
+    """Gemma-3 HF safetensors: RMSNorm multiplies by (1 + w); per-head q/k RMSNorm after the
+    projection does not change the reading spaces (it acts inside the head)."""
+
+    name = "gemma3"
+    model_types = ("gemma3_text", "gemma3", "gemma2", "gemma")
+    norm_offset = 1.0
+    wanted_patterns = LlamaAdapter.wanted_patterns + (
+        r"layers\.{L}\.self_attn\.(q|k)_norm\.weight",
+    )
+
+    def fields(self, config, keys):
+        if "text_config" in config:  # multimodal wrapper config
+            config = {**config["text_config"]}
+        return super().fields(config, keys)

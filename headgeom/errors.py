@@ -1,0 +1,21 @@
+"""Exceptions with messages meant for the person running the pipeline."""
+
+
+class HeadgeomError(Exception):
+    """Base class: every error the pipeline raises on bad input."""
+
+
+class ConfigError(HeadgeomError):
+    pass
+
+
+class UnknownArchitectureError(HeadgeomError):
+    pass
+
+
+class CheckpointError(HeadgeomError):
+    """Missing, corrupt, pickle-only or otherwise unreadable checkpoint."""
+
+
+class IntegrityError(CheckpointError):
+    """sha256 mismatch between a stored tensor and its manifest."""
