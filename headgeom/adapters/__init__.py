@@ -7,7 +7,13 @@ from ..errors import UnknownArchitectureError
 from .base import Adapter, ArchFields
 from .bert import BertAdapter
 from .gguf import GGUFGemma3Adapter, GGUFLlamaAdapter
+from .gpt2 import GPT2Adapter
+from .gpt_neox import GPTNeoXAdapter
+from .granite import GraniteAdapter
 from .llama import Gemma3Adapter, LlamaAdapter
+from .olmo import Olmo2Adapter, OlmoAdapter
+from .qwen import Qwen2Adapter, Qwen3Adapter, Qwen3MoeAdapter
+from .smollm3 import SmolLM3Adapter
 
 ADAPTERS: dict[str, Adapter] = {
     a.name: a
@@ -17,6 +23,15 @@ ADAPTERS: dict[str, Adapter] = {
         Gemma3Adapter(),
         GGUFLlamaAdapter(),
         GGUFGemma3Adapter(),
+        GPT2Adapter(),
+        GPTNeoXAdapter(),
+        SmolLM3Adapter(),
+        Qwen2Adapter(),
+        Qwen3Adapter(),
+        Qwen3MoeAdapter(),
+        OlmoAdapter(),
+        Olmo2Adapter(),
+        GraniteAdapter(),
     )
 }
 

@@ -1,0 +1,35 @@
+# headgeom: tensors -> per-layer jobs -> Parquet shards -> tables and figures.
+# `snakemake -c2` builds everything for config["active_models"]; any single table or
+# figure is a target of its own (e.g. `snakemake -c2 results/tables/closure_tail.csv`).
+from pathlib import Path
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: Path(workflow.basedir) / "config" / "config.yaml"
+
+
+validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/fetch.smk"
+include: "workflow/rules/closure.smk"
+include: "workflow/rules/pk.smk"
+include: "workflow/rules/report.smk"
+
+
+localrules:
+    all,
+    table_closure_tail,
+    table_pk_writing,
+    figure_closure_ccdf,
+    figure_pk_rho_ccdf,
+
+
+rule all:
+    input:
+        ALL_TARGETS,
+    default_target: True

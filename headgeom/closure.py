@@ -1,0 +1,217 @@
+"""§1 Closure of the OV operator T = O V^T (paper 1), from d_head x d_head Grams only.
+
+A = O^T O, B = V^T V, M = V^T O (the return core; T^2 = O M V^T):
+  ||T||^2 = tr(AB),  <T^2,T> = tr(M^T A B),  ||T^2||^2 = tr(M^T A M B).
+All functions broadcast over leading batch axes (heads)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Relative size below which T (or T^2) counts as zero: P and alpha are then undefined.
+ZERO_RTOL = 1e-24
+
+
+def _t(X):
+    return np.swapaxes(X, -1, -2)
+
+
+def grams(O: np.ndarray, V: np.ndarray):
+    """A = O^T O, B = V^T V, M = V^T O for O, V of shape (..., d_model, d_head)."""
+    return _t(O) @ O, _t(V) @ V, _t(V) @ O
+
+
+def _tr_prod(X, Y):
+    """tr(X Y) without forming the product."""
+    return np.einsum("...ij,...ji->...", X, Y)
+
+
+def closure_terms(A, B, M):
+    """(||T||^2, <T^2,T>, ||T^2||^2)."""
+    AB = A @ B
+    nT2 = np.einsum("...ii->...", AB)
+    ip = _tr_prod(_t(M), AB)
+    nT4 = _tr_prod(_t(M) @ A, M @ B)
+    return nT2, ip, nT4
+
+
+def closure_from_terms(nT2, ip, nT4):
+    """Closure P, fitted alpha*, return gain g_T and the 'undefined' flag.
+
+    P = <T^2,T>^2 / (||T^2||^2 ||T||^2); alpha* = <T^2,T>/||T||^2 (sign kept);
+    g_T = ||T^2||_F/||T||_F (METHODS *(choice)*). NaN + flag when T or T^2 is zero."""
+    nT2, ip, nT4 = (np.asarray(x, dtype=np.float64) for x in (nT2, ip, nT4))
+    scale = np.where(np.isfinite(nT2), np.abs(nT2), 0.0)
+    undefined = ~np.isfinite(nT2) | ~np.isfinite(nT4) | (nT2 <= 0) | (nT4 <= ZERO_RTOL * scale**2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        P = np.where(undefined, np.nan, ip**2 / (nT4 * nT2))
+        alpha = np.where(undefined, np.nan, ip / nT2)
+        g = np.where(undefined | (nT2 <= 0), np.nan, np.sqrt(nT4 / nT2))
+    return P, alpha, g, undefined
+
+
+def closure_score(O, V):
+    """P(T) for T = O V^T (broadcasting over heads)."""
+    return closure_from_terms(*closure_terms(*grams(O, V)))[0]
+
+
+def weighted_inner(X, Y, A, B):
+    """<X,Y>_{A,B} = tr(X^T A Y B) (METHODS §1 weighted-metric form)."""
+    return _tr_prod(_t(X) @ A, Y @ B)
+
+
+def closure_weighted_form(A, B, M):
+    """P and alpha from the weighted-metric form; must agree with closure_from_terms."""
+    eye = np.broadcast_to(np.eye(A.shape[-1]), A.shape)
+    mi = weighted_inner(M, eye, A, B)
+    mm = weighted_inner(M, M, A, B)
+    ii = weighted_inner(eye, eye, A, B)
+    return mi**2 / (mm * ii), mi / ii
+
+
+# ---------------------------------------------------------------- principal coordinates
+
+
+def _frob2(X):
+    return np.einsum("...ij,...ij->...", X, X)
+
+
+def P_of(K, D=None):
+    """P_D(K) = <KDK,K>^2/(||KDK||^2 ||K||^2); D=None gives latent closure P_I(K)."""
+    KK = K @ (D[..., :, None] * K) if D is not None else K @ K
+    ip = np.einsum("...ij,...ij->...", KK, K)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return ip**2 / (_frob2(KK) * _frob2(K))
+
+
+def gram_rank(G, rtol: float = 1e-6):
+    """Numerical rank of the factor X from its Gram X^T X (singular values s, tol rtol*s_max)."""
+    ev = np.clip(np.linalg.eigvalsh(G), 0, None)
+    s = np.sqrt(ev)
+    smax = s[..., -1:]
+    return np.sum(s > rtol * smax, axis=-1)
+
+
+def principal_coordinates(A, B, M):
+    """From Grams: Cholesky factors stand in for the reduced-QR R factors
+    (O = Q_O R_O with R_O^T R_O = A), so Q_V^T Q_O = R_V^{-T} M R_O^{-1}.
+
+    Returns D (cosines of principal angles, descending) and the transport core
+    K = W_c^T R_O R_V^T U_c, with T = Qt_O K Qt_V^T and T^2 = Qt_O (K D K) Qt_V^T.
+    Requires full-rank O and V (callers flag rank-deficient heads first)."""
+    R_O = _t(np.linalg.cholesky(A))  # upper: A = R_O^T R_O
+    R_V = _t(np.linalg.cholesky(B))
+    # C = R_V^{-T} M R_O^{-1}, via triangular solves
+    X = np.linalg.solve(_t(R_V), M)  # R_V^{-T} M
+    C = _t(np.linalg.solve(_t(R_O), _t(X)))  # (R_O^{-T} X^T)^T = X R_O^{-1}
+    U_c, D, W_cT = np.linalg.svd(C)
+    K = W_cT @ R_O @ _t(R_V) @ U_c
+    return D, K
+
+
+def principal_summary(D, K):
+    """Total overlap G, isotropy I_D, latent closure P_I(K), beta*."""
+    d = D.shape[-1]
+    trD, trD2 = D.sum(-1), (D**2).sum(-1)
+    KK = K @ K
+    ipK = np.einsum("...ij,...ij->...", KK, K)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {
+            "G_overlap": trD2 / d,
+            "I_D": trD**2 / (d * trD2),
+            "P_latent": ipK**2 / (_frob2(KK) * _frob2(K)),
+            "beta": ipK / _frob2(K),
+        }
+
+
+# ---------------------------------------------------------------- controls
+
+
+def wrong_v_groups(kv_group: np.ndarray, n_kv: int) -> np.ndarray | None:
+    """Cyclic wrong-V: O_h pairs with V_{(g(h)+1) mod G} (MHA: g(h)=h, so V_{h+1}).
+    None when G = 1 (undefined: NaN + flag)."""
+    if n_kv < 2:
+        return None
+    return (np.asarray(kv_group) + 1) % n_kv
+
+
+# ---------------------------------------------------------------- one layer
+
+
+def closure_layer(f, identity_rtol: float = 1e-10, rank_rtol: float = 1e-6) -> dict[str, np.ndarray]:
+    """Per-head closure columns for one layer's LayerFactors.
+
+    Flags (strings, '' = ok): nonfinite, zero_T, rank_deficient, ill_conditioned.
+    The principal-coordinate identity P_D(K) = P(T) is asserted for every well-conditioned
+    full-rank head (AssertionError: a bug, never a property of the weights)."""
+    H, G = f.n_heads, f.n_kv
+    O = f.W_O  # (H, D, d)
+    Vg = _t(f.W_V)  # (G, D, d)
+    V = Vg[f.kv_group]
+    A, B, M = grams(O, V)
+    nT2, ip, nT4 = closure_terms(A, B, M)
+    P, alpha, g_T, undefined = closure_from_terms(nT2, ip, nT4)
+
+    wv = wrong_v_groups(f.kv_group, G)
+    if wv is None:
+        P_wrong = np.full(H, np.nan)
+    else:
+        P_wrong = closure_from_terms(*closure_terms(*grams(O, Vg[wv])))[0]
+
+    d = f.d_head
+    rank_O, rank_V = gram_rank(A, rank_rtol), gram_rank(B, rank_rtol)
+    full = (rank_O == d) & (rank_V == d) & ~undefined
+    cond = np.full(H, np.inf)
+    D = np.full((H, d), np.nan)
+    P_D = np.full(H, np.nan)
+    summ = {k: np.full(H, np.nan) for k in ("G_overlap", "I_D", "P_latent", "beta")}
+    if full.any():
+        idx = np.flatnonzero(full)
+        evA, evB = np.linalg.eigvalsh(A[idx]), np.linalg.eigvalsh(B[idx])
+        cond[idx] = np.sqrt(evA[:, -1] / evA[:, 0]) * np.sqrt(evB[:, -1] / evB[:, 0])
+        Dh, Kh = principal_coordinates(A[idx], B[idx], M[idx])
+        D[idx], P_D[idx] = Dh, P_of(Kh, Dh)
+        for k, v in principal_summary(Dh, Kh).items():
+            summ[k][idx] = v
+    well = full & (cond < 1e6)
+    relerr = np.abs(P_D - P) / np.maximum(np.abs(P), np.finfo(float).tiny)
+    bad = well & ~(relerr < identity_rtol)
+    if bad.any():
+        h = int(np.flatnonzero(bad)[0])
+        raise AssertionError(
+            f"principal-coordinate identity P_D(K)=P(T) failed for head {h}: rel. err {relerr[h]:.3e} "
+            f"> {identity_rtol:g}"
+        )
+    flags = []
+    nonfinite = f.nonfinite()
+    for h in range(H):
+        fl = []
+        if nonfinite:
+            fl.append("nonfinite:" + "+".join(nonfinite))
+        if undefined[h]:
+            fl.append("zero_T")
+        if not full[h] and not undefined[h]:
+            fl.append("rank_deficient")
+        if full[h] and not well[h]:
+            fl.append("ill_conditioned")
+        if wv is None:
+            fl.append("wrong_v_undefined_G1")
+        flags.append(",".join(fl))
+    return {
+        "head": np.arange(H),
+        "kv_group": f.kv_group.copy(),
+        "P": P,
+        "alpha": alpha,
+        "g_T": g_T,
+        "norm_T": np.sqrt(np.clip(nT2, 0, None)),
+        "P_wrong_v": P_wrong,
+        "wrong_v_group": (wv if wv is not None else np.full(H, -1)),
+        "rank_O": rank_O,
+        "rank_V": rank_V,
+        "G_overlap": summ["G_overlap"],
+        "I_D": summ["I_D"],
+        "P_latent": summ["P_latent"],
+        "beta": summ["beta"],
+        "identity_relerr": np.where(full, relerr, np.nan),
+        "flags": np.array(flags, dtype=object),
+    }

@@ -1,0 +1,18 @@
+rule closure_layer:
+    input:
+        manifest="results/tensors/{model}/manifest.json",
+        tensors="results/tensors/{model}/tensors.safetensors",
+    output:
+        "results/shards/closure/{model}/layer{layer}.parquet",
+    params:
+        identity_rtol=lookup(dpath="closure/identity_rtol", within=config),
+        rank_rtol=lookup(dpath="rank_rtol", within=config),
+    log:
+        "logs/closure/{model}/layer{layer}.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+        cpus_per_task=1,
+    script:
+        "../scripts/closure_layer.py"

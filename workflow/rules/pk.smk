@@ -1,0 +1,18 @@
+rule pk_layer:
+    input:
+        manifest="results/tensors/{model}/manifest.json",
+        tensors="results/tensors/{model}/tensors.safetensors",
+    output:
+        "results/shards/pk/{model}/layer{layer}.parquet",
+    params:
+        kinds=lookup(dpath="pk/kinds", within=config),
+        rank_rtol=lookup(dpath="rank_rtol", within=config),
+    log:
+        "logs/pk/{model}/layer{layer}.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+        cpus_per_task=1,
+    script:
+        "../scripts/pk_layer.py"
