@@ -159,8 +159,11 @@ def closure_layer(f, identity_rtol: float = 1e-10, rank_rtol: float = 1e-6) -> d
         P_wrong = closure_from_terms(*closure_terms(*grams(O, Vg[wv])))[0]
 
     d = f.d_head
-    rank_O, rank_V = gram_rank(A, rank_rtol), gram_rank(B, rank_rtol)
-    full = (rank_O == d) & (rank_V == d) & ~undefined
+    finite = np.isfinite(A).all((-1, -2)) & np.isfinite(B).all((-1, -2)) & np.isfinite(M).all((-1, -2))
+    rank_O, rank_V = np.full(H, -1), np.full(H, -1)  # -1: not computable (non-finite weights)
+    if finite.any():
+        rank_O[finite], rank_V[finite] = gram_rank(A[finite], rank_rtol), gram_rank(B[finite], rank_rtol)
+    full = (rank_O == d) & (rank_V == d) & ~undefined & finite
     cond = np.full(H, np.inf)
     D = np.full((H, d), np.nan)
     P_D = np.full(H, np.nan)
@@ -183,14 +186,13 @@ def closure_layer(f, identity_rtol: float = 1e-10, rank_rtol: float = 1e-6) -> d
             f"> {identity_rtol:g}"
         )
     flags = []
-    nonfinite = f.nonfinite()
     for h in range(H):
         fl = []
-        if nonfinite:
-            fl.append("nonfinite:" + "+".join(nonfinite))
-        if undefined[h]:
+        if not finite[h]:
+            fl.append("nonfinite")
+        elif undefined[h]:
             fl.append("zero_T")
-        if not full[h] and not undefined[h]:
+        if finite[h] and not full[h] and not undefined[h]:
             fl.append("rank_deficient")
         if full[h] and not well[h]:
             fl.append("ill_conditioned")
@@ -215,3 +217,23 @@ def closure_layer(f, identity_rtol: float = 1e-10, rank_rtol: float = 1e-6) -> d
         "identity_relerr": np.where(full, relerr, np.nan),
         "flags": np.array(flags, dtype=object),
     }
+
+
+# ---------------------------------------------------------------- shared-value siblings
+
+
+def sibling_law(O_i, O_j, V, alpha_j):
+    """For heads i, j sharing V: F_ij, beta_ij, rho_ij (METHODS §1, shared-value algebra).
+
+    T_i T_j = O_i M_j V^T with M_j = V^T O_j, so with A_i = O_i^T O_i, B = V^T V:
+      ||T_i T_j||^2 = tr(M_j^T A_i M_j B),  <T_i T_j, T_i> = tr(M_j^T A_i B),
+      ||T_i T_j - a T_i||^2 = ||T_i T_j||^2 - 2a <T_i T_j, T_i> + a^2 ||T_i||^2."""
+    A_i, B, M_j = _t(O_i) @ O_i, _t(V) @ V, _t(V) @ O_j
+    nTi2 = np.einsum("...ii->...", A_i @ B)
+    nP2 = _tr_prod(_t(M_j) @ A_i, M_j @ B)
+    ip = _tr_prod(_t(M_j), A_i @ B)
+    resid = nP2 - 2 * alpha_j * ip + alpha_j**2 * nTi2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        F = 1.0 - resid / nP2
+        beta = ip / nTi2
+        return F, beta, beta / alpha_j

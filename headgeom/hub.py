@@ -547,6 +547,8 @@ class HubCheckpoint:
                         if chunk:
                             buf += chunk
                             progressed = True
+                        if expected is not None and len(buf) == expected:
+                            break  # all asked for (a server ignoring Range may send more)
                 if expected is None or len(buf) == expected:
                     return buf, resp
                 raise _Transient(f"body ended after {len(buf)} of {expected} bytes")

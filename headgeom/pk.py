@@ -36,10 +36,13 @@ def factor_stack(f, kind: str) -> np.ndarray:
 def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6):
     """Per head: orthonormal basis of Im X (columns), numerical rank at rtol * s_max.
 
-    Returns (bases (n, D, d) with columns beyond the rank zeroed, ranks (n,))."""
-    U, s, _ = np.linalg.svd(X, full_matrices=False)
-    keep = s > rank_rtol * s[..., :1]
-    return U * keep[..., None, :], keep.sum(-1)
+    Returns (bases (n, D, d) with columns beyond the rank zeroed, ranks (n,)). A head with
+    non-finite weights gets rank -1 and a zero basis (its pairs become NaN + flag)."""
+    finite = np.isfinite(X).all(axis=(-1, -2))
+    U, s, _ = np.linalg.svd(np.where(finite[:, None, None], X, 0.0), full_matrices=False)
+    keep = (s > rank_rtol * s[..., :1]) & finite[:, None]
+    ranks = np.where(finite, keep.sum(-1), -1)
+    return U * keep[..., None, :], ranks
 
 
 def cross_blocks(Ua: np.ndarray, Ub: np.ndarray) -> np.ndarray:
@@ -71,19 +74,22 @@ def pk_within(bases: np.ndarray, ranks: np.ndarray) -> dict[str, np.ndarray]:
     iu, ju = np.triu_indices(n, k=1)
     if len(iu) == 0:
         return {k: np.array([], dtype=t) for k, t in
-                (("head_i", np.int64), ("head_j", np.int64), ("pk", float), ("rho", float), ("min_angle_deg", float), ("dim_i", np.int64), ("dim_j", np.int64))}
+                (("head_i", np.int64), ("head_j", np.int64), ("pk", float), ("rho", float), ("min_angle_deg", float), ("dim_i", np.int64), ("dim_j", np.int64), ("flags", object))}
     C = cross_blocks(bases, bases)[iu, ju]  # (npairs, d, d)
     pk = np.einsum("pij,pij->p", C, C)
     smax = np.linalg.svd(C, compute_uv=False)[:, 0]
     dims = np.minimum(ranks[iu], ranks[ju])
+    undefined = dims <= 0  # a zero or non-finite head: NaN + flag, the run continues
     with np.errstate(divide="ignore", invalid="ignore"):
-        rho = np.where(dims > 0, pk / dims, np.nan)
-    ang = np.degrees(np.arccos(np.clip(smax, -1.0, 1.0)))
+        rho = np.where(undefined, np.nan, pk / dims)
+    pk = np.where(undefined, np.nan, pk)
+    ang = np.where(undefined, np.nan, np.degrees(np.arccos(np.clip(smax, -1.0, 1.0))))
     for p in np.flatnonzero(ang < SINE_FORM_BELOW_DEG):
         i, j = iu[p], ju[p]
         ang[p] = _sine_min_angle(bases[i], ranks[i], bases[j], ranks[j])
+    flags = np.array(["undefined" if u else "" for u in undefined], dtype=object)
     return {"head_i": iu, "head_j": ju, "pk": pk, "rho": rho, "min_angle_deg": ang,
-            "dim_i": ranks[iu], "dim_j": ranks[ju]}
+            "dim_i": ranks[iu], "dim_j": ranks[ju], "flags": flags}
 
 
 def direct_sum_defect(ranks_heads: np.ndarray, W_O_layer_rank: int, H: int, d_head: int, d_model: int):
@@ -95,13 +101,15 @@ def stacked_rank(X: np.ndarray, rank_rtol: float = 1e-6) -> int:
     """Rank of the layer matrix [X_1 ... X_n] (D x n d) from its (n d x n d) Gram's spectrum."""
     n, D, d = X.shape
     S = np.swapaxes(X, 0, 1).reshape(D, n * d)
+    if not np.isfinite(S).all():
+        return -1
     s = np.linalg.svd(S, compute_uv=False)
     return int(np.sum(s > rank_rtol * s[0])) if s.size and s[0] > 0 else 0
 
 
 def pk_layer(f, kinds=KINDS, rank_rtol: float = 1e-6) -> tuple[dict[str, np.ndarray], dict]:
     """Within-layer PK for every kind. Returns (pair columns, per-kind layer facts)."""
-    cols: dict[str, list] = {k: [] for k in ("kind", "head_i", "head_j", "pk", "rho", "min_angle_deg", "dim_i", "dim_j")}
+    cols: dict[str, list] = {k: [] for k in ("kind", "head_i", "head_j", "pk", "rho", "min_angle_deg", "dim_i", "dim_j", "flags")}
     facts = {}
     for kind in kinds:
         X = factor_stack(f, kind)

