@@ -50,8 +50,9 @@ die() {
 trap 'die "command failed (line $LINENO): $BASH_COMMAND"' ERR
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (installs packages and starts system daemons)"
-[ -f "$TEMPLATES/slurm.conf.in" ] && [ -f "$TEMPLATES/slurmdbd.conf.in" ] \
-    || die "config templates missing in $TEMPLATES"
+if [ ! -f "$TEMPLATES/slurm.conf.in" ] || [ ! -f "$TEMPLATES/slurmdbd.conf.in" ]; then
+    die "config templates missing in $TEMPLATES"
+fi
 mkdir -p "$STATE"/{pids,log,run,spool/slurmd,spool/slurmctld}
 chmod 755 "$STATE"
 chmod 1777 "$STATE/run"   # daemons that drop to slurm/mysql write their pidfiles here
@@ -105,8 +106,17 @@ start() {
     # Not a process-group leader (no job control in scripts), so setsid execs in place
     # and $! is the daemon itself.
     setsid "$@" >>"$STATE/log/$name.log" 2>&1 </dev/null &
-    echo $! >"$STATE/pids/$name.pid"
-    say "started $name (pid $!)"
+    local pid=$!
+    echo "$pid" >"$STATE/pids/$name.pid"
+    # $! is the forked shell until it has exec'd setsid (and setpriv) into the daemon:
+    # wait for that, so that `ours` (which checks the program name) is reliable after this.
+    for _ in $(seq 1 100); do
+        [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ] && break
+        [ -d "/proc/$pid" ] || die "$name exited right after start (log: $STATE/log/$name.log)"
+        sleep 0.05
+    done
+    ours "$name" || die "pid $pid did not become $name (log: $STATE/log/$name.log)"
+    say "started $name (pid $pid)"
 }
 # wait_for WHAT CMD... : poll CMD until it succeeds, or die after $WAIT seconds.
 # Between attempts checks that the daemon NAME (if given via WATCH) is still alive.
@@ -185,7 +195,8 @@ elif [ -n "$(foreign mariadbd)" ] && mariadb-admin --socket="$MYSQL_SOCK" ping >
     say "using a mariadbd that is already running (not ours: pid $(foreign mariadbd))"
 else
     start mariadbd mariadbd --user=mysql --datadir=/var/lib/mysql --socket="$MYSQL_SOCK" \
-        --skip-networking --skip-log-bin --pid-file="$STATE/run/mariadbd.pid"
+        --skip-networking --skip-log-bin --pid-file="$STATE/run/mariadbd.pid" \
+        --innodb-buffer-pool-size=1G --innodb-lock-wait-timeout=900
 fi
 wait_for "MariaDB on $MYSQL_SOCK" mariadbd mariadb-admin --socket="$MYSQL_SOCK" ping
 # The OS user slurm logs in over the unix socket (unix_socket auth, no password).

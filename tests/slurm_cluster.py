@@ -17,7 +17,7 @@ import os
 import re
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,7 +35,6 @@ class SlurmCluster:
     up_output: str
     started_here: bool
     up_seconds: float
-    env: dict = field(default_factory=dict)
 
     def sacct(self, *args: str) -> list[dict[str, str]]:
         """Run ``sacct -X -P`` with ``args`` and return one dict per job (allocation)."""

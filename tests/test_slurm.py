@@ -6,15 +6,17 @@ Needs root (the fixture installs and starts SLURM via .ci/slurm-up.sh). Run with
 
 from __future__ import annotations
 
+import re
+import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
 
 try:  # tests/ as a package or as a plain directory on sys.path
-    from .slurm_cluster import REPO, run_id_from_log, run_snakemake, slurm_cluster  # noqa: F401
+    from .slurm_cluster import REPO, SNAKEMAKE, run_id_from_log, run_snakemake, slurm_cluster  # noqa: F401
 except ImportError:
-    from slurm_cluster import REPO, run_id_from_log, run_snakemake, slurm_cluster  # noqa: F401
+    from slurm_cluster import REPO, SNAKEMAKE, run_id_from_log, run_snakemake, slurm_cluster  # noqa: F401
 
 PROFILE = REPO / "slurm"
 
@@ -63,7 +65,8 @@ def test_tiny_workflow_runs_through_slurm(slurm_cluster, tmp_path: Path):
     (tmp_path / "Snakefile").write_text(TINY_SNAKEFILE)
     proc = run_snakemake(["--profile", str(PROFILE)], cwd=tmp_path, limit_s=150)
     log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"snakemake failed (exit {proc.returncode}):\n{log[-6000:]}"
+    rc = proc.returncode
+    assert rc == 0, f"snakemake failed (exit {rc}):\n{log[-6000:]}"
 
     # Outputs are right, and each was written inside a SLURM job.
     squares = {n: (tmp_path / f"square/{n}.txt").read_text().split() for n in (2, 3)}
@@ -83,6 +86,15 @@ def test_tiny_workflow_runs_through_slurm(slurm_cluster, tmp_path: Path):
 
 
 # ---------------------------------------------------------------- the real pipeline
+
+# The core suite's outputs: they need the fetch checkpoint and every closure/pk layer job
+# (SLURM) plus the local aggregation rules. Named explicitly so that the job set, and the
+# test's run time, stay fixed while the other suites (paper 1, PK suite) grow.
+PIPELINE_TARGETS = [
+    "results/tables/closure_tail.csv", "results/tables/pk_writing.csv",
+    "figures/closure_ccdf.png", "figures/pk_rho_ccdf.png",
+]
+
 
 def _tiny_pipeline_config(tmp_path: Path) -> Path:
     """One synthetic Llama-layout checkpoint (2 layers, GQA, one planted closed head):
@@ -139,13 +151,6 @@ def _assert_shards_bitwise_equal(a_dir: Path, b_dir: Path) -> int:
 def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path):
     """The shipped Snakefile + profile on a tiny config: per-layer jobs run as SLURM jobs
     (seen in sacct), and every shard number is bitwise equal to a local `-c2` run."""
-    import subprocess
-
-    try:
-        from .slurm_cluster import SNAKEMAKE
-    except ImportError:
-        from slurm_cluster import SNAKEMAKE
-
     cfg = _tiny_pipeline_config(tmp_path)
     snakefile = REPO / "Snakefile"
     slurm_dir, local_dir = tmp_path / "slurm", tmp_path / "local"
@@ -154,18 +159,29 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
 
     # The local reference run goes alongside (it takes seconds; the SLURM run mostly waits).
     local = subprocess.Popen(
-        ["timeout", "-k", "15", "120", str(SNAKEMAKE), "-c2", "-s", str(snakefile), "--configfile", str(cfg)],
+        ["timeout", "-k", "15", "120", str(SNAKEMAKE), *PIPELINE_TARGETS, "-c2", "-s", str(snakefile),
+         "--configfile", str(cfg)],
         cwd=local_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
-    proc = run_snakemake(["--profile", str(PROFILE), "-s", str(snakefile), "--configfile", str(cfg)],
-                         cwd=slurm_dir, limit_s=180)
-    local_out, _ = local.communicate(timeout=180)
+    try:
+        # (targets first: --configfile takes several values)
+        proc = run_snakemake([*PIPELINE_TARGETS, "--profile", str(PROFILE), "-s", str(snakefile),
+                              "--configfile", str(cfg)], cwd=slurm_dir, limit_s=180)
+        local_out, _ = local.communicate(timeout=180)
+    finally:
+        if local.poll() is None:
+            local.kill()
+            local.wait()
     log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"SLURM run failed (exit {proc.returncode}):\n{log[-8000:]}"
-    assert local.returncode == 0, f"local -c2 run failed (exit {local.returncode}):\n{local_out[-8000:]}"
+    rc, local_rc = proc.returncode, local.returncode
+    assert rc == 0, f"SLURM run failed (exit {rc}):\n{log[-8000:]}"
+    assert local_rc == 0, f"local -c2 run failed (exit {local_rc}):\n{local_out[-8000:]}"
 
-    # Exactly the per-layer/fetch jobs went through SLURM (tables and figures are localrules).
-    jobs = slurm_cluster.jobs_of_run(run_id_from_log(log), expect=5)
+    # Exactly the per-layer/fetch jobs went through SLURM (tables and figures are localrules),
+    # and sacct (real accounting) knows every job Snakemake says it submitted.
+    submitted = set(re.findall(r"has been submitted with SLURM jobid (\d+)", log))
+    jobs = slurm_cluster.jobs_of_run(run_id_from_log(log), expect=len(submitted))
+    assert {j["JobID"] for j in jobs} == submitted, (jobs, submitted)
     assert sorted(j["Comment"] for j in jobs) == [
         "rule_closure_layer_wildcards_synth_0", "rule_closure_layer_wildcards_synth_1",
         "rule_fetch_wildcards_synth",
@@ -175,6 +191,5 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
 
     # Same shards, same numbers, bit for bit; and the final targets exist in both runs.
     assert _assert_shards_bitwise_equal(slurm_dir, local_dir) == 4
-    for rel in ("results/tables/closure_tail.csv", "results/tables/pk_writing.csv",
-                "figures/closure_ccdf.png", "figures/pk_rho_ccdf.png"):
+    for rel in PIPELINE_TARGETS:
         assert (slurm_dir / rel).stat().st_size > 0 and (local_dir / rel).stat().st_size > 0, rel
