@@ -3,10 +3,12 @@ rule pk_layer:
         manifest="results/tensors/{model}/manifest.json",
         tensors="results/tensors/{model}/tensors.safetensors",
     output:
-        "results/shards/pk/{model}/layer{layer}.parquet",
+        pairs="results/shards/pk/{model}/layer{layer}.parquet",
+        self_overlap="results/shards/pk_self/{model}/layer{layer}.parquet",
     params:
         kinds=lookup(dpath="pk/kinds", within=config),
         rank_rtol=lookup(dpath="rank_rtol", within=config),
+        self_permutations=lookup(dpath="pk/self_permutations", within=config),
     log:
         "logs/pk/{model}/layer{layer}.log",
     threads: 1

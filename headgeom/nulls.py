@@ -1,0 +1,72 @@
+"""§2 null models for reading and writing spaces (the PK paper).
+
+* spectrum-preserving rotation: S = U Σ V^T -> U Σ Q^T with Q Haar on the Stiefel manifold
+  (all singular values and the left singular vectors kept, columns changed);
+* column reassignment: permute the columns of S before splitting it into heads.
+S is the stacked layer matrix (D x n d): W_O^l for writing spaces, the stacked folded reading
+matrix for reading spaces. Every draw comes from a seed derived from its names."""
+
+from __future__ import annotations
+
+import numpy as np
+
+NULLS = ("rotation", "reassign")
+
+
+def stack(X: np.ndarray) -> np.ndarray:
+    """(n, D, d) per-head factors -> (D, n d) layer matrix."""
+    n, D, d = X.shape
+    return np.ascontiguousarray(np.swapaxes(X, 0, 1).reshape(D, n * d))
+
+
+def unstack(S: np.ndarray, n: int) -> np.ndarray:
+    D, m = S.shape
+    return np.ascontiguousarray(S.reshape(D, n, m // n).swapaxes(0, 1))
+
+
+def haar_stiefel(m: int, r: int, rng: np.random.Generator) -> np.ndarray:
+    """m x r matrix with orthonormal columns, Haar distributed (QR of a Gaussian with the
+    sign of R's diagonal fixed, Mezzadri 2007)."""
+    Z = rng.standard_normal((m, r))
+    Q, R = np.linalg.qr(Z)
+    return Q * np.sign(np.where(np.diag(R) == 0, 1.0, np.diag(R)))
+
+
+def rotate_spectrum(S: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """U Σ V^T -> U Σ Q^T, Q Haar on the Stiefel manifold, computed as S O with O Haar
+    (m x m): S O = U Σ (O^T V)^T and O^T V is Haar whatever V is. No SVD needed."""
+    return S @ haar_stiefel(S.shape[1], S.shape[1], rng)
+
+
+def reassign_columns(S: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return S[:, rng.permutation(S.shape[1])]
+
+
+def null_factors(X: np.ndarray, null: str, rng: np.random.Generator) -> np.ndarray:
+    """One null draw of per-head factors (n, D, d)."""
+    S = stack(X)
+    if null == "rotation":
+        S = rotate_spectrum(S, rng)
+    elif null == "reassign":
+        S = reassign_columns(S, rng)
+    else:
+        raise ValueError(f"unknown null {null!r}; known: {NULLS}")
+    return unstack(S, X.shape[0])
+
+
+def empirical_p(observed: float, samples, greater: bool = True) -> float:
+    """Phipson & Smyth: p = (k+1)/(n+1), k = samples at least as extreme. Ties within
+    rounding (1e-12 relative) count as at least as extreme: a statistic summed in another
+    order must not look significant."""
+    samples = np.asarray(samples, dtype=float)
+    tol = 1e-12 * max(abs(observed), np.finfo(float).tiny)
+    k = int(np.sum(samples >= observed - tol)) if greater else int(np.sum(samples <= observed + tol))
+    return (k + 1) / (samples.size + 1)
+
+
+def sample_range(n_samples: int, block: int, per_job: int) -> range:
+    return range(block * per_job, min((block + 1) * per_job, n_samples))
+
+
+def n_blocks(n_samples: int, per_job: int) -> int:
+    return -(-n_samples // per_job)
