@@ -151,7 +151,7 @@ def pk_job(store_dir, layer: int, out, params: dict, out_self=None, log=print) -
         for k, v in res.items():
             cols[k].append(np.asarray(v))
         cols["kind"].append(np.array([kind] * len(res["pk"]), dtype=object))
-        lr = stacked_rank(X, params.get("rank_rtol", 1e-6))
+        lr = stacked_rank(B, params.get("rank_rtol", 1e-6))
         defect, expected = direct_sum_defect(r, lr, X.shape[0], X.shape[2], X.shape[1])
         facts[kind] = {"ranks": r.tolist(), "layer_rank": lr, "direct_sum_defect": defect,
                        "expected_defect": expected, "n_heads": int(X.shape[0])}

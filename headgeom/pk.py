@@ -120,14 +120,16 @@ def direct_sum_defect(ranks_heads: np.ndarray, W_O_layer_rank: int, H: int, d_he
     return int(np.sum(ranks_heads) - W_O_layer_rank), max(0, H * d_head - d_model)
 
 
-def stacked_rank(X: np.ndarray, rank_rtol: float = 1e-6) -> int:
-    """Rank of the layer matrix [X_1 ... X_n] (D x n d) from its (n d x n d) Gram's spectrum."""
-    n, D, d = X.shape
-    S = np.swapaxes(X, 0, 1).reshape(D, n * d)
-    if not np.isfinite(S).all():
+def stacked_rank(bases: np.ndarray, rank_rtol: float = 1e-6) -> int:
+    """dim(sum_i Im U_i) from the (sum d x sum d) Gram of the stacked orthonormal bases:
+    its eigenvalues are the squared singular values of [U_1 ... U_n] (which have scale 1)."""
+    n, D, d = bases.shape
+    if not np.isfinite(bases).all():
         return -1
-    s = np.linalg.svd(S, compute_uv=False)
-    return int(np.sum(s > rank_rtol * s[0])) if s.size and s[0] > 0 else 0
+    S = np.swapaxes(bases, 0, 1).reshape(D, n * d)
+    G = S.T @ S if n * d <= D else S @ S.T
+    ev = np.clip(np.linalg.eigvalsh(G), 0.0, None)
+    return int(np.sum(np.sqrt(ev) > rank_rtol * np.sqrt(ev[-1]))) if ev.size and ev[-1] > 0 else 0
 
 
 def pk_layer(f, kinds=KINDS, rank_rtol: float = 1e-6) -> tuple[dict[str, np.ndarray], dict]:
@@ -141,7 +143,7 @@ def pk_layer(f, kinds=KINDS, rank_rtol: float = 1e-6) -> tuple[dict[str, np.ndar
         for k, v in r.items():
             cols[k].append(np.asarray(v))
         cols["kind"].append(np.array([kind] * len(r["pk"]), dtype=object))
-        layer_rank = stacked_rank(X, rank_rtol)
+        layer_rank = stacked_rank(bases, rank_rtol)
         defect, expected = direct_sum_defect(ranks, layer_rank, X.shape[0], X.shape[2], X.shape[1])
         facts[kind] = {"ranks": ranks.tolist(), "layer_rank": layer_rank, "direct_sum_defect": defect,
                        "expected_defect": expected, "n_heads": int(X.shape[0])}
