@@ -32,7 +32,6 @@ import re
 import struct
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Iterator
 from urllib.parse import quote, urlsplit, urlunsplit
 

@@ -45,21 +45,6 @@ def closure_job(store_dir, layer: int, out, params: dict, log=print) -> None:
         f"{flagged} flagged, {time.perf_counter() - t0:.2f}s")
 
 
-def pk_job(store_dir, layer: int, out, params: dict, log=print) -> None:
-    from .pk import pk_layer
-
-    t0 = time.perf_counter()
-    store = TensorStore(store_dir)
-    f = store.layer_factors(layer)
-    cols, facts = pk_layer(f, kinds=tuple(params.get("kinds", ("O", "Q", "K", "V"))), rank_rtol=params.get("rank_rtol", 1e-6))
-    model = store.manifest["model"]
-    prov = _shard_provenance("pk", store, layer, params)
-    prov["layer_facts"] = facts
-    prov["folded"] = f.notes.get("folded", "")
-    write_shard(out, _with_keys(cols, model, layer), prov)
-    log(f"[pk {model} L{layer}] {len(cols['pk'])} pairs, {time.perf_counter() - t0:.2f}s")
-
-
 def manifest_fields(manifests: dict[str, str]) -> dict[str, dict]:
     return {m: json.loads(Path(p).read_text())["fields"] for m, p in manifests.items()}
 
@@ -136,26 +121,14 @@ def _self_overlap_rows(f, spaces, model: str, layer: int, n_perm: int) -> dict:
 
 
 def pk_job(store_dir, layer: int, out, params: dict, out_self=None, log=print) -> None:
-    from .pk import layer_spaces, pk_within, stacked_rank, direct_sum_defect
+    from .pk import pk_layer
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
     f = store.layer_factors(layer)
     model = store.manifest["model"]
-    kinds = tuple(params.get("kinds", ("O", "Q", "K", "V")))
-    spaces = layer_spaces(f, kinds, params.get("rank_rtol", 1e-6))
-    cols = {k: [] for k in ("kind", "head_i", "head_j", "pk", "rho", "min_angle_deg", "dim_i", "dim_j", "flags")}
-    facts = {}
-    for kind, (X, B, r) in spaces.items():
-        res = pk_within(B, r)
-        for k, v in res.items():
-            cols[k].append(np.asarray(v))
-        cols["kind"].append(np.array([kind] * len(res["pk"]), dtype=object))
-        lr = stacked_rank(B, params.get("rank_rtol", 1e-6))
-        defect, expected = direct_sum_defect(r, lr, X.shape[0], X.shape[2], X.shape[1])
-        facts[kind] = {"ranks": r.tolist(), "layer_rank": lr, "direct_sum_defect": defect,
-                       "expected_defect": expected, "n_heads": int(X.shape[0])}
-    cols = {k: np.concatenate(v) for k, v in cols.items()}
+    cols, facts, spaces = pk_layer(f, kinds=tuple(params.get("kinds", ("O", "Q", "K", "V"))),
+                                   rank_rtol=params.get("rank_rtol", 1e-6), return_spaces=True)
     prov = _shard_provenance("pk", store, layer, params)
     prov["layer_facts"] = facts
     prov["folded"] = f.notes.get("folded", "")
@@ -297,7 +270,9 @@ def pk_report_job(name: str, inputs: dict[str, list[str]], manifests: list[str],
         data[family] = cols
         provs += pv
     if name in report_pk.TABLES:
-        report_pk.build_table(name, data, fields, models, params).write(outputs, provs, params)
+        t = report_pk.build_table(name, data, fields, models, params)
+        t.aggregation = f"headgeom.report_pk.build_table({name!r})"
+        t.write(outputs, provs, params)
     else:
         fig, extra = report_pk.build_figure(name, data, fields, models, params)
         figures.save(fig, outputs, {"figure": name, "params": params, "inputs": provs, **extra})

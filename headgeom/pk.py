@@ -132,13 +132,12 @@ def stacked_rank(bases: np.ndarray, rank_rtol: float = 1e-6) -> int:
     return int(np.sum(np.sqrt(ev) > rank_rtol * np.sqrt(ev[-1]))) if ev.size and ev[-1] > 0 else 0
 
 
-def pk_layer(f, kinds=KINDS, rank_rtol: float = 1e-6) -> tuple[dict[str, np.ndarray], dict]:
-    """Within-layer PK for every kind. Returns (pair columns, per-kind layer facts)."""
+def pk_layer(f, kinds=KINDS, rank_rtol: float = 1e-6, return_spaces: bool = False):
+    """Within-layer PK for every kind. Returns (pair columns, per-kind layer facts[, spaces])."""
     cols: dict[str, list] = {k: [] for k in ("kind", "head_i", "head_j", "pk", "rho", "min_angle_deg", "dim_i", "dim_j", "flags")}
     facts = {}
-    for kind in kinds:
-        X = factor_stack(f, kind)
-        bases, ranks = orthonormal_bases(X, rank_rtol)
+    spaces = layer_spaces(f, kinds, rank_rtol)
+    for kind, (X, bases, ranks) in spaces.items():
         r = pk_within(bases, ranks)
         for k, v in r.items():
             cols[k].append(np.asarray(v))
@@ -147,7 +146,8 @@ def pk_layer(f, kinds=KINDS, rank_rtol: float = 1e-6) -> tuple[dict[str, np.ndar
         defect, expected = direct_sum_defect(ranks, layer_rank, X.shape[0], X.shape[2], X.shape[1])
         facts[kind] = {"ranks": ranks.tolist(), "layer_rank": layer_rank, "direct_sum_defect": defect,
                        "expected_defect": expected, "n_heads": int(X.shape[0])}
-    return {k: np.concatenate(v) if v else np.array([]) for k, v in cols.items()}, facts
+    cols = {k: np.concatenate(v) if v else np.array([]) for k, v in cols.items()}
+    return (cols, facts, spaces) if return_spaces else (cols, facts)
 
 
 def isotropic_rho(d_head: int, d_model: int) -> float:

@@ -16,12 +16,9 @@ paper1_siblings."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import numpy as np
 
-from .io import write_json
 from .paper1 import BOOTSTRAP, auroc, hierarchical_bootstrap
 from .seeds import rng_for
 from .shards import read_shards
@@ -663,7 +660,6 @@ F_RANGE, RHO_RANGE = (-1.0, 1.05), (-0.5, 1.5)
 
 
 def fig_siblings(pairs: dict, models: list[str], threshold: float):
-    from .figures import ccdf
 
     plt = _plt()
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -742,11 +738,8 @@ def table_job(name: str, inputs: dict, models: list[str], outputs: dict, params:
         tab = anchor_table(d["pairs"], d["heads"], models, t)
     else:
         raise ValueError(f"unknown paper 1 table {name!r}")
+    tab.aggregation = f"headgeom.report_paper1.table_job({name!r})"
     tab.write(outputs, provs, params)
-    # Table.write names headgeom.tables.<name>; these tables are built here
-    prov = json.loads(Path(outputs["prov"]).read_text())
-    prov["aggregation"] = f"headgeom.report_paper1.table_job({name!r})"
-    write_json(outputs["prov"], prov)
 
 
 def figure_job(name: str, inputs: dict, models: list[str], outputs: dict, params: dict) -> None:

@@ -7,7 +7,6 @@ import csv
 import io
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -31,6 +30,7 @@ class Table:
     columns: list[Column]
     rows: list[dict]
     notes: str = ""
+    aggregation: str | None = None  # what built it (audit); default headgeom.tables.<name>
 
     def csv(self) -> str:
         buf = io.StringIO()
@@ -66,7 +66,7 @@ class Table:
         write_text(outputs["tex"], self.latex())
         write_json(outputs["prov"], {
             "table": self.name,
-            "aggregation": f"headgeom.tables.{self.name}",
+            "aggregation": self.aggregation or f"headgeom.tables.{self.name}",
             "params": params,
             "code": code_version(),
             "columns": [c.key for c in self.columns],

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pyarrow.parquet as pq
-import pytest
 from scipy.linalg import subspace_angles
 
 from headgeom import nulls, pk
