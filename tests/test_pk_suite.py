@@ -131,3 +131,23 @@ def test_null_blocks_are_identical_to_one_job(tmp_path):
     b = pq.read_table(tmp_path / "b0.parquet").to_pylist() + pq.read_table(tmp_path / "b1.parquet").to_pylist()
     key = lambda r: (r["kind"], r["null"], r["sample"])  # noqa: E731
     assert sorted(a, key=key) == sorted(b, key=key)
+
+
+def test_job_resources_scale_with_shape(tmp_path):
+    import json
+
+    from headgeom.costs import REF, SECONDS, resources
+
+    def manifest(**f):
+        p = tmp_path / f"m{len(list(tmp_path.iterdir()))}.json"
+        p.write_text(json.dumps({"fields": {"n_layers": 28, **f}}))
+        return p
+
+    ref = manifest(**REF)
+    r = resources("pk_cross_layer", ref)
+    assert r["runtime"] == int(-(-1.5 * SECONDS["pk_cross_pair"] * 27 // 60))  # measured cost x 27 later layers
+    assert 1150 <= resources("pk_layer", ref)["mem_mb"] < 1500  # measured peak 1150 MB
+    nc = resources("pk_null_cross", ref, n_samples=1)
+    assert nc["mem_mb"] > 9000 and nc["runtime"] > 60
+    tiny = manifest(d_model=64, d_head=16, n_heads=4, n_kv_heads=2)
+    assert resources("pk_null_cross", tiny) == {"mem_mb": 500, "runtime": 5}

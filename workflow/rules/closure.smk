@@ -11,8 +11,8 @@ rule closure_layer:
         "logs/closure/{model}/layer{layer}.log",
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=10,
+        mem_mb=cost("closure_layer", "mem_mb"),
+        runtime=cost("closure_layer", "runtime"),
         cpus_per_task=1,
     script:
         "../scripts/closure_layer.py"

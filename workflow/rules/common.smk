@@ -52,3 +52,14 @@ def layer_shards(job):
 # Named as plain paths so that every model's fetch is scheduled at once (an input function
 # that asks a checkpoint stops at the first model not yet fetched).
 MANIFESTS = [f"results/tensors/{m}/manifest.json" for m in ACTIVE]
+
+
+def cost(job, key):
+    """mem_mb / runtime of one job from the model's shape (headgeom.costs; README 'Job costs')."""
+    from headgeom.costs import resources
+
+    def inner(wildcards, input):
+        nulls = config["pk"]["nulls"]
+        return resources(job, input.manifest, nulls["samples_per_job"], len(nulls["types"]))[key]
+
+    return inner

@@ -13,8 +13,8 @@ rule pk_layer:
         "logs/pk/{model}/layer{layer}.log",
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=10,
+        mem_mb=cost("pk_layer", "mem_mb"),
+        runtime=cost("pk_layer", "runtime"),
         cpus_per_task=1,
     script:
         "../scripts/pk_layer.py"
