@@ -264,10 +264,11 @@ def pk_report_job(name: str, inputs: dict[str, list[str]], manifests: list[str],
     from . import figures, report_pk
 
     fields = manifest_fields({Path(p).parent.name: p for p in manifests})
-    data, provs = {}, []
+    data, provs = {"_provs": {}}, []
     for family, paths in inputs.items():
         cols, pv = read_shards(paths)
         data[family] = cols
+        data["_provs"][family] = pv
         provs += pv
     if name in report_pk.TABLES:
         t = report_pk.build_table(name, data, fields, models, params)

@@ -339,6 +339,65 @@ def table_base_instruct(data, fields, pairs: list[tuple[str, str]]) -> Table:
                  rows, notes="" if rows else "No base/instruct pair (models with `pair:`) among the active models.")
 
 
+def table_ranks(provs_pk: list[dict], models) -> Table:
+    """Numerical ranks of head spaces and the direct-sum defect, from the pk shards' provenance."""
+    acc = defaultdict(lambda: {"ranks": [], "defect": [], "expected": [], "layer_rank": [], "folded": set()})
+    for p in provs_pk:
+        prov = p["provenance"]
+        for kind, f in prov.get("layer_facts", {}).items():
+            a = acc[(prov["model"], kind)]
+            a["ranks"] += f["ranks"]
+            a["defect"].append(f["direct_sum_defect"])
+            a["expected"].append(f["expected_defect"])
+            a["layer_rank"].append(f["layer_rank"])
+            a["folded"].add(prov.get("folded", "") if kind != "O" else "–")
+    rows = []
+    for m in models:
+        for kind in ("O", "Q", "K", "V"):
+            a = acc.get((m, kind))
+            if not a:
+                continue
+            excess = [d - e for d, e in zip(a["defect"], a["expected"])]
+            rows.append({"model": m, "kind": kind, "rank_min": min(a["ranks"]), "rank_max": max(a["ranks"]),
+                         "layer_rank": _rng(a["layer_rank"], "{:.0f}"), "defect_max": max(a["defect"]),
+                         "expected": max(a["expected"]), "layers_excess": int(sum(x > 0 for x in excess)),
+                         "folded": "; ".join(sorted(a["folded"]))})
+    return Table("pk_ranks", "Numerical ranks (relative tolerance rank_rtol) and direct-sum defect Σ rank − rank of the sum vs the forced max(0, H d − D).",
+                 [Column("model", "Model"), Column("kind", "Space"), Column("rank_min", "Head rank min"), Column("rank_max", "max"),
+                  Column("layer_rank", "Rank of the sum (layers)"), Column("defect_max", "Max defect"),
+                  Column("expected", "Forced defect"), Column("layers_excess", "Layers above forced"),
+                  Column("folded", "Folded into reading spaces")], rows)
+
+
+def table_conditions(data, conds, fields, models) -> Table:
+    """Every layer (within) and layer pair (across): statistics and null comparison."""
+    ow = observed_within(data.get("pk", {}), fields)
+    oc = observed_cross(data.get("pk_cross", {}), fields)
+    cmp = {(c["model"], c["scope"], c["kind"], c["layer"], c["layer_r"]): c for c in conds}
+    rows = []
+    for src, scope in ((ow, "within"), (oc, "cross")):
+        for key, st in sorted(src.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+            if key[0] not in models:
+                continue
+            m, l = key[0], key[1]
+            lr, kind = (None, key[2]) if scope == "within" else (key[2], key[3])
+            c = cmp.get((m, scope, kind, l, lr), {})
+            rows.append({"model": m, "scope": scope, "kind": kind, "layer": l, "layer_r": lr,
+                         **{k: st[k] for k in ("n_pairs", "mean", "sd", "median", "p95", "max", "min_angle_deg",
+                                                "share_above_2iso", "share_below_half_iso")},
+                         "r": c.get("r"), "p_sd_rotation": c.get("p_sd_rotation"), "p_sd_reassign": c.get("p_sd_reassign"),
+                         "mean_below_all": c.get("mean_below_all"), "mean_above_all": c.get("mean_above_all")})
+    cols = [Column("model", "Model"), Column("scope", "Scope"), Column("kind", "Kind"), Column("layer", "Layer"),
+            Column("layer_r", "Reader layer"), Column("n_pairs", "Pairs"), Column("mean", "Mean ρ", "{:.4f}"),
+            Column("sd", "SD", "{:.4f}"), Column("median", "Median", "{:.4f}"), Column("p95", "p95", "{:.4f}"),
+            Column("max", "Max", "{:.4f}"), Column("min_angle_deg", "Min angle (°)", "{:.2f}"),
+            Column("share_above_2iso", "Share > 2 d/D", "{:.3f}"), Column("share_below_half_iso", "Share < d/(2D)", "{:.3f}"),
+            Column("r", "r", "{:.2f}"), Column("p_sd_rotation", "p (rotation)", "{:.3f}"),
+            Column("p_sd_reassign", "p (reassign)", "{:.3f}"), Column("mean_below_all", "Mean below all"),
+            Column("mean_above_all", "Mean above all")]
+    return Table("pk_conditions", "Per layer (within) and per writer→reader layer pair (across): ρ statistics and the null comparison; p = (k+1)/(n+1) for the SD.", cols, rows)
+
+
 # ------------------------------------------------------------------ figures
 
 
@@ -519,6 +578,8 @@ TABLES = {
     "pk_t9_weighted": ("pk_cross",),
     "pk_self_overlap": ("pk_self",),
     "pk_base_instruct": ("pk",),
+    "pk_ranks": ("pk",),
+    "pk_conditions": ("pk", "pk_cross", "pk_null_within", "pk_null_cross"),
 }
 FIGURES = {
     "pk_fig2_rho_ccdf_nulls": ("pk", "pk_null_within"),
@@ -532,7 +593,8 @@ FIGURES = {
 
 def build_table(name, data, fields, models, params) -> Table:
     types = tuple(params.get("null_types", ("rotation", "reassign")))
-    if name in ("pk_t4_null_summary", "pk_t6_min_angle_vs_reassign", "pk_t7_reading_within", "pk_t8_cross_nulls"):
+    if name in ("pk_t4_null_summary", "pk_t6_min_angle_vs_reassign", "pk_t7_reading_within", "pk_t8_cross_nulls",
+                "pk_conditions"):
         conds = conditions(data, fields, types)
     return {
         "pk_t1_min_angles": lambda: table1(data, fields, models),
@@ -545,6 +607,8 @@ def build_table(name, data, fields, models, params) -> Table:
         "pk_t9_weighted": lambda: table9(data, fields, models),
         "pk_self_overlap": lambda: table_self(data, models),
         "pk_base_instruct": lambda: table_base_instruct(data, fields, [tuple(p) for p in params.get("pairs", [])]),
+        "pk_ranks": lambda: table_ranks(data.get("_provs", {}).get("pk", []), models),
+        "pk_conditions": lambda: table_conditions(data, conds, fields, models),
     }[name]()
 
 

@@ -77,8 +77,11 @@ class Table:
 def _csv_val(v):
     if v is None:
         return ""
-    if isinstance(v, float):
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
         return repr(v) if math.isfinite(v) else ("nan" if math.isnan(v) else str(v))
+    if isinstance(v, np.integer):
+        return str(int(v))
     return str(v)
 
 

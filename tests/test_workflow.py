@@ -65,7 +65,15 @@ def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
     for fig in ("closure_ccdf", "pk_rho_ccdf"):
         assert (tiny / f"figures/{fig}.png").stat().st_size > 1000
         assert (tiny / f"figures/{fig}.pdf").stat().st_size > 1000
-    # nothing left to do
+    # PK suite: every layer and layer pair has its statistics and null comparison
+    conds = list(csv.DictReader(open(tiny / "results/tables/pk_conditions.csv")))
+    assert len(conds) == 2 * 4 + 1 * 3  # 2 layers x O/Q/K/V within, 1 layer pair x Q/K/V across
+    assert all(c["r"] not in ("", "nan") for c in conds if c["kind"] != "K" and c["kind"] != "V")
+    ranks = {(r["kind"]): r for r in csv.DictReader(open(tiny / "results/tables/pk_ranks.csv"))}
+    assert ranks["O"]["rank_min"] == "12" and ranks["O"]["expected"] == "0" and ranks["K"]["rank_max"] == "12"
+    t4 = list(csv.DictReader(open(tiny / "results/tables/pk_t4_null_summary.csv")))
+    assert {r["comparison"] for r in t4} >= {"writing, within layer", "writing -> Q, across layers"}
+    # nothing left to do: every table and figure in ALL_TARGETS was built
     assert "Nothing to be done" in _run(snakemake_bin, root, tiny, "-n")
 
 

@@ -40,6 +40,7 @@ class GGUFAdapter(Adapter):
         r"blk\.{L}\.attn_norm\.weight",
     )
     unpermute_qk = False
+    folded_note = "RMSNorm gain (GGUF attn_norm weight)"
 
     def fields(self, config, keys):
         a = config["general.architecture"]
@@ -73,7 +74,7 @@ class GGUFAdapter(Adapter):
             kv_group=gqa_map(f.n_heads, f.n_kv_heads),
             norm_gain=get(p + "attn_norm.weight"),
             norm_type="rmsnorm",
-            notes={"folded": "RMSNorm gain (GGUF weight, +1 already applied for Gemma)", "quantized": True},
+            notes={"folded": self.folded_note, "quantized": True},
         )
 
 
@@ -86,4 +87,5 @@ class GGUFLlamaAdapter(GGUFAdapter):
 class GGUFGemma3Adapter(GGUFAdapter):
     name = "gguf-gemma3"
     model_types = ("gemma3",)
+    folded_note = "RMSNorm gain (GGUF attn_norm weight, which already includes Gemma's +1)"
     wanted_patterns = GGUFAdapter.wanted_patterns + (r"blk\.{L}\.attn_(q|k)_norm\.weight",)
