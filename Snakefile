@@ -19,8 +19,10 @@ include: "workflow/rules/fetch.smk"
 include: "workflow/rules/closure.smk"
 include: "workflow/rules/pk.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/paper1_common.smk"
 include: "workflow/rules/paper1.smk"
 include: "workflow/rules/pk_suite.smk"
+include: "workflow/rules/claims.smk"
 
 
 localrules:

@@ -1,9 +1,15 @@
+# config models[...] keys headgeom.sources.open_source reads
+FETCH_KEYS = ("source", "path", "repo_id", "revision", "package")
+
+
 checkpoint fetch:
     output:
         manifest="results/tensors/{model}/manifest.json",
         tensors="results/tensors/{model}/tensors.safetensors",
     params:
-        entry=lookup(dpath="models/{model}", within=config),
+        # only the keys that locate the checkpoint: editing a model's notes, tables, pair or
+        # lineage (config/models.yaml) does not refetch it and rerun its jobs
+        entry=lambda wc: {k: v for k, v in config["models"][wc.model].items() if k in FETCH_KEYS},
     log:
         "logs/fetch/{model}.log",
     threads: 1

@@ -55,8 +55,8 @@ rule pk_cross_layer:
         "logs/pk_cross/{model}/layer{layer}.log",
     threads: 1
     resources:
-        mem_mb=2000,
-        runtime=20,
+        mem_mb=cost("pk_cross_layer", "mem_mb"),
+        runtime=cost("pk_cross_layer", "runtime"),
         cpus_per_task=1,
     script:
         "../scripts/pk_suite_job.py"
@@ -77,8 +77,8 @@ rule pk_null_within:
         "logs/pk_null_within/{model}/layer{layer}/block{block}.log",
     threads: 1
     resources:
-        mem_mb=2000,
-        runtime=30,
+        mem_mb=cost("pk_null_within", "mem_mb"),
+        runtime=cost("pk_null_within", "runtime"),
         cpus_per_task=1,
     script:
         "../scripts/pk_suite_job.py"
@@ -99,8 +99,8 @@ rule pk_null_cross:
         "logs/pk_null_cross/{model}/block{block}.log",
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=120,
+        mem_mb=cost("pk_null_cross", "mem_mb"),
+        runtime=cost("pk_null_cross", "runtime"),
         cpus_per_task=1,
     script:
         "../scripts/pk_suite_job.py"
@@ -131,12 +131,16 @@ for _name, (_what, _families) in PK_REPORTS.items():
             manifests=MANIFESTS,
             **{fam: pk_family(fam) for fam in _families},
         output:
-            **(TABLE_OUT(_name) if _what == "table" else FIGURE_OUT(_name)),
+            **(TABLE_REPORT(_name, "PK paper") if _what == "table" else FIGURE_REPORT(_name, "PK paper")),
         params:
             name=_name,
             models=ACTIVE,
             families=list(_families),
-            null_types=lookup(dpath="pk/nulls/types", within=config),
+            # only the reports that read null shards get the null types: editing pk.nulls.types
+            # leaves the others (Tables 1-3, 9, self-overlap, base/instruct, Figure 6) alone
+            null_types=lookup(dpath="pk/nulls/types", within=config)
+            if any(f.startswith("pk_null") for f in _families)
+            else [],
             pairs=_pairs() if _name == "pk_base_instruct" else [],
         log:
             f"logs/reports/{_name}.log",

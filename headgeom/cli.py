@@ -1,0 +1,87 @@
+"""The ``headgeom`` command.
+
+    headgeom audit TABLE --row KEY=VALUE [--row ...] --column NAME [-d DIR] [--no-tensors]
+    headgeom claims [--ledger config/claims.yaml] [-d DIR] [--models m1 m2 ...]
+
+Run from the directory the pipeline ran in (or pass -d). ``audit`` explains one number of a
+table and recomputes it from its shards and from the tensors; it exits 0 when everything
+matches, 1 on any mismatch or integrity problem, 2 when the number cannot be found.
+``claims`` prints the claims ledger beside the pipeline's values (what the ``claims`` rule
+writes to results/tables/claims.*)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _audit(args) -> int:
+    from .audit import AuditError, audit
+
+    try:
+        res = audit(args.directory, args.table, args.row or [], args.column, tensors=not args.no_tensors,
+                    configfiles=args.configfile or [], max_rows=args.rows, tmpdir=args.tmpdir)
+    except AuditError as e:
+        print(f"headgeom audit: {e}", file=sys.stderr)
+        return 2
+    return 0 if res["ok"] else 1
+
+
+def _claims(args) -> int:
+    from .claims import build_claims, load_ledger
+
+    ledger = load_ledger(args.ledger)
+    workdir = Path(args.directory)
+    models = args.models
+    if models is None:  # the models the tables were built for
+        models = sorted({r for r in _table_models(workdir)})
+    table = build_claims(ledger, workdir / "results" / "tables", models)
+    sys.stdout.write(table.markdown() if args.format == "md" else table.csv())
+    return 0
+
+
+def _table_models(workdir: Path):
+    import csv
+
+    for p in sorted((workdir / "results" / "tables").glob("*.csv")):
+        if p.stem == "claims":
+            continue
+        with open(p, newline="") as fh:
+            for r in csv.DictReader(fh):
+                if r.get("model") and r["model"] != "pooled":
+                    yield r["model"]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="headgeom", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    a = sub.add_parser("audit", help="explain one number of a table and recompute it",
+                       description="Explain one number of a table (its aggregation, shards, provenance, tensors, "
+                                   "rule) and recompute it from the shards and from the tensors.")
+    a.add_argument("table", help="table name (closure_tail, pk_t4_null_summary, ...) or path to its CSV")
+    a.add_argument("--row", action="append", metavar="KEY=VALUE",
+                   help="select the row: column KEY equals VALUE (repeat until one row is left)")
+    a.add_argument("--column", required=True, help="the column of the number")
+    a.add_argument("-d", "--directory", default=".", help="directory the pipeline ran in (default: .)")
+    a.add_argument("--no-tensors", action="store_true", help="skip recomputing from the tensors")
+    a.add_argument("--configfile", nargs="+", help="config files the pipeline ran with (added to the printed commands)")
+    a.add_argument("--rows", type=int, default=5, help="shard rows to print per shard (default 5)")
+    a.add_argument("--tmpdir", help="keep the recomputed shards and tables here (default: a temporary directory)")
+    a.set_defaults(func=_audit)
+
+    c = sub.add_parser("claims", help="the papers' reported numbers beside the pipeline's",
+                       description="Print the claims ledger beside the pipeline's values.")
+    c.add_argument("--ledger", default=str(Path(__file__).resolve().parent.parent / "config" / "claims.yaml"))
+    c.add_argument("-d", "--directory", default=".")
+    c.add_argument("--models", nargs="*", help="models counted as run (default: those in the tables)")
+    c.add_argument("--format", choices=("md", "csv"), default="md")
+    c.set_defaults(func=_claims)
+
+    args = ap.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
