@@ -21,6 +21,7 @@ include: "workflow/rules/pk.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/paper1_common.smk"
 include: "workflow/rules/paper1.smk"
+include: "workflow/rules/pk_suite_common.smk"
 include: "workflow/rules/pk_suite.smk"
 include: "workflow/rules/claims.smk"
 
@@ -34,6 +35,6 @@ localrules:
 
 
 rule all:
+    default_target: True
     input:
         ALL_TARGETS,
-    default_target: True

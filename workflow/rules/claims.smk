@@ -10,8 +10,14 @@ CLAIMS_LEDGER = str(
     if config.get("claims", {}).get("ledger")
     else Path(workflow.basedir) / "config" / "claims.yaml"
 )
-_BUILT_TABLES = {Path(t).stem for t in ALL_TARGETS if t.startswith("results/tables/") and t.endswith(".csv")}
-CLAIMS_TABLES = [t for t in _ledger_tables(_load_ledger(CLAIMS_LEDGER)) if t in _BUILT_TABLES]
+_BUILT_TABLES = {
+    Path(t).stem
+    for t in ALL_TARGETS
+    if t.startswith("results/tables/") and t.endswith(".csv")
+}
+CLAIMS_TABLES = [
+    t for t in _ledger_tables(_load_ledger(CLAIMS_LEDGER)) if t in _BUILT_TABLES
+]
 
 
 rule claims:
@@ -20,11 +26,13 @@ rule claims:
         tables=[f"results/tables/{t}.csv" for t in CLAIMS_TABLES],
     output:
         **TABLE_REPORT("claims", "Claims"),
-    params:
-        models=ACTIVE,
     log:
         "logs/tables/claims.log",
     localrule: True
+    conda:
+        "../../envs/headgeom.yaml"
+    params:
+        models=ACTIVE,
     script:
         "../scripts/claims.py"
 

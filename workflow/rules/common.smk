@@ -17,9 +17,9 @@ _check_active_models()
 ACTIVE = list(config["active_models"])
 TABLES = ["closure_tail", "pk_writing"]
 FIGURES = ["closure_ccdf", "pk_rho_ccdf"]
-ALL_TARGETS = [f"results/tables/{t}.{ext}" for t in TABLES for ext in ("csv", "md", "tex")] + [
-    f"figures/{f}.{ext}" for f in FIGURES for ext in ("png", "pdf")
-]
+ALL_TARGETS = [
+    f"results/tables/{t}.{ext}" for t in TABLES for ext in ("csv", "md", "tex")
+] + [f"figures/{f}.{ext}" for f in FIGURES for ext in ("png", "pdf")]
 
 
 wildcard_constraints:
@@ -60,6 +60,8 @@ def cost(job, key):
 
     def inner(wildcards, input):
         nulls = config["pk"]["nulls"]
-        return resources(job, input.manifest, nulls["samples_per_job"], len(nulls["types"]))[key]
+        return resources(
+            job, input.manifest, nulls["samples_per_job"], len(nulls["types"])
+        )[key]
 
     return inner

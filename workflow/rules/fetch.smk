@@ -6,16 +6,20 @@ checkpoint fetch:
     output:
         manifest="results/tensors/{model}/manifest.json",
         tensors="results/tensors/{model}/tensors.safetensors",
-    params:
-        # only the keys that locate the checkpoint: editing a model's notes, tables, pair or
-        # lineage (config/models.yaml) does not refetch it and rerun its jobs
-        entry=lambda wc: {k: v for k, v in config["models"][wc.model].items() if k in FETCH_KEYS},
     log:
         "logs/fetch/{model}.log",
+    conda:
+        "../../envs/headgeom.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
         cpus_per_task=1,
+    params:
+        # only the keys that locate the checkpoint: editing a model's notes, tables, pair or
+        # lineage (config/models.yaml) does not refetch it and rerun its jobs
+        entry=lambda wc: {
+            k: v for k, v in config["models"][wc.model].items() if k in FETCH_KEYS
+        },
     script:
         "../scripts/fetch.py"

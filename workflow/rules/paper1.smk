@@ -16,15 +16,10 @@ rule paper1_heads:
     output:
         heads="results/shards/paper1_heads/{model}/layer{layer}.parquet",
         pairs="results/shards/paper1_pairs/{model}/layer{layer}.parquet",
-    params:
-        identity_rtol=lookup(dpath="closure/identity_rtol", within=config),
-        rank_rtol=lookup(dpath="rank_rtol", within=config),
-        scramble_draws=lookup(dpath="paper1/scramble_draws", within=config),
-        haar_draws=lookup(dpath="paper1/haar_draws", within=config),
-        split_rtol=lookup(dpath="paper1/split_rtol", within=config),
-        sv_rtol=lookup(dpath="paper1/sv_rtol", within=config),
     log:
         "logs/paper1/heads/{model}/layer{layer}.log",
+    conda:
+        "../../envs/headgeom.yaml"
     threads: 1
     # Qwen3-235B layer shape (d_model 4096, d_head 128, 64 heads, 4 KV groups): ~10 s, 1.4 GB measured;
     # requested: 1.7 GB, 6 min (scaled by the model's layer shape)
@@ -32,6 +27,13 @@ rule paper1_heads:
         mem_mb=_p1_res("heads", "mem_mb"),
         runtime=_p1_res("heads", "runtime"),
         cpus_per_task=1,
+    params:
+        identity_rtol=lookup(dpath="closure/identity_rtol", within=config),
+        rank_rtol=lookup(dpath="rank_rtol", within=config),
+        scramble_draws=lookup(dpath="paper1/scramble_draws", within=config),
+        haar_draws=lookup(dpath="paper1/haar_draws", within=config),
+        split_rtol=lookup(dpath="paper1/split_rtol", within=config),
+        sv_rtol=lookup(dpath="paper1/sv_rtol", within=config),
     script:
         "../scripts/paper1_heads.py"
 
@@ -44,6 +46,17 @@ rule paper1_capacity:
         final_tensors=lambda wc: f"results/tensors/{p1_final(wc.model)}/tensors.safetensors",
     output:
         "results/shards/paper1_capacity/{model}/layer{layer}.parquet",
+    log:
+        "logs/paper1/capacity/{model}/layer{layer}.log",
+    conda:
+        "../../envs/headgeom.yaml"
+    threads: 1
+    # Qwen3-235B layer shape: 1.4 GB; 0.48 s per selected head by default, 5.5 s with config/paper.yaml;
+    # requested: 1.7 GB and a runtime for every head selected (7 min by default, 27 min with paper.yaml)
+    resources:
+        mem_mb=_p1_res("capacity", "mem_mb"),
+        runtime=_p1_res("capacity", "runtime"),
+        cpus_per_task=1,
     params:
         final_model=lambda wc: p1_final(wc.model),
         rank_rtol=lookup(dpath="rank_rtol", within=config),
@@ -53,15 +66,6 @@ rule paper1_capacity:
         restarts=lookup(dpath="paper1/capacity/restarts", within=config),
         iters=lookup(dpath="paper1/capacity/iters", within=config),
         sample_per_layer=lookup(dpath="paper1/capacity/sample_per_layer", within=config),
-    log:
-        "logs/paper1/capacity/{model}/layer{layer}.log",
-    threads: 1
-    # Qwen3-235B layer shape: 1.4 GB; 0.48 s per selected head by default, 5.5 s with config/paper.yaml;
-    # requested: 1.7 GB and a runtime for every head selected (7 min by default, 27 min with paper.yaml)
-    resources:
-        mem_mb=_p1_res("capacity", "mem_mb"),
-        runtime=_p1_res("capacity", "runtime"),
-        cpus_per_task=1,
     script:
         "../scripts/paper1_capacity.py"
 
@@ -72,19 +76,33 @@ for _name, (_kinds, _pkeys) in P1_TABLES.items():
         name:
             f"table_{_name}"
         input:
-            manifests=MANIFESTS,
-            traj_manifests=[f"results/tensors/{m}/manifest.json" for m in P1_TRAJ_MODELS] if "capacity" in _kinds else [],
             **{k: P1_INPUTS[k] for k in _kinds if k != "capacity"},
-            **({"capacity": p1_shards("paper1_capacity", P1_TRAJ_MODELS if _name == "paper1_table3" else ACTIVE)}
-               if "capacity" in _kinds else {}),
+            **(
+                {
+                    "capacity": p1_shards(
+                        "paper1_capacity",
+                        P1_TRAJ_MODELS if _name == "paper1_table3" else ACTIVE,
+                    )
+                }
+                if "capacity" in _kinds
+                else {}
+            ),
+            manifests=MANIFESTS,
+            traj_manifests=(
+                [f"results/tensors/{m}/manifest.json" for m in P1_TRAJ_MODELS]
+                if "capacity" in _kinds
+                else []
+            ),
         output:
             **TABLE_REPORT(_name, "Paper 1"),
-        params:
-            models=ACTIVE,
-            **{k: P1_PARAMS[k] for k in _pkeys},
         log:
             f"logs/tables/{_name}.log",
         localrule: True
+        conda:
+            "../../envs/headgeom.yaml"
+        params:
+            **{k: P1_PARAMS[k] for k in _pkeys},
+            models=ACTIVE,
         script:
             "../scripts/paper1_report.py"
 
@@ -95,16 +113,22 @@ for _name, (_kinds, _pkeys) in P1_FIGURES.items():
         name:
             f"figure_{_name}"
         input:
-            manifests=MANIFESTS,
             **{k: P1_INPUTS[k] for k in _kinds if k != "capacity"},
-            **({"capacity": p1_shards("paper1_capacity", ACTIVE)} if "capacity" in _kinds else {}),
+            **(
+                {"capacity": p1_shards("paper1_capacity", ACTIVE)}
+                if "capacity" in _kinds
+                else {}
+            ),
+            manifests=MANIFESTS,
         output:
             **FIGURE_REPORT(_name, "Paper 1"),
-        params:
-            models=ACTIVE,
-            **{k: P1_PARAMS[k] for k in _pkeys},
         log:
             f"logs/figures/{_name}.log",
         localrule: True
+        conda:
+            "../../envs/headgeom.yaml"
+        params:
+            **{k: P1_PARAMS[k] for k in _pkeys},
+            models=ACTIVE,
         script:
             "../scripts/paper1_report.py"

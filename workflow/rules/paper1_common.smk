@@ -7,7 +7,9 @@ def _p1_res(kind, key):
 
     def inner(wildcards, input):
         cap = config["paper1"]["capacity"]
-        return _p1_job_resources(kind, input.manifest, cap["restarts"], cap["iters"])[key]
+        return _p1_job_resources(kind, input.manifest, cap["restarts"], cap["iters"])[
+            key
+        ]
 
     return inner
 
@@ -26,7 +28,9 @@ def _p1_lineages():
             )
         for m in members:
             if m in owner:
-                raise ValueError(f"config: paper1.lineages: model {m!r} is in both {owner[m]!r} and {name!r}")
+                raise ValueError(
+                    f"config: paper1.lineages: model {m!r} is in both {owner[m]!r} and {name!r}"
+                )
             owner[m] = name
     return lineages, owner
 
@@ -44,7 +48,11 @@ def p1_final(model):
 
 def p1_shards(kind, models):
     def inner(wildcards):
-        return [f"results/shards/{kind}/{m}/layer{l}.parquet" for m in models for l in range(n_layers(m))]
+        return [
+            f"results/shards/{kind}/{m}/layer{l}.parquet"
+            for m in models
+            for l in range(n_layers(m))
+        ]
 
     return inner
 
@@ -79,6 +87,6 @@ P1_INPUTS = {
     "pairs": p1_shards("paper1_pairs", ACTIVE),
 }
 
-ALL_TARGETS += [f"results/tables/{t}.{ext}" for t in P1_TABLES for ext in ("csv", "md", "tex")] + [
-    f"figures/{f}.{ext}" for f in P1_FIGURES for ext in ("png", "pdf")
-]
+ALL_TARGETS += [
+    f"results/tables/{t}.{ext}" for t in P1_TABLES for ext in ("csv", "md", "tex")
+] + [f"figures/{f}.{ext}" for f in P1_FIGURES for ext in ("png", "pdf")]

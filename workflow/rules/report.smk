@@ -50,11 +50,13 @@ rule table_closure_tail:
         shards=layer_shards("closure"),
     output:
         **TABLE_REPORT("closure_tail", "Paper 1"),
+    log:
+        "logs/tables/closure_tail.log",
+    conda:
+        "../../envs/headgeom.yaml"
     params:
         models=ACTIVE,
         strong_threshold=lookup(dpath="tables/strong_threshold", within=config),
-    log:
-        "logs/tables/closure_tail.log",
     script:
         "../scripts/table.py"
 
@@ -65,11 +67,13 @@ rule table_pk_writing:
         shards=layer_shards("pk"),
     output:
         **TABLE_REPORT("pk_writing", "PK paper"),
+    log:
+        "logs/tables/pk_writing.log",
+    conda:
+        "../../envs/headgeom.yaml"
     params:
         models=ACTIVE,
         small_angle_deg=lookup(dpath="tables/small_angle_deg", within=config),
-    log:
-        "logs/tables/pk_writing.log",
     script:
         "../scripts/table.py"
 
@@ -80,11 +84,13 @@ rule figure_closure_ccdf:
         shards=layer_shards("closure"),
     output:
         **FIGURE_REPORT("closure_ccdf", "Paper 1"),
+    log:
+        "logs/figures/closure_ccdf.log",
+    conda:
+        "../../envs/headgeom.yaml"
     params:
         models=ACTIVE,
         strong_threshold=lookup(dpath="tables/strong_threshold", within=config),
-    log:
-        "logs/figures/closure_ccdf.log",
     script:
         "../scripts/figure.py"
 
@@ -95,11 +101,13 @@ rule figure_pk_rho_ccdf:
         shards=layer_shards("pk"),
     output:
         **FIGURE_REPORT("pk_rho_ccdf", "PK paper"),
+    log:
+        "logs/figures/pk_rho_ccdf.log",
+    conda:
+        "../../envs/headgeom.yaml"
     params:
         models=ACTIVE,
         layer=lookup(dpath="figures/pk_rho_layer", within=config),
         kind=lookup(dpath="figures/pk_rho_kind", within=config),
-    log:
-        "logs/figures/pk_rho_ccdf.log",
     script:
         "../scripts/figure.py"
