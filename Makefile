@@ -23,6 +23,12 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
+# Ratios against baselines measured in the same run (results/bench/*.json, summary.md); a few
+# minutes. E2E=1 also times a cold full pipeline run; BENCH_THREADS sets the BLAS threads.
+BENCH_THREADS ?= 1
+bench: $(STAMP)
+	$(BIN)/python bench/run.py --threads $(BENCH_THREADS) $(if $(E2E),--e2e --cores $(CORES)) $(BENCH_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/snakemake --lint
 

@@ -23,12 +23,13 @@ def sha256_bytes(data) -> str:
 
 
 @contextmanager
-def atomic_path(path: str | Path):
+def atomic_path(path: str | Path, before_replace=None):
     """Yield a temporary path beside ``path``; on success fsync and rename it into place.
 
     A killed or failing writer leaves only a ``.tmp-*`` file that nothing reads, never a
     file at ``path`` that looks complete. Errors such as a full disk (ENOSPC) propagate with
-    the target named, and the previous file at ``path`` (if any) is untouched."""
+    the target named, and the previous file at ``path`` (if any) is untouched.
+    ``before_replace`` (optional) is called after the data is on disk, just before the rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
@@ -37,10 +38,16 @@ def atomic_path(path: str | Path):
         yield Path(tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, path)
     except OSError as e:
         _unlink(tmp)
-        raise OSError(e.errno, f"could not write {path}: {e.strerror or e}") from e
+        if getattr(e, "headgeom_target", None) is not None:  # already names its file (nested writes)
+            raise
+        err = OSError(e.errno, f"could not write {path}: {e.strerror or e}")
+        err.headgeom_target = str(path)
+        raise err from e
     except BaseException:
         _unlink(tmp)
         raise

@@ -1,0 +1,510 @@
+"""make bench: headgeom against its baselines and the machine, as ratios measured in one run.
+
+    .venv/bin/python bench/run.py                 # closure, pk, nulls, fetch (a few minutes)
+    .venv/bin/python bench/run.py --e2e           # + cold end-to-end pipeline run
+    .venv/bin/python bench/run.py --only closure,pk --threads 2
+
+Writes results/bench/{env,closure,pk,nulls,fetch[,e2e]}.json and results/bench/summary.md and
+prints the table of ratios with their targets. Each ratio is of two timings from this process,
+interleaved round-robin so both sides see the same background load, each side's best of its
+repeats (the machine is shared: a best-of is the least disturbed run). Math is float64.
+
+BLAS threads: --threads N (default 1, what a pipeline job gets: Snakemake sets
+OPENBLAS_NUM_THREADS to the rule's threads: 1) is exported as OMP/OPENBLAS/MKL_NUM_THREADS
+before numpy is imported, unless they are already set in the environment."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTIONS = ("closure", "pk", "nulls", "fetch")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
+    p.add_argument("--e2e", action="store_true", help="also time a cold end-to-end pipeline run (make run)")
+    p.add_argument("--cores", type=int, default=2, help="snakemake -c for --e2e (default 2, as make run)")
+    p.add_argument("--threads", default=None, help="BLAS threads (default 1 unless OPENBLAS_NUM_THREADS is set)")
+    p.add_argument("--repeat", type=int, default=3, help="timed rounds per comparison (default 3)")
+    p.add_argument("--naive-samples", type=int, default=3, help="closure: (head, V) evaluations timed for the naive baseline")
+    p.add_argument("--fm-heads", type=int, default=8, help="closure: heads timed for the FactoredMatrix baseline (own + wrong V)")
+    p.add_argument("--pk-layer-pairs", type=int, default=1, help="PK: writer->reader layer pairs timed per round (of 378)")
+    p.add_argument("--scipy-pairs", type=int, default=24, help="PK: head pairs timed with scipy.linalg.subspace_angles")
+    p.add_argument("--quick", action="store_true", help="nulls: skip the rotation null at the Qwen3-235B shape (~1 min/sample)")
+    p.add_argument("--out", default=str(ROOT / "results" / "bench"))
+    return p.parse_args(argv)
+
+
+ARGS = parse_args()
+if ARGS.threads is not None or "OPENBLAS_NUM_THREADS" not in os.environ:
+    n = str(ARGS.threads or 1)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = n
+
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # hubserver.py, synth.py
+
+import numpy as np  # noqa: E402
+
+from headgeom import bench as hb  # noqa: E402
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def relerr(a, b) -> float:
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1e-300)))
+
+
+# ---------------------------------------------------------------- closure
+
+
+def bench_closure(args) -> dict:
+    from headgeom.closure import closure_layer, wrong_v_groups
+
+    shape = hb.QWEN3_235B
+    H, G, D, d = shape["n_heads"], shape["n_kv"], shape["d_model"], shape["d_head"]
+    log(f"closure: Qwen3-235B layer shape D={D} d={d} H={H} G={G} (synthetic, float64)")
+    f = hb.synthetic_layer(**shape, seed=1)
+    O, kv = f.W_O, f.kv_group
+    Vg = np.ascontiguousarray(np.swapaxes(f.W_V, -1, -2))
+    wv = wrong_v_groups(kv, G)
+    evals = 2 * H  # (head, own V) and (head, wrong V)
+
+    # the baselines are timed on samples of (head, V) evaluations and extrapolated to 2H
+    rng = np.random.default_rng(0)
+    fm_heads = np.sort(rng.choice(H, size=min(args.fm_heads, H), replace=False))
+    fm_O = np.concatenate([O[fm_heads], O[fm_heads]])
+    fm_V = np.concatenate([Vg[kv[fm_heads]], Vg[wv[fm_heads]]])
+    naive_cases = [(int(h), bool(w)) for h, w in zip(rng.choice(H, size=args.naive_samples, replace=False),
+                                                       np.arange(args.naive_samples) % 2)]
+    out: dict = {}
+    naive_iter = iter(naive_cases * args.repeat)
+
+    def naive_one():
+        h, wrong = next(naive_iter)
+        r = hb.naive_closure(O[h], Vg[(wv if wrong else kv)[h]])
+        out.setdefault("naive", {})[(h, wrong)] = r
+
+    fns = {
+        "gram_core": lambda: out.__setitem__("core", hb.gram_core(O, Vg, kv)),
+        "closure_layer": lambda: out.__setitem__("layer", closure_layer(f)),
+        "factored": lambda: out.__setitem__("fm", hb.factored_closure(fm_O, fm_V)),
+    }
+    hb.gram_core(O, Vg, kv)  # warm-up: first-touch page faults of the big Gram inputs
+    closure_layer(f)
+    times = {k: [] for k in (*fns, "naive")}
+    rounds = max(args.repeat, len(naive_cases))
+    for r in range(rounds):
+        for k, fn in fns.items():
+            if r < args.repeat:
+                t0 = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - t0)
+        if r < len(naive_cases):
+            t0 = time.perf_counter()
+            naive_one()
+            times["naive"].append(time.perf_counter() - t0)
+        log(f"closure round {r + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items() if v))
+
+    P, alpha, g, Pw = out["core"]
+    lay = out["layer"]
+    fP, fa, fg = out["fm"]
+    n = len(fm_heads)
+    agree = {
+        "closure_layer_vs_core": max(relerr(lay["P"], P), relerr(lay["alpha"], alpha), relerr(lay["g_T"], g),
+                                     relerr(lay["P_wrong_v"], Pw)),
+        "factored_vs_core": max(relerr(fP[:n], P[fm_heads]), relerr(fa[:n], alpha[fm_heads]),
+                                relerr(fg[:n], g[fm_heads]), relerr(fP[n:], Pw[fm_heads])),
+        "naive_vs_core": max(
+            max(relerr(rv[0], (Pw if w else P)[h]) for (h, w), rv in out["naive"].items()),
+            max(relerr(rv[1], alpha[h]) for (h, w), rv in out["naive"].items() if not w),
+            max(relerr(rv[2], g[h]) for (h, w), rv in out["naive"].items() if not w),
+        ),
+    }
+    s = {k: hb.summary(v) for k, v in times.items()}
+    naive_stage = s["naive"]["best_s"] * evals
+    fm_stage = s["factored"]["best_s"] * evals / (2 * n)
+    core, layer = s["gram_core"]["best_s"], s["closure_layer"]["best_s"]
+    res = {
+        "shape": shape,
+        "what": "per head: P, alpha*, g_T with the own V and P with the cyclic wrong-V (2H = %d evaluations)" % evals,
+        "timings": s,
+        "naive_sample": [{"head": h, "wrong_v": w} for h, w in naive_cases],
+        "factored_heads": fm_heads.tolist(),
+        "stage_s": {"gram_core": core, "closure_layer": layer, "naive_extrapolated": naive_stage,
+                    "factored_extrapolated": fm_stage},
+        "ratios": {
+            "naive_over_gram_core": naive_stage / core,
+            "factored_over_gram_core": fm_stage / core,
+            "naive_over_closure_layer": naive_stage / layer,
+            "factored_over_closure_layer": fm_stage / layer,
+        },
+        "nominal_flops_per_eval": hb.closure_flops(D, d, H),
+        "max_rel_err": agree,
+        "agree": all(v < 1e-8 for v in agree.values()),
+    }
+    log(f"closure: naive/core {res['ratios']['naive_over_gram_core']:.0f}x, factored/core "
+        f"{res['ratios']['factored_over_gram_core']:.1f}x, agreement {agree}")
+    return res
+
+
+# ---------------------------------------------------------------- PK cross-layer
+
+
+def bench_pk(args) -> dict:
+    import scipy.linalg
+
+    from headgeom.pk import cross_blocks, cross_pairs, layer_spaces
+
+    shape = hb.QWEN25_7B
+    D, d, H, G, L = (shape[k] for k in ("d_model", "d_head", "n_heads", "n_kv", "n_layers"))
+    kinds = ("Q", "K", "V")
+    npairs_model = L * (L - 1) // 2
+    log(f"pk: Qwen2.5-7B shape D={D} d={d} H={H} G={G}; {args.pk_layer_pairs} of {npairs_model} layer pairs per round")
+    writer = hb.synthetic_layer(**shape, seed=100)
+    readers = [hb.synthetic_layer(**shape, seed=101 + i) for i in range(args.pk_layer_pairs)]
+    Xw, Bw, rw = layer_spaces(writer, ("O",))["O"]
+    spaces = [layer_spaces(r, kinds) for r in readers]
+    heads = {k: spaces[0][k][0].shape[0] for k in kinds}
+    pairs_per_lp = sum(H * heads[k] for k in kinds)
+    flops = {k: hb.cross_pairs_flops(D, H, heads[k], d) for k in kinds}
+    flops_lp = sum(f["total"] for f in flops.values())
+    A = np.random.default_rng(5).standard_normal((D, H * d))
+    B = np.random.default_rng(6).standard_normal((D, H * d))
+    At = np.ascontiguousarray(A.T)
+
+    # scipy on a sample of (writer head, reader head, kind) pairs of the first layer pair
+    rng = np.random.default_rng(7)
+    per_kind = {"Q": args.scipy_pairs // 2, "K": args.scipy_pairs // 4, "V": args.scipy_pairs - args.scipy_pairs // 2 - args.scipy_pairs // 4}
+    sample = [(k, int(rng.integers(H)), int(rng.integers(heads[k]))) for k in kinds for _ in range(per_kind[k])]
+    res_hg: dict = {}
+
+    def run_cross(weighted: bool):
+        for sp in spaces:
+            for k in kinds:
+                Xr, Br, rr = sp[k]
+                r = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr) if weighted else cross_pairs(Bw, rw, Br, rr)
+                res_hg[k] = r
+
+    scipy_theta = {}
+
+    def run_scipy():
+        for (k, i, j) in sample:
+            scipy_theta[(k, i, j)] = scipy.linalg.subspace_angles(Xw[i], spaces[0][k][0][j])
+
+    fns = {
+        "matmul": lambda: At @ B,
+        "cross_pairs_job": lambda: run_cross(True),  # as pk_cross_job calls it (+ spectral-weighted measure)
+        "cross_pairs_rho_angle": lambda: run_cross(False),  # the outputs scipy gives: rho, min angle
+        "cross_blocks_Q": lambda: [cross_blocks(Bw, sp["Q"][1]) for sp in spaces],
+        "bases_writer": lambda: layer_spaces(writer, ("O",)),
+        "bases_readers": lambda: [layer_spaces(r, kinds) for r in readers],
+        "scipy_sample": run_scipy,
+    }
+    times = hb.interleaved(fns, args.repeat)
+    for k, v in times.items():
+        log(f"pk {k}: best {min(v):.3f}s of {len(v)}")
+    s = {k: hb.summary(v) for k, v in times.items()}
+    nlp = len(readers)
+    flops_plain = sum(hb.cross_pairs_flops(D, H, heads[k], d, weighted=False)["total"] for k in kinds)
+    rate_mm = 2 * D * (H * d) ** 2 / s["matmul"]["best_s"]
+    rate_cross = nlp * flops_lp / s["cross_pairs_job"]["best_s"]
+    rate_plain = nlp * flops_plain / s["cross_pairs_rho_angle"]["best_s"]
+    rate_gemm = nlp * flops["Q"]["gemm"] / s["cross_blocks_Q"]["best_s"]
+    # per writer->reader layer pair, as pk_cross_job works: the reader layer's bases once per
+    # layer pair, the writer's once per job (L - 1 jobs over all L (L - 1) / 2 layer pairs)
+    writer_share = (L - 1) / npairs_model
+    lp_bases = s["bases_readers"]["best_s"] / nlp + writer_share * s["bases_writer"]["best_s"]
+    lp_plain = lp_bases + s["cross_pairs_rho_angle"]["best_s"] / nlp
+    lp_job = lp_bases + s["cross_pairs_job"]["best_s"] / nlp
+    hg_pair = lp_plain / pairs_per_lp
+    sp_pair = s["scipy_sample"]["best_s"] / len(sample)
+
+    # agreement with scipy: rho and the minimum principal angle
+    errs_rho, errs_ang = [], []
+    for (k, i, j), theta in scipy_theta.items():
+        r = res_hg[k] if nlp == 1 else cross_pairs(Bw, rw, spaces[0][k][1], spaces[0][k][2])
+        p = i * heads[k] + j
+        dim = min(rw[i], spaces[0][k][2][j])
+        errs_rho.append(abs(hb.rho_from_angles(theta, dim) - r["rho"][p]) / r["rho"][p])
+        errs_ang.append(abs(np.degrees(theta.min()) - r["min_angle_deg"][p]))
+    res = {
+        "shape": shape,
+        "layer_pairs_timed": nlp,
+        "layer_pairs_model": npairs_model,
+        "pairs_per_layer_pair": pairs_per_lp,
+        "what": "pk.cross_pairs (writer O of layer l vs readers Q, K, V of layer l') with min angles, with and "
+                "without the spectral-weighted measure (pk_cross_job computes it); bases by pk.layer_spaces",
+        "timings": s,
+        "flops_per_layer_pair": {k: v for k, v in flops.items()},
+        "flops_per_layer_pair_total": flops_lp,
+        "gflops": {"numpy_matmul": rate_mm / 1e9, "cross_pairs": rate_cross / 1e9, "cross_pairs_rho_angle": rate_plain / 1e9,
+                   "cross_blocks_gemm": rate_gemm / 1e9},
+        "matmul_shape": [H * d, D, H * d],
+        "share_of_matmul": {"cross_pairs": rate_cross / rate_mm, "cross_pairs_rho_angle": rate_plain / rate_mm,
+                            "cross_blocks_gemm": rate_gemm / rate_mm},
+        "flops_per_layer_pair_rho_angle": flops_plain,
+        "per_layer_pair_s": {"bases": lp_bases, "rho_angle": lp_plain, "job": lp_job},
+        "per_pair_s": {"headgeom_rho_angle": hg_pair, "headgeom_job": lp_job / pairs_per_lp, "scipy_subspace_angles": sp_pair},
+        "scipy_sample_pairs": len(sample),
+        "speedup_over_scipy": sp_pair / hg_pair,
+        "speedup_over_scipy_job": sp_pair / (lp_job / pairs_per_lp),
+        "stage_extrapolated_full_model_s": lp_job * npairs_model,
+        "max_rel_err_rho_vs_scipy": float(max(errs_rho)),
+        "max_abs_err_min_angle_deg_vs_scipy": float(max(errs_ang)),
+        "agree": bool(max(errs_rho) < 1e-8 and max(errs_ang) < 1e-6),
+    }
+    log(f"pk: cross_pairs {rate_cross / 1e9:.1f} GFLOP/s = {100 * rate_cross / rate_mm:.0f}% of matmul "
+        f"({rate_mm / 1e9:.1f}); {res['speedup_over_scipy']:.1f}x scipy per pair")
+    return res
+
+
+# ---------------------------------------------------------------- nulls
+
+
+def bench_nulls(args) -> dict:
+    from headgeom.nulls import null_factors
+    from headgeom.pk import factor_stack, orthonormal_bases, pk_within
+    from headgeom.seeds import rng_for
+
+    out = {"what": "one within-layer null sample of a layer = null_factors + orthonormal_bases + pk_within for each "
+                   "kind O, Q, K, V (as pk_null_within_job); kinds with the same factor shape are timed once "
+                   "(Q as O, V as K)", "shapes": {}}
+    for name, shape in (("qwen2.5-7b", hb.QWEN25_7B), ("qwen3-235b", hb.QWEN3_235B)):
+        f = hb.synthetic_layer(**shape, seed=200)
+        X = {k: factor_stack(f, k) for k in ("O", "Q", "K", "V")}
+        timed = {"O": ("O", "Q"), "K": ("K", "V")}
+        row = {"shape": shape, "nulls": {}}
+        for null in ("rotation", "reassign"):
+            if args.quick and null == "rotation" and name == "qwen3-235b":
+                row["nulls"][null] = {"skipped": "--quick"}
+                continue
+            reps = 1 if (null == "rotation" and name == "qwen3-235b") else 2
+            per_kind = {}
+            for k, covers in timed.items():
+                parts = {"null_factors": [], "orthonormal_bases": [], "pk_within": []}
+                for s in range(reps):
+                    t0 = time.perf_counter()
+                    Xn = null_factors(X[k], null, rng_for("bench", null, k, s))
+                    t1 = time.perf_counter()
+                    B, r = orthonormal_bases(Xn)
+                    t2 = time.perf_counter()
+                    pk_within(B, r)
+                    t3 = time.perf_counter()
+                    for p, dt in zip(parts, (t1 - t0, t2 - t1, t3 - t2)):
+                        parts[p].append(dt)
+                tot = [a + b + c for a, b, c in zip(*parts.values())]
+                best = int(np.argmin(tot))
+                per_kind[k] = {"covers": list(covers), "heads": int(X[k].shape[0]), "best_s": tot[best],
+                               "parts_s": {p: v[best] for p, v in parts.items()}, "n": reps}
+                log(f"nulls {name} {null} {k}: {tot[best]:.2f}s ({', '.join(f'{p} {v[best]:.2f}' for p, v in parts.items())})")
+            layer_s = sum(v["best_s"] * len(v["covers"]) for v in per_kind.values())
+            row["nulls"][null] = {"per_kind": per_kind, "seconds_per_layer_sample": layer_s,
+                                  "samples_per_second_per_layer": 1.0 / layer_s}
+        out["shapes"][name] = row
+    return out
+
+
+# ---------------------------------------------------------------- fetch
+
+
+def bench_fetch(args) -> dict:
+    """Bytes the loopback hub (tests/hubserver.py) sends for a fetch, over the bytes needed."""
+    tmp = Path(tempfile.mkdtemp(prefix="headgeom-bench-fetch-"))
+    home = tmp / "hf_home"
+    os.environ.update(HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1", NO_PROXY="127.0.0.1,localhost")
+    for var in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        os.environ.pop(var, None)
+    from huggingface_hub import close_session, constants
+
+    from headgeom.adapters import adapter_for
+    from headgeom.fetch import fetch_model
+    from hubserver import FakeHub
+    from synth import write_llama
+
+    constants.HF_HUB_OFFLINE = False
+    constants.HF_HOME, constants.HF_HUB_CACHE = str(home), str(home / "hub")
+    constants.HF_TOKEN_PATH, constants.HF_STORED_TOKENS_PATH = str(home / "token"), str(home / "stored_tokens")
+    close_session()
+    ckpt = tmp / "ckpt"
+    shape = dict(d_model=256, n_heads=8, n_kv=2, d_head=32, n_layers=6)
+    info = write_llama(ckpt, **shape, shards=3, extra_mlp=True, closed=())
+    tensors, config = info["tensors"], info["config"]
+    adapter = adapter_for(config, "safetensors")
+    prefix = adapter.fields(config, list(tensors)).prefix
+    need = [k for k in tensors if adapter.wanted(k, prefix)]
+    need_bytes = sum(tensors[k].nbytes for k in need)
+    ckpt_bytes = sum(p.stat().st_size for p in ckpt.glob("*.safetensors"))
+    repo, sha = "bench-org/tiny-llama", "be" * 20
+    fake = FakeHub(repo, {sha: ckpt})
+    constants.ENDPOINT = fake.endpoint
+    constants.HUGGINGFACE_CO_URL_TEMPLATE = fake.endpoint + "/{repo_id}/resolve/{revision}/{filename}"
+    try:
+        fake.reset()
+        t0 = time.perf_counter()
+        m = fetch_model("bench", {"source": "hf", "repo_id": repo, "revision": "main"}, tmp / "store", log=lambda s: None)
+        wall = time.perf_counter() - t0
+        sent = fake.repo_bytes_sent
+        by_kind = dict(fake.sent_by_kind)
+        n_req = len([r for r in fake.requests if r["server"] in ("hub", "cdn") and r["path"] != "/api/agent-harnesses"])
+    finally:
+        fake.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    res = {
+        "checkpoint": {**shape, "shards": 3, "mlp": True, "dtype": "float32"},
+        "bytes_needed": need_bytes,
+        "bytes_transferred": sent,
+        "bytes_by_kind": by_kind,
+        "checkpoint_bytes": ckpt_bytes,
+        "requests": n_req,
+        "ratio_transferred_over_needed": sent / need_bytes,
+        "share_of_checkpoint": sent / ckpt_bytes,
+        "client_bytes_fetched": m["source"]["bytes_fetched"],
+        "wall_s": wall,
+    }
+    log(f"fetch: {sent} bytes sent for {need_bytes} needed ({sent / need_bytes:.4f}x), "
+        f"{100 * sent / ckpt_bytes:.1f}% of the checkpoint")
+    return res
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def bench_e2e(args) -> dict:
+    """Cold `make run`: the pipeline in a fresh working directory (the default config, every
+    target), as a clean clone's `make run` after the environment is installed."""
+    work = Path(tempfile.mkdtemp(prefix="headgeom-bench-e2e-"))
+    cmd = [str(Path(sys.executable).parent / "snakemake"), f"-c{args.cores}", "-s", str(ROOT / "Snakefile"), "-d", str(work)]
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    log(f"e2e: {' '.join(cmd)}")
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    text = r.stdout + r.stderr
+    steps = re.findall(r"(\d+) of (\d+) steps \(100%\) done", text)
+    res = {"command": " ".join(cmd), "cores": args.cores, "returncode": r.returncode, "wall_s": wall,
+           "jobs": int(steps[-1][1]) if steps else None, "workdir": str(work)}
+    if r.returncode != 0:
+        res["tail"] = text[-3000:]  # the work directory is kept for a look
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        res["workdir"] = None
+    log(f"e2e: rc {r.returncode}, {wall:.1f}s, {res['jobs']} jobs")
+    return res
+
+
+# ---------------------------------------------------------------- summary
+
+
+def _fmt_x(v):
+    return f"{v:,.0f}x" if v >= 100 else f"{v:.1f}x"
+
+
+def summarize(results: dict, env: dict) -> str:
+    rows = []  # (stage, measure, value, target, ok)
+    c = results.get("closure")
+    if c:
+        r = c["ratios"]
+        rows += [
+            ("closure, Qwen3-235B layer", "naive (materialize T, T²) time / headgeom Gram core time", _fmt_x(r["naive_over_gram_core"]), "≥ 100x", r["naive_over_gram_core"] >= 100),
+            ("closure, Qwen3-235B layer", "FactoredMatrix-style time / headgeom Gram core time", _fmt_x(r["factored_over_gram_core"]), "≥ 1x", r["factored_over_gram_core"] >= 1),
+            ("closure, Qwen3-235B layer", "naive time / full closure_layer time (+ ranks, principal coords)", _fmt_x(r["naive_over_closure_layer"]), "–", None),
+            ("closure, Qwen3-235B layer", "FactoredMatrix-style time / full closure_layer time", _fmt_x(r["factored_over_closure_layer"]), "–", None),
+            ("closure, Qwen3-235B layer", "all methods agree (max rel. err.)", f"{max(c['max_rel_err'].values()):.1e}", "< 1e-8", c["agree"]),
+        ]
+    p = results.get("pk")
+    if p:
+        rows += [
+            ("PK cross-layer, Qwen2.5-7B", "cross_pairs FLOP rate (as pk_cross_job calls it) / numpy matmul FLOP rate", f"{100 * p['share_of_matmul']['cross_pairs']:.0f}%", "≥ 50%", p["share_of_matmul"]["cross_pairs"] >= 0.5),
+            ("PK cross-layer, Qwen2.5-7B", "cross_pairs without the weighted measure / numpy matmul", f"{100 * p['share_of_matmul']['cross_pairs_rho_angle']:.0f}%", "–", None),
+            ("PK cross-layer, Qwen2.5-7B", "cross_blocks GEMM alone / numpy matmul", f"{100 * p['share_of_matmul']['cross_blocks_gemm']:.0f}%", "–", None),
+            ("PK cross-layer, Qwen2.5-7B", "scipy subspace_angles per pair / headgeom per pair, same outputs (rho, min angle; bases included)", _fmt_x(p["speedup_over_scipy"]), "≥ 20x", p["speedup_over_scipy"] >= 20),
+            ("PK cross-layer, Qwen2.5-7B", "scipy per pair / headgeom per pair as the job runs (+ spectral-weighted measure)", _fmt_x(p["speedup_over_scipy_job"]), "–", None),
+            ("PK cross-layer, Qwen2.5-7B", "agrees with scipy (rho rel., min angle deg)", f"{p['max_rel_err_rho_vs_scipy']:.0e}, {p['max_abs_err_min_angle_deg_vs_scipy']:.0e}", "< 1e-8, 1e-6", p["agree"]),
+        ]
+    n = results.get("nulls")
+    if n:
+        for name, row in n["shapes"].items():
+            for null, v in row["nulls"].items():
+                if "skipped" in v:
+                    rows.append((f"nulls, {name}", f"{null}: samples/s per layer", "skipped (--quick)", "–", None))
+                else:
+                    rows.append((f"nulls, {name}", f"{null}: samples/s per layer (all 4 kinds)", f"{v['samples_per_second_per_layer']:.3g} ({v['seconds_per_layer_sample']:.1f} s/sample)", "–", None))
+    f = results.get("fetch")
+    if f:
+        rows.append(("fetch, loopback hub", "bytes transferred / bytes of the needed tensors", f"{f['ratio_transferred_over_needed']:.4f}", "–", None))
+        rows.append(("fetch, loopback hub", "bytes transferred / checkpoint size", f"{100 * f['share_of_checkpoint']:.1f}%", "–", None))
+    e = results.get("e2e")
+    if e:
+        rows.append(("end to end", f"cold `make run` wall time (snakemake -c{e['cores']}, {e['jobs']} jobs)", f"{e['wall_s']:.0f} s" + ("" if e["returncode"] == 0 else f" (FAILED rc {e['returncode']})"), "–", e["returncode"] == 0))
+
+    def mark(ok):
+        return "–" if ok is None else ("PASS" if ok else "FAIL")
+
+    lines = ["| stage | measure | value | target | |", "|---|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {v} | {t} | {mark(ok)} |" for a, b, v, t, ok in rows]
+    rt = env.get("numpy_openblas_runtime") or {}
+    thr = (f"BLAS threads {rt.get('threads')} (OpenBLAS {rt.get('corename')}, numpy {env['numpy']}, scipy {env['scipy']}); "
+           f"OMP_NUM_THREADS={env['env']['OMP_NUM_THREADS']} OPENBLAS_NUM_THREADS={env['env']['OPENBLAS_NUM_THREADS']}; "
+           f"{env['affinity_cpus']} CPUs, load {env['loadavg_1m']:.2f} at start; float64")
+    notes = []
+    if c:
+        notes.append(f"closure: naive timed on {len(c['naive_sample'])} (head, V) evaluations and FactoredMatrix on "
+                     f"{len(c['factored_heads'])} heads x (own, wrong V), both extrapolated to all {2 * c['shape']['n_heads']} evaluations; "
+                     f"Gram core {c['stage_s']['gram_core']:.2f} s, closure_layer {c['stage_s']['closure_layer']:.2f} s, "
+                     f"naive {c['stage_s']['naive_extrapolated']:.0f} s, FactoredMatrix {c['stage_s']['factored_extrapolated']:.0f} s per layer.")
+    if p:
+        notes.append(f"PK: {p['layer_pairs_timed']} of {p['layer_pairs_model']} layer pairs timed "
+                     f"({p['pairs_per_layer_pair']} head pairs each, readers Q, K, V); cross_pairs {p['gflops']['cross_pairs']:.1f} GFLOP/s "
+                     f"vs numpy matmul {p['gflops']['numpy_matmul']:.1f} GFLOP/s ({p['matmul_shape'][0]}x{p['matmul_shape'][1]} @ "
+                     f"{p['matmul_shape'][1]}x{p['matmul_shape'][2]}); per head pair headgeom {1e3 * p['per_pair_s']['headgeom_rho_angle']:.2f} ms "
+                     f"(rho + min angle, bases as pk_cross_job computes them) vs scipy {1e3 * p['per_pair_s']['scipy_subspace_angles']:.1f} ms "
+                     f"(mean over {p['scipy_sample_pairs']} pairs); the whole model's cross stage ≈ "
+                     f"{p['stage_extrapolated_full_model_s'] / 60:.0f} min on one thread.")
+    if n:
+        notes.append("nulls: " + n["what"] + ".")
+    head = "# headgeom bench\n\n" + time.strftime("%Y-%m-%d %H:%M:%S") + "\n\n" + thr + "\n\n"
+    return head + "\n".join(lines) + "\n\n" + "\n".join(f"* {x}" for x in notes) + "\n"
+
+
+def main(args) -> int:
+    outdir = Path(args.out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    env = hb.thread_settings()
+    log("threads: " + json.dumps(env["env"]) + f"; OpenBLAS runtime threads {(env['numpy_openblas_runtime'] or {}).get('threads')}")
+    (outdir / "env.json").write_text(json.dumps(env, indent=1) + "\n")
+    wanted = [s for s in args.only.split(",") if s]
+    unknown = set(wanted) - set(SECTIONS)
+    if unknown:
+        raise SystemExit(f"unknown section(s) {sorted(unknown)}; known: {SECTIONS}")
+    funcs = {"closure": bench_closure, "pk": bench_pk, "nulls": bench_nulls, "fetch": bench_fetch}
+    results = {}
+    t0 = time.perf_counter()
+    for name in wanted:
+        results[name] = funcs[name](args)
+        (outdir / f"{name}.json").write_text(json.dumps(results[name], indent=1, default=str) + "\n")
+    if args.e2e:
+        results["e2e"] = bench_e2e(args)
+        (outdir / "e2e.json").write_text(json.dumps(results["e2e"], indent=1) + "\n")
+    md = summarize(results, env) + f"\nbench wall time {time.perf_counter() - t0:.0f} s\n"
+    (outdir / "summary.md").write_text(md)
+    print("\n" + md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(ARGS))
