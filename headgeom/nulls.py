@@ -34,8 +34,15 @@ def haar_stiefel(m: int, r: int, rng: np.random.Generator) -> np.ndarray:
 
 def rotate_spectrum(S: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """U Σ V^T -> U Σ Q^T, Q Haar on the Stiefel manifold, computed as S O with O Haar
-    (m x m): S O = U Σ (O^T V)^T and O^T V is Haar whatever V is. No SVD needed."""
-    return S @ haar_stiefel(S.shape[1], S.shape[1], rng)
+    (m x m): S O = U Σ (O^T V)^T and O^T V is Haar whatever V is. No SVD needed.
+
+    Wide S (m > D): S = L Q_S (LQ), and Q_S O is a Haar D-frame in R^m, so S O has the law of
+    L Y^T with Y Haar on the m x D Stiefel manifold: the same distribution for less work."""
+    D, m = S.shape
+    if m <= D:
+        return S @ haar_stiefel(m, m, rng)
+    L = np.linalg.qr(S.T, mode="r").T  # S^T = Q R  ->  S = R^T Q^T
+    return L @ haar_stiefel(m, D, rng).T
 
 
 def reassign_columns(S: np.ndarray, rng: np.random.Generator) -> np.ndarray:

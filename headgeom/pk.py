@@ -46,19 +46,18 @@ def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6):
     finite = np.isfinite(X).all(axis=(-1, -2))
     Xf = np.where(finite[:, None, None], X, 0.0)
     w, W = np.linalg.eigh(np.swapaxes(Xf, -1, -2) @ Xf)
-    s = np.sqrt(np.clip(w, 0.0, None))  # ascending
-    keep = (s > rank_rtol * s[..., -1:]) & finite[:, None]
+    w, W = w[..., ::-1], W[..., ::-1]  # largest singular value first, dropped columns last
+    s = np.sqrt(np.clip(w, 0.0, None))
+    keep = (s > rank_rtol * s[..., :1]) & finite[:, None]
     with np.errstate(divide="ignore"):
         inv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
     Q1 = Xf @ (W * inv[..., None, :])
-    # second pass: Q1^T Q1 = I + E; dropped (zero) columns get 1 on the diagonal
+    # second pass: Q1^T Q1 = I + E; dropped (zero) columns get 1 on the diagonal; Q = Q1 L^{-T}
     G2 = np.swapaxes(Q1, -1, -2) @ Q1 + np.eye(X.shape[-1]) * (~keep)[..., None, :]
-    L = np.linalg.cholesky(G2)
-    Q = np.swapaxes(np.linalg.solve(L, np.swapaxes(Q1, -1, -2)), -1, -2)
-    # order columns by decreasing singular value (largest first), dropped ones last
-    Q = Q[..., ::-1]
+    Linv = np.linalg.inv(np.linalg.cholesky(G2))
+    Q = Q1 @ np.swapaxes(Linv, -1, -2)
     ranks = np.where(finite, keep.sum(-1), -1)
-    return np.ascontiguousarray(Q), ranks
+    return Q, ranks
 
 
 def cross_blocks(Ua: np.ndarray, Ub: np.ndarray) -> np.ndarray:
@@ -76,6 +75,18 @@ def sigma_max(C: np.ndarray) -> np.ndarray:
     eigenvalue (about 2x faster than an SVD; small angles are redone in sine form)."""
     G = np.swapaxes(C, -1, -2) @ C if C.shape[-1] <= C.shape[-2] else C @ np.swapaxes(C, -1, -2)
     return np.sqrt(np.clip(np.linalg.eigvalsh(G)[..., -1], 0.0, None))
+
+
+def upper_blocks(bases: np.ndarray) -> np.ndarray:
+    """U_i^T U_j for i < j (triu order): one GEMM per head against the heads after it,
+    half the work of the full stacked Gram."""
+    n, D, d = bases.shape
+    S = np.ascontiguousarray(np.swapaxes(bases, 0, 1).reshape(D, n * d))
+    out = []
+    for i in range(n - 1):
+        C = bases[i].T @ S[:, (i + 1) * d:]  # (d, (n-i-1) d)
+        out.append(C.reshape(d, n - i - 1, d).transpose(1, 0, 2))
+    return np.concatenate(out) if out else np.empty((0, d, d))
 
 
 def _sine_min_angle(Ui, ri, Uj, rj) -> float:
@@ -98,7 +109,7 @@ def pk_within(bases: np.ndarray, ranks: np.ndarray) -> dict[str, np.ndarray]:
     if len(iu) == 0:
         return {k: np.array([], dtype=t) for k, t in
                 (("head_i", np.int64), ("head_j", np.int64), ("pk", float), ("rho", float), ("min_angle_deg", float), ("dim_i", np.int64), ("dim_j", np.int64), ("flags", object))}
-    C = cross_blocks(bases, bases)[iu, ju]  # (npairs, d, d)
+    C = upper_blocks(bases)  # (npairs, d, d), pairs in triu order
     pk = np.einsum("pij,pij->p", C, C)
     smax = sigma_max(C)
     dims = np.minimum(ranks[iu], ranks[ju])
