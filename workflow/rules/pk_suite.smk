@@ -41,7 +41,7 @@ rule pk_null_within:
     params:
         samples=block_samples("within"),
         types=lookup(dpath="pk/nulls/types", within=config),
-        kinds=lookup(dpath="pk/kinds", within=config),
+        kinds=lookup(dpath="pk/nulls/within_kinds", within=config),
         rank_rtol=lookup(dpath="rank_rtol", within=config),
     script:
         "../scripts/pk_suite_job.py"
