@@ -11,6 +11,12 @@ min_version("9.0")
 configfile: Path(workflow.basedir) / "config" / "config.yaml"
 
 
+from headgeom.config import check_config
+
+# one line naming the bad key (Snakemake's validate would print the whole schema node)
+check_config(
+    config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+)
 validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
 
 

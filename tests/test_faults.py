@@ -117,9 +117,6 @@ def test_malformed_config_one_clear_error_naming_the_key(bad_config_runs, case):
 
 
 @SLOW
-@pytest.mark.xfail(strict=True, reason="Snakemake's validate() prints the failing schema node (for an unknown "
-                                       "top-level key the whole schema, ~200 lines) and puts the key path on a "
-                                       "later line; needs the Snakefile's config check to print one line")
 @pytest.mark.parametrize("case", SCHEMA_CASES)
 def test_malformed_config_error_is_one_short_line(bad_config_runs, case):
     rc, out, _ = bad_config_runs[case]
