@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..factors import LayerFactors, split_cols, split_rows
-from .base import Adapter, ArchFields, cfg, detect_prefix
+from .base import Adapter, ArchFields
 
 
 class BertAdapter(Adapter):
@@ -18,20 +18,8 @@ class BertAdapter(Adapter):
     )
 
     def fields(self, config, keys):
-        keys = list(keys)
-        D = cfg(config, "hidden_size")
-        H = cfg(config, "num_attention_heads")
-        return ArchFields(
-            adapter=self.name,
-            n_layers=cfg(config, "num_hidden_layers"),
-            d_model=D,
-            n_heads=H,
-            n_kv_heads=H,
-            d_head=D // H,
-            norm_type="none",
-            norm_position="post",
-            prefix=detect_prefix(keys, "encoder.layer."),
-        )
+        return self.standard_fields(config, list(keys), anchor="encoder.layer.", norm_type="none",
+                                    norm_position="post", gqa=False)
 
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
         p = f"{f.prefix}encoder.layer.{layer}.attention."

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..factors import LayerFactors, split_cols, split_rows
-from .base import Adapter, ArchFields, cfg, detect_prefix
+from .base import Adapter, ArchFields
 
 
 def present(get, prefix: str, suffixes) -> list[str]:
@@ -38,19 +38,9 @@ class GPT2Adapter(Adapter):
     )
 
     def fields(self, config, keys):
-        D = cfg(config, "n_embd", "hidden_size")
-        H = cfg(config, "n_head", "num_attention_heads")
-        return ArchFields(
-            adapter=self.name,
-            n_layers=cfg(config, "n_layer", "num_hidden_layers"),
-            d_model=D,
-            n_heads=H,
-            n_kv_heads=H,
-            d_head=D // H,
-            norm_type="layernorm",
-            norm_position="pre",
-            prefix=detect_prefix(keys, "h.0.attn."),
-        )
+        return self.standard_fields(config, keys, anchor="h.0.attn.", norm_type="layernorm", norm_position="pre",
+                                    d_model=("n_embd", "hidden_size"), heads=("n_head", "num_attention_heads"),
+                                    layers=("n_layer", "num_hidden_layers"), gqa=False)
 
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
         p = f"{f.prefix}h.{layer}."

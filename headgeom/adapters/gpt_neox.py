@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..factors import LayerFactors, split_cols
-from .base import Adapter, ArchFields, cfg, detect_prefix
+from .base import Adapter, ArchFields
 from .gpt2 import present
 
 
@@ -25,19 +25,8 @@ class GPTNeoXAdapter(Adapter):
     )
 
     def fields(self, config, keys):
-        D = cfg(config, "hidden_size")
-        H = cfg(config, "num_attention_heads")
-        return ArchFields(
-            adapter=self.name,
-            n_layers=cfg(config, "num_hidden_layers"),
-            d_model=D,
-            n_heads=H,
-            n_kv_heads=H,
-            d_head=D // H,
-            norm_type="layernorm",
-            norm_position="pre",
-            prefix=detect_prefix(keys, "layers.0.attention."),
-        )
+        return self.standard_fields(config, keys, anchor="layers.0.attention.", norm_type="layernorm",
+                                    norm_position="pre", gqa=False)
 
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
         p = f"{f.prefix}layers.{layer}."

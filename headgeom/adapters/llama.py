@@ -4,7 +4,7 @@ Falcon3, ...): separate q/k/v/o projections, pre-attention RMSNorm ``input_layer
 from __future__ import annotations
 
 from ..factors import LayerFactors, gqa_map, split_cols, split_rows
-from .base import Adapter, ArchFields, cfg, detect_prefix
+from .base import Adapter, ArchFields
 
 
 class LlamaAdapter(Adapter):
@@ -17,19 +17,7 @@ class LlamaAdapter(Adapter):
     norm_offset = 0.0  # Gemma-style norms multiply by (1 + w)
 
     def fields(self, config, keys):
-        D = cfg(config, "hidden_size")
-        H = cfg(config, "num_attention_heads")
-        return ArchFields(
-            adapter=self.name,
-            n_layers=cfg(config, "num_hidden_layers"),
-            d_model=D,
-            n_heads=H,
-            n_kv_heads=cfg(config, "num_key_value_heads", default=H),
-            d_head=cfg(config, "head_dim", default=D // H),
-            norm_type="rmsnorm",
-            norm_position="pre",
-            prefix=detect_prefix(keys, "layers.0."),
-        )
+        return self.standard_fields(config, keys, anchor="layers.0.", norm_type="rmsnorm", norm_position="pre")
 
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
         p = f"{f.prefix}layers.{layer}."
