@@ -58,7 +58,7 @@ rule table_closure_tail:
         models=ACTIVE,
         strong_threshold=lookup(dpath="tables/strong_threshold", within=config),
     script:
-        "../scripts/table.py"
+        "../scripts/report.py"
 
 
 rule table_pk_writing:
@@ -75,7 +75,7 @@ rule table_pk_writing:
         models=ACTIVE,
         small_angle_deg=lookup(dpath="tables/small_angle_deg", within=config),
     script:
-        "../scripts/table.py"
+        "../scripts/report.py"
 
 
 rule figure_closure_ccdf:
@@ -92,7 +92,7 @@ rule figure_closure_ccdf:
         models=ACTIVE,
         strong_threshold=lookup(dpath="tables/strong_threshold", within=config),
     script:
-        "../scripts/figure.py"
+        "../scripts/report.py"
 
 
 rule figure_pk_rho_ccdf:
@@ -110,4 +110,4 @@ rule figure_pk_rho_ccdf:
         layer=lookup(dpath="figures/pk_rho_layer", within=config),
         kind=lookup(dpath="figures/pk_rho_kind", within=config),
     script:
-        "../scripts/figure.py"
+        "../scripts/report.py"
