@@ -17,12 +17,14 @@ paper1_siblings."""
 from __future__ import annotations
 
 
+from functools import partial
+
 import numpy as np
 
 from .paper1 import BOOTSTRAP, auroc, hierarchical_bootstrap
 from .seeds import rng_for
 from .shards import read_shards
-from .tables import Column, Table, _tex
+from .tables import _nanstat, Column, Table, _tex
 
 # Header characters headgeom.tables._tex leaves alone, made LaTeX-safe (captions avoid them).
 _LATEX = (("²", "$^2$"), ("‖", r"$\|$"), ("≈", r"$\approx$"), ("−", "-"), ("≠", r"$\neq$"), ("<", "$<$"),
@@ -48,28 +50,8 @@ def _a(cols, key, sel=None, dtype=float):
     return x if sel is None else x[sel]
 
 
-def _med(x):
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    return float(np.median(x)) if x.size else NAN
-
-
-def _mean(x):
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    return float(np.mean(x)) if x.size else NAN
-
-
-def _max(x):
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    return float(np.max(x)) if x.size else NAN
-
-
-def _min(x):
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    return float(np.min(x)) if x.size else NAN
+# NaN-skipping reducers (NaN when nothing finite is left)
+_med, _mean, _max, _min = (partial(_nanstat, f) for f in (np.median, np.mean, np.max, np.min))
 
 
 def _frac(k: int, n: int) -> str:
