@@ -151,3 +151,28 @@ def test_job_resources_scale_with_shape(tmp_path):
     assert nc["mem_mb"] > 9000 and nc["runtime"] > 60
     tiny = manifest(d_model=64, d_head=16, n_heads=4, n_kv_heads=2)
     assert resources("pk_null_cross", tiny) == {"mem_mb": 500, "runtime": 5}
+
+
+def test_base_instruct_table_reports_per_layer_differences():
+    """Two declared-pair models: per-layer |Δ| of writing-space mean, SD and min angle."""
+    from headgeom.report_pk import table_base_instruct
+
+    g = np.random.default_rng(8)
+    rows = {k: [] for k in ("model", "layer", "kind", "rho", "min_angle_deg")}
+    for layer in range(3):
+        rho = g.random(6) * 0.3
+        ang = 20 + 40 * g.random(6)
+        for m, shift in (("base", 0.0), ("inst", 1e-4 * (layer + 1))):
+            rows["model"] += [m] * 6
+            rows["layer"] += [layer] * 6
+            rows["kind"] += ["O"] * 6
+            rows["rho"] += list(rho + shift)
+            rows["min_angle_deg"] += list(ang)
+    cols = {k: np.array(v, dtype=object if k in ("model", "kind") else None) for k, v in rows.items()}
+    fields = {m: {"d_head": 8, "d_model": 64} for m in ("base", "inst")}
+    t = table_base_instruct({"pk": cols}, fields, [("base", "inst")])
+    (row,) = t.rows
+    assert row["layers"] == 3
+    assert np.isclose(row["median_abs_mean"], 2e-4) and np.isclose(row["max_abs_mean"], 3e-4)
+    assert row["median_abs_sd"] < 1e-12 and row["median_abs_angle"] == 0.0
+    assert table_base_instruct({"pk": cols}, fields, []).notes.startswith("No base/instruct pair")
