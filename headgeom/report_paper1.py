@@ -24,7 +24,7 @@ import numpy as np
 from .paper1 import BOOTSTRAP, auroc, hierarchical_bootstrap
 from .seeds import rng_for
 from .shards import read_shards
-from .tables import _nanstat, Column, Table, _tex
+from .tables import _nanstat, Column, Table, _tex, strong_tail
 
 # Header characters headgeom.tables._tex leaves alone, made LaTeX-safe (captions avoid them).
 _LATEX = (("²", "$^2$"), ("‖", r"$\|$"), ("≈", r"$\approx$"), ("−", "-"), ("≠", r"$\neq$"), ("<", "$<$"),
@@ -95,20 +95,19 @@ def table2(heads: dict, models: list[str], threshold: float, sweep) -> Table:
     for m in models:
         s = _model_sel(heads, m)
         P, Pw, alpha, g = (_a(heads, k, s) for k in ("P", "P_wrong_v", "alpha", "g_T"))
-        defined = np.isfinite(P)
-        strong = defined & (P >= threshold)
-        n_def, n_s = int(defined.sum()), int(strong.sum())
-        g_med_all = _med(g)
+        st = strong_tail(P, Pw, alpha, g, threshold)
+        defined, strong = st["defined"], st["strong_mask"]
+        n_def, n_s = st["n_defined"], st["strong"]
         rows.append({
             "model": m, "layers": int(np.unique(_a(heads, "layer", s)).size), "heads": int(s.sum()),
             "strong_pct": 100.0 * n_s / n_def if n_def else NAN, "strong": n_s,
-            "wrong_v_median": _med(Pw), "wrong_v_max": _max(Pw),
+            "wrong_v_median": st["wrong_v_median"], "wrong_v_max": st["wrong_v_max"],
             "wrong_v_at_lowest": int(np.sum(np.isfinite(Pw) & (Pw >= t_lo))) if np.isfinite(Pw).any() else None,
             "tail_lo_pct": 100.0 * np.sum(defined & (P >= t_lo)) / n_def if n_def else NAN,
             "tail_hi_pct": 100.0 * np.sum(defined & (P >= t_hi)) / n_def if n_def else NAN,
-            "neg_alpha": float(np.mean(alpha[strong] < 0)) if n_s else NAN,
-            "gT_med": _med(g[strong]), "gT_min": _min(g[strong]),
-            "gT_above_all_median": _frac(int(np.sum(g[strong] > g_med_all)), n_s),
+            "neg_alpha": st["neg_alpha_share"],
+            "gT_med": st["gT_median_strong"], "gT_min": st["gT_min_strong"],
+            "gT_above_all_median": _frac(int(np.sum(g[strong] > st["gT_median_all"])), n_s),
             "gT_below_001": int(np.sum(g[strong] < 0.01)),
         })
     return Table(

@@ -113,29 +113,43 @@ def _nanstat(fn, x):
 # ------------------------------------------------------------------ paper 1, Table 2
 
 
+def strong_tail(P, Pw, alpha, g, threshold: float) -> dict:
+    """The per-model strong-tail statistics both closure_tail and paper 1's Table 2 report."""
+    defined = np.isfinite(P)
+    strong = defined & (P >= threshold)
+    n_strong = int(strong.sum())
+    return {
+        "defined": defined, "strong_mask": strong, "n_defined": int(defined.sum()), "strong": n_strong,
+        "wrong_v_median": _nanstat(np.median, Pw),
+        "wrong_v_max": _nanstat(np.max, Pw),
+        "neg_alpha_share": float(np.mean(alpha[strong] < 0)) if n_strong else float("nan"),
+        "gT_median_strong": _nanstat(np.median, g[strong]),
+        "gT_min_strong": _nanstat(np.min, g[strong]),
+        "gT_median_all": _nanstat(np.median, g),
+    }
+
+
 def closure_tail(cols: dict, models: list[str], strong_threshold: float = 0.9) -> Table:
     rows = []
     for m in models:
         sel = cols["model"] == m
         P, Pw, alpha, g = (np.asarray(cols[k][sel], dtype=float) for k in ("P", "P_wrong_v", "alpha", "g_T"))
-        defined = np.isfinite(P)
-        strong = defined & (P >= strong_threshold)
-        n_strong = int(strong.sum())
+        st = strong_tail(P, Pw, alpha, g, strong_threshold)
         rows.append({
             "model": m,
             "layers": int(np.unique(cols["layer"][sel]).size),
             "heads": int(sel.sum()),
-            "undefined": int((~defined).sum()),
-            "strong": n_strong,
-            "strong_pct": 100.0 * n_strong / max(int(defined.sum()), 1),
+            "undefined": int((~st["defined"]).sum()),
+            "strong": st["strong"],
+            "strong_pct": 100.0 * st["strong"] / max(st["n_defined"], 1),
             "median_P": _nanstat(np.median, P),
-            "wrong_v_median": _nanstat(np.median, Pw),
-            "wrong_v_max": _nanstat(np.max, Pw),
+            "wrong_v_median": st["wrong_v_median"],
+            "wrong_v_max": st["wrong_v_max"],
             "wrong_v_strong": int(np.sum(np.isfinite(Pw) & (Pw >= strong_threshold))),
-            "neg_alpha_share": float(np.mean(alpha[strong] < 0)) if n_strong else float("nan"),
-            "gT_median_strong": _nanstat(np.median, g[strong]),
-            "gT_min_strong": _nanstat(np.min, g[strong]),
-            "gT_median_all": _nanstat(np.median, g),
+            "neg_alpha_share": st["neg_alpha_share"],
+            "gT_median_strong": st["gT_median_strong"],
+            "gT_min_strong": st["gT_min_strong"],
+            "gT_median_all": st["gT_median_all"],
         })
     return Table(
         name="closure_tail",
