@@ -97,3 +97,16 @@ def cfg(config: dict, *names, default=None, required=True):
 
         raise CheckpointError(f"config lacks all of {names}")
     return default
+
+
+def present(get, prefix: str, suffixes) -> list[str]:
+    """The ``suffixes`` (tensor names after ``prefix``) that the checkpoint holds; used to record
+    which biases exist (METHODS §0: biases are ignored, but recorded)."""
+    out = []
+    for s in suffixes:
+        try:
+            get(prefix + s)
+        except KeyError:
+            continue
+        out.append(s)
+    return out

@@ -13,20 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..factors import LayerFactors, split_cols, split_rows
-from .base import Adapter, ArchFields
-
-
-def present(get, prefix: str, suffixes) -> list[str]:
-    """The ``suffixes`` (tensor names after ``prefix``) that the checkpoint holds; used to record
-    which biases exist (METHODS §0: biases are ignored, but recorded). Shared by other adapters."""
-    out = []
-    for s in suffixes:
-        try:
-            get(prefix + s)
-        except KeyError:
-            continue
-        out.append(s)
-    return out
+from .base import Adapter, ArchFields, present
 
 
 class GPT2Adapter(Adapter):

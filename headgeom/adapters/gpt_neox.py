@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..factors import LayerFactors, split_cols
-from .base import Adapter, ArchFields
-from .gpt2 import present
+from .base import Adapter, ArchFields, present
 
 
 class GPTNeoXAdapter(Adapter):

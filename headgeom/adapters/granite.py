@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ..factors import LayerFactors
 from .base import ArchFields
-from .gpt2 import present
 from .llama import LlamaAdapter
 
 
@@ -18,6 +17,5 @@ class GraniteAdapter(LlamaAdapter):
 
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
         lf = super().layer_factors(get, f, layer)
-        lf.notes["bias"] = present(get, f"{f.prefix}layers.{layer}.", [f"self_attn.{x}_proj.bias" for x in "qkvo"])
         lf.notes["scalars"] = "attention_multiplier / residual_multiplier not folded (scalars)"
         return lf

@@ -4,7 +4,20 @@ Falcon3, ...): separate q/k/v/o projections, pre-attention RMSNorm ``input_layer
 from __future__ import annotations
 
 from ..factors import LayerFactors, gqa_map, split_cols, split_rows
-from .base import Adapter, ArchFields
+from .base import Adapter, ArchFields, present
+
+PROJ_BIASES = [f"self_attn.{x}_proj.bias" for x in "qkvo"]
+
+
+def llama_projections(get, f: ArchFields, p: str) -> dict:
+    """Per-head factors from separate q/k/v/o projections (HF Llama layout) under prefix ``p``."""
+    return dict(
+        W_Q=split_rows(get(p + "self_attn.q_proj.weight"), f.n_heads),
+        W_K=split_rows(get(p + "self_attn.k_proj.weight"), f.n_kv_heads),
+        W_V=split_rows(get(p + "self_attn.v_proj.weight"), f.n_kv_heads),
+        W_O=split_cols(get(p + "self_attn.o_proj.weight"), f.n_heads),
+        kv_group=gqa_map(f.n_heads, f.n_kv_heads),
+    )
 
 
 class LlamaAdapter(Adapter):
@@ -22,14 +35,11 @@ class LlamaAdapter(Adapter):
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
         p = f"{f.prefix}layers.{layer}."
         return LayerFactors(
-            W_Q=split_rows(get(p + "self_attn.q_proj.weight"), f.n_heads),
-            W_K=split_rows(get(p + "self_attn.k_proj.weight"), f.n_kv_heads),
-            W_V=split_rows(get(p + "self_attn.v_proj.weight"), f.n_kv_heads),
-            W_O=split_cols(get(p + "self_attn.o_proj.weight"), f.n_heads),
-            kv_group=gqa_map(f.n_heads, f.n_kv_heads),
+            **llama_projections(get, f, p),
             norm_gain=get(p + "input_layernorm.weight") + self.norm_offset,
             norm_type="rmsnorm",
-            notes={"folded": "RMSNorm gain" + (" (1 + w)" if self.norm_offset else "")},
+            notes={"folded": "RMSNorm gain" + (" (1 + w)" if self.norm_offset else ""),
+                   "bias": present(get, p, PROJ_BIASES)},
         )
 
 

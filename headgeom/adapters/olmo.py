@@ -16,23 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..factors import LayerFactors, gqa_map, split_cols, split_rows
-from .base import ArchFields
-from .gpt2 import present
-from .llama import LlamaAdapter
+from ..factors import LayerFactors
+from .base import ArchFields, present
+from .llama import PROJ_BIASES, LlamaAdapter, llama_projections
 
 _PROJ = r"layers\.{L}\.self_attn\.(q|k|v|o)_proj\.(weight|bias)"
-_PROJ_BIASES = [f"self_attn.{x}_proj.bias" for x in "qkvo"]
-
-
-def _raw_projections(get, f: ArchFields, p: str) -> dict:
-    return dict(
-        W_Q=split_rows(get(p + "self_attn.q_proj.weight"), f.n_heads),
-        W_K=split_rows(get(p + "self_attn.k_proj.weight"), f.n_kv_heads),
-        W_V=split_rows(get(p + "self_attn.v_proj.weight"), f.n_kv_heads),
-        W_O=split_cols(get(p + "self_attn.o_proj.weight"), f.n_heads),
-        kv_group=gqa_map(f.n_heads, f.n_kv_heads),
-    )
 
 
 class OlmoAdapter(LlamaAdapter):
@@ -47,12 +35,12 @@ class OlmoAdapter(LlamaAdapter):
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
         p = f"{f.prefix}layers.{layer}."
         return LayerFactors(
-            **_raw_projections(get, f, p),
+            **llama_projections(get, f, p),
             norm_gain=np.ones(f.d_model),
             norm_type="layernorm",
             notes={
                 "folded": "non-parametric LayerNorm: centering P_c only (gain all ones)",
-                "bias": present(get, p, _PROJ_BIASES),
+                "bias": present(get, p, PROJ_BIASES),
             },
         )
 
@@ -73,7 +61,7 @@ class Olmo2Adapter(LlamaAdapter):
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
         p = f"{f.prefix}layers.{layer}."
         return LayerFactors(
-            **_raw_projections(get, f, p),
+            **llama_projections(get, f, p),
             norm_gain=None,
             norm_type="none",
             notes={
@@ -81,6 +69,6 @@ class Olmo2Adapter(LlamaAdapter):
                 "stream); post_attention_layernorm (RMSNorm on the attention output) and "
                 "q_norm/k_norm (RMSNorm over the full q/k projection) are not folded",
                 "qk_norm": "full-projection RMSNorm over H*d_head after q/k projection (not folded)",
-                "bias": present(get, p, _PROJ_BIASES),
+                "bias": present(get, p, PROJ_BIASES),
             },
         )

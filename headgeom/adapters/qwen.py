@@ -13,21 +13,11 @@ from __future__ import annotations
 
 from ..factors import LayerFactors
 from .base import ArchFields
-from .gpt2 import present
 from .llama import LlamaAdapter
-
-_PROJ_BIASES = [f"self_attn.{x}_proj.bias" for x in "qkvo"]
-
 
 class Qwen2Adapter(LlamaAdapter):
     name = "qwen2"
     model_types = ("qwen2",)
-
-    def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
-        lf = super().layer_factors(get, f, layer)
-        lf.notes["bias"] = present(get, f"{f.prefix}layers.{layer}.", _PROJ_BIASES)
-        return lf
-
 
 class Qwen3Adapter(Qwen2Adapter):
     name = "qwen3"
