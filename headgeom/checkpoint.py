@@ -14,11 +14,6 @@ from .errors import CheckpointError
 PICKLE_NAMES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.pth", "tf_model.h5", "flax_model.msgpack")
 
 
-def _to_numpy(t) -> np.ndarray:
-    """safetensors slice/tensor -> numpy, converting bfloat16 exactly via float32."""
-    return np.ascontiguousarray(t)
-
-
 class SafetensorsDir:
     """An HF-layout directory: config.json + model.safetensors, or shards + index."""
 

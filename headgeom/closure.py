@@ -21,6 +21,10 @@ def grams(O: np.ndarray, V: np.ndarray):
     return _t(O) @ O, _t(V) @ V, _t(V) @ O
 
 
+def _trace(X):
+    return np.einsum("...ii->...", X)
+
+
 def _tr_prod(X, Y):
     """tr(X Y) without forming the product."""
     return np.einsum("...ij,...ji->...", X, Y)
@@ -222,18 +226,21 @@ def closure_layer(f, identity_rtol: float = 1e-10, rank_rtol: float = 1e-6) -> d
 # ---------------------------------------------------------------- shared-value siblings
 
 
+def product_law_general(A_a, B_a, B_b, C_ab, N, alpha):
+    """For T_a = O_a V_a^T and T_b = O_b V_b^T with N = V_a^T O_b, C_ab = V_a^T V_b:
+      ||T_a T_b||^2 = tr(N^T A_a N B_b),  <T_a T_b, T_a> = tr(N^T A_a C_ab),  ||T_a||^2 = tr(A_a B_a).
+    Returns F = 1 - ||T_aT_b - alpha T_a||^2/||T_aT_b||^2, beta = <T_aT_b,T_a>/||T_a||^2, rho = beta/alpha."""
+    nP2 = _trace(_t(N) @ A_a @ N @ B_b)
+    ip = _trace(_t(N) @ A_a @ C_ab)
+    nTa2 = _trace(A_a @ B_a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        resid = nP2 - 2 * alpha * ip + alpha**2 * nTa2
+        beta = ip / nTa2
+        return 1.0 - resid / nP2, beta, beta / alpha
+
+
 def sibling_law(O_i, O_j, V, alpha_j):
     """For heads i, j sharing V: F_ij, beta_ij, rho_ij (METHODS §1, shared-value algebra).
-
-    T_i T_j = O_i M_j V^T with M_j = V^T O_j, so with A_i = O_i^T O_i, B = V^T V:
-      ||T_i T_j||^2 = tr(M_j^T A_i M_j B),  <T_i T_j, T_i> = tr(M_j^T A_i B),
-      ||T_i T_j - a T_i||^2 = ||T_i T_j||^2 - 2a <T_i T_j, T_i> + a^2 ||T_i||^2."""
+    T_i T_j = O_i M_j V^T with M_j = V^T O_j: product_law_general with V_a = V_b = V."""
     A_i, B, M_j = _t(O_i) @ O_i, _t(V) @ V, _t(V) @ O_j
-    nTi2 = np.einsum("...ii->...", A_i @ B)
-    nP2 = _tr_prod(_t(M_j) @ A_i, M_j @ B)
-    ip = _tr_prod(_t(M_j), A_i @ B)
-    resid = nP2 - 2 * alpha_j * ip + alpha_j**2 * nTi2
-    with np.errstate(divide="ignore", invalid="ignore"):
-        F = 1.0 - resid / nP2
-        beta = ip / nTi2
-        return F, beta, beta / alpha_j
+    return product_law_general(A_i, B, B, B, M_j, alpha_j)

@@ -395,23 +395,7 @@ def gamma_bound(A_i, A_j):
     return np.linalg.eigvalsh((W + _t(W)) / 2)[..., -1]
 
 
-def residual_shared(A, B, M, a):
-    """tr((M - aI)^T A (M - aI) B) = ||O (M - aI) V^T||^2, computed without cancellation."""
-    X = M - a * np.eye(M.shape[-1])
-    return _tr(_t(X) @ A @ X @ B)
-
-
-def product_law_general(A_a, B_a, B_b, C_ab, N, alpha):
-    """For T_a = O_a V_a^T and T_b = O_b V_b^T with N = V_a^T O_b, C_ab = V_a^T V_b:
-      ||T_a T_b||^2 = tr(N^T A_a N B_b),  <T_a T_b, T_a> = tr(N^T A_a C_ab),  ||T_a||^2 = tr(A_a B_a).
-    Returns F = 1 - ||T_aT_b - alpha T_a||^2/||T_aT_b||^2, beta = <T_aT_b,T_a>/||T_a||^2, rho = beta/alpha."""
-    nP2 = _tr(_t(N) @ A_a @ N @ B_b)
-    ip = _tr(_t(N) @ A_a @ C_ab)
-    nTa2 = _tr(A_a @ B_a)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        resid = nP2 - 2 * alpha * ip + alpha**2 * nTa2
-        beta = ip / nTa2
-        return 1.0 - resid / nP2, beta, beta / alpha
+product_law_general = C.product_law_general  # shared-V and cross-group sibling products
 
 
 def _fro_rows(X, Y):

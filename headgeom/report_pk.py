@@ -19,10 +19,6 @@ def _label(scope, kind):
         else f"writing -> {kind}, across layers"
 
 
-def _nan(x):
-    return float("nan") if x is None else x
-
-
 def _rng(vals, fmt="{:.3f}"):
     v = np.asarray([x for x in vals if x is not None and np.isfinite(x)], dtype=float)
     if v.size == 0:

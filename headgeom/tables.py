@@ -100,10 +100,6 @@ def _tex(s: str) -> str:
     return s
 
 
-def _f(x) -> float:
-    return float(x) if x is not None and np.isfinite(x) else float("nan")
-
-
 def _nanstat(fn, x):
     x = np.asarray(x, dtype=float)
     x = x[np.isfinite(x)]
