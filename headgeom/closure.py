@@ -151,16 +151,17 @@ def closure_layer(f, identity_rtol: float = 1e-10, rank_rtol: float = 1e-6) -> d
     H, G = f.n_heads, f.n_kv
     O = f.W_O  # (H, D, d)
     Vg = _t(f.W_V)  # (G, D, d)
-    V = Vg[f.kv_group]
-    A, B, M = grams(O, V)
+    A = _t(O) @ O
+    Bg = _t(Vg) @ Vg  # one value Gram per KV group, shared by its heads
+    B, M = Bg[f.kv_group], _t(Vg[f.kv_group]) @ O
     nT2, ip, nT4 = closure_terms(A, B, M)
     P, alpha, g_T, undefined = closure_from_terms(nT2, ip, nT4)
 
     wv = wrong_v_groups(f.kv_group, G)
     if wv is None:
         P_wrong = np.full(H, np.nan)
-    else:
-        P_wrong = closure_from_terms(*closure_terms(*grams(O, Vg[wv])))[0]
+    else:  # O_h with the next group's V: A is unchanged, only M and B move
+        P_wrong = closure_from_terms(*closure_terms(A, Bg[wv], _t(Vg[wv]) @ O))[0]
 
     d = f.d_head
     finite = np.isfinite(A).all((-1, -2)) & np.isfinite(B).all((-1, -2)) & np.isfinite(M).all((-1, -2))
