@@ -11,7 +11,7 @@ min_version("9.0")
 configfile: Path(workflow.basedir) / "config" / "config.yaml"
 
 
-from headgeom.config import check_config
+from headgeom.core.config import check_config
 
 # one line naming the bad key (Snakemake's validate would print the whole schema node)
 check_config(

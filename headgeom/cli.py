@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 def _audit(args) -> int:
-    from .audit import AuditError, audit
+    from headgeom.reports.audit import AuditError, audit
 
     try:
         res = audit(args.directory, args.table, args.row or [], args.column, tensors=not args.no_tensors,
@@ -29,7 +29,7 @@ def _audit(args) -> int:
 
 
 def _claims(args) -> int:
-    from .claims import build_claims, load_ledger
+    from headgeom.reports.claims import build_claims, load_ledger
 
     ledger = load_ledger(args.ledger)
     workdir = Path(args.directory)

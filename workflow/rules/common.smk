@@ -55,8 +55,8 @@ MANIFESTS = [f"results/tensors/{m}/manifest.json" for m in ACTIVE]
 
 
 def cost(job, key):
-    """mem_mb / runtime of one job from the model's shape (headgeom.costs; README 'Job costs')."""
-    from headgeom.costs import resources
+    """mem_mb / runtime of one job from the model's shape (headgeom.jobs.costs; README 'Job costs')."""
+    from headgeom.jobs.costs import resources
 
     def inner(wildcards, input):
         nulls = config["pk"]["nulls"]

@@ -1,9 +1,9 @@
 # Helpers and constants of the paper 1 rules (kept apart from the rules: snakemake --lint).
-from headgeom.paper1_jobs import job_resources as _p1_job_resources
+from headgeom.jobs.paper1 import job_resources as _p1_job_resources
 
 
 def _p1_res(kind, key):
-    """Resources from the model's layer shape (headgeom.paper1_jobs.job_resources; README)."""
+    """Resources from the model's layer shape (headgeom.jobs.paper1.job_resources; README)."""
 
     def inner(wildcards, input):
         cap = config["paper1"]["capacity"]

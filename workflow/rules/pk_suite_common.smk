@@ -1,5 +1,5 @@
 # Helpers and constants of the PK suite rules (kept apart from the rules: snakemake --lint).
-from headgeom.nulls import n_blocks, sample_range
+from headgeom.methods.nulls import n_blocks, sample_range
 
 
 def null_blocks(which):
@@ -71,13 +71,13 @@ PK_REPORTS = {
     **{
         n: ("table", fams)
         for n, fams in __import__(
-            "headgeom.report_pk", fromlist=["TABLES"]
+            "headgeom.reports.pk", fromlist=["TABLES"]
         ).TABLES.items()
     },
     **{
         n: ("figure", fams)
         for n, fams in __import__(
-            "headgeom.report_pk", fromlist=["FIGURES"]
+            "headgeom.reports.pk", fromlist=["FIGURES"]
         ).FIGURES.items()
     },
 }

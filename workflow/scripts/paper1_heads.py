@@ -4,7 +4,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir)))
 from _log import to_log  # noqa: E402
 
-from headgeom.paper1_jobs import heads_job  # noqa: E402
+from headgeom.jobs.paper1 import heads_job  # noqa: E402
 
 log = to_log(snakemake)
 params = dict(snakemake.params.items())

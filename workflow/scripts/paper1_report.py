@@ -4,7 +4,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir)))
 from _log import to_log  # noqa: E402
 
-from headgeom import report_paper1  # noqa: E402
+from headgeom.reports import paper1 as report_paper1  # noqa: E402
 
 log = to_log(snakemake)
 kind, name = snakemake.rule.split("_", 1)  # table_paper1_x / figure_paper1_x

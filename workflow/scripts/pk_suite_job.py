@@ -4,7 +4,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir)))
 from _log import to_log  # noqa: E402
 
-from headgeom import jobs  # noqa: E402
+from headgeom.jobs import pk as jobs  # noqa: E402
 
 log = to_log(snakemake)
 store = Path(snakemake.input.manifest).parent

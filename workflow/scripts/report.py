@@ -4,7 +4,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir)))
 from _log import to_log  # noqa: E402
 
-from headgeom.jobs import figure_job, table_job  # noqa: E402
+from headgeom.jobs.pk import figure_job, table_job  # noqa: E402
 
 log = to_log(snakemake)
 what, name = snakemake.rule.split("_", 1)  # table_<name> or figure_<name>

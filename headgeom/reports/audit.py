@@ -1,0 +1,575 @@
+"""Audit one reported number: where it came from, and whether it can be made again.
+
+``audit(workdir, table, row, column)`` reads the table's CSV and its provenance sidecar
+(``results/tables/<table>.prov.json``) and reports
+
+* the aggregation that made the table (its job function, params, models, code version),
+  the Snakemake rule and a command line that rebuilds it;
+* every input shard, whether its file still has the sha256 the sidecar recorded, and the
+  shards (and rows) that feed the selected row;
+* each contributing shard's provenance: job, code version, the config values it was run with,
+  its seeds; the rule and command line that rebuild it;
+* the tensors those shards were computed from: the store file, where the model came from
+  (package + version, repo + revision, or local path, with file sha256s) and every tensor's
+  sha256, checked against the store's manifest;
+
+then recomputes the number twice and says whether each matches the table (equal, or within
+1e-12 relative):
+
+(a) from the shards: the table's aggregation job is run again on the listed shards, into a
+    temporary directory, and the same cell is read back;
+(b) from the tensors: the contributing per-layer shards are recomputed from the tensor store
+    with the job functions of ``headgeom.jobs`` / ``headgeom.paper1_jobs`` (every tensor read
+    is checked against its manifest sha256), then aggregated the same way.
+
+Works for any table whose sidecar has the shape ``headgeom.tables.Table.write`` gives it:
+closure_tail, pk_writing, the PK tables (``headgeom.report_pk.TABLES``) and the paper 1 tables
+(``headgeom.report_paper1.TABLES``)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+import tempfile
+from base64 import urlsafe_b64encode
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from headgeom.io.files import sha256_file
+
+RTOL = 1e-12
+
+CORE_TABLES = ("closure_tail", "pk_writing")
+
+# How each per-layer job draws random numbers (headgeom.seeds.rng_for: a seed is a hash of
+# these names, so it never depends on machine, executor or job order).
+SEED_SCHEMES = {
+    "closure": "none (deterministic)",
+    "pk": "self-overlap permutations: rng_for(model, layer, 'self-overlap', test); pairs deterministic",
+    "pk_self": "rng_for(model, layer, 'self-overlap', test)",
+    "pk_cross": "none (deterministic)",
+    "paper1_heads": "rng_for(model, layer, head, draw, purpose) for scramble / Haar draws",
+    "paper1_pairs": "rng_for(model, layer, head, draw, purpose) for scramble / Haar draws",
+    "paper1_capacity": "rng_for(model, layer, head, restart, purpose) for scrambles and capacity restarts",
+}
+
+# Shard directory (results/shards/<family>/...) -> the rule that writes it.
+FAMILY_RULES = {
+    "closure": "closure_layer",
+    "pk": "pk_layer",
+    "pk_self": "pk_layer",
+    "pk_cross": "pk_cross_layer",
+    "pk_null_within": "pk_null_within",
+    "pk_null_cross": "pk_null_cross",
+    "paper1_heads": "paper1_heads",
+    "paper1_pairs": "paper1_heads",
+    "paper1_capacity": "paper1_capacity",
+}
+
+
+class AuditError(Exception):
+    """The number cannot be audited as asked (no such table, row or column, no sidecar)."""
+
+
+# ------------------------------------------------------------------ reading tables
+
+
+def table_paths(workdir: Path, table: str) -> tuple[str, Path, Path]:
+    """TABLE may be a name (closure_tail) or a path to its CSV; returns (name, csv, sidecar)."""
+    p = Path(table)
+    if p.suffix == ".csv" or "/" in table:
+        csv_path = p if p.is_absolute() else workdir / p
+        name = csv_path.name.removesuffix(".csv")
+    else:
+        name = table
+        csv_path = workdir / "results" / "tables" / f"{name}.csv"
+    prov = csv_path.with_name(f"{name}.prov.json")
+    if not csv_path.exists():
+        known = sorted(x.stem for x in (workdir / "results" / "tables").glob("*.csv"))
+        raise AuditError(f"no table {csv_path} (tables here: {', '.join(known) or 'none'})")
+    if not prov.exists():
+        raise AuditError(f"{csv_path} has no provenance sidecar {prov.name}")
+    return name, csv_path, prov
+
+
+def read_csv(path: Path) -> tuple[list[str], list[dict]]:
+    with open(path, newline="") as fh:
+        r = csv.DictReader(fh)
+        return list(r.fieldnames or []), list(r)
+
+
+def parse_row_filters(items: list[str]) -> dict[str, str]:
+    out = {}
+    for it in items:
+        if "=" not in it:
+            raise AuditError(f"--row takes KEY=VALUE, got {it!r}")
+        k, v = it.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _cell_eq(cell: str, want: str) -> bool:
+    if cell == want:
+        return True
+    try:
+        return float(cell) == float(want)
+    except ValueError:
+        return False
+
+
+def select_row(columns: list[str], rows: list[dict], filters: dict[str, str], where: str = "") -> int:
+    for k in filters:
+        if k not in columns:
+            raise AuditError(f"{where}: no column {k!r} to select rows by (columns: {', '.join(columns)})")
+    hits = [i for i, r in enumerate(rows) if all(_cell_eq(r[k], v) for k, v in filters.items())]
+    if len(hits) != 1:
+        show = "\n".join("  " + ", ".join(f"{k}={r[k]}" for k in columns[:3]) for r in rows[:20])
+        what = "no row" if not hits else f"{len(hits)} rows"
+        raise AuditError(f"{where}: {what} with {filters}; add --row KEY=VALUE until one row is left. Rows:\n{show}")
+    return hits[0]
+
+
+def compare(table_value: str, recomputed: str) -> tuple[bool, str]:
+    """(match, how): equal strings, or numbers within RTOL relative (NaN = NaN, inf = inf)."""
+    if table_value == recomputed:
+        return True, "exact"
+    try:
+        a, b = float(table_value), float(recomputed)
+    except ValueError:
+        return False, f"differs: table {table_value!r}, recomputed {recomputed!r}"
+    if math.isnan(a) and math.isnan(b):
+        return True, "exact (both NaN)"
+    if a == b:
+        return True, "exact"
+    if math.isfinite(a) and math.isfinite(b):
+        rel = abs(a - b) / max(abs(a), abs(b))
+        if rel <= RTOL:
+            return True, f"within {RTOL:g} relative ({rel:.1e})"
+        return False, f"differs: table {table_value}, recomputed {recomputed} (relative difference {rel:.3e})"
+    return False, f"differs: table {table_value}, recomputed {recomputed}"
+
+
+# ------------------------------------------------------------------ snakemake metadata
+
+
+def rule_of(workdir: Path, path: str) -> str | None:
+    """The rule Snakemake recorded for an output (.snakemake/metadata), if any."""
+    b64 = urlsafe_b64encode(path.encode()).decode()
+    parts = [b64[i: i + 254] for i in range(0, len(b64), 254)]
+    rec = workdir / ".snakemake" / "metadata" / Path(*(["@" + s for s in parts[:-1]] + [parts[-1]]))
+    try:
+        return json.loads(rec.read_text()).get("rule")
+    except (OSError, ValueError):
+        return None
+
+
+def table_rule(workdir: Path, name: str, csv_rel: str) -> str:
+    recorded = rule_of(workdir, csv_rel)
+    if recorded:
+        return recorded
+    from headgeom.reports import pk as report_pk
+
+    return f"report_{name}" if name in report_pk.TABLES else f"table_{name}"
+
+
+def family_of(path: str) -> str:
+    parts = Path(path).parts
+    if len(parts) >= 3 and parts[0] == "results" and parts[1] == "shards":
+        return parts[2]
+    raise AuditError(f"{path}: not under results/shards/<family>/")
+
+
+# ------------------------------------------------------------------ re-aggregation
+
+
+@dataclass
+class Aggregation:
+    name: str
+    kind: str  # core | pk | paper1
+    params: dict
+    models: list[str]
+    inputs: list[dict]  # sidecar input records, in order
+    groups: "OrderedDict[str, list[str]]" = field(default_factory=OrderedDict)  # family/kind -> paths
+
+    @property
+    def function(self) -> str:
+        return {
+            "core": f"headgeom.jobs.table_job -> headgeom.tables.{self.name}",
+            "pk": f"headgeom.jobs.pk_report_job -> headgeom.report_pk.build_table({self.name!r})",
+            "paper1": f"headgeom.report_paper1.table_job({self.name!r})",
+        }[self.kind]
+
+
+def table_kind(name: str) -> str:
+    if name in CORE_TABLES:
+        return "core"
+    from headgeom.reports import pk as report_pk
+
+    if name in report_pk.TABLES:
+        return "pk"
+    try:
+        from headgeom.reports import paper1 as report_paper1
+    except ImportError:  # paper 1 suite not in this checkout
+        report_paper1 = None
+    if report_paper1 is not None and name in report_paper1.TABLES:
+        return "paper1"
+    raise AuditError(f"table {name!r} is not made from shards by a known aggregation "
+                     f"(known: closure_tail, pk_writing, headgeom.report_pk.TABLES, headgeom.report_paper1.TABLES)")
+
+
+def _unique(seq):
+    return list(OrderedDict.fromkeys(seq))
+
+
+def aggregation_from_sidecar(name: str, sidecar: dict, table_rows: list[dict]) -> Aggregation:
+    kind = table_kind(name)
+    inputs = sidecar.get("inputs", [])
+    groups: OrderedDict[str, list[str]] = OrderedDict()
+    for rec in inputs:
+        key = rec.get("kind") if kind == "paper1" else family_of(rec["path"])
+        groups.setdefault(key, []).append(rec["path"])
+    # The sidecar does not list the models the rule was given (params.models is left out of it);
+    # they are the shards' models in input order (the rules list shards model by model), or,
+    # for a table without shards, the table's model column.
+    models = _unique(rec["provenance"]["model"] for rec in inputs if "model" in rec.get("provenance", {}))
+    if not models:
+        models = _unique(r["model"] for r in table_rows if r.get("model") not in (None, "", "pooled"))
+    return Aggregation(name, kind, dict(sidecar.get("params", {})), models, inputs, groups)
+
+
+def run_aggregation(agg: Aggregation, workdir: Path, shard_root: Path, out_dir: Path,
+                    groups: "OrderedDict[str, list[str]] | None" = None, models: list[str] | None = None) -> Path:
+    """Run the table's aggregation job on shards (paths relative to ``shard_root``) and return
+    the CSV it wrote into ``out_dir``."""
+    groups = agg.groups if groups is None else groups
+    models = agg.models if models is None else models
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outputs = {ext: str(out_dir / f"{agg.name}.{ext}") for ext in ("csv", "md", "tex")}
+    outputs["prov"] = str(out_dir / f"{agg.name}.prov.json")
+    manifests = {m: str(workdir / "results" / "tensors" / m / "manifest.json") for m in models}
+    params = dict(agg.params)
+    if agg.kind == "core":
+        from headgeom.jobs.pk import table_job
+
+        paths = [str(shard_root / p) for ps in groups.values() for p in ps]
+        table_job(agg.name, paths, models, outputs, params, manifests)
+    elif agg.kind == "pk":
+        from headgeom.jobs.pk import pk_report_job
+
+        from headgeom.reports import pk as report_pk
+
+        fams = report_pk.TABLES[agg.name]
+        inputs = {f: [str(shard_root / p) for p in groups.get(f, [])] for f in fams}
+        pk_report_job(agg.name, inputs, list(manifests.values()), models, outputs, params)
+    else:
+        from headgeom.reports import paper1 as report_paper1
+
+        inputs = {k: [str(shard_root / p) for p in ps] for k, ps in groups.items()}
+        report_paper1.table_job(agg.name, inputs, models, outputs, params)
+    return Path(outputs["csv"])
+
+
+# ------------------------------------------------------------------ recomputing shards
+
+
+def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, out_root: Path, log=print) -> None:
+    """Recompute per-layer shards from the tensor store into out_root/<same relative path>."""
+    from headgeom.jobs import pk as jobs
+
+    quiet = lambda *a, **k: None  # noqa: E731
+    done: set[str] = set()
+    for p in paths:
+        if p in done:
+            continue
+        prov = provs[p]
+        job, model = prov["job"], prov["model"]
+        store = workdir / "results" / "tensors" / model
+        params = dict(prov.get("params", {}))
+        out = out_root / p
+        out.parent.mkdir(parents=True, exist_ok=True)
+        layer = prov.get("layer")
+        if job == "closure":
+            jobs.closure_job(store, int(layer), out, params, log=quiet)
+        elif job in ("pk", "pk_self"):
+            pairs = out_root / f"results/shards/pk/{model}/layer{layer}.parquet"
+            selfp = out_root / f"results/shards/pk_self/{model}/layer{layer}.parquet"
+            pairs.parent.mkdir(parents=True, exist_ok=True)
+            selfp.parent.mkdir(parents=True, exist_ok=True)
+            jobs.pk_job(store, int(layer), pairs, params, out_self=selfp, log=quiet)
+            done |= {str(pairs.relative_to(out_root)), str(selfp.relative_to(out_root))}
+        elif job == "pk_cross":
+            jobs.pk_cross_job(store, int(layer), out, params, log=quiet)
+        elif job == "pk_null_within":
+            jobs.pk_null_within_job(store, int(layer), prov["samples"], out, params, log=quiet)
+        elif job == "pk_null_cross":
+            jobs.pk_null_cross_job(store, prov["samples"], out, params, log=quiet)
+        elif job in ("paper1_heads", "paper1_pairs"):
+            from headgeom.jobs.paper1 import heads_job
+
+            heads = out_root / f"results/shards/paper1_heads/{model}/layer{layer}.parquet"
+            pairs = out_root / f"results/shards/paper1_pairs/{model}/layer{layer}.parquet"
+            heads.parent.mkdir(parents=True, exist_ok=True)
+            pairs.parent.mkdir(parents=True, exist_ok=True)
+            heads_job(store, int(layer), heads, pairs, params, log=quiet)
+            done |= {str(heads.relative_to(out_root)), str(pairs.relative_to(out_root))}
+        elif job == "paper1_capacity":
+            from headgeom.jobs.paper1 import capacity_job
+
+            final = workdir / "results" / "tensors" / params.get("final_model", model)
+            capacity_job(store, final, int(layer), out, params, log=quiet)
+        else:
+            raise AuditError(f"{p}: do not know how to recompute a {job!r} shard")
+        done.add(p)
+        log(f"    recomputed {p}")
+
+
+def verify_tensors(prov: dict, manifest: dict) -> list[tuple[str, str, str]]:
+    """(tensor, sha256 recorded in the shard, status against the store manifest)."""
+    rows = []
+    recorded = dict(prov.get("tensors") or {})
+    for lr, ts in (prov.get("tensors_readers") or {}).items():
+        recorded.update(ts)
+    recorded.update(prov.get("final_tensors") or {})
+    for k, sha in sorted(recorded.items()):
+        entry = manifest.get("tensors", {}).get(k)
+        if entry is None:
+            status = "NOT IN MANIFEST"
+        elif entry.get("sha256") == sha:
+            status = "matches manifest"
+        else:
+            status = f"DIFFERS from manifest ({entry.get('sha256', '')[:16]}…)"
+        rows.append((k, sha, status))
+    return rows
+
+
+# ------------------------------------------------------------------ the audit
+
+
+def _fmt_params(params: dict) -> str:
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(params.items())) or "(none)"
+
+
+def _fmt_code(code: dict) -> str:
+    s = f"headgeom {code.get('headgeom', '?')}, source sha256 {code.get('source_sha256', '?')[:16]}…"
+    if code.get("git_commit"):
+        s += f", git {code['git_commit'][:12]}{' (dirty)' if code.get('git_dirty') else ''}"
+    return s
+
+
+def _fmt_source(src: dict) -> str:
+    s = src.get("source", {})
+    t = s.get("type")
+    if t == "pypi" or s.get("package"):
+        return f"package {s.get('package')} {s.get('version', '')}".strip()
+    if t == "hf" or s.get("repo_id"):
+        return f"hub {s.get('repo_id')} @ {s.get('revision') or s.get('commit') or '?'}"
+    if t == "local":
+        return f"local {s.get('path')}"
+    return json.dumps(s, sort_keys=True)
+
+
+def _cmd(rule: str, target: str, configfiles: list[str]) -> str:
+    cmd = f"snakemake -c2 --forcerun {rule} {target}"
+    if configfiles:
+        cmd += " --configfile " + " ".join(configfiles)
+    return cmd
+
+
+def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: bool = True,
+          configfiles: list[str] = (), out=print, tmpdir=None, max_rows: int = 5) -> dict:
+    """Explain and recompute one cell. Returns {'value', 'shards': (ok, how), 'tensors': (ok, how) | None,
+    'integrity': [problems]}; ``ok`` is True when all checks pass."""
+    import pyarrow.parquet as pq
+
+    workdir = Path(workdir).resolve()
+    name, csv_path, prov_path = table_paths(workdir, table)
+    filters = parse_row_filters(row) if isinstance(row, list) else dict(row)
+    columns, rows = read_csv(csv_path)
+    if column not in columns:
+        raise AuditError(f"{name}: no column {column!r} (columns: {', '.join(columns)})")
+    i = select_row(columns, rows, filters, where=name)
+    value = rows[i][column]
+    sidecar = json.loads(prov_path.read_text())
+    agg = aggregation_from_sidecar(name, sidecar, rows)
+    csv_rel = str(csv_path.relative_to(workdir)) if csv_path.is_relative_to(workdir) else str(csv_path)
+    rule = table_rule(workdir, name, csv_rel)
+    integrity: list[str] = []
+    configfiles = list(configfiles)
+
+    out(f"Audit of {csv_rel}, row {', '.join(f'{k}={v}' for k, v in filters.items())}, column {column}")
+    out(f"  value in the table: {value}")
+    out("")
+    out("Aggregation")
+    out(f"  function   {agg.function}   (sidecar: {sidecar.get('aggregation')})")
+    out(f"  params     {_fmt_params(agg.params)}")
+    out(f"  models     {', '.join(agg.models) or '(none)'}")
+    out(f"  code       {_fmt_code(sidecar.get('code', {}))}")
+    out(f"  rule       {rule}")
+    out(f"  rebuild    {_cmd(rule, csv_rel, configfiles)}")
+    out("")
+
+    # which shards feed this row: those of the row's model when the table is per model
+    row_model = rows[i].get("model")
+    provs = {rec["path"]: rec.get("provenance", {}) for rec in agg.inputs}
+    shard_models = {p.get("model") for p in provs.values()}
+    if row_model and row_model in shard_models:
+        contributing = [rec["path"] for rec in agg.inputs if rec.get("provenance", {}).get("model") == row_model]
+        sub_models = [row_model]
+        why = f"model = {row_model}"
+    else:
+        contributing = [rec["path"] for rec in agg.inputs]
+        sub_models = list(agg.models)
+        why = "all listed shards" if agg.inputs else "no shards (from the manifests alone)"
+
+    out(f"Shards ({len(agg.inputs)} listed in the sidecar; {len(contributing)} feed this row: {why})")
+    for rec in agg.inputs:
+        p = rec["path"]
+        f = workdir / p
+        if not f.exists():
+            state = "MISSING"
+            integrity.append(f"{p} is missing")
+        else:
+            sha = sha256_file(f)
+            if sha == rec.get("sha256"):
+                state = "sha256 matches sidecar"
+            else:
+                state = f"sha256 DIFFERS from sidecar (file {sha[:16]}…, sidecar {rec.get('sha256', '')[:16]}…)"
+                integrity.append(f"{p}: file sha256 differs from the sidecar's")
+        if p not in contributing:
+            continue
+        pv = rec.get("provenance", {})
+        out(f"  {p}")
+        out(f"    rows {rec.get('rows')}, {state}")
+        if f.exists() and max_rows:
+            try:
+                t = pq.read_table(f)
+                keys = [c for c in ("model", "layer", "layer_r", "kind", "null", "sample", "test", "head", "head_i",
+                                    "head_j", "head_w", "head_r") if c in t.column_names]
+                if column in t.column_names and column not in keys:
+                    keys.append(column)
+                show = t.select(keys).slice(0, max_rows).to_pylist() if keys else []
+                for r in show:
+                    out("      " + ", ".join(f"{k}={v}" for k, v in r.items()))
+                if t.num_rows > max_rows:
+                    out(f"      … {t.num_rows - max_rows} more rows")
+            except Exception as e:  # noqa: BLE001 - an unreadable shard is itself a finding
+                out(f"      (unreadable: {e})")
+                integrity.append(f"{p}: unreadable ({e})")
+        out(f"    job {pv.get('job')}, model {pv.get('model')}" + (f", layer {pv['layer']}" if "layer" in pv else ""))
+        out(f"    code    {_fmt_code(pv.get('code', {}))}")
+        out(f"    config  {_fmt_params(pv.get('params', {}))}")
+        seeds = pv.get("seed_scheme") or SEED_SCHEMES.get(pv.get("job"), "?")
+        if "samples" in pv:
+            seeds += f"; samples {pv['samples']}"
+        out(f"    seeds   {seeds}")
+        srule = rule_of(workdir, p) or FAMILY_RULES.get(family_of(p), "?")
+        out(f"    rule    {srule}")
+        out(f"    rebuild {_cmd(srule, p, configfiles)}")
+    out("")
+
+    # the tensors behind the contributing shards
+    out("Tensors")
+    by_model: OrderedDict[str, list[str]] = OrderedDict()
+    for p in contributing:
+        by_model.setdefault(provs[p].get("model"), []).append(p)
+    models_for_tensors = list(by_model) or sub_models
+    for m in models_for_tensors:
+        sdir = workdir / "results" / "tensors" / m
+        mpath = sdir / "manifest.json"
+        if not mpath.exists():
+            out(f"  {m}: no tensor store at {sdir.relative_to(workdir)}")
+            integrity.append(f"{m}: tensor store missing")
+            continue
+        manifest = json.loads(mpath.read_text())
+        store_file = sdir / "tensors.safetensors"
+        sha = sha256_file(store_file) if store_file.exists() else None
+        st = "matches manifest" if sha == manifest.get("store_sha256") else "DIFFERS from manifest"
+        if st != "matches manifest":
+            integrity.append(f"{m}: {store_file.name} sha256 differs from its manifest")
+        out(f"  model {m}: {store_file.relative_to(workdir)} sha256 {str(sha)[:16]}… ({st}); "
+            f"manifest sha256 {sha256_file(mpath)[:16]}…")
+        src = {"source": manifest.get("source", {})}
+        out(f"    source   {_fmt_source(src)}; adapter {manifest.get('adapter')}; format {manifest.get('format')}; "
+            f"headgeom {manifest.get('headgeom_version')}")
+        for fobj in manifest.get("files", []):
+            out(f"    file     {fobj.get('name')}  sha256 {fobj.get('sha256')}" + (f"  ({fobj['size']} bytes)" if "size" in fobj else ""))
+        seen = set()
+        for p in by_model.get(m, []):
+            pv = provs[p]
+            src_rec = (pv.get("model_source") or {}).get("store_sha256")
+            if src_rec and src_rec != manifest.get("store_sha256"):
+                integrity.append(f"{p}: computed from another store (store sha256 {src_rec[:16]}…)")
+                out(f"    {p}: computed from store {src_rec[:16]}…, not the store here")
+            for k, s, status in verify_tensors(pv, manifest):
+                if k in seen:
+                    continue
+                seen.add(k)
+                entry = manifest["tensors"].get(k, {})
+                out(f"    tensor   {k}  sha256 {s}  {entry.get('source_dtype', '')}->{entry.get('dtype', '')} "
+                    f"{entry.get('shape', '')}  ({status})")
+                if status != "matches manifest":
+                    integrity.append(f"{p}: tensor {k} {status}")
+    if not contributing:
+        for m in sub_models:
+            mp = workdir / "results" / "tensors" / m / "manifest.json"
+            if mp.exists():
+                out(f"    manifest {mp.relative_to(workdir)} sha256 {sha256_file(mp)}")
+    out("")
+
+    result = {"table": name, "value": value, "integrity": integrity, "shards": None, "tensors": None}
+    tmp_owner = None
+    if tmpdir is None:
+        tmp_owner = tempfile.mkdtemp(prefix="headgeom-audit-")
+        tmpdir = tmp_owner
+    tmp = Path(tmpdir)
+    try:
+        out("Recompute")
+        # (a) from the shards, exactly as listed
+        try:
+            csv_a = run_aggregation(agg, workdir, workdir, tmp / "from_shards")
+            ca, ra = read_csv(csv_a)
+            ia = select_row(ca, ra, filters, where=f"{name} recomputed from the shards")
+            va = ra[ia].get(column, "")
+            ok_a, how_a = compare(value, va)
+        except Exception as e:  # noqa: BLE001 - a shard that cannot be aggregated is a finding
+            va, ok_a, how_a = "", False, f"could not recompute: {type(e).__name__}: {e}"
+        result["shards"] = (ok_a, how_a, va)
+        out(f"  (a) from the {len(agg.inputs)} listed shards: {va}  -> {'MATCH' if ok_a else 'MISMATCH'} ({how_a})")
+
+        # (b) from the tensors: recompute the contributing shards, aggregate them
+        if tensors:
+            root = tmp / "from_tensors"
+            sub_groups = OrderedDict((key, [p for p in ps if p in contributing]) for key, ps in agg.groups.items())
+            try:
+                recompute_shards(contributing, provs, workdir, root, log=out)
+                csv_b = run_aggregation(agg, workdir, root, tmp / "from_tensors_table", groups=sub_groups,
+                                        models=sub_models)
+                cb, rb = read_csv(csv_b)
+                ib = select_row(cb, rb, filters, where=f"{name} recomputed from the tensors")
+                vb = rb[ib].get(column, "")
+                ok_b, how_b = compare(value, vb)
+            except Exception as e:  # noqa: BLE001 - e.g. a tensor that fails its manifest sha256
+                vb, ok_b, how_b = "", False, f"could not recompute: {type(e).__name__}: {e}"
+            result["tensors"] = (ok_b, how_b, vb)
+            out(f"  (b) from the tensors ({len(contributing)} shards recomputed, models {', '.join(sub_models)}): "
+                f"{vb}  -> {'MATCH' if ok_b else 'MISMATCH'} ({how_b})")
+        else:
+            out("  (b) from the tensors: skipped (--no-tensors)")
+    finally:
+        if tmp_owner:
+            shutil.rmtree(tmp_owner, ignore_errors=True)
+    if integrity:
+        out("")
+        out("Integrity problems")
+        for x in integrity:
+            out(f"  {x}")
+    ok = bool(result["shards"] and result["shards"][0]) and (not tensors or bool(result["tensors"] and result["tensors"][0])) \
+        and not integrity
+    result["ok"] = ok
+    out("")
+    out("Verdict: " + ("MATCH — the number is reproduced from its shards" + (" and from the tensors" if tensors else "")
+                       if ok else "MISMATCH — see above"))
+    return result
