@@ -1,7 +1,10 @@
-"""Job resources (mem_mb, runtime in minutes) for the closure and PK rules, scaled from costs
-measured at Qwen2.5-7B shape (d_model 3584, d_head 128, 28 q / 4 kv heads) with one BLAS
-thread on this project's 2-core machines: `python bench/pk_job_costs.py` (README,
-"Job costs"). The paper 1 rules use headgeom.paper1_jobs.job_resources, measured the same way.
+"""Job resources (mem_mb, runtime in minutes) of every per-layer rule: one cost model per job,
+read by the shard-family registry (headgeom.jobs.families) and so by the rules and SLURM.
+
+Closure and PK jobs: scaled from costs measured at Qwen2.5-7B shape (d_model 3584, d_head 128,
+28 q / 4 kv heads) with one BLAS thread on this project's 2-core machines:
+`python bench/pk_job_costs.py` (docs/costs.md). Paper 1 jobs: `paper1_resources` below,
+measured with `python bench/paper1_costs.py`.
 
 Time scales with the GEMM work D * (H d) * ((H + 2G) d) relative to the reference shape;
 memory with the float64 size of one layer's Q/K/V/O factors (224 MiB at the reference)."""
@@ -62,3 +65,29 @@ def resources(job: str, manifest, n_samples: int = 1, n_null_types: int = 2) -> 
     else:
         raise ValueError(f"no cost model for job {job!r}")
     return {"mem_mb": int(math.ceil(max(mem, 500))), "runtime": int(max(5, math.ceil(SAFETY * t / 60)))}
+
+
+# ---------------------------------------------------------------- paper 1 jobs
+#
+# Measured with `python bench/paper1_costs.py` (one BLAS thread, synthetic tensors, 8 planted
+# closed heads); F = float64 bytes of one layer's Q, K, V, O factors:
+#   d_model 2048, d_head  64, 32 heads, 8 KV (F =   80 MiB): heads  1.8 s,  381 MiB; capacity 0.16 s/head
+#   d_model 4096, d_head 128, 64 heads, 4 KV (F =  544 MiB): heads  9.7 s, 1414 MiB; capacity 0.48 s/head  (Qwen3-235B)
+#   d_model 8192, d_head 128, 64 heads, 8 KV (F = 1152 MiB): heads 27.9 s, 2838 MiB; capacity 0.81 s/head  (Qwen2.5-72B)
+# (capacity per head at 2 restarts x 30 iterations, fixed load/closure cost included); with
+# config/paper.yaml (8 restarts x 300) at Qwen3-235B shape: 5.5 s/head, 99 s for 18 heads, 1414 MiB.
+# Peak RSS ~ 150 MiB + 2.3 F; the model below adds margin. Capacity runtime: 8 ms per head x restart
+# x iteration at d_head 128 (the unbatched rate; batched restarts run ~2.3 ms), bounded with every
+# head of the layer selected (the strong/matched/sample count is only known inside the job).
+
+
+def paper1_resources(kind: str, manifest, restarts: int = 1, iters: int = 0) -> dict:
+    """mem_mb and runtime (minutes) of one paper1_heads / paper1_capacity job of this model."""
+    fields = _fields(manifest)
+    f = layer_mib(fields)
+    mem_mb = int(300 + 2.5 * f)
+    runtime = 5 + math.ceil(0.05 * f / 60)
+    if kind == "capacity":
+        per_iter_s = 0.008 * (fields["d_head"] / 128) ** 2.5
+        runtime += math.ceil(fields["n_heads"] * restarts * iters * per_iter_s / 60)
+    return {"mem_mb": mem_mb, "runtime": runtime}

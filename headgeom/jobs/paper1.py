@@ -4,8 +4,6 @@ atomically with provenance (headgeom.shards.write_shard)."""
 
 from __future__ import annotations
 
-import json
-import math
 import time
 
 import numpy as np
@@ -59,34 +57,3 @@ def capacity_job(store_dir, final_store_dir, layer: int, out, params: dict, log=
     log(f"[paper1_capacity {model} L{layer}] groups from {final_model}: {int(cols['is_strong'].sum())} strong, "
         f"{int(cols['is_matched'].sum())} matched, {int(cols['is_sample'].sum())} sample; "
         f"{params['restarts']} restarts x {params['iters']} iters, {time.perf_counter() - t0:.2f}s")
-
-
-# ---------------------------------------------------------------- resources (SLURM)
-#
-# Measured with `python bench/paper1_costs.py` (one BLAS thread, synthetic tensors, 8 planted
-# closed heads); F = float64 bytes of one layer's Q, K, V, O factors:
-#   d_model 2048, d_head  64, 32 heads, 8 KV (F =   80 MiB): heads  1.8 s,  381 MiB; capacity 0.16 s/head
-#   d_model 4096, d_head 128, 64 heads, 4 KV (F =  544 MiB): heads  9.7 s, 1414 MiB; capacity 0.48 s/head  (Qwen3-235B)
-#   d_model 8192, d_head 128, 64 heads, 8 KV (F = 1152 MiB): heads 27.9 s, 2838 MiB; capacity 0.81 s/head  (Qwen2.5-72B)
-# (capacity per head at 2 restarts x 30 iterations, fixed load/closure cost included); with
-# config/paper.yaml (8 restarts x 300) at Qwen3-235B shape: 5.5 s/head, 99 s for 18 heads, 1414 MiB.
-# Peak RSS ~ 150 MiB + 2.3 F; the model below adds margin. Capacity runtime: 8 ms per head x restart
-# x iteration at d_head 128 (the unbatched rate; batched restarts run ~2.3 ms), bounded with every
-# head of the layer selected (the strong/matched/sample count is only known inside the job).
-
-
-def layer_factor_mib(fields: dict) -> float:
-    D, d, H, G = fields["d_model"], fields["d_head"], fields["n_heads"], fields["n_kv_heads"]
-    return 8 * D * (2 * H * d + 2 * G * d) / 2**20
-
-
-def job_resources(kind: str, manifest, restarts: int = 1, iters: int = 0) -> dict:
-    """mem_mb and runtime (minutes) of one paper1_heads / paper1_capacity job of this model."""
-    fields = json.loads(open(manifest).read())["fields"]
-    f = layer_factor_mib(fields)
-    mem_mb = int(300 + 2.5 * f)
-    runtime = 5 + math.ceil(0.05 * f / 60)
-    if kind == "capacity":
-        per_iter_s = 0.008 * (fields["d_head"] / 128) ** 2.5
-        runtime += math.ceil(fields["n_heads"] * restarts * iters * per_iter_s / 60)
-    return {"mem_mb": mem_mb, "runtime": runtime}

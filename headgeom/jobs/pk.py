@@ -1,15 +1,14 @@
-"""Entry points for the pipeline's jobs. Workflow scripts call these; they hold no math."""
+"""Closure and PK per-layer jobs (run through the shard-family registry, headgeom.jobs.families);
+they hold no math."""
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 
 from headgeom.core.provenance import code_version
-from headgeom.io.shards import read_shards, write_shard
+from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
 
 
@@ -43,48 +42,6 @@ def closure_job(store_dir, layer: int, out, params: dict, log=print) -> None:
     flagged = int(sum(1 for x in cols["flags"] if x))
     log(f"[closure {model} L{layer}] {f.n_heads} heads, max P {np.nanmax(cols['P']) if np.isfinite(cols['P']).any() else float('nan'):.4f}, "
         f"{flagged} flagged, {time.perf_counter() - t0:.2f}s")
-
-
-def manifest_fields(manifests: dict[str, str]) -> dict[str, dict]:
-    return {m: json.loads(Path(p).read_text())["fields"] for m, p in manifests.items()}
-
-
-def table_job(name: str, shards: list[str], models: list[str], outputs: dict, params: dict, manifests: dict | None = None) -> None:
-    from headgeom.reports import tables
-
-    cols, provs = read_shards(shards)
-    if name == "closure_tail":
-        t = tables.closure_tail(cols, models, strong_threshold=params["strong_threshold"])
-    elif name == "pk_writing":
-        t = tables.pk_writing(cols, models, manifest_fields(manifests), small_angle_deg=params["small_angle_deg"])
-    else:
-        raise ValueError(f"unknown table {name!r}")
-    t.write(outputs, provs, params)
-
-
-def figure_job(name: str, shards: list[str], models: list[str], outputs: dict, params: dict, manifests: dict | None = None) -> None:
-    from headgeom.reports import figures
-
-    cols, provs = read_shards(shards)
-    prov = {"figure": name, "params": params, "inputs": provs}
-    if name == "closure_ccdf":
-        fig = figures.closure_ccdf(cols, models, threshold=params["strong_threshold"])
-    elif name == "pk_rho_ccdf":
-        fields = manifest_fields(manifests)
-        picks = {m: pick_layer(params["layer"], fields[m]["n_layers"]) for m in models}
-        prov["layers"] = picks
-        fig = figures.pk_rho_ccdf(cols, picks, fields, kind=params.get("kind", "O"))
-    else:
-        raise ValueError(f"unknown figure {name!r}")
-    figures.save(fig, outputs, prov)
-
-
-def pick_layer(spec, n_layers: int) -> int:
-    """'middle' -> n_layers // 2; an int selects that layer (negative counts from the end)."""
-    if spec == "middle":
-        return n_layers // 2
-    layer = int(spec)
-    return layer % n_layers if layer < 0 else min(layer, n_layers - 1)
 
 
 # ---------------------------------------------------------------- PK suite
@@ -176,7 +133,7 @@ def _null_stats_row(rows, stats, **keys):
 
 def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=print) -> None:
     """The given null sample indices of every kind's within-layer pairs, both nulls."""
-    from headgeom.methods.nulls import null_factors
+    from headgeom.methods.nulls import NULL_MODELS, null_factors
     from headgeom.methods.pk import isotropic_rho, layer_stats, orthonormal_bases, pk_within
     from headgeom.core.seeds import rng_for
 
@@ -193,7 +150,7 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
         X = factor_stack(f, kind)
         if X.shape[0] < 2:
             continue
-        for null in params.get("types", ("rotation", "reassign")):
+        for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
                 Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s))
                 B, r = orthonormal_bases(Xn, params.get("rank_rtol", 1e-6))
@@ -214,7 +171,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, log=print) -> None:
     """Null samples of every writer->reader layer pair: the writer of layer l and the reader
     of layer l' are drawn independently; each draw is computed once per sample and reused
     over all layer pairs."""
-    from headgeom.methods.nulls import null_factors
+    from headgeom.methods.nulls import NULL_MODELS, null_factors
     from headgeom.methods.pk import cross_pairs, factor_stack, isotropic_rho, layer_stats, orthonormal_bases
     from headgeom.core.seeds import rng_for
 
@@ -228,7 +185,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, log=print) -> None:
     factors = {l: store.layer_factors(l) for l in range(L)}
     iso = isotropic_rho(store.fields.d_head, store.fields.d_model)
     rows: dict = {}
-    for null in params.get("types", ("rotation", "reassign")):
+    for null in params.get("types", tuple(NULL_MODELS)):
         for s in samples:
             writers = {l: orthonormal_bases(null_factors(factor_stack(factors[l], "O"), null,
                                                          rng_for(model, "null-cross-writer", null, l, s)), rtol)
@@ -256,25 +213,3 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, log=print) -> None:
     cols = {"model": np.array([model] * n, dtype=object), **cols}
     write_shard(out, cols, prov)
     log(f"[pk_null_cross {model}] samples {samples[0]}..{samples[-1]}, {time.perf_counter() - t0:.2f}s")
-
-
-def pk_report_job(name: str, inputs: dict[str, list[str]], manifests: list[str], models: list[str],
-                  outputs: dict, params: dict) -> None:
-    """One PK-paper table or figure from its shard families."""
-    from headgeom.reports import figures
-    from headgeom.reports import pk as report_pk
-
-    fields = manifest_fields({Path(p).parent.name: p for p in manifests})
-    data, provs = {"_provs": {}}, []
-    for family, paths in inputs.items():
-        cols, pv = read_shards(paths)
-        data[family] = cols
-        data["_provs"][family] = pv
-        provs += pv
-    if name in report_pk.TABLES:
-        t = report_pk.build_table(name, data, fields, models, params)
-        t.aggregation = f"headgeom.report_pk.build_table({name!r})"
-        t.write(outputs, provs, params)
-    else:
-        fig, extra = report_pk.build_figure(name, data, fields, models, params)
-        figures.save(fig, outputs, {"figure": name, "params": params, "inputs": provs, **extra})

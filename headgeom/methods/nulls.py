@@ -1,16 +1,21 @@
-"""§2 null models for reading and writing spaces (the PK paper).
+"""§2 null models for reading and writing spaces (the PK paper), as data: ``NULL_MODELS`` maps
+a name (what ``pk.nulls.types`` lists) to its sampler ``sampler(S, rng) -> S'``.
 
-* spectrum-preserving rotation: S = U Σ V^T -> U Σ Q^T with Q Haar on the Stiefel manifold
-  (all singular values and the left singular vectors kept, columns changed);
-* column reassignment: permute the columns of S before splitting it into heads.
+* ``rotation``, spectrum-preserving rotation: S = U Σ V^T -> U Σ Q^T with Q Haar on the
+  Stiefel manifold (all singular values and the left singular vectors kept, columns changed);
+* ``reassign``, column reassignment: permute the columns of S before splitting it into heads.
 S is the stacked layer matrix (D x n d): W_O^l for writing spaces, the stacked folded reading
-matrix for reading spaces. Every draw comes from a seed derived from its names."""
+matrix for reading spaces. Every draw comes from a seed derived from its names.
+
+The null jobs draw every configured type; the reports loop over the configured types. Adding a
+null model is one sampler function + one ``NullModel`` entry (README, "Recipes")."""
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass
+from typing import Callable
 
-NULLS = ("rotation", "reassign")
+import numpy as np
 
 
 def stack(X: np.ndarray) -> np.ndarray:
@@ -49,16 +54,40 @@ def reassign_columns(S: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return S[:, rng.permutation(S.shape[1])]
 
 
+@dataclass(frozen=True)
+class NullModel:
+    name: str
+    sampler: Callable  # sampler(S, rng) -> one draw of the stacked layer matrix, same shape
+    label: str  # how tables and figures name it ("rotation", "reassignment")
+
+
+NULL_MODELS = {
+    n.name: n
+    for n in (
+        NullModel("rotation", rotate_spectrum, "rotation"),
+        NullModel("reassign", reassign_columns, "reassignment"),
+    )
+}
+
+
+def register_null(model: NullModel) -> NullModel:
+    """Add a null model (the pipeline's own are the entries above; tests add toy ones)."""
+    if model.name in NULL_MODELS:
+        raise ValueError(f"null model {model.name!r} is already registered")
+    NULL_MODELS[model.name] = model
+    return model
+
+
+def null_model(name: str) -> NullModel:
+    try:
+        return NULL_MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown null {name!r}; known: {tuple(NULL_MODELS)}") from None
+
+
 def null_factors(X: np.ndarray, null: str, rng: np.random.Generator) -> np.ndarray:
     """One null draw of per-head factors (n, D, d)."""
-    S = stack(X)
-    if null == "rotation":
-        S = rotate_spectrum(S, rng)
-    elif null == "reassign":
-        S = reassign_columns(S, rng)
-    else:
-        raise ValueError(f"unknown null {null!r}; known: {NULLS}")
-    return unstack(S, X.shape[0])
+    return unstack(null_model(null).sampler(stack(X), rng), X.shape[0])
 
 
 def empirical_p(observed: float, samples, greater: bool = True) -> float:

@@ -19,12 +19,11 @@ then recomputes the number twice and says whether each matches the table (equal,
 (a) from the shards: the table's aggregation job is run again on the listed shards, into a
     temporary directory, and the same cell is read back;
 (b) from the tensors: the contributing per-layer shards are recomputed from the tensor store
-    with the job functions of ``headgeom.jobs`` / ``headgeom.paper1_jobs`` (every tensor read
-    is checked against its manifest sha256), then aggregated the same way.
+    by their family's job (``headgeom.jobs.families``; every tensor read is checked against its
+    manifest sha256), then aggregated the same way.
 
-Works for any table whose sidecar has the shape ``headgeom.tables.Table.write`` gives it:
-closure_tail, pk_writing, the PK tables (``headgeom.report_pk.TABLES``) and the paper 1 tables
-(``headgeom.report_paper1.TABLES``)."""
+Works for every table of the output registry (``headgeom.reports.outputs.TABLES``): the table is
+rebuilt by ``build_output`` from its sidecar's shards and params."""
 
 from __future__ import annotations
 
@@ -41,34 +40,6 @@ from pathlib import Path
 from headgeom.io.files import sha256_file
 
 RTOL = 1e-12
-
-CORE_TABLES = ("closure_tail", "pk_writing")
-
-# How each per-layer job draws random numbers (headgeom.seeds.rng_for: a seed is a hash of
-# these names, so it never depends on machine, executor or job order).
-SEED_SCHEMES = {
-    "closure": "none (deterministic)",
-    "pk": "self-overlap permutations: rng_for(model, layer, 'self-overlap', test); pairs deterministic",
-    "pk_self": "rng_for(model, layer, 'self-overlap', test)",
-    "pk_cross": "none (deterministic)",
-    "paper1_heads": "rng_for(model, layer, head, draw, purpose) for scramble / Haar draws",
-    "paper1_pairs": "rng_for(model, layer, head, draw, purpose) for scramble / Haar draws",
-    "paper1_capacity": "rng_for(model, layer, head, restart, purpose) for scrambles and capacity restarts",
-}
-
-# Shard directory (results/shards/<family>/...) -> the rule that writes it.
-FAMILY_RULES = {
-    "closure": "closure_layer",
-    "pk": "pk_layer",
-    "pk_self": "pk_layer",
-    "pk_cross": "pk_cross_layer",
-    "pk_null_within": "pk_null_within",
-    "pk_null_cross": "pk_null_cross",
-    "paper1_heads": "paper1_heads",
-    "paper1_pairs": "paper1_heads",
-    "paper1_capacity": "paper1_capacity",
-}
-
 
 class AuditError(Exception):
     """The number cannot be audited as asked (no such table, row or column, no sidecar)."""
@@ -167,19 +138,17 @@ def rule_of(workdir: Path, path: str) -> str | None:
 
 
 def table_rule(workdir: Path, name: str, csv_rel: str) -> str:
-    recorded = rule_of(workdir, csv_rel)
-    if recorded:
-        return recorded
-    from headgeom.reports import pk as report_pk
-
-    return f"report_{name}" if name in report_pk.TABLES else f"table_{name}"
+    return rule_of(workdir, csv_rel) or f"table_{name}"
 
 
 def family_of(path: str) -> str:
-    parts = Path(path).parts
-    if len(parts) >= 3 and parts[0] == "results" and parts[1] == "shards":
-        return parts[2]
-    raise AuditError(f"{path}: not under results/shards/<family>/")
+    """The shard family of a path (the registry headgeom.jobs.families)."""
+    from headgeom.jobs.families import family_of as registry_family_of
+
+    try:
+        return registry_family_of(path).name
+    except KeyError as e:
+        raise AuditError(str(e.args[0])) from None
 
 
 # ------------------------------------------------------------------ re-aggregation
@@ -188,36 +157,24 @@ def family_of(path: str) -> str:
 @dataclass
 class Aggregation:
     name: str
-    kind: str  # core | pk | paper1
     params: dict
     models: list[str]
     inputs: list[dict]  # sidecar input records, in order
-    groups: "OrderedDict[str, list[str]]" = field(default_factory=OrderedDict)  # family/kind -> paths
+    groups: "OrderedDict[str, list[str]]" = field(default_factory=OrderedDict)  # family -> paths
 
     @property
     def function(self) -> str:
-        return {
-            "core": f"headgeom.jobs.table_job -> headgeom.tables.{self.name}",
-            "pk": f"headgeom.jobs.pk_report_job -> headgeom.report_pk.build_table({self.name!r})",
-            "paper1": f"headgeom.report_paper1.table_job({self.name!r})",
-        }[self.kind]
+        return f"headgeom.reports.outputs.build_output('table', {self.name!r})"
 
 
-def table_kind(name: str) -> str:
-    if name in CORE_TABLES:
-        return "core"
-    from headgeom.reports import pk as report_pk
+def table_output(name: str):
+    """The table's entry in the output registry."""
+    from headgeom.reports.outputs import TABLES
 
-    if name in report_pk.TABLES:
-        return "pk"
-    try:
-        from headgeom.reports import paper1 as report_paper1
-    except ImportError:  # paper 1 suite not in this checkout
-        report_paper1 = None
-    if report_paper1 is not None and name in report_paper1.TABLES:
-        return "paper1"
-    raise AuditError(f"table {name!r} is not made from shards by a known aggregation "
-                     f"(known: closure_tail, pk_writing, headgeom.report_pk.TABLES, headgeom.report_paper1.TABLES)")
+    if name not in TABLES:
+        raise AuditError(f"table {name!r} is not made from shards by the output registry "
+                         f"(known: {', '.join(TABLES)})")
+    return TABLES[name]
 
 
 def _unique(seq):
@@ -225,19 +182,18 @@ def _unique(seq):
 
 
 def aggregation_from_sidecar(name: str, sidecar: dict, table_rows: list[dict]) -> Aggregation:
-    kind = table_kind(name)
+    table_output(name)
     inputs = sidecar.get("inputs", [])
     groups: OrderedDict[str, list[str]] = OrderedDict()
     for rec in inputs:
-        key = rec.get("kind") if kind == "paper1" else family_of(rec["path"])
-        groups.setdefault(key, []).append(rec["path"])
+        groups.setdefault(family_of(rec["path"]), []).append(rec["path"])
     # The sidecar does not list the models the rule was given (params.models is left out of it);
     # they are the shards' models in input order (the rules list shards model by model), or,
     # for a table without shards, the table's model column.
     models = _unique(rec["provenance"]["model"] for rec in inputs if "model" in rec.get("provenance", {}))
     if not models:
         models = _unique(r["model"] for r in table_rows if r.get("model") not in (None, "", "pooled"))
-    return Aggregation(name, kind, dict(sidecar.get("params", {})), models, inputs, groups)
+    return Aggregation(name, dict(sidecar.get("params", {})), models, inputs, groups)
 
 
 def run_aggregation(agg: Aggregation, workdir: Path, shard_root: Path, out_dir: Path,
@@ -250,25 +206,10 @@ def run_aggregation(agg: Aggregation, workdir: Path, shard_root: Path, out_dir: 
     outputs = {ext: str(out_dir / f"{agg.name}.{ext}") for ext in ("csv", "md", "tex")}
     outputs["prov"] = str(out_dir / f"{agg.name}.prov.json")
     manifests = {m: str(workdir / "results" / "tensors" / m / "manifest.json") for m in models}
-    params = dict(agg.params)
-    if agg.kind == "core":
-        from headgeom.jobs.pk import table_job
+    from headgeom.reports.outputs import build_output
 
-        paths = [str(shard_root / p) for ps in groups.values() for p in ps]
-        table_job(agg.name, paths, models, outputs, params, manifests)
-    elif agg.kind == "pk":
-        from headgeom.jobs.pk import pk_report_job
-
-        from headgeom.reports import pk as report_pk
-
-        fams = report_pk.TABLES[agg.name]
-        inputs = {f: [str(shard_root / p) for p in groups.get(f, [])] for f in fams}
-        pk_report_job(agg.name, inputs, list(manifests.values()), models, outputs, params)
-    else:
-        from headgeom.reports import paper1 as report_paper1
-
-        inputs = {k: [str(shard_root / p) for p in ps] for k, ps in groups.items()}
-        report_paper1.table_job(agg.name, inputs, models, outputs, params)
+    inputs = {fam: [str(shard_root / p) for p in groups.get(fam, [])] for fam in table_output(agg.name).families}
+    build_output("table", agg.name, inputs, list(manifests.values()), models, outputs, dict(agg.params))
     return Path(outputs["csv"])
 
 
@@ -276,8 +217,10 @@ def run_aggregation(agg: Aggregation, workdir: Path, shard_root: Path, out_dir: 
 
 
 def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, out_root: Path, log=print) -> None:
-    """Recompute per-layer shards from the tensor store into out_root/<same relative path>."""
-    from headgeom.jobs import pk as jobs
+    """Recompute per-layer shards from the tensor store into out_root/<same relative path>, each
+    by its family's job in the registry (headgeom.jobs.families), with the params its
+    provenance records; a job that writes several families writes all of them."""
+    from headgeom.jobs.families import FAMILIES, JOBS, run_job
 
     quiet = lambda *a, **k: None  # noqa: E731
     done: set[str] = set()
@@ -285,44 +228,19 @@ def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, ou
         if p in done:
             continue
         prov = provs[p]
-        job, model = prov["job"], prov["model"]
-        store = workdir / "results" / "tensors" / model
+        fam = FAMILIES[family_of(p)]
+        job, model = JOBS[fam.job], prov["model"]
         params = dict(prov.get("params", {}))
-        out = out_root / p
-        out.parent.mkdir(parents=True, exist_ok=True)
-        layer = prov.get("layer")
-        if job == "closure":
-            jobs.closure_job(store, int(layer), out, params, log=quiet)
-        elif job in ("pk", "pk_self"):
-            pairs = out_root / f"results/shards/pk/{model}/layer{layer}.parquet"
-            selfp = out_root / f"results/shards/pk_self/{model}/layer{layer}.parquet"
-            pairs.parent.mkdir(parents=True, exist_ok=True)
-            selfp.parent.mkdir(parents=True, exist_ok=True)
-            jobs.pk_job(store, int(layer), pairs, params, out_self=selfp, log=quiet)
-            done |= {str(pairs.relative_to(out_root)), str(selfp.relative_to(out_root))}
-        elif job == "pk_cross":
-            jobs.pk_cross_job(store, int(layer), out, params, log=quiet)
-        elif job == "pk_null_within":
-            jobs.pk_null_within_job(store, int(layer), prov["samples"], out, params, log=quiet)
-        elif job == "pk_null_cross":
-            jobs.pk_null_cross_job(store, prov["samples"], out, params, log=quiet)
-        elif job in ("paper1_heads", "paper1_pairs"):
-            from headgeom.jobs.paper1 import heads_job
-
-            heads = out_root / f"results/shards/paper1_heads/{model}/layer{layer}.parquet"
-            pairs = out_root / f"results/shards/paper1_pairs/{model}/layer{layer}.parquet"
-            heads.parent.mkdir(parents=True, exist_ok=True)
-            pairs.parent.mkdir(parents=True, exist_ok=True)
-            heads_job(store, int(layer), heads, pairs, params, log=quiet)
-            done |= {str(heads.relative_to(out_root)), str(pairs.relative_to(out_root))}
-        elif job == "paper1_capacity":
-            from headgeom.jobs.paper1 import capacity_job
-
-            final = workdir / "results" / "tensors" / params.get("final_model", model)
-            capacity_job(store, final, int(layer), out, params, log=quiet)
-        else:
-            raise AuditError(f"{p}: do not know how to recompute a {job!r} shard")
-        done.add(p)
+        tensors = workdir / "results" / "tensors"
+        inputs = {"manifest": str(tensors / model / "manifest.json"),
+                  "final_manifest": str(tensors / params.get("final_model", model) / "manifest.json")}
+        outputs = {}
+        for f in job.families:
+            rel = p.replace(f"results/shards/{fam.name}/", f"results/shards/{f.name}/", 1)
+            (out_root / rel).parent.mkdir(parents=True, exist_ok=True)
+            outputs[f.output] = str(out_root / rel)
+            done.add(rel)
+        run_job(job.name, inputs, outputs, {"model": model, "layer": prov.get("layer")}, params, log=quiet)
         log(f"    recomputed {p}")
 
 
@@ -461,11 +379,14 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         out(f"    job {pv.get('job')}, model {pv.get('model')}" + (f", layer {pv['layer']}" if "layer" in pv else ""))
         out(f"    code    {_fmt_code(pv.get('code', {}))}")
         out(f"    config  {_fmt_params(pv.get('params', {}))}")
-        seeds = pv.get("seed_scheme") or SEED_SCHEMES.get(pv.get("job"), "?")
+        from headgeom.jobs.families import FAMILIES, JOBS
+
+        fam = FAMILIES[family_of(p)]
+        seeds = pv.get("seed_scheme") or JOBS[fam.job].seed_scheme
         if "samples" in pv:
             seeds += f"; samples {pv['samples']}"
         out(f"    seeds   {seeds}")
-        srule = rule_of(workdir, p) or FAMILY_RULES.get(family_of(p), "?")
+        srule = rule_of(workdir, p) or fam.job
         out(f"    rule    {srule}")
         out(f"    rebuild {_cmd(srule, p, configfiles)}")
     out("")

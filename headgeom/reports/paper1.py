@@ -23,7 +23,6 @@ import numpy as np
 
 from headgeom.methods.paper1 import BOOTSTRAP, auroc, hierarchical_bootstrap
 from headgeom.core.seeds import rng_for
-from headgeom.io.shards import read_shards
 from headgeom.reports.tables import _nanstat, Column, Table, _tex, strong_tail
 
 # Header characters headgeom.tables._tex leaves alone, made LaTeX-safe (captions avoid them).
@@ -677,66 +676,3 @@ def fig_siblings(pairs: dict, models: list[str], threshold: float):
 
 
 # ------------------------------------------------------------------ jobs
-
-
-TABLES = ("paper1_table2", "paper1_table3", "paper1_table4", "paper1_sweep", "paper1_scramble", "paper1_layers",
-          "paper1_factorial", "paper1_capacity", "paper1_latent", "paper1_anchor")
-FIGURES = ("paper1_closure_ccdf", "paper1_scramble", "paper1_capacity", "paper1_siblings")
-
-
-def _read(inputs: dict) -> tuple[dict, list]:
-    data, provs = {}, []
-    for kind, paths in inputs.items():
-        cols, p = read_shards(list(paths))
-        data[kind] = cols
-        provs += [{**x, "kind": kind} for x in p]
-    return data, provs
-
-
-def table_job(name: str, inputs: dict, models: list[str], outputs: dict, params: dict) -> None:
-    d, provs = _read(inputs)
-    t = params.get("strong_threshold", 0.9)
-    if name == "paper1_table2":
-        tab = table2(d["heads"], models, t, params["sweep"])
-    elif name == "paper1_table3":
-        lineages = params["lineages"] or {m: [m] for m in models}
-        tab = table3(d["capacity"], lineages, t, int(params["bootstrap"]), default_lineages=not params["lineages"])
-    elif name == "paper1_table4":
-        tab = table4(d["pairs"], d.get("heads", {}), models, t)
-    elif name == "paper1_sweep":
-        tab = sweep_table(d["heads"], models, params["sweep"])
-    elif name == "paper1_scramble":
-        tab = scramble_table(d["heads"], models, t)
-    elif name == "paper1_layers":
-        tab = layers_table(d["heads"], models, t)
-    elif name == "paper1_factorial":
-        tab = factorial_table(d["heads"], models)
-    elif name == "paper1_capacity":
-        tab = capacity_table(d["capacity"], models, t)
-    elif name == "paper1_latent":
-        tab = latent_table(d["heads"], models, t)
-    elif name == "paper1_anchor":
-        tab = anchor_table(d["pairs"], d["heads"], models, t)
-    else:
-        raise ValueError(f"unknown paper 1 table {name!r}")
-    tab.aggregation = f"headgeom.report_paper1.table_job({name!r})"
-    tab.write(outputs, provs, params)
-
-
-def figure_job(name: str, inputs: dict, models: list[str], outputs: dict, params: dict) -> None:
-    from headgeom.reports.figures import save
-
-    d, provs = _read(inputs)
-    t = params.get("strong_threshold", 0.9)
-    if name == "paper1_closure_ccdf":
-        fig = fig_closure_ccdf(d["heads"], models, t, params["sweep"])
-    elif name == "paper1_scramble":
-        fig = fig_scramble(d["heads"], models, t)
-    elif name == "paper1_capacity":
-        fig = fig_capacity(d["capacity"], models, t)
-    elif name == "paper1_siblings":
-        fig = fig_siblings(d["pairs"], models, t)
-    else:
-        raise ValueError(f"unknown paper 1 figure {name!r}")
-    save(fig, outputs, {"figure": name, "params": params, "inputs": provs})
-    _plt().close(fig)

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from headgeom.methods.nulls import empirical_p
+from headgeom.methods.nulls import NULL_MODELS, empirical_p
 from headgeom.methods.pk import isotropic_rho, isotropic_sd, layer_stats
 from headgeom.reports.tables import Column, Table
 
@@ -108,8 +108,9 @@ def compare(obs: dict, nulls: dict, types) -> dict:
     return res
 
 
-def conditions(data: dict, fields: dict, types=("rotation", "reassign")) -> list[dict]:
+def conditions(data: dict, fields: dict, types=None) -> list[dict]:
     """Every within-layer and cross-layer condition with its null comparison."""
+    types = tuple(NULL_MODELS) if types is None else tuple(types)
     rows = []
     ow = observed_within(data.get("pk", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), ("model", "layer", "kind"))
@@ -119,8 +120,8 @@ def conditions(data: dict, fields: dict, types=("rotation", "reassign")) -> list
             continue
         rows.append({"model": m, "scope": "within", "kind": k, "layer": l, "layer_r": None,
                      "obs_min_angle": st["min_angle_deg"],
-                     "null_min_angle_reassign": float(np.nanmin(nd["reassign"]["min_angle_deg"])) if nd.get("reassign") else float("nan"),
-                     "null_min_angle_rotation": float(np.nanmin(nd["rotation"]["min_angle_deg"])) if nd.get("rotation") else float("nan"),
+                     **{f"null_min_angle_{t}": float(np.nanmin(nd[t]["min_angle_deg"])) if nd.get(t) else float("nan")
+                        for t in types},
                      **compare(st, nd, types)})
     oc = observed_cross(data.get("pk_cross", {}), fields)
     nc = null_groups(data.get("pk_null_cross", {}), ("model", "layer_w", "layer_r", "kind"))
@@ -202,7 +203,7 @@ def table3(data, fields, models) -> Table:
                   Column("iso", "Isotropic d/D", "{:.4f}"), Column("random_sd", "Random SD", "{:.4f}")], rows)
 
 
-def table4(conds, models) -> Table:
+def table4(conds, models, types) -> Table:
     rows = []
     for m in models:
         for scope, kind in COMPARISONS:
@@ -214,22 +215,24 @@ def table4(conds, models) -> Table:
                          "samples": "/".join(str(n) for n in ns),
                          "exceeds_all": int(sum(bool(c["exceeds_all"]) for c in cs)),
                          "median_r": float(np.median([c["r"] for c in cs])),
-                         "median_ratio_rotation": float(np.median([c.get("ratio_mean_sd_rotation", np.nan) for c in cs])),
-                         "median_ratio_reassign": float(np.median([c.get("ratio_mean_sd_reassign", np.nan) for c in cs]))})
+                         **{f"median_ratio_{t}": float(np.median([c.get(f"ratio_mean_sd_{t}", np.nan) for c in cs]))
+                            for t in types}})
     return Table("pk_t4_null_summary", "Dispersion against both null models: conditions whose SD exceeds every null sample, r = SD / max null SD.",
                  [Column("model", "Model"), Column("comparison", "Comparison"), Column("conditions", "Conditions"),
                   Column("samples", "Samples per null"), Column("exceeds_all", "Exceeds all"),
-                  Column("median_r", "Median r", "{:.2f}"), Column("median_ratio_rotation", "Median SD / rotation mean", "{:.1f}"),
-                  Column("median_ratio_reassign", "Median SD / reassignment mean", "{:.1f}")], rows)
+                  Column("median_r", "Median r", "{:.2f}"),
+                  *(Column(f"median_ratio_{t}", f"Median SD / {NULL_MODELS[t].label} mean", "{:.1f}") for t in types)],
+                 rows)
 
 
 def table6(conds, models) -> Table:
     rows = []
     for c in conds:
         if c["scope"] == "within" and c["kind"] == "O" and c["model"] in models:
-            if not (c["obs_min_angle"] < c["null_min_angle_reassign"]):
+            null_min = c.get("null_min_angle_reassign", float("nan"))  # this table is about reassignment
+            if not (c["obs_min_angle"] < null_min):
                 rows.append({"model": c["model"], "layer": c["layer"], "obs_min_angle": c["obs_min_angle"],
-                             "null_min": c["null_min_angle_reassign"]})
+                             "null_min": null_min})
     return Table("pk_t6_min_angle_vs_reassign", "Layers whose observed minimum writing-space angle is not below every column-reassignment sample.",
                  [Column("model", "Model"), Column("layer", "Layer"), Column("obs_min_angle", "Observed min angle (°)", "{:.3f}"),
                   Column("null_min", "Min over reassignment samples (°)", "{:.3f}")], rows)
@@ -365,7 +368,7 @@ def table_ranks(provs_pk: list[dict], models) -> Table:
                   Column("folded", "Folded into reading spaces")], rows)
 
 
-def table_conditions(data, conds, fields, models) -> Table:
+def table_conditions(data, conds, fields, models, types) -> Table:
     """Every layer (within) and layer pair (across): statistics and null comparison."""
     ow = observed_within(data.get("pk", {}), fields)
     oc = observed_cross(data.get("pk_cross", {}), fields)
@@ -381,15 +384,15 @@ def table_conditions(data, conds, fields, models) -> Table:
             rows.append({"model": m, "scope": scope, "kind": kind, "layer": l, "layer_r": lr,
                          **{k: st[k] for k in ("n_pairs", "mean", "sd", "median", "p95", "max", "min_angle_deg",
                                                 "share_above_2iso", "share_below_half_iso")},
-                         "r": c.get("r"), "p_sd_rotation": c.get("p_sd_rotation"), "p_sd_reassign": c.get("p_sd_reassign"),
+                         "r": c.get("r"), **{f"p_sd_{t}": c.get(f"p_sd_{t}") for t in types},
                          "mean_below_all": c.get("mean_below_all"), "mean_above_all": c.get("mean_above_all")})
     cols = [Column("model", "Model"), Column("scope", "Scope"), Column("kind", "Kind"), Column("layer", "Layer"),
             Column("layer_r", "Reader layer"), Column("n_pairs", "Pairs"), Column("mean", "Mean ρ", "{:.4f}"),
             Column("sd", "SD", "{:.4f}"), Column("median", "Median", "{:.4f}"), Column("p95", "p95", "{:.4f}"),
             Column("max", "Max", "{:.4f}"), Column("min_angle_deg", "Min angle (°)", "{:.2f}"),
             Column("share_above_2iso", "Share > 2 d/D", "{:.3f}"), Column("share_below_half_iso", "Share < d/(2D)", "{:.3f}"),
-            Column("r", "r", "{:.2f}"), Column("p_sd_rotation", "p (rotation)", "{:.3f}"),
-            Column("p_sd_reassign", "p (reassign)", "{:.3f}"), Column("mean_below_all", "Mean below all"),
+            Column("r", "r", "{:.2f}"), *(Column(f"p_sd_{t}", f"p ({t})", "{:.3f}") for t in types),
+            Column("mean_below_all", "Mean below all"),
             Column("mean_above_all", "Mean above all")]
     return Table("pk_conditions", "Per layer (within) and per writer→reader layer pair (across): ρ statistics and the null comparison; p = (k+1)/(n+1) for the SD.", cols, rows)
 
@@ -409,7 +412,7 @@ def fig2_layer(ow: dict, model: str) -> int:
     return sds[len(sds) // 2][1]
 
 
-def fig2(data, fields, models):
+def fig2(data, fields, models, types):
     plt = _plt()
     ow = observed_within(data.get("pk", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), ("model", "layer", "kind"))
@@ -420,7 +423,7 @@ def fig2(data, fields, models):
         picks[m] = layer
         rho = np.sort(ow[(m, layer, "O")]["rho"])
         grid = np.linspace(0, max(rho.max(), 1e-9) * 1.3, 200)
-        for i, null in enumerate(("rotation", "reassign")):
+        for i, null in enumerate(types):
             samples = nw.get((m, layer, "O", null), {}).get("rho", [])
             if not samples:
                 continue
@@ -486,7 +489,7 @@ def fig6(data, fields, models):
     return fig, {}
 
 
-def fig7(data, fields, models):
+def fig7(data, fields, models, types):
     plt = _plt()
     ow = observed_within(data.get("pk", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), ("model", "layer", "kind"))
@@ -495,7 +498,7 @@ def fig7(data, fields, models):
         ls = sorted(l for (mm, l, k) in ow if mm == m and k == "O")
         ax.plot(ls, [ow[(m, l, "O")]["median"] for l in ls], "ko", ms=3, label="median")
         ax.plot(ls, [ow[(m, l, "O")]["p95"] for l in ls], "k^", ms=3, label="p95")
-        for i, null in enumerate(("rotation", "reassign")):
+        for i, null in enumerate(types):
             for q in ("median", "p95"):
                 lo, hi = [], []
                 for l in ls:
@@ -559,67 +562,3 @@ def fig9(conds, fields, models):
                 a.set_ylabel("writer layer", fontsize=7)
     fig.tight_layout()
     return fig, {}
-
-
-# ------------------------------------------------------------------ dispatch
-
-TABLES = {
-    "pk_t1_min_angles": ("pk", "pk_cross"),
-    "pk_t2_lower_bound": ("pk_cross",),
-    "pk_t3_models": (),
-    "pk_t4_null_summary": ("pk", "pk_cross", "pk_null_within", "pk_null_cross"),
-    "pk_t6_min_angle_vs_reassign": ("pk", "pk_null_within"),
-    "pk_t7_reading_within": ("pk", "pk_null_within"),
-    "pk_t8_cross_nulls": ("pk_cross", "pk_null_cross"),
-    "pk_t9_weighted": ("pk_cross",),
-    "pk_self_overlap": ("pk_self",),
-    "pk_base_instruct": ("pk",),
-    "pk_ranks": ("pk",),
-    "pk_conditions": ("pk", "pk_cross", "pk_null_within", "pk_null_cross"),
-}
-FIGURES = {
-    "pk_fig2_rho_ccdf_nulls": ("pk", "pk_null_within"),
-    "pk_fig3_r": ("pk", "pk_cross", "pk_null_within", "pk_null_cross"),
-    "pk_fig6_depth": ("pk",),
-    "pk_fig7_quantiles": ("pk", "pk_null_within"),
-    "pk_fig8_reading_sd": ("pk", "pk_null_within"),
-    "pk_fig9_cross_heatmaps": ("pk_cross", "pk_null_cross"),
-}
-
-
-def build_table(name, data, fields, models, params) -> Table:
-    types = tuple(params.get("null_types", ("rotation", "reassign")))
-    if name in ("pk_t4_null_summary", "pk_t6_min_angle_vs_reassign", "pk_t7_reading_within", "pk_t8_cross_nulls",
-                "pk_conditions"):
-        conds = conditions(data, fields, types)
-    return {
-        "pk_t1_min_angles": lambda: table1(data, fields, models),
-        "pk_t2_lower_bound": lambda: table2(data, fields, models),
-        "pk_t3_models": lambda: table3(data, fields, models),
-        "pk_t4_null_summary": lambda: table4(conds, models),
-        "pk_t6_min_angle_vs_reassign": lambda: table6(conds, models),
-        "pk_t7_reading_within": lambda: table7(data, conds, fields, models),
-        "pk_t8_cross_nulls": lambda: table8(conds, models),
-        "pk_t9_weighted": lambda: table9(data, fields, models),
-        "pk_self_overlap": lambda: table_self(data, models),
-        "pk_base_instruct": lambda: table_base_instruct(data, fields, [tuple(p) for p in params.get("pairs", [])]),
-        "pk_ranks": lambda: table_ranks(data.get("_provs", {}).get("pk", []), models),
-        "pk_conditions": lambda: table_conditions(data, conds, fields, models),
-    }[name]()
-
-
-def build_figure(name, data, fields, models, params):
-    types = tuple(params.get("null_types", ("rotation", "reassign")))
-    if name == "pk_fig2_rho_ccdf_nulls":
-        return fig2(data, fields, models)
-    if name == "pk_fig3_r":
-        return fig3(conditions(data, fields, types), models)
-    if name == "pk_fig6_depth":
-        return fig6(data, fields, models)
-    if name == "pk_fig7_quantiles":
-        return fig7(data, fields, models)
-    if name == "pk_fig8_reading_sd":
-        return fig8(data, fields, models)
-    if name == "pk_fig9_cross_heatmaps":
-        return fig9(conditions(data, fields, types), fields, models)
-    raise ValueError(f"unknown figure {name!r}")

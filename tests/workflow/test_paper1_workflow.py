@@ -101,7 +101,7 @@ def test_paper1_rules_end_to_end(snakemake_bin, root, lineage):
     prov3 = json.loads((w / "results/tables/paper1_table3.prov.json").read_text())
     assert prov3["params"]["lineages"] == {"tinyline": ["tiny-ck0", "tiny-ck1", "tiny"]}
     assert len(prov3["inputs"]) == 6  # 3 checkpoints x 2 layers
-    assert prov3["aggregation"] == "headgeom.report_paper1.table_job('paper1_table3')"
+    assert prov3["aggregation"] == "headgeom.reports.outputs: table 'paper1_table3'"
 
     # Table 4: an exactly closed right head passes its gain to its sibling (F = rho = 1)
     t4 = _rows(w / "results/tables/paper1_table4.csv")

@@ -12,8 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
-from headgeom.reports import paper1 as report_paper1
-from headgeom.reports import pk as report_pk
+from headgeom.reports.outputs import FIGURES, TABLES
 from headgeom.reports.claims import ledger_tables, load_ledger
 from synth import write_llama
 from tinyrun import copy_run, dry_run_jobs, merge, snakemake, tiny_run
@@ -24,28 +23,21 @@ ALL = ("all", None)
 CLAIMS = ("claims", "results/tables/claims.csv")
 
 
-def T(name, rule=None):
+def T(name):
     """The job that writes table <name> (identified by its CSV)."""
-    if rule is None:
-        rule = f"report_{name}" if name in report_pk.TABLES else f"table_{name}"
-    return (rule, f"results/tables/{name}.csv")
+    return (f"table_{name}", f"results/tables/{name}.csv")
 
 
-def F(name, rule=None):
-    if rule is None:
-        rule = f"report_{name}" if name in report_pk.FIGURES else f"figure_{name}"
-    return (rule, f"figures/{name}.png")
+def F(name):
+    return (f"figure_{name}", f"figures/{name}.png")
 
 
 def pk_reports_reading(family):
-    return {T(n) for n, fams in report_pk.TABLES.items() if family in fams} | {
-        F(n) for n, fams in report_pk.FIGURES.items() if family in fams}
+    return {T(n) for n, o in TABLES.items() if family in o.families} | {
+        F(n) for n, o in FIGURES.items() if family in o.families}
 
 
-AGGREGATES = (
-    {T(n) for n in ("closure_tail", "pk_writing", *report_pk.TABLES, *report_paper1.TABLES)}
-    | {F(n) for n in ("closure_ccdf", "pk_rho_ccdf", *report_pk.FIGURES, *report_paper1.FIGURES)}
-)
+AGGREGATES = {T(n) for n in TABLES} | {F(n) for n in FIGURES}
 
 
 def with_claims(jobs: set) -> set:
