@@ -1,7 +1,7 @@
 """Job resources (mem_mb, runtime in minutes) of every per-layer rule: one cost model per job,
 read by the shard-family registry (headgeom.jobs.families) and so by the rules and SLURM.
 
-Closure and PK jobs: scaled from costs measured at Qwen2.5-7B shape (d_model 3584, d_head 128,
+PK jobs: scaled from costs measured at Qwen2.5-7B shape (d_model 3584, d_head 128,
 28 q / 4 kv heads) with one BLAS thread on this project's 2-core machines:
 `python bench/pk_job_costs.py` (docs/costs.md). Paper 1 jobs: `paper1_resources` below,
 measured with `python bench/paper1_costs.py`.
@@ -18,14 +18,13 @@ REF = {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
 
 # seconds at REF shape (bench/pk_job_costs.py, 2026-11-30; see README "Job costs")
 SECONDS = {
-    "closure_layer": 3.0,          # Grams + principal coordinates of 28 heads (upper bound)
     "pk_layer": 13.1,              # 4 kinds of bases, pairs, ranks, self-overlap (10,000 perms)
     "pk_cross_pair": 27.3,         # per later layer: Q/K/V bases, all writer x reader blocks, angles, weighted
     "pk_null_within_sample": 26.2,  # per sample, both nulls, 4 kinds (rotation 20.2 + reassign 6.0)
     "pk_null_cross_pair_sample": 9.3,  # per layer pair, per sample, per null
 }
 # peak RSS = BASE + factor x layer MiB (measured 1150, 1600, 1290, 2030 MB with 2-3 layers)
-MEM_FACTOR = {"closure_layer": 3.0, "pk_layer": 4.0, "pk_cross_pair": 5.5, "pk_null_within_sample": 4.5}
+MEM_FACTOR = {"pk_layer": 4.0, "pk_cross_pair": 5.5, "pk_null_within_sample": 4.5}
 BASE_MB = 300
 SAFETY = 1.5
 
@@ -50,9 +49,7 @@ def resources(job: str, manifest, n_samples: int = 1, n_null_types: int = 2) -> 
     """mem_mb and runtime (minutes) for one job of this model."""
     f = _fields(manifest)
     L, r, mib = f["n_layers"], work_ratio(f), layer_mib(f)
-    if job == "closure_layer":
-        t, mem = SECONDS["closure_layer"] * r, BASE_MB + MEM_FACTOR["closure_layer"] * mib
-    elif job == "pk_layer":
+    if job == "pk_layer":
         t, mem = SECONDS["pk_layer"] * r, BASE_MB + MEM_FACTOR["pk_layer"] * mib
     elif job == "pk_cross_layer":  # the writer layer 0 job reads every later layer
         t, mem = SECONDS["pk_cross_pair"] * r * max(L - 1, 1), BASE_MB + MEM_FACTOR["pk_cross_pair"] * mib

@@ -65,12 +65,6 @@ def _store(inputs) -> Path:
     return Path(inputs["manifest"]).parent
 
 
-def run_closure(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.pk import closure_job
-
-    closure_job(_store(inputs), int(wildcards["layer"]), outputs["shard"], params, log=log)
-
-
 def run_pk_layer(inputs, outputs, wildcards, params, log):
     from headgeom.jobs.pk import pk_job
 
@@ -132,14 +126,6 @@ def _paper1_cost(kind):
 JOBS = {
     j.name: j
     for j in (
-        Job(
-            "closure_layer", run_closure,
-            outputs={"shard": ("closure", "layer")},
-            params={"identity_rtol": "closure/identity_rtol", "rank_rtol": "rank_rtol"},
-            cost=_pk_cost("closure_layer"),
-            seed_scheme="none (deterministic)",
-            log="logs/closure/{model}/layer{layer}.log",
-        ),
         Job(
             "pk_layer", run_pk_layer,
             outputs={"pairs": ("pk", "layer"), "self_overlap": ("pk_self", "layer")},

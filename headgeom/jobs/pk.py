@@ -30,23 +30,6 @@ def _with_keys(cols: dict, model: str, layer: int) -> dict:
     return {"model": np.array([model] * n, dtype=object), "layer": np.full(n, layer, dtype=np.int64), **cols}
 
 
-def closure_job(store_dir, layer: int, out, params: dict, log=print) -> None:
-    from headgeom.methods.closure import closure_layer
-
-    t0 = time.perf_counter()
-    store = TensorStore(store_dir)
-    f = store.layer_factors(layer)
-    cols = closure_layer(f, identity_rtol=params.get("identity_rtol", 1e-10), rank_rtol=params.get("rank_rtol", 1e-6))
-    model = store.manifest["model"]
-    write_shard(out, _with_keys(cols, model, layer), _shard_provenance("closure", store, layer, params))
-    flagged = int(sum(1 for x in cols["flags"] if x))
-    log(f"[closure {model} L{layer}] {f.n_heads} heads, max P {np.nanmax(cols['P']) if np.isfinite(cols['P']).any() else float('nan'):.4f}, "
-        f"{flagged} flagged, {time.perf_counter() - t0:.2f}s")
-
-
-# ---------------------------------------------------------------- PK suite
-
-
 def _self_overlap_rows(f, spaces, model: str, layer: int, n_perm: int) -> dict:
     """Self-head overlap tests of one layer (PK paper, Appendix H)."""
     from headgeom.methods.pk import rho_matrix, self_overlap_test

@@ -117,11 +117,13 @@ HEADS, PAIRS, CAP = "paper1_heads", "paper1_pairs", "paper1_capacity"
 
 _ENTRIES = (
     # ---------------------------------------------------------------- paper 1
-    Output("closure_tail", T, "Paper 1", ("closure",),
-           lambda d, f, m, p: _tables().closure_tail(d["closure"], m, strong_threshold=p["strong_threshold"]),
+    # closure_tail and closure_ccdf read the closure columns of the paper 1 per-head shards (one
+    # closure computation per layer, the same shards as paper1_table2)
+    Output("closure_tail", T, "Paper 1", (HEADS,),
+           lambda d, f, m, p: _tables().closure_tail(d[HEADS], m, strong_threshold=p["strong_threshold"]),
            params=ST),
-    Output("closure_ccdf", F, "Paper 1", ("closure",),
-           lambda d, f, m, p: _figs().closure_ccdf(d["closure"], m, threshold=p["strong_threshold"]), params=ST),
+    Output("closure_ccdf", F, "Paper 1", (HEADS,),
+           lambda d, f, m, p: _figs().closure_ccdf(d[HEADS], m, threshold=p["strong_threshold"]), params=ST),
     Output("paper1_table2", T, "Paper 1", (HEADS,),
            lambda d, f, m, p: _p1().table2(d[HEADS], m, p["strong_threshold"], p["sweep"]), params=ST | {"sweep": "paper1/sweep"}),
     Output("paper1_table3", T, "Paper 1", (CAP,), build_paper1_table3,

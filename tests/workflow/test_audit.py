@@ -106,9 +106,9 @@ def test_audit_cli_as_typed(run):
                        cwd=run, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
-    for s in ("Aggregation", "results/shards/closure/tiny/layer1.parquet", "identity_rtol=1e-10", "rule       table_closure_tail",
+    for s in ("Aggregation", "results/shards/paper1_heads/tiny/layer1.parquet", "identity_rtol=1e-10", "rule       table_closure_tail",
               "snakemake -c2 --forcerun table_closure_tail results/tables/closure_tail.csv",
-              "snakemake -c2 --forcerun closure_layer results/shards/closure/tiny/layer0.parquet",
+              "snakemake -c2 --forcerun paper1_heads results/shards/paper1_heads/tiny/layer0.parquet",
               "model.layers.1.self_attn.o_proj.weight", "(a) from the 2 listed shards: 25.0  -> MATCH (exact)",
               "(b) from the tensors", "Verdict: MATCH"):
         assert s in out, (s, out)
@@ -120,7 +120,7 @@ def test_audit_cli_as_typed(run):
 
 def test_tampered_shard_is_a_mismatch(run, tmp_path):
     w = copy_run(run, tmp_path / "run")
-    shard = w / "results/shards/closure/tiny/layer1.parquet"
+    shard = w / "results/shards/paper1_heads/tiny/layer1.parquet"
     t = pq.read_table(shard)
     P = t.column("P").to_numpy().copy()
     assert abs(P[3] - 1.0) < 1e-9  # the planted closed head

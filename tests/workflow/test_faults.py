@@ -72,7 +72,7 @@ def _workdir(tmp_path: Path, ckpt: Path) -> Path:
 
 
 def _closure(workdir: Path, layer: int) -> dict:
-    t, _ = read_shard(workdir / f"results/shards/closure/tiny/layer{layer}.parquet")
+    t, _ = read_shard(workdir / f"results/shards/paper1_heads/tiny/layer{layer}.parquet")
     return {r["head"]: r for r in t.to_pylist()}
 
 
@@ -197,9 +197,9 @@ def test_corrupt_store_stops_the_jobs_and_the_given_command_refetches_it(snakema
     fix = "snakemake --forcerun results/tensors/tiny/manifest.json"
     rc, out = _snake(snakemake_bin, root, w, target, stub=stub_bin)  # the new file time reruns the jobs
     assert rc != 0, out[-3000:]
-    log = (w / "logs/closure/tiny/layer1.log").read_text()
+    log = (w / "logs/paper1/heads/tiny/layer1.log").read_text()
     assert "is corrupt" in log and "v_proj" in log and fix in log, log[-2000:]
-    assert not (w / "results/shards/closure/tiny/layer1.parquet").exists()
+    assert not (w / "results/shards/paper1_heads/tiny/layer1.parquet").exists()
     assert sha256_file(w / target) == table_sha  # nothing was rebuilt from the corrupt store
     assert verify_store(store, full=True)  # left in place: a reader never moves or deletes it
 
@@ -332,7 +332,7 @@ def test_job_killed_mid_write_leaves_no_partial_shard_and_rerun_completes(snakem
     marker = tmp_path / "killed.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p),
            "HG_KILL_TARGET": "layer1.parquet", "HG_KILL_MARKER": str(marker)}
-    shards = w / "results/shards/closure/tiny"
+    shards = w / "results/shards/paper1_heads/tiny"
     target = "results/tables/closure_tail.csv"
 
     rc, out = _snake(snakemake_bin, root, w, target, stub=stub_bin, env=env)

@@ -165,8 +165,7 @@ def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
     # after it: the new model's per-layer jobs (3 layers), nothing of `tiny`, and the aggregates
     L = range(3)
     new = (
-        {("closure_layer", f"results/shards/closure/tiny2/layer{l}.parquet") for l in L}
-        | {("pk_layer", f"results/shards/pk/tiny2/layer{l}.parquet") for l in L}
+        {("pk_layer", f"results/shards/pk/tiny2/layer{l}.parquet") for l in L}
         | {("pk_cross_layer", f"results/shards/pk_cross/tiny2/layer{l}.parquet") for l in (0, 1)}
         | {("pk_null_within", f"results/shards/pk_null_within/tiny2/layer{l}/block0.parquet") for l in L}
         | {("pk_null_cross", "results/shards/pk_null_cross/tiny2/block0.parquet")}

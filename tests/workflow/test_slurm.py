@@ -87,7 +87,7 @@ def test_tiny_workflow_runs_through_slurm(slurm_cluster, tmp_path: Path):
 
 # ---------------------------------------------------------------- the real pipeline
 
-# The core suite's outputs: they need the fetch checkpoint and every closure/pk layer job
+# The core suite's outputs: they need the fetch checkpoint and every paper1_heads/pk layer job
 # (SLURM) plus the local aggregation rules. Named explicitly so that the job set, and the
 # test's run time, stay fixed while the other suites (paper 1, PK suite) grow.
 PIPELINE_TARGETS = [
@@ -98,7 +98,7 @@ PIPELINE_TARGETS = [
 
 def _tiny_pipeline_config(tmp_path: Path) -> Path:
     """One synthetic Llama-layout checkpoint (2 layers, GQA, one planted closed head):
-    1 fetch + 2 closure_layer + 2 pk_layer jobs go to SLURM; tables/figures are local."""
+    1 fetch + 2 paper1_heads + 2 pk_layer jobs go to SLURM; tables/figures are local."""
     from synth import write_llama  # tests/ is on sys.path (conftest.py, rootdir import)
 
     ckpt = tmp_path / "ckpt"
@@ -183,8 +183,8 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
     jobs = slurm_cluster.jobs_of_run(run_id_from_log(log), expect=len(submitted))
     assert {j["JobID"] for j in jobs} == submitted, (jobs, submitted)
     assert sorted(j["Comment"] for j in jobs) == [
-        "rule_closure_layer_wildcards_synth_0", "rule_closure_layer_wildcards_synth_1",
         "rule_fetch_wildcards_synth",
+        "rule_paper1_heads_wildcards_synth_0", "rule_paper1_heads_wildcards_synth_1",
         "rule_pk_layer_wildcards_synth_0", "rule_pk_layer_wildcards_synth_1",
     ], jobs
     assert all(j["State"] == "COMPLETED" and j["ExitCode"] == "0:0" for j in jobs), jobs

@@ -37,13 +37,14 @@ def tiny(tmp_path):
 
 def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
     _run(snakemake_bin, root, tiny)
-    for job in ("closure", "pk"):
+    for family in ("paper1_heads", "pk"):
         for layer in (0, 1):
-            assert (tiny / f"results/shards/{job}/tiny/layer{layer}.parquet").exists()
-    t, prov = read_shard(tiny / "results/shards/closure/tiny/layer1.parquet")
+            assert (tiny / f"results/shards/{family}/tiny/layer{layer}.parquet").exists()
+    assert not (tiny / "results/shards/closure").exists()  # closure is computed once per layer, in paper1_heads
+    t, prov = read_shard(tiny / "results/shards/paper1_heads/tiny/layer1.parquet")
     assert {"model", "layer", "head", "kv_group", "P", "alpha", "g_T", "P_wrong_v"} <= set(t.column_names)
     assert prov["model"] == "tiny" and prov["layer"] == 1
-    assert prov["params"] == {"identity_rtol": 1e-10, "rank_rtol": 1e-6}
+    assert {k: prov["params"][k] for k in ("identity_rtol", "rank_rtol")} == {"identity_rtol": 1e-10, "rank_rtol": 1e-6}
     assert prov["code"]["source_sha256"] and prov["model_source"]["source"]["type"] == "local"
     assert set(prov["tensors"]) == {f"model.layers.1.self_attn.{x}_proj.weight" for x in "qkvo"} | {"model.layers.1.input_layernorm.weight"}
     P = np.asarray(t.column("P"))
