@@ -1,0 +1,251 @@
+"""Coverage of the claims ledger: which numbers the papers print, and which ledger rows claim them.
+
+config/paper_numbers.yaml is the inventory of every number printed in the two papers' text and
+tables, made by reading them. Each item names a paragraph or table row of a paper file by line,
+and lists the numbers printed there, in order, each with the ledger row(s) that claim it
+(``[printed, claim id or [ids]]``), plus the numeric tokens on that line that are not claims
+(``skip: [[token, why], ...]``). ``inventory_problems`` checks the inventory against the paper
+files (every listed number is printed on that line, in that order) and against the ledger (every
+number has a row, every row a number); ``token_audit`` finds every numeric token in the papers and
+says which are inventoried, which fall under a rule for non-claims (references, years, section
+and figure numbers, names of models, file names, exponents inside formulas) and which nobody has
+accounted for. ``coverage_line`` is what ``headgeom claims`` prints under its table."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+# a number as the papers print it: 1.04\times 10^{-4}, 10^{-10}, 7,304, 0.336, 3
+_TOKEN = re.compile(
+    r"\d+(?:\.\d+)?\s*\\times\s*10\^\{?-?\d+\}?"
+    r"|10\^\{-?\d+\}"
+    r"|\d+(?:\.\d+)?e-?\d+"
+    r"|\d{1,3}(?:,\d{3})+(?!\d)"
+    r"|\d+(?:\.\d+)?")
+
+# rules for tokens that are not claims: (name, pattern matched on the text around the token)
+_CONTEXT_RULES = [
+    ("section, table, figure, equation or proposition number",
+     re.compile(r"(?:Section|Appendix|Equation|Proposition|Table|Figure|表|図|\\tag\{)\s*[\dA-H.]*\s*$")),
+    ("citation year", re.compile(r"(?:et al\.|and others|[A-Z][a-z]+|Team|Institute|AI|OLMo),?\s*(?:\d{4}[a-z]?;\s*)*$")),
+    ("list item number", re.compile(r"(?:^|\n)$")),
+]
+_AFTER_RULES = [
+    ("section number", re.compile(r"^\s*節")),
+    ("citation year", re.compile(r"^[a-z]?\)")),
+]
+
+
+def tokens(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, token) for every numeric token."""
+    return [(m.start(), m.end(), m.group(0)) for m in _TOKEN.finditer(text)]
+
+
+def _in_math(line: str, pos: int) -> bool:
+    return line[:pos].count("$") % 2 == 1
+
+
+def classify(line: str, start: int, end: int, refs: bool) -> str | None:
+    """Why a token is not a claim, by rule; None when no rule applies."""
+    tok = line[start:end]
+    before, after = line[:start], line[end:]
+    if refs:
+        return "reference list"
+    # part of a name: Qwen2.5-7B, GPT-2, FP64, A22B, arXiv:2609.01129, capacity-three-baseline-writing.json
+    if (re.search(r"[A-Za-z_:]$|[A-Za-z_]/$|[A-Za-z]-$", before) and not re.search(r"\\[a-z]+$", before)) \
+            or re.match(r"^[A-Za-z_]|^-[A-Za-z]|^\.(?:json|py)", after):
+        return "part of a name (model, format, file, identifier)"
+    if _in_math(line, start) and (re.search(r"[\^_]\{?$|\\(?:theta|sigma|lambda)_?\{?$", before)
+                                  or re.match(r"^\}?\s*[\^_]", after) and tok in ("1", "2")):
+        return "exponent or index inside a formula"
+    for name, rx in _CONTEXT_RULES:
+        if rx.search(before[-40:]) and (name != "citation year" or re.fullmatch(r"(19|20)\d\d", tok)):
+            if name == "list item number" and not re.match(r"^\.\s", after):
+                continue
+            return name
+    for name, rx in _AFTER_RULES:
+        if rx.search(after) and (name != "citation year" or re.fullmatch(r"(19|20)\d\d", tok)):
+            return name
+    return None
+
+
+# ------------------------------------------------------------------ the inventory
+
+
+def load_inventory(path) -> dict:
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    for tag in ("tag:yaml.org,2002:float", "tag:yaml.org,2002:int"):
+        _Loader.add_constructor(tag, lambda loader, node: loader.construct_scalar(node))
+    return yaml.load(Path(path).read_text(), Loader=_Loader) or {}
+
+
+def inventory_numbers(inv: dict) -> list[dict]:
+    """One record per printed number: paper, line, where, printed, claims."""
+    out = []
+    for paper, items in (inv.get("numbers") or {}).items():
+        for it in items or []:
+            for pair in it.get("numbers") or []:
+                printed, claims = str(pair[0]), pair[1]
+                claims = [claims] if isinstance(claims, str) else list(claims)
+                out.append({"paper": paper, "file": it.get("file"), "line": int(it["line"]),
+                            "where": it.get("where", ""), "printed": printed, "claims": claims,
+                            "verbal": bool(it.get("verbal"))})
+    return out
+
+
+def _paper_file(inv: dict, paper: str, item: dict) -> str:
+    files = inv["papers"][paper]["files"]
+    return item.get("file") or next(iter(files))
+
+
+def _lines(papers_dir: Path, name: str) -> list[str]:
+    return (Path(papers_dir) / name).read_text().splitlines()
+
+
+def _find_seq(line: str, wanted: list[str], toks: list[tuple[int, int, str]]):
+    """Place each wanted string, in order, at token boundaries of the line; returns the token
+    indices each covers, or the first string not found."""
+    starts = {s: i for i, (s, _, _) in enumerate(toks)}
+    ends = {e: i for i, (_, e, _) in enumerate(toks)}
+    placed, pos = [], 0
+    for w in wanted:
+        j = line.find(w, pos)
+        while j >= 0:
+            k0 = starts.get(j + (len(w) - len(w.lstrip())))
+            k1 = ends.get(j + len(w.rstrip()))
+            if k0 is not None and k1 is not None and k1 >= k0:
+                break
+            j = line.find(w, j + 1)
+        if j < 0:
+            return None, w
+        placed.append(list(range(k0, k1 + 1)))
+        pos = j + len(w)
+    return placed, None
+
+
+def inventory_problems(inv: dict, ledger_rows: list[str], papers_dir=None) -> list[str]:
+    """Everything wrong with the inventory: a number not printed where it says, a number whose
+    claim is not a ledger row, a ledger row no printed number points to, a paper file whose
+    sha256 is not the one read."""
+    probs = []
+    rows = set(ledger_rows)
+    used = set()
+    for n in inventory_numbers(inv):
+        for c in n["claims"]:
+            if c not in rows:
+                probs.append(f"{n['paper']} line {n['line']}: {n['printed']!r} points to {c!r}, not a ledger row")
+            used.add(c)
+    for r in sorted(rows - used):
+        probs.append(f"ledger row {r!r}: no printed number in the inventory points to it")
+    if papers_dir is not None:
+        for paper, meta in inv["papers"].items():
+            for name, sha in meta["files"].items():
+                p = Path(papers_dir) / name
+                got = hashlib.sha256(p.read_bytes()).hexdigest()
+                if got != sha:
+                    probs.append(f"{name}: sha256 {got} is not the one the inventory was read from ({sha})")
+        for paper, items in (inv.get("numbers") or {}).items():
+            for it in items:
+                name = _paper_file(inv, paper, it)
+                lines = _lines(papers_dir, name)
+                ln = int(it["line"])
+                if not 1 <= ln <= len(lines):
+                    probs.append(f"{name}: no line {ln}")
+                    continue
+                line = lines[ln - 1]
+                toks = tokens(line)
+                wanted = [str(p[0]) for p in it.get("numbers") or []]
+                if it.get("verbal"):
+                    missing = [w for w in wanted if w not in line]
+                    probs += [f"{name}:{ln}: {w!r} is not printed there" for w in missing]
+                    continue
+                placed, miss = _find_seq(line, wanted, toks)
+                if miss is not None:
+                    probs.append(f"{name}:{ln}: {miss!r} is not printed there (in order, as a whole number)")
+                skips = [str(s[0]) for s in it.get("skip") or []]
+                placed_s, miss_s = _find_seq(line, skips, toks)
+                if miss_s is not None:
+                    probs.append(f"{name}:{ln}: skipped token {miss_s!r} is not printed there (in order)")
+    return probs
+
+
+def token_audit(inv: dict, papers_dir) -> dict:
+    """Every numeric token in the papers: inventoried as a claim, skipped with a reason in the
+    inventory, set aside by a rule (with the rule's name), or unaccounted."""
+    claimed: dict[tuple[str, int], set[int]] = {}
+    skipped: dict[tuple[str, int], set[int]] = {}
+    for paper, items in (inv.get("numbers") or {}).items():
+        for it in items:
+            name = _paper_file(inv, paper, it)
+            line = _lines(papers_dir, name)[int(it["line"]) - 1]
+            toks = tokens(line)
+            key = (name, int(it["line"]))
+            if not it.get("verbal"):
+                placed, _ = _find_seq(line, [str(p[0]) for p in it.get("numbers") or []], toks)
+                claimed.setdefault(key, set()).update(k for ks in placed or [] for k in ks)
+            placed, _ = _find_seq(line, [str(s[0]) for s in it.get("skip") or []], toks)
+            skipped.setdefault(key, set()).update(k for ks in placed or [] for k in ks)
+    out = {"tokens": 0, "claimed": 0, "skipped": 0, "rules": {}, "unaccounted": []}
+    for paper, meta in inv["papers"].items():
+        for name in meta["files"]:
+            refs = False
+            for ln, line in enumerate(_lines(papers_dir, name), 1):
+                if line.strip() == "References" or line.startswith("| Comments:"):
+                    refs = True  # the reference list, or the arXiv page furniture under the abstract
+                for k, (s, e, tok) in enumerate(tokens(line)):
+                    out["tokens"] += 1
+                    if k in claimed.get((name, ln), ()):
+                        out["claimed"] += 1
+                    elif k in skipped.get((name, ln), ()):
+                        out["skipped"] += 1
+                    else:
+                        why = classify(line, s, e, refs)
+                        if why:
+                            out["rules"][why] = out["rules"].get(why, 0) + 1
+                        else:
+                            out["unaccounted"].append(f"{name}:{ln}: {tok!r} …{line[max(0, s - 30):e + 15]}…")
+    return out
+
+
+# ------------------------------------------------------------------ the coverage line
+
+NOT_COMPUTED_STATUS = "not computed by the pipeline"
+
+
+def coverage(rows: list[dict], inv: dict | None) -> dict:
+    """Counts for the coverage line from the claims rows (build_rows) and the inventory."""
+    c = {"numbers": len(inventory_numbers(inv)) if inv else None, "entries": len(rows),
+         "agrees": 0, "differs": 0, "not run": 0, "not computed": 0, "other": 0}
+    for r in rows:
+        s = r["status"].split(" (")[0]
+        if s == "agrees":
+            c["agrees"] += 1
+        elif s == "differs":
+            c["differs"] += 1
+        elif s == "not run":
+            c["not run"] += 1
+        elif s == NOT_COMPUTED_STATUS:
+            c["not computed"] += 1
+        else:
+            c["other"] += 1
+    if inv:
+        ids = {r["id"] for r in rows}
+        c["unlisted"] = sum(1 for n in inventory_numbers(inv) if not set(n["claims"]) & ids)
+    return c
+
+
+def coverage_line(c: dict) -> str:
+    nums = "?" if c["numbers"] is None else str(c["numbers"])
+    s = (f"coverage: {nums} numbers in the papers / {c['entries']} entries / {c['agrees']} agrees / "
+         f"{c['differs']} differs / {c['not run']} not run / {c['not computed']} not computed")
+    if c["other"]:
+        s += f" / {c['other']} other (partial, no row, table not built, not comparable)"
+    if c.get("unlisted"):
+        s += f" / {c['unlisted']} paper numbers without an entry"
+    return s
