@@ -29,11 +29,12 @@ _TOKEN = re.compile(
 _CONTEXT_RULES = [
     ("section, table, figure, equation or proposition number",
      re.compile(r"(?:Section|Appendix|Equation|Proposition|Table|Figure|表|図|\\tag\{)\s*[\dA-H.]*\s*$")),
-    ("citation year", re.compile(r"(?:et al\.|and others|[A-Z][a-z]+|Team|Institute|AI|OLMo),?\s*(?:\d{4}[a-z]?;\s*)*$")),
+    ("citation year", re.compile(r"(?:et al\.|and others|[A-Z][^\W\d_]+|Team|Institute|AI|OLMo),?\s*(?:\d{4}[a-z]?;\s*)*$")),
     ("list item number", re.compile(r"(?:^|\n)$")),
 ]
 _AFTER_RULES = [
     ("section number", re.compile(r"^\s*節")),
+    ("counting word in prose (1 つ, 2 つ目: one, two, first)", re.compile(r"^\s*つ")),
     ("citation year", re.compile(r"^[a-z]?\)")),
 ]
 
@@ -57,7 +58,7 @@ def classify(line: str, start: int, end: int, refs: bool) -> str | None:
     if (re.search(r"[A-Za-z_:]$|[A-Za-z_]/$|[A-Za-z]-$", before) and not re.search(r"\\[a-z]+$", before)) \
             or re.match(r"^[A-Za-z_]|^-[A-Za-z]|^\.(?:json|py)", after):
         return "part of a name (model, format, file, identifier)"
-    if _in_math(line, start) and (re.search(r"[\^_]\{?$|\\(?:theta|sigma|lambda)_?\{?$", before)
+    if _in_math(line, start) and (re.search(r"[\^_]\{?$|[\^_]\{[^}]*$|\\(?:theta|sigma|lambda)_?\{?$", before)
                                   or re.match(r"^\}?\s*[\^_]", after) and tok in ("1", "2")):
         return "exponent or index inside a formula"
     for name, rx in _CONTEXT_RULES:
@@ -92,9 +93,10 @@ def inventory_numbers(inv: dict) -> list[dict]:
         for it in items or []:
             for pair in it.get("numbers") or []:
                 printed, claims = str(pair[0]), pair[1]
+                note = str(pair[2]) if len(pair) > 2 else ""
                 claims = [claims] if isinstance(claims, str) else list(claims)
                 out.append({"paper": paper, "file": it.get("file"), "line": int(it["line"]),
-                            "where": it.get("where", ""), "printed": printed, "claims": claims,
+                            "where": it.get("where", ""), "printed": printed, "claims": claims, "note": note,
                             "verbal": bool(it.get("verbal"))})
     return out
 
@@ -109,30 +111,50 @@ def _lines(papers_dir: Path, name: str) -> list[str]:
 
 
 def _find_seq(line: str, wanted: list[str], toks: list[tuple[int, int, str]]):
-    """Place each wanted string, in order, at token boundaries of the line; returns the token
-    indices each covers, or the first string not found."""
-    starts = {s: i for i, (s, _, _) in enumerate(toks)}
-    ends = {e: i for i, (_, e, _) in enumerate(toks)}
+    """Place each wanted string, in order, in the line (a string may carry words around its number,
+    "cos 13"); a place counts when it covers whole numeric tokens only, at least one. Returns the
+    token indices each covers, or the first string not found."""
     placed, pos = [], 0
     for w in wanted:
         j = line.find(w, pos)
         while j >= 0:
-            k0 = starts.get(j + (len(w) - len(w.lstrip())))
-            k1 = ends.get(j + len(w.rstrip()))
-            if k0 is not None and k1 is not None and k1 >= k0:
+            end = j + len(w)
+            inside = [k for k, (s, e, _) in enumerate(toks) if s >= j and e <= end]
+            cut = any(s < j < e or s < end < e for s, e, _ in toks)
+            if inside and not cut:
                 break
             j = line.find(w, j + 1)
         if j < 0:
             return None, w
-        placed.append(list(range(k0, k1 + 1)))
+        placed.append(inside)
         pos = j + len(w)
     return placed, None
 
 
-def inventory_problems(inv: dict, ledger_rows: list[str], papers_dir=None) -> list[str]:
+def numbers_in(text: str) -> list[float]:
+    """The numbers a printed string or a ledger value holds: LaTeX powers of ten read
+    (1.04\\times 10^{-4} -> 1.04e-4), thousands separators dropped, "1e-6" read whole."""
+    t = re.sub(r"(\d+(?:\.\d+)?)\s*\\times\s*10\^\{?(-?\d+)\}?", r"\1e\2", str(text))
+    t = re.sub(r"(?<![\d.])10\^\{?(-?\d+)\}?", r"1e\1", t)
+    t = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", t)
+    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?(?:e-?\d+)?", t)]
+
+
+def _corresponds(printed: str, values: list[str]) -> bool:
+    """Every number printed is one of the ledger values' numbers, or that number as a
+    percentage (31% -> 0.31)."""
+    have = [x for v in values for x in numbers_in(v)]
+    for x in numbers_in(printed):
+        if not any(abs(x - h) <= 1e-9 * max(1.0, abs(h)) or abs(x / 100 - h) <= 1e-9 * max(1.0, abs(h)) for h in have):
+            return False
+    return True
+
+
+def inventory_problems(inv: dict, ledger_rows: dict[str, str], papers_dir=None) -> list[str]:
     """Everything wrong with the inventory: a number not printed where it says, a number whose
-    claim is not a ledger row, a ledger row no printed number points to, a paper file whose
-    sha256 is not the one read."""
+    claim is not a ledger row or whose printed value is not the row's value (unless a note says
+    why the forms differ), a ledger row no printed number points to, a paper file whose sha256 is
+    not the one read. ledger_rows: row id -> the paper's value as the ledger writes it."""
     probs = []
     rows = set(ledger_rows)
     used = set()
@@ -141,6 +163,10 @@ def inventory_problems(inv: dict, ledger_rows: list[str], papers_dir=None) -> li
             if c not in rows:
                 probs.append(f"{n['paper']} line {n['line']}: {n['printed']!r} points to {c!r}, not a ledger row")
             used.add(c)
+        known = [ledger_rows[c] for c in n["claims"] if c in rows]
+        if known and not n["verbal"] and not n["note"] and not _corresponds(n["printed"], known):
+            probs.append(f"{n['paper']} line {n['line']}: printed {n['printed']!r} is not the ledger's value "
+                         f"{' / '.join(known)} ({', '.join(n['claims'])})")
     for r in sorted(rows - used):
         probs.append(f"ledger row {r!r}: no printed number in the inventory points to it")
     if papers_dir is not None:
@@ -179,6 +205,7 @@ def token_audit(inv: dict, papers_dir) -> dict:
     """Every numeric token in the papers: inventoried as a claim, skipped with a reason in the
     inventory, set aside by a rule (with the rule's name), or unaccounted."""
     claimed: dict[tuple[str, int], set[int]] = {}
+    rest_reason: dict[tuple[str, int], str] = {}
     skipped: dict[tuple[str, int], set[int]] = {}
     for paper, items in (inv.get("numbers") or {}).items():
         for it in items:
@@ -191,6 +218,8 @@ def token_audit(inv: dict, papers_dir) -> dict:
                 claimed.setdefault(key, set()).update(k for ks in placed or [] for k in ks)
             placed, _ = _find_seq(line, [str(s[0]) for s in it.get("skip") or []], toks)
             skipped.setdefault(key, set()).update(k for ks in placed or [] for k in ks)
+            if it.get("skip_rest"):  # every other token of the line, for the reason given
+                rest_reason[key] = str(it["skip_rest"])
     out = {"tokens": 0, "claimed": 0, "skipped": 0, "rules": {}, "unaccounted": []}
     for paper, meta in inv["papers"].items():
         for name in meta["files"]:
@@ -205,7 +234,7 @@ def token_audit(inv: dict, papers_dir) -> dict:
                     elif k in skipped.get((name, ln), ()):
                         out["skipped"] += 1
                     else:
-                        why = classify(line, s, e, refs)
+                        why = classify(line, s, e, refs) or rest_reason.get((name, ln))
                         if why:
                             out["rules"][why] = out["rules"].get(why, 0) + 1
                         else:
