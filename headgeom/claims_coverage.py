@@ -278,3 +278,33 @@ def coverage_line(c: dict) -> str:
     if c.get("unlisted"):
         s += f" / {c['unlisted']} paper numbers without an entry"
     return s
+
+
+def main(argv=None) -> int:
+    """python -m headgeom.claims_coverage [PAPERS_DIR]: the inventory's problems and the numeric-token
+    audit of the papers (default: ../shared/papers beside the checkout)."""
+    import sys
+
+    from .claims import build_rows, load_ledger
+
+    root = Path(__file__).resolve().parent.parent
+    papers = Path((argv if argv is not None else sys.argv[1:] or [root.parent / "shared" / "papers"])[0])
+    inv = load_inventory(root / "config" / "paper_numbers.yaml")
+    rows, _ = build_rows(load_ledger(root / "config" / "claims.yaml"), root / "no-such-dir", [])
+    probs = inventory_problems(inv, {r["id"]: r["paper_value"] for r in rows}, papers)
+    a = token_audit(inv, papers)
+    nums = inventory_numbers(inv)
+    print(f"inventory: {len(nums)} printed numbers ({sum(n['verbal'] for n in nums)} in words), "
+          f"{len({c for n in nums for c in n['claims']})} ledger rows claimed, {len(probs)} problems")
+    print(f"numeric tokens in the papers: {a['tokens']}: {a['claimed']} in inventoried numbers, "
+          f"{a['skipped']} skipped by the inventory with a reason, {sum(a['rules'].values())} set aside by rule, "
+          f"{len(a['unaccounted'])} unaccounted")
+    for k, v in sorted(a["rules"].items(), key=lambda kv: -kv[1]):
+        print(f"  {v:5d}  {k}")
+    for p in probs + a["unaccounted"]:
+        print(p)
+    return 1 if probs or a["unaccounted"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
