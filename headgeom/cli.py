@@ -1,13 +1,14 @@
 """The ``headgeom`` command.
 
     headgeom audit TABLE --row KEY=VALUE [--row ...] --column NAME [-d DIR] [--no-tensors]
-    headgeom claims [--ledger config/claims.yaml] [-d DIR] [--models m1 m2 ...]
+    headgeom claims [--ledger config/claims.yaml] [-d DIR] [--models m1 m2 ...] [--inventory FILE]
 
 Run from the directory the pipeline ran in (or pass -d). ``audit`` explains one number of a
 table and recomputes it from its shards and from the tensors; it exits 0 when everything
 matches, 1 on any mismatch or integrity problem, 2 when the number cannot be found.
 ``claims`` prints the claims ledger beside the pipeline's values (what the ``claims`` rule
-writes to results/tables/claims.*)."""
+writes to results/tables/claims.*) and a coverage line: numbers in the papers (the inventory,
+config/paper_numbers.yaml) / ledger entries / agrees / differs / not run / not computed."""
 
 from __future__ import annotations
 
@@ -38,7 +39,18 @@ def _claims(args) -> int:
         models = sorted({r for r in _table_models(workdir)})
     table = build_claims(ledger, workdir / "results" / "tables", models)
     sys.stdout.write(table.markdown() if args.format == "md" else table.csv())
+    _coverage(args, table.rows)
     return 0
+
+
+def _coverage(args, rows) -> None:
+    """The coverage line under the claims table (stderr under --format csv, so the CSV stays one)."""
+    from .claims_coverage import coverage, coverage_line, load_inventory
+
+    inv_path = Path(args.inventory) if args.inventory else Path(args.ledger).with_name("paper_numbers.yaml")
+    inv = load_inventory(inv_path) if inv_path.exists() else None
+    line = coverage_line(coverage(rows, inv))
+    print(line, file=sys.stdout if args.format == "md" else sys.stderr)
 
 
 def _table_models(workdir: Path):
@@ -90,6 +102,7 @@ def main(argv=None) -> int:
     c.add_argument("-d", "--directory", default=".")
     c.add_argument("--models", nargs="*", help="models counted as run (default: those in the tables)")
     c.add_argument("--format", choices=("md", "csv"), default="md")
+    c.add_argument("--inventory", help="inventory of the papers' printed numbers (default: paper_numbers.yaml beside the ledger)")
     c.set_defaults(func=_claims)
 
     g = sub.add_parser("docs", help="write docs/outputs.md, docs/config.md and the report captions",

@@ -17,7 +17,7 @@ from headgeom.io.files import sha256_file, write_json, write_text
 from headgeom.core.provenance import code_version
 from headgeom.reports.tables import Column, Table
 
-REDUCERS = ("one", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct")
+REDUCERS = ("one", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct", "sumden")
 POOLED_LABELS = {"pooled", "–", "-", "", "all (final)"}
 
 # statuses
@@ -29,8 +29,39 @@ AGREES, DIFFERS, NOT_RUN, PARTIAL, NO_ROW, NOT_COMPUTED, NOT_BUILT, NOT_COMPARAB
 # ------------------------------------------------------------------ the ledger
 
 
+ACTIVATION_LEDGER = "claims_activation.yaml"
+ACTIVATION_PENDING = "activation stage (issue 12)"
+
+
 def load_ledger(path) -> list[dict]:
-    """Read config/claims.yaml into a flat list of entries (paper filled in, checked)."""
+    """Read config/claims.yaml into a flat list of entries (paper filled in, checked), merged with
+    claims_activation.yaml beside it when that file exists (see merge_activation)."""
+    out = _load_one(path)
+    extra = Path(path).with_name(ACTIVATION_LEDGER)
+    if extra.exists() and Path(path).name != ACTIVATION_LEDGER:
+        out = merge_activation(out, _load_one(extra), extra)
+    return out
+
+
+def merge_activation(base: list[dict], extra: list[dict], where) -> list[dict]:
+    """The activation ledger's entries join the main ledger's. An entry whose id is already in the
+    main ledger replaces it only when that one is a placeholder waiting for the activation stage
+    (its reason names ACTIVATION_PENDING); any other repeated id is an error."""
+    ids = {e["id"]: i for i, e in enumerate(base)}
+    out = list(base)
+    for e in extra:
+        i = ids.get(e["id"])
+        if i is None:
+            out.append(e)
+        elif ACTIVATION_PENDING in str(out[i].get("reason", "")):
+            out[i] = e
+        else:
+            raise ValueError(f"{where}: claim id {e['id']!r} is already in the main ledger and is not an "
+                             f"activation placeholder")
+    return out
+
+
+def _load_one(path) -> list[dict]:
     import yaml
 
     class _Loader(yaml.SafeLoader):
@@ -58,8 +89,8 @@ def load_ledger(path) -> list[dict]:
                     raise ValueError(f"{path}: claim {cid}: give either column + value or values")
                 if "column" in e and "value" not in e:
                     raise ValueError(f"{path}: claim {cid}: column without value")
-            elif "value" not in e or not e.get("reason"):
-                raise ValueError(f"{path}: claim {cid}: without a table it needs value and reason")
+            elif ("value" in e) == ("values" in e) or not e.get("reason"):
+                raise ValueError(f"{path}: claim {cid}: without a table it needs value (or values) and reason")
             red = e.get("reduce", "one")
             if red not in REDUCERS:
                 raise ValueError(f"{path}: claim {cid}: reduce {red!r} not in {REDUCERS}")
@@ -182,6 +213,12 @@ def _frac_of(cell: str):
 
 def reduce_values(cells: list[str], how: str):
     """Combine the cells of several rows; returns (value for agreement, display string)."""
+    if how == "sumden":  # the denominators of "k/n" cells added: how many the fractions count
+        fr = [_frac_of(c) for c in cells]
+        if any(f is None for f in fr):
+            return None, "; ".join(cells)
+        n = sum(f[1] for f in fr)
+        return float(n), str(n)
     if how in ("sumfrac", "sumfrac_pct"):
         fr = [_frac_of(c) for c in cells]
         if any(f is None for f in fr):
@@ -405,7 +442,7 @@ def claims_job(ledger_path, tables_dir, models_run: list[str], outputs: dict) ->
     write_text(outputs["tex"], t.latex())
     write_json(outputs["prov"], {
         "table": "claims",
-        "aggregation": "headgeom.claims.build_claims",
+        "aggregation": "headgeom.reports.claims.build_claims",
         "params": {"models": list(models_run)},
         "code": code_version(),
         "columns": [c.key for c in t.columns],
