@@ -74,6 +74,48 @@ class AuditError(Exception):
     """The number cannot be audited as asked (no such table, row or column, no sidecar)."""
 
 
+def inside(root: Path, rel, what: str) -> Path:
+    """``root / rel`` for a path from a sidecar that stays inside ``root``; AuditError if not."""
+    from .checkpoint import contained
+
+    return contained(root, rel, what, err=AuditError)
+
+
+def model_name(m, where: str) -> str:
+    """A model name from a provenance record: one path component (it names a store directory)."""
+    if not isinstance(m, str) or not m or m in (".", "..") or "/" in m or "\\" in m or "\0" in m:
+        raise AuditError(f"{where}: model name {m!r} is not a plain name (it would leave results/tensors/)")
+    return m
+
+
+def load_sidecar(prov_path: Path, workdir: Path) -> dict:
+    """A table's provenance sidecar, checked: a JSON object whose ``inputs`` are records with a
+    shard ``path`` under results/shards/ inside ``workdir`` (a path that leaves it is refused,
+    never read or written), and whose recorded output sha256s (``outputs``) match the files
+    beside it: a table whose files are not the set its sidecar describes is incomplete."""
+    try:
+        sidecar = json.loads(prov_path.read_text())
+    except (OSError, ValueError, RecursionError) as e:
+        raise AuditError(f"{prov_path} is not a readable provenance sidecar ({type(e).__name__}: {e})") from e
+    if not isinstance(sidecar, dict):
+        raise AuditError(f"{prov_path}: a provenance sidecar must be a JSON object")
+    inputs = sidecar.get("inputs", [])
+    if not isinstance(inputs, list) or not all(isinstance(r, dict) and isinstance(r.get("path"), str) for r in inputs):
+        raise AuditError(f"{prov_path}: 'inputs' must be a list of records with a 'path'")
+    for rec in inputs:
+        rel = inside(workdir, rec["path"], f"{prov_path.name}: input").relative_to(workdir)
+        family_of(str(rel))
+        if not isinstance(rec.get("provenance", {}), dict):
+            raise AuditError(f"{prov_path}: input {rec['path']}: 'provenance' must be an object")
+    from .io import set_problems
+
+    problems = set_problems(prov_path, sidecar)
+    if problems:
+        raise AuditError(f"{prov_path.name}: the table's files are not one complete set (interrupted write?): "
+                         + "; ".join(problems) + ". Rebuild the table.")
+    return sidecar
+
+
 # ------------------------------------------------------------------ reading tables
 
 
@@ -237,6 +279,7 @@ def aggregation_from_sidecar(name: str, sidecar: dict, table_rows: list[dict]) -
     models = _unique(rec["provenance"]["model"] for rec in inputs if "model" in rec.get("provenance", {}))
     if not models:
         models = _unique(r["model"] for r in table_rows if r.get("model") not in (None, "", "pooled"))
+    models = [model_name(m, f"{name} sidecar") for m in models]
     return Aggregation(name, kind, dict(sidecar.get("params", {})), models, inputs, groups)
 
 
@@ -285,10 +328,11 @@ def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, ou
         if p in done:
             continue
         prov = provs[p]
-        job, model = prov["job"], prov["model"]
+        job, model = prov.get("job"), model_name(prov.get("model"), p)
         store = workdir / "results" / "tensors" / model
         params = dict(prov.get("params", {}))
-        out = out_root / p
+        out = inside(out_root, p, "shard to recompute")
+        family_of(str(out.relative_to(out_root)))
         out.parent.mkdir(parents=True, exist_ok=True)
         layer = prov.get("layer")
         if job == "closure":
@@ -318,7 +362,7 @@ def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, ou
         elif job == "paper1_capacity":
             from .paper1_jobs import capacity_job
 
-            final = workdir / "results" / "tensors" / params.get("final_model", model)
+            final = workdir / "results" / "tensors" / model_name(params.get("final_model", model), p)
             capacity_job(store, final, int(layer), out, params, log=quiet)
         else:
             raise AuditError(f"{p}: do not know how to recompute a {job!r} shard")
@@ -392,7 +436,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         raise AuditError(f"{name}: no column {column!r} (columns: {', '.join(columns)})")
     i = select_row(columns, rows, filters, where=name)
     value = rows[i][column]
-    sidecar = json.loads(prov_path.read_text())
+    sidecar = load_sidecar(prov_path, workdir)
     agg = aggregation_from_sidecar(name, sidecar, rows)
     csv_rel = str(csv_path.relative_to(workdir)) if csv_path.is_relative_to(workdir) else str(csv_path)
     rule = table_rule(workdir, name, csv_rel)
@@ -427,7 +471,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
     out(f"Shards ({len(agg.inputs)} listed in the sidecar; {len(contributing)} feed this row: {why})")
     for rec in agg.inputs:
         p = rec["path"]
-        f = workdir / p
+        f = inside(workdir, p, f"{prov_path.name}: input")
         if not f.exists():
             state = "MISSING"
             integrity.append(f"{p} is missing")
@@ -477,7 +521,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         by_model.setdefault(provs[p].get("model"), []).append(p)
     models_for_tensors = list(by_model) or sub_models
     for m in models_for_tensors:
-        sdir = workdir / "results" / "tensors" / m
+        sdir = workdir / "results" / "tensors" / model_name(m, f"{prov_path.name}: shard provenance")
         mpath = sdir / "manifest.json"
         if not mpath.exists():
             out(f"  {m}: no tensor store at {sdir.relative_to(workdir)}")
