@@ -166,6 +166,8 @@ def select_row(columns: list[str], rows: list[dict], filters: dict[str, str], wh
     for k in filters:
         if k not in columns:
             raise AuditError(f"{where}: no column {k!r} to select rows by (columns: {', '.join(columns)})")
+    if not rows:
+        raise AuditError(f"{where}: the table has no rows (empty), so there is no number to audit")
     hits = [i for i, r in enumerate(rows) if all(_cell_eq(r[k], v) for k, v in filters.items())]
     if len(hits) != 1:
         show = "\n".join("  " + ", ".join(f"{k}={r[k]}" for k in columns[:3]) for r in rows[:20])
@@ -174,8 +176,21 @@ def select_row(columns: list[str], rows: list[dict], filters: dict[str, str], wh
     return hits[0]
 
 
+NAN_BOTH = "NaN in the table and NaN recomputed: an undefined value, reproduced as undefined (no number compared)"
+
+
+def _verdict(ok: bool, how: str) -> str:
+    """The word printed for one comparison: NaN against NaN is said as such, never MATCH."""
+    if ok and how == NAN_BOTH:
+        return "NaN = NaN"
+    return "MATCH" if ok else "MISMATCH"
+
+
 def compare(table_value: str, recomputed: str) -> tuple[bool, str]:
-    """(match, how): equal strings, or numbers within RTOL relative (NaN = NaN, inf = inf)."""
+    """(match, how): equal strings, or numbers within RTOL relative (inf = inf). NaN against
+    NaN is (True, NAN_BOTH), which the audit reports as such, not as a match of numbers."""
+    if table_value.strip().lower() in ("nan", "-nan") and recomputed.strip().lower() in ("nan", "-nan"):
+        return True, NAN_BOTH
     if table_value == recomputed:
         return True, "exact"
     try:
@@ -183,7 +198,7 @@ def compare(table_value: str, recomputed: str) -> tuple[bool, str]:
     except ValueError:
         return False, f"differs: table {table_value!r}, recomputed {recomputed!r}"
     if math.isnan(a) and math.isnan(b):
-        return True, "exact (both NaN)"
+        return True, NAN_BOTH
     if a == b:
         return True, "exact"
     if math.isfinite(a) and math.isfinite(b):
@@ -432,6 +447,8 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
     name, csv_path, prov_path = table_paths(workdir, table)
     filters = parse_row_filters(row) if isinstance(row, list) else dict(row)
     columns, rows = read_csv(csv_path)
+    if not rows:
+        raise AuditError(f"{name}: {csv_path.name} has no rows (an empty table): there is no number to audit")
     if column not in columns:
         raise AuditError(f"{name}: no column {column!r} (columns: {', '.join(columns)})")
     i = select_row(columns, rows, filters, where=name)
@@ -581,7 +598,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         except Exception as e:  # noqa: BLE001 - a shard that cannot be aggregated is a finding
             va, ok_a, how_a = "", False, f"could not recompute: {type(e).__name__}: {e}"
         result["shards"] = (ok_a, how_a, va)
-        out(f"  (a) from the {len(agg.inputs)} listed shards: {va}  -> {'MATCH' if ok_a else 'MISMATCH'} ({how_a})")
+        out(f"  (a) from the {len(agg.inputs)} listed shards: {va}  -> {_verdict(ok_a, how_a)} ({how_a})")
 
         # (b) from the tensors: recompute the contributing shards, aggregate them
         if tensors:
@@ -599,7 +616,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
                 vb, ok_b, how_b = "", False, f"could not recompute: {type(e).__name__}: {e}"
             result["tensors"] = (ok_b, how_b, vb)
             out(f"  (b) from the tensors ({len(contributing)} shards recomputed, models {', '.join(sub_models)}): "
-                f"{vb}  -> {'MATCH' if ok_b else 'MISMATCH'} ({how_b})")
+                f"{vb}  -> {_verdict(ok_b, how_b)} ({how_b})")
         else:
             out("  (b) from the tensors: skipped (--no-tensors)")
     finally:
@@ -613,7 +630,13 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
     ok = bool(result["shards"] and result["shards"][0]) and (not tensors or bool(result["tensors"] and result["tensors"][0])) \
         and not integrity
     result["ok"] = ok
+    result["nan"] = ok and result["shards"][1] == NAN_BOTH
     out("")
-    out("Verdict: " + ("MATCH — the number is reproduced from its shards" + (" and from the tensors" if tensors else "")
-                       if ok else "MISMATCH — see above"))
+    if result["nan"]:
+        out("Verdict: NaN — the table's value is NaN (undefined) and recomputes as NaN"
+            + (" from its shards and from the tensors" if tensors else " from its shards")
+            + "; the undefined value is reproduced, but there is no number to compare")
+    else:
+        out("Verdict: " + ("MATCH — the number is reproduced from its shards" + (" and from the tensors" if tensors else "")
+                           if ok else "MISMATCH — see above"))
     return result

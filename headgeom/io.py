@@ -33,14 +33,13 @@ def atomic_path(path: str | Path, before_replace=None):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
-    try:
-        # mkstemp creates 0600; the file we publish gets the mode open() would give it (umask)
-        os.fchmod(fd, 0o666 & ~current_umask())
-    finally:
-        os.close(fd)
+    os.close(fd)
     try:
         yield Path(tmp)
         with open(tmp, "rb+") as fh:
+            # mkstemp creates 0600 (and a writer may have replaced the file): publish it with
+            # the mode open() would have given it under the user's umask
+            os.fchmod(fh.fileno(), 0o666 & ~current_umask())
             os.fsync(fh.fileno())
         if before_replace is not None:
             before_replace()
