@@ -140,10 +140,13 @@ class GGUFFile:
 
         for k in keys:
             t = self._tensors[k]
-            arr = dequantize(t.data, t.tensor_type)
-            # GGUF lists dims fastest-first; numpy data is already (out, in) like HF.
-            shape = tuple(int(x) for x in reversed(t.shape.tolist()))
-            arr = np.ascontiguousarray(arr.reshape(shape), dtype=np.float32)
+            try:
+                arr = dequantize(t.data, t.tensor_type)
+                # GGUF lists dims fastest-first; numpy data is already (out, in) like HF.
+                shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+                arr = np.ascontiguousarray(arr.reshape(shape), dtype=np.float32)
+            except Exception as e:  # gguf / numpy errors on a malformed tensor
+                raise CheckpointError(f"{self.path}: tensor {k} is unreadable: {type(e).__name__}: {e}") from e
             yield k, arr, t.tensor_type.name
 
 

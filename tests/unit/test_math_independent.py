@@ -411,3 +411,77 @@ def test_empirical_p_and_blocks_by_hand():
     assert S.empirical_p(1.0, [1.0 - 1e-9]) == pytest.approx(0.5)
     assert list(N.sample_range(10, 2, 4)) == [8, 9] and list(N.sample_range(10, 0, 4)) == [0, 1, 2, 3]
     assert N.n_blocks(10, 4) == 3 and N.n_blocks(8, 4) == 2
+
+
+# ------------------------------------------------------------------ closure_layer: flags and the asserted identity
+
+
+def _sv_factor(rng, D, s):
+    """D x len(s) factor with singular values s."""
+    U = np.linalg.qr(rng.standard_normal((D, len(s))))[0]
+    W = np.linalg.qr(rng.standard_normal((len(s), len(s))))[0]
+    return U @ np.diag(s) @ W
+
+
+def test_closure_layer_ill_conditioned_and_nonfinite_heads():
+    rng = np.random.default_rng(21)
+    D, d, H, G = 16, 4, 4, 4
+    f = random_layer(H=H, G=G, D=D, d=d, rng=rng)
+    W_O, W_V = f.W_O.copy(), f.W_V.copy()
+    # head 1: cond(O) = 1e5 and cond(V) = 1e2 -> sqrt(cond A) sqrt(cond B) = 1e7 > 1e6, but full rank at 1e-6
+    W_O[1] = _sv_factor(rng, D, [1.0, 0.3, 0.01, 1e-5])
+    W_V[1] = _sv_factor(rng, D, [1.0, 0.5, 0.1, 1e-2]).T
+    # head 2: cond product 1e4 (well conditioned)
+    W_O[2] = _sv_factor(rng, D, [1.0, 0.5, 0.1, 1e-2])
+    W_V[2] = _sv_factor(rng, D, [1.0, 0.5, 0.1, 1e-2]).T
+    W_O[3][0, 0] = np.nan
+    g = LayerFactors(W_Q=f.W_Q, W_K=f.W_K, W_V=W_V, W_O=W_O, kv_group=f.kv_group, norm_gain=f.norm_gain,
+                     norm_type=f.norm_type)
+    out = C.closure_layer(g)
+    assert out["flags"][1] == "ill_conditioned" and out["rank_O"][1] == 4 and np.isfinite(out["P_latent"][1])
+    assert out["flags"][2] == "" and out["identity_relerr"][2] < 1e-10
+    assert out["flags"][3] == "nonfinite" and out["rank_O"][3] == -1 and out["rank_V"][3] == -1
+    assert np.isnan(out["P_latent"][3]) and np.isnan(out["identity_relerr"][3])
+    for h in (0, 1, 2):
+        assert out["P"][h] == pytest.approx(closure_explicit(g.O(h), g.V(h))[0], rel=1e-7)
+    assert out["head"].tolist() == [0, 1, 2, 3] and out["kv_group"].tolist() == [0, 1, 2, 3]
+
+
+def test_closure_layer_asserts_the_principal_coordinate_identity(monkeypatch):
+    f = random_layer(H=2, G=1, D=12, d=3, rng=np.random.default_rng(22))
+    real = C.P_of
+    monkeypatch.setattr(C, "P_of", lambda K, D=None: real(K, D) * (1 + 1e-7))
+    with pytest.raises(AssertionError, match="head 0"):
+        C.closure_layer(f)
+    C.closure_layer(f, identity_rtol=1e-6)  # within a looser tolerance it passes
+    monkeypatch.setattr(C, "P_of", lambda K, D=None: real(K, D) * (1 + 1e-12))
+    C.closure_layer(f)  # rounding-size differences pass at 1e-10
+
+
+def test_closure_score_and_weighted_form_on_batches():
+    rng = np.random.default_rng(23)
+    O, V = rng.standard_normal((3, 10, 3)), rng.standard_normal((3, 10, 3))
+    P = C.closure_score(O, V)
+    Pw, aw = C.closure_weighted_form(*C.grams(O, V))
+    for h in range(3):
+        Pe, ae, _, _ = closure_explicit(O[h], V[h])
+        assert P[h] == pytest.approx(Pe, rel=1e-9) and Pw[h] == pytest.approx(Pe, rel=1e-9)
+        assert aw[h] == pytest.approx(ae, rel=1e-9)
+
+
+def test_wrong_v_groups_cycle():
+    assert C.wrong_v_groups(np.array([0, 0, 1, 1, 2, 2]), 3).tolist() == [1, 1, 2, 2, 0, 0]
+    assert C.wrong_v_groups(np.array([0, 0]), 1) is None
+    assert C.wrong_v_groups(np.array([0, 1]), 2).tolist() == [1, 0]
+
+
+def test_P_of_and_principal_summary_against_definitions():
+    rng = np.random.default_rng(24)
+    K, Dv = rng.standard_normal((4, 4)), np.sort(rng.uniform(0.1, 1, 4))[::-1]
+    KDK = K @ np.diag(Dv) @ K
+    assert C.P_of(K, Dv) == pytest.approx(np.sum(KDK * K) ** 2 / (np.sum(KDK**2) * np.sum(K**2)), rel=1e-12)
+    KK = K @ K
+    assert C.P_of(K) == pytest.approx(np.sum(KK * K) ** 2 / (np.sum(KK**2) * np.sum(K**2)), rel=1e-12)
+    s = C.principal_summary(Dv, K)
+    assert s["G_overlap"] == pytest.approx(np.sum(Dv**2) / 4) and s["I_D"] == pytest.approx(np.sum(Dv) ** 2 / (4 * np.sum(Dv**2)))
+    assert s["beta"] == pytest.approx(np.sum(KK * K) / np.sum(K**2))
