@@ -229,7 +229,8 @@ def check_safetensors_header(raw: bytes, file_size: int | None, where: str) -> d
             raise CheckpointError(f"{where}: header entry {k!r} has data_offsets {offs!r}; want [begin, end], 0 <= begin <= end")
         b, e = offs
         if base + e > file_size:
-            raise CheckpointError(f"{where}: {k} has data offsets {b}-{e} outside the file ({file_size} bytes)")
+            raise CheckpointError(f"{where}: the safetensors header puts {k} at data offsets {b}-{e}, "
+                                  f"outside the file ({file_size} bytes: truncated?)")
         n = 1
         for s in shape:
             n *= s  # exact: Python ints never overflow
@@ -252,7 +253,7 @@ def check_safetensors_file(path: str | Path) -> None:
     with open(path, "rb") as fh:
         prefix = fh.read(8)
         if len(prefix) < 8:
-            raise CheckpointError(f"{path} is {size} bytes, too small for safetensors")
+            raise CheckpointError(f"{path} is {size} bytes, too small for a safetensors header")
         (n,) = struct.unpack("<Q", prefix)
         if n > MAX_SAFETENSORS_HEADER or 8 + n > size:
             raise CheckpointError(f"{path} has an impossible safetensors header length {n} ({size} bytes in all)")
