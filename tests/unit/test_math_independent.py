@@ -485,3 +485,44 @@ def test_P_of_and_principal_summary_against_definitions():
     s = C.principal_summary(Dv, K)
     assert s["G_overlap"] == pytest.approx(np.sum(Dv**2) / 4) and s["I_D"] == pytest.approx(np.sum(Dv) ** 2 / (4 * np.sum(Dv**2)))
     assert s["beta"] == pytest.approx(np.sum(KK * K) / np.sum(K**2))
+
+
+def test_closure_weighted_form_with_two_batch_axes():
+    rng = np.random.default_rng(25)
+    O, V = rng.standard_normal((2, 3, 9, 4)), rng.standard_normal((2, 3, 9, 4))
+    Pw, aw = C.closure_weighted_form(*C.grams(O, V))
+    assert Pw.shape == (2, 3)
+    for i in range(2):
+        for j in range(3):
+            Pe, ae, _, _ = closure_explicit(O[i, j], V[i, j])
+            assert Pw[i, j] == pytest.approx(Pe, rel=1e-9) and aw[i, j] == pytest.approx(ae, rel=1e-9)
+
+
+def test_closure_layer_overflowing_gram_is_nonfinite_even_when_M_is_finite():
+    """O ~ 1e160 overflows A = O^T O to inf while M = V^T O (V ~ 1e-160) stays finite: the head
+    is flagged nonfinite (every Gram must be finite), not passed to the rank computation."""
+    f = random_layer(H=2, G=2, D=10, d=3, rng=np.random.default_rng(26))
+    W_O, W_V = f.W_O.copy(), f.W_V.copy()
+    W_O[0] *= 1e160
+    W_V[0] *= 1e-160
+    g = LayerFactors(W_Q=f.W_Q, W_K=f.W_K, W_V=W_V, W_O=W_O, kv_group=f.kv_group, norm_gain=f.norm_gain,
+                     norm_type=f.norm_type)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        out = C.closure_layer(g)
+    assert out["flags"][0].startswith("nonfinite") and out["rank_O"][0] == -1
+    assert out["flags"][1] == ""
+
+
+def test_closure_layer_rank_rtol_is_used_for_both_factors():
+    rng = np.random.default_rng(27)
+    f = random_layer(H=2, G=2, D=12, d=3, rng=rng)
+    W_O, W_V = f.W_O.copy(), f.W_V.copy()
+    W_O[0] = _sv_factor(rng, 12, [1.0, 0.5, 1e-4])  # rank 3 at 1e-6, rank 2 at 1e-3
+    W_V[1] = _sv_factor(rng, 12, [1.0, 0.5, 1e-4]).T
+    g = LayerFactors(W_Q=f.W_Q, W_K=f.W_K, W_V=W_V, W_O=W_O, kv_group=f.kv_group, norm_gain=f.norm_gain,
+                     norm_type=f.norm_type)
+    loose = C.closure_layer(g, rank_rtol=1e-3)
+    assert loose["rank_O"].tolist() == [2, 3] and loose["rank_V"].tolist() == [3, 2]
+    assert loose["flags"].tolist() == ["rank_deficient", "rank_deficient"]
+    tight = C.closure_layer(g)
+    assert tight["rank_O"].tolist() == [3, 3] and tight["rank_V"].tolist() == [3, 3]
