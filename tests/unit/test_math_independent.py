@@ -526,3 +526,115 @@ def test_closure_layer_rank_rtol_is_used_for_both_factors():
     assert loose["flags"].tolist() == ["rank_deficient", "rank_deficient"]
     tight = C.closure_layer(g)
     assert tight["rank_O"].tolist() == [3, 3] and tight["rank_V"].tolist() == [3, 3]
+
+
+# ------------------------------------------------------------------ PK: the rest of the module
+
+
+def test_pk_layer_against_projectors_for_every_kind():
+    rng = np.random.default_rng(30)
+    f = random_layer(H=4, G=2, D=14, d=3, norm="layernorm", rng=rng)
+    cols, facts = PK.pk_layer(f)
+    Pc = np.eye(14) - np.ones((14, 14)) / 14
+    facs = {"O": list(f.W_O), "Q": [Pc @ np.diag(f.norm_gain) @ W.T for W in f.W_Q],
+            "K": [Pc @ np.diag(f.norm_gain) @ W.T for W in f.W_K], "V": [Pc @ np.diag(f.norm_gain) @ W.T for W in f.W_V]}
+    for kind, X in facs.items():
+        n = len(X)
+        sel = cols["kind"] == kind
+        assert sel.sum() == n * (n - 1) // 2
+        for p in np.flatnonzero(sel):
+            i, j = cols["head_i"][p], cols["head_j"][p]
+            Pi, ri = proj(X[i])
+            Pj, rj = proj(X[j])
+            assert cols["rho"][p] == pytest.approx(np.trace(Pi @ Pj) / min(ri, rj), rel=1e-9)
+            assert cols["pk"][p] == pytest.approx(np.trace(Pi @ Pj), rel=1e-9)
+            assert (cols["dim_i"][p], cols["dim_j"][p]) == (ri, rj) and cols["flags"][p] == ""
+        layer_rank = np.linalg.matrix_rank(np.concatenate(X, axis=1))
+        ranks = [np.linalg.matrix_rank(x) for x in X]
+        assert facts[kind] == {"ranks": ranks, "layer_rank": layer_rank, "direct_sum_defect": sum(ranks) - layer_rank,
+                               "expected_defect": max(0, n * 3 - 14), "n_heads": n}
+    _, _, spaces = PK.pk_layer(f, kinds=("O", "K"), return_spaces=True)
+    assert set(spaces) == {"O", "K"} and spaces["K"][2].tolist() == [3, 3]
+    np.testing.assert_allclose(spaces["K"][0][1], facs["K"][1], atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4)])
+def test_sigma_max_against_svd(shape):
+    C_ = np.random.default_rng(31).standard_normal((6, *shape))
+    np.testing.assert_allclose(PK.sigma_max(C_), np.linalg.svd(C_, compute_uv=False)[:, 0], rtol=1e-10)
+
+
+def test_min_angle_deg_and_clipping():
+    assert PK.min_angle_deg(1.0 + 1e-12) == 0.0 and PK.min_angle_deg(0.5) == pytest.approx(60.0)
+    assert PK.min_angle_deg(-2.0) == pytest.approx(180.0) and PK.min_angle_deg(0.0) == pytest.approx(90.0)
+
+
+def test_tiny_cross_angles_between_spaces_of_different_rank_use_the_sine_form():
+    """Reader of rank 4 containing a writer direction rotated by 1e-8 rad; writer of rank 2 (and
+    the reverse): theta_1 from the sine form equals the constructed eps, which arccos cannot resolve."""
+    rng = np.random.default_rng(32)
+    D = 20
+    Q = np.linalg.qr(rng.standard_normal((D, D)))[0]
+    eps = 1e-8
+    W = np.stack([np.c_[Q[:, 0], Q[:, 1], Q[:, 1]]])  # rank 2 (third column repeats)
+    R = np.stack([np.c_[np.cos(eps) * Q[:, 0] + np.sin(eps) * Q[:, 5], Q[:, 6], Q[:, 7], Q[:, 8]]])
+    Bw, rw = PK.orthonormal_bases(W)
+    Br, rr = PK.orthonormal_bases(R[:, :, :3])
+    assert rw.tolist() == [2] and rr.tolist() == [3]
+    for a, ra, b, rb in ((Bw, rw, Br, rr), (Br, rr, Bw, rw)):
+        out = PK.cross_pairs(a, ra, b, rb)
+        assert out["min_angle_deg"][0] == pytest.approx(np.degrees(eps), rel=1e-4)
+    out = PK.cross_pairs(Bw, rw, Br, rr, angles=False)
+    assert "min_angle_deg" not in out and "weighted" not in out
+
+
+def test_nonfinite_and_single_heads_in_pk():
+    rng = np.random.default_rng(33)
+    X = rng.standard_normal((3, 10, 2))
+    X[1][0, 0] = np.inf
+    B, r = PK.orthonormal_bases(X)
+    assert r.tolist() == [2, -1, 2] and np.all(B[1] == 0)
+    out = PK.pk_within(B, r)
+    bad = (out["head_i"] == 1) | (out["head_j"] == 1)
+    assert np.all(np.isnan(out["rho"][bad])) and np.all(np.isnan(out["pk"][bad]))
+    assert np.all(np.isnan(out["min_angle_deg"][bad])) and list(out["flags"][bad]) == ["undefined"] * 2
+    assert list(out["flags"][~bad]) == [""] and np.isfinite(out["rho"][~bad]).all()
+    assert PK.stacked_rank(np.where(np.isfinite(X), X, np.nan)) == -1
+    assert PK.stacked_rank(np.zeros((2, 10, 2))) == 0
+    one = PK.pk_within(B[:1], r[:1])
+    assert all(len(v) == 0 for v in one.values()) and one["rho"].dtype == float and one["head_i"].dtype == np.int64
+    assert PK.upper_blocks(B[:1]).shape == (0, 2, 2)
+    cr = PK.cross_pairs(B, r, B[:1], r[:1])
+    assert np.isnan(cr["rho"][1]) and np.isnan(cr["min_angle_deg"][1]) and np.isnan(cr["pk"][1])
+
+
+def test_lambda_min_S_exactly_spanning_and_deficient():
+    rng = np.random.default_rng(34)
+    D, d = 8, 2
+    X = rng.standard_normal((4, D, d))  # n d = D
+    B, _ = PK.orthonormal_bases(X)
+    S = sum(proj(x)[0] for x in X)
+    assert PK.lambda_min_S(B) == pytest.approx(np.linalg.eigvalsh(S)[0], rel=1e-8)
+    X[3] = X[2] @ rng.standard_normal((d, d))  # two heads share a space: S is singular
+    B, _ = PK.orthonormal_bases(X)
+    assert PK.lambda_min_S(B) == pytest.approx(0.0, abs=1e-12)
+    assert PK.lambda_min_S(B[:3]) == 0.0
+
+
+def test_self_overlap_random_permutations_and_degenerate_cases():
+    rng = np.random.default_rng(35)
+    n = 8  # 8! - 1 > 100: random permutations
+    rho = rng.uniform(0, 0.2, (n, n)) + np.eye(n) * 0.5
+    obs, null, p, exact = PK.self_overlap_test(rho, np.arange(n), np.random.default_rng(1), n_perm=100)
+    assert not exact and null.shape == (100,) and obs == pytest.approx(np.mean(np.diag(rho)))
+    perms = np.array([np.random.default_rng(1).permutation(n) for _ in range(1)])
+    assert null[0] == pytest.approx(np.mean(rho[np.arange(n), perms[0]]))
+    assert p == pytest.approx((np.sum(null >= obs - 1e-12 * obs) + 1) / 101)
+    obs, null, p, exact = PK.self_overlap_test(np.array([[0.3], [0.5]]), [0, 0], rng)
+    assert obs == pytest.approx(0.4) and null.size == 0 and np.isnan(p) and exact
+    # GQA: 4 heads, 2 groups: labels [0,0,1,1], one non-identity labelling
+    rho = np.array([[0.9, 0.1], [0.8, 0.2], [0.1, 0.7], [0.3, 0.6]])
+    obs, null, p, exact = PK.self_overlap_test(rho, [0, 0, 1, 1], rng)
+    assert exact and obs == pytest.approx(np.mean([0.9, 0.8, 0.7, 0.6]))
+    np.testing.assert_allclose(null, [np.mean([0.1, 0.2, 0.1, 0.3])])
+    assert p == pytest.approx(0.5)
