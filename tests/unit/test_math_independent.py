@@ -638,3 +638,86 @@ def test_self_overlap_random_permutations_and_degenerate_cases():
     assert exact and obs == pytest.approx(np.mean([0.9, 0.8, 0.7, 0.6]))
     np.testing.assert_allclose(null, [np.mean([0.1, 0.2, 0.1, 0.3])])
     assert p == pytest.approx(0.5)
+
+
+# ------------------------------------------------------------------ nulls and statistics: definitions
+
+
+def test_haar_stiefel_is_the_sign_fixed_qr_of_its_gaussian():
+    """Mezzadri: Q = Z R^{-1} with R's diagonal positive, i.e. Q^T Z is upper triangular with a
+    positive diagonal (the property that makes Q Haar, not merely orthonormal)."""
+    for m, r in ((7, 3), (5, 5)):
+        Z = np.random.default_rng(40).standard_normal((m, r))
+        Q = N.haar_stiefel(m, r, np.random.default_rng(40))
+        R = Q.T @ Z
+        np.testing.assert_allclose(np.tril(R, -1), 0, atol=1e-12)
+        assert np.all(np.diag(R) > 0)
+        np.testing.assert_allclose(Q @ R, Z, atol=1e-12)
+
+
+def test_rotate_spectrum_tall_and_wide_keep_the_left_gram_and_move_the_right():
+    rng = np.random.default_rng(41)
+    for D, m in ((9, 4), (4, 9)):
+        S = rng.standard_normal((D, m))
+        R = N.rotate_spectrum(S, np.random.default_rng(2))
+        assert R.shape == (D, m)
+        np.testing.assert_allclose(R @ R.T, S @ S.T, atol=1e-10)
+        assert np.abs(R - S).max() > 0.1  # the right singular vectors did move
+    D, m = 9, 4
+    S = rng.standard_normal((D, m))
+    O = N.haar_stiefel(m, m, np.random.default_rng(3))
+    np.testing.assert_allclose(N.rotate_spectrum(S, np.random.default_rng(3)), S @ O, atol=1e-12)
+
+
+def test_null_registry():
+    assert {n: N.null_model(n).label for n in ("rotation", "reassign")} == {"rotation": "rotation", "reassign": "reassignment"}
+    with pytest.raises(ValueError, match="unknown null 'nope'"):
+        N.null_model("nope")
+    with pytest.raises(ValueError, match="already registered"):
+        N.register_null(N.NullModel("rotation", N.rotate_spectrum, "x"))
+    toy = N.register_null(N.NullModel("toy-identity-test", lambda S, rng: S * 2, "toy"))
+    try:
+        X = np.random.default_rng(42).standard_normal((2, 5, 3))
+        np.testing.assert_array_equal(N.null_factors(X, "toy-identity-test", None), 2 * X)
+    finally:
+        N.NULL_MODELS.pop(toy.name)
+    X = np.random.default_rng(43).standard_normal((3, 6, 2))
+    P = N.null_factors(X, "reassign", np.random.default_rng(5))
+    perm = np.random.default_rng(5).permutation(6)
+    np.testing.assert_array_equal(N.stack(P), N.stack(X)[:, perm])
+
+
+def test_auroc_brute_force_with_ties_and_nans():
+    pos = [0.9, 0.5, 0.5, np.nan, 0.2]
+    neg = [0.5, 0.1, 0.3, np.inf * 0]
+    p = [x for x in pos if np.isfinite(x)]
+    n = [x for x in neg if np.isfinite(x)]
+    brute = np.mean([1.0 if a > b else 0.5 if a == b else 0.0 for a in p for b in n])
+    assert S.auroc(pos, neg) == pytest.approx(brute)
+    assert S.auroc([1, 2], [3, 4]) == 0.0 and S.auroc([3, 4], [1, 2]) == 1.0
+    assert np.isnan(S.auroc([], [1.0])) and np.isnan(S.auroc([1.0], [np.nan]))
+
+
+def test_hierarchical_bootstrap_point_estimate_and_degenerate_intervals():
+    units = [[([1.0, 3.0], [0.0, 0.0]), ([5.0], [1.0])], [([2.0, 2.0], [1.0])], [([], [1.0])]]
+    point, lo, hi = S.hierarchical_bootstrap(units, 200, np.random.default_rng(0))
+    assert point == pytest.approx(np.mean([2.0 - 0.0, 5.0 - 1.0, 2.0 - 1.0]))
+    assert lo <= point <= hi and lo >= 1.0 - 1e-12 and hi <= 4.0 + 1e-12
+    const = [[([2.0, 2.0], [1.0, 1.0])], [([4.0], [3.0])]]  # every resample gives gap 1
+    assert S.hierarchical_bootstrap(const, 50, np.random.default_rng(1)) == pytest.approx((1.0, 1.0, 1.0))
+    assert all(np.isnan(S.hierarchical_bootstrap([[([], [])]], 10, np.random.default_rng(2))))
+    pt, lo, hi = S.hierarchical_bootstrap(const, 0, np.random.default_rng(3))
+    assert pt == 1.0 and np.isnan(lo) and np.isnan(hi)
+    # the interval is the 2.5 / 97.5 % quantiles of replicates drawn top-down
+    units = [[([0.0, 1.0], [0.0])], [([2.0, 3.0], [0.0])]]
+    rng = np.random.default_rng(4)
+    reps = []
+    for _ in range(300):
+        gaps = []
+        for ui in rng.integers(0, 2, 2):
+            for li in rng.integers(0, 1, 1):
+                a, b = [np.asarray(x) for x in units[ui][li]]
+                gaps.append(a[rng.integers(0, a.size, a.size)].mean() - b[rng.integers(0, b.size, b.size)].mean())
+        reps.append(np.mean(gaps))
+    _, lo, hi = S.hierarchical_bootstrap(units, 300, np.random.default_rng(4))
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(reps, [0.025, 0.975])))
