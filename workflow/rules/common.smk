@@ -26,10 +26,6 @@ wildcard_constraints:
     layer=r"\d+",
 
 
-def store_dir(model):
-    return f"results/tensors/{model}"
-
-
 def n_layers(model):
     """Known once the model's tensors are fetched (fetch is a checkpoint)."""
     manifest = checkpoints.fetch.get(model=model).output.manifest
@@ -39,7 +35,8 @@ def n_layers(model):
 
 def family_shards(name, models=None):
     """Input function: every shard of one family (headgeom.jobs.families) for the models
-    (default: the active ones), model by model; layer counts come from the fetched manifests."""
+    (default: the active ones), model by model; layer counts come from the fetched manifests.
+    """
 
     def inner(wildcards):
         return [
@@ -49,11 +46,6 @@ def family_shards(name, models=None):
         ]
 
     return inner
-
-
-# Named as plain paths so that every model's fetch is scheduled at once (an input function
-# that asks a checkpoint stops at the first model not yet fetched).
-MANIFESTS = [f"results/tensors/{m}/manifest.json" for m in ACTIVE]
 
 
 def job_cost(job, key):

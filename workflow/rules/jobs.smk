@@ -22,7 +22,7 @@ for _job in FAMILY_JOBS.values():
             runtime=job_cost(_job, "runtime"),
             cpus_per_task=1,
         params:
-            job=_job.name,
             **JOB_PARAMS(_job),
+            job=_job.name,
         script:
             "../scripts/job.py"

@@ -9,7 +9,7 @@ from headgeom.methods import closure as C
 from headgeom.methods.paper1.anchors import anchor_scores, oblique_share, retrieval_rank
 from headgeom.methods.paper1.common import LayerGeometry, trace, valid_heads
 from headgeom.methods.paper1.factorial import factorial_layer
-from headgeom.methods.paper1.scramble import scramble_draws, sv_relerr
+from headgeom.methods.paper1.scramble import scramble_draws
 from headgeom.methods.paper1.siblings import pair_rows
 from headgeom.methods.paper1.split import perturbation_split, split_relerr
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from headgeom.methods import closure as C
-from headgeom.methods.paper1.common import LayerGeometry, mT, trace
+from headgeom.methods.paper1.common import LayerGeometry, mT
 
 
 # ================================================================ shared-value algebra
