@@ -12,7 +12,6 @@ minimum rank; wrong-V pairing with the wrong group; LayerNorm centring over the 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
