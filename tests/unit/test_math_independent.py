@@ -97,7 +97,8 @@ def test_closure_layer_matches_explicit_operators(H, G):
             assert out["wrong_v_group"][h] == gw
             assert out["P_wrong_v"][h] == pytest.approx(closure_explicit(f.O(h), f.V(gw))[0], rel=1e-9)
         else:
-            assert np.isnan(out["P_wrong_v"][h]) and "wrong_v_undefined_G1" in out["flags"][h]
+            assert np.isnan(out["P_wrong_v"][h]) and out["flags"][h] == "wrong_v_undefined_G1"
+            assert out["wrong_v_group"][h] == -1
         assert out["rank_O"][h] == 4 and out["rank_V"][h] == 4
     # the values are not those of a symmetric M: P varies between heads and is far from 1
     assert np.ptp(out["P"]) > 1e-3
@@ -141,6 +142,7 @@ def test_rank_deficient_and_zero_heads_against_explicit_operators():
     assert out["rank_O"][1] == np.linalg.matrix_rank(f.O(1)) == 2
     assert out["flags"][1] == "rank_deficient" and np.isnan(out["P_latent"][1])
     assert np.isnan(out["P"][3]) and out["flags"][3] == "zero_T" and out["norm_T"][3] == 0
+    assert out["rank_O"][3] == 0 and out["rank_V"][3] == 4  # a zero factor has rank 0, not d
     assert out["flags"][0] == "" and out["flags"][2] == ""
 
 
@@ -427,9 +429,10 @@ def test_closure_layer_ill_conditioned_and_nonfinite_heads():
     D, d, H, G = 16, 4, 4, 4
     f = random_layer(H=H, G=G, D=D, d=d, rng=rng)
     W_O, W_V = f.W_O.copy(), f.W_V.copy()
-    # head 1: cond(O) = 1e5 and cond(V) = 1e2 -> sqrt(cond A) sqrt(cond B) = 1e7 > 1e6, but full rank at 1e-6
-    W_O[1] = _sv_factor(rng, D, [1.0, 0.3, 0.01, 1e-5])
-    W_V[1] = _sv_factor(rng, D, [1.0, 0.5, 0.1, 1e-2]).T
+    # head 1: cond(O) = 1e4 and cond(V) = 1e3 -> sqrt(cond A) sqrt(cond B) = 1e7 > 1e6, but full rank at
+    # 1e-6; any other pair of eigenvalues (second largest, second smallest) gives a product below 1e6
+    W_O[1] = _sv_factor(rng, D, [1.0, 1e-2, 1e-2, 1e-4])
+    W_V[1] = _sv_factor(rng, D, [1.0, 10**-1.5, 10**-1.5, 1e-3]).T
     # head 2: cond product 1e4 (well conditioned)
     W_O[2] = _sv_factor(rng, D, [1.0, 0.5, 0.1, 1e-2])
     W_V[2] = _sv_factor(rng, D, [1.0, 0.5, 0.1, 1e-2]).T
@@ -720,3 +723,31 @@ def test_hierarchical_bootstrap_point_estimate_and_degenerate_intervals():
         reps.append(np.mean(gaps))
     _, lo, hi = S.hierarchical_bootstrap(units, 300, np.random.default_rng(4))
     assert (lo, hi) == pytest.approx(tuple(np.quantile(reps, [0.025, 0.975])))
+
+
+def test_closure_from_terms_near_nilpotent_and_nonfinite_terms():
+    """T = N + eps I with N nilpotent: ||T^2||^2 / ||T||^4 ~ 4 eps^2 falls below ZERO_RTOL, so P,
+    alpha, g are undefined (NaN + flag) at every scale of T; a NaN term is undefined too."""
+    N_ = np.zeros((4, 4))
+    N_[0, 1] = 1.0
+    for c in (1.0, 1e-3, 1e3):
+        T = c * (N_ + 1e-14 * np.eye(4))
+        nT2, ip, nT4 = np.sum(T * T), np.sum((T @ T) * T), np.sum((T @ T) ** 2)
+        assert 0 < nT4 <= C.ZERO_RTOL * nT2**2
+        P, a, g, und = C.closure_from_terms(nT2, ip, nT4)
+        assert und and np.isnan(P) and np.isnan(a) and np.isnan(g)
+    for terms in ((1.0, 0.5, np.nan), (np.nan, 0.5, 1.0), (1.0, 0.5, np.inf), (np.inf, 0.5, 1.0)):
+        assert C.closure_from_terms(*terms)[3]
+    # a small but honest T: g_T = ||T^2|| / ||T|| at any scale (no cut-off at ||T|| <= 1)
+    O = RNG.standard_normal((8, 2)) * 1e-3
+    V = RNG.standard_normal((8, 2))
+    P, a, g, und = C.closure_from_terms(*C.closure_terms(*C.grams(O, V)))
+    Pe, ae, ge, _ = closure_explicit(O, V)
+    assert not und and g == pytest.approx(ge, rel=1e-10) and P == pytest.approx(Pe, rel=1e-9)
+
+
+def test_closure_layer_single_group_zero_head_has_both_flags():
+    f = random_layer(H=2, G=1, D=10, d=2, zero=(1,), rng=np.random.default_rng(28))
+    out = C.closure_layer(f)
+    assert out["flags"].tolist() == ["wrong_v_undefined_G1", "zero_T,wrong_v_undefined_G1"]
+    assert out["wrong_v_group"].tolist() == [-1, -1]
