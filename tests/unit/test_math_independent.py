@@ -751,3 +751,31 @@ def test_closure_layer_single_group_zero_head_has_both_flags():
     out = C.closure_layer(f)
     assert out["flags"].tolist() == ["wrong_v_undefined_G1", "zero_T,wrong_v_undefined_G1"]
     assert out["wrong_v_group"].tolist() == [-1, -1]
+
+
+def test_mutant_kills_from_the_second_pass():
+    """Survivors of `make mutation` pass 2 (docs/hardening.md): NaN in one head's V only flags that
+    head; a square layer matrix takes the tall branch (S O with O Haar); ties within rounding of a
+    large statistic; a single positive score; the bootstrap resamples every b in full."""
+    f = random_layer(H=3, G=3, D=10, d=2, rng=np.random.default_rng(50))
+    W_V = f.W_V.copy()
+    W_V[2][0, 0] = np.nan
+    g = LayerFactors(W_Q=f.W_Q, W_K=f.W_K, W_V=W_V, W_O=f.W_O, kv_group=f.kv_group, norm_gain=f.norm_gain,
+                     norm_type=f.norm_type)
+    out = C.closure_layer(g)
+    assert out["flags"].tolist()[0] == "" and out["flags"][2].startswith("nonfinite")
+    Sq = np.random.default_rng(51).standard_normal((5, 5))
+    np.testing.assert_allclose(N.rotate_spectrum(Sq, np.random.default_rng(6)),
+                               Sq @ N.haar_stiefel(5, 5, np.random.default_rng(6)), atol=1e-12)
+    assert S.empirical_p(100.0, [100.0 - 1e-11]) == pytest.approx(1.0)  # within 1e-12 relative: a tie
+    assert S.empirical_p(100.0, [100.0 - 1e-6]) == pytest.approx(0.5)
+    assert S.auroc([2.0], [1.0, 3.0]) == pytest.approx(0.5) and S.auroc([2.0], [1.0]) == 1.0
+    units = [[([0.0], [0.0, 10.0])]]
+    rng = np.random.default_rng(7)
+    reps = []
+    for _ in range(200):
+        rng.integers(0, 1, 1), rng.integers(0, 1, 1)
+        a, b = np.array([0.0]), np.array([0.0, 10.0])
+        reps.append(a[rng.integers(0, 1, 1)].mean() - b[rng.integers(0, 2, 2)].mean())
+    _, lo, hi = S.hierarchical_bootstrap(units, 200, np.random.default_rng(7))
+    assert (lo, hi) == pytest.approx(tuple(np.quantile(reps, [0.025, 0.975])))
