@@ -770,12 +770,13 @@ def test_mutant_kills_from_the_second_pass():
     assert S.empirical_p(100.0, [100.0 - 1e-11]) == pytest.approx(1.0)  # within 1e-12 relative: a tie
     assert S.empirical_p(100.0, [100.0 - 1e-6]) == pytest.approx(0.5)
     assert S.auroc([2.0], [1.0, 3.0]) == pytest.approx(0.5) and S.auroc([2.0], [1.0]) == 1.0
-    units = [[([0.0], [0.0, 10.0])]]
+    units = [[([0.0], [0.0, 10.0, 20.0, 30.0])]]
     rng = np.random.default_rng(7)
     reps = []
     for _ in range(200):
         rng.integers(0, 1, 1), rng.integers(0, 1, 1)
-        a, b = np.array([0.0]), np.array([0.0, 10.0])
-        reps.append(a[rng.integers(0, 1, 1)].mean() - b[rng.integers(0, 2, 2)].mean())
+        a, b = np.array([0.0]), np.array([0.0, 10.0, 20.0, 30.0])
+        reps.append(a[rng.integers(0, 1, 1)].mean() - b[rng.integers(0, 4, 4)].mean())
+    assert -30 < np.quantile(reps, 0.025)  # a mean of 4 draws rarely reaches the extreme; one draw often does
     _, lo, hi = S.hierarchical_bootstrap(units, 200, np.random.default_rng(7))
     assert (lo, hi) == pytest.approx(tuple(np.quantile(reps, [0.025, 0.975])))
