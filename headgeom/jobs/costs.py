@@ -45,23 +45,35 @@ def work_ratio(f: dict) -> float:
     return w(f) / w(REF)
 
 
-def resources(job: str, manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
-    """mem_mb and runtime (minutes) for one job of this model."""
+def _minutes(t_s: float, mem: float) -> dict:
+    return {"mem_mb": int(math.ceil(max(mem, 500))), "runtime": int(max(5, math.ceil(SAFETY * t_s / 60)))}
+
+
+def pk_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
+    """mem_mb and runtime (minutes) of one pk_layer job of this model (4 kinds, ranks, self-overlap)."""
     f = _fields(manifest)
-    L, r, mib = f["n_layers"], work_ratio(f), layer_mib(f)
-    if job == "pk_layer":
-        t, mem = SECONDS["pk_layer"] * r, BASE_MB + MEM_FACTOR["pk_layer"] * mib
-    elif job == "pk_cross_layer":  # the writer layer 0 job reads every later layer
-        t, mem = SECONDS["pk_cross_pair"] * r * max(L - 1, 1), BASE_MB + MEM_FACTOR["pk_cross_pair"] * mib
-    elif job == "pk_null_within":
-        t = SECONDS["pk_null_within_sample"] * r * n_samples * n_null_types / 2
-        mem = BASE_MB + MEM_FACTOR["pk_null_within_sample"] * mib
-    elif job == "pk_null_cross":  # all layers' factors and writer bases stay in memory
-        t = SECONDS["pk_null_cross_pair_sample"] * r * (L * (L - 1) / 2) * n_samples * n_null_types
-        mem = BASE_MB + (1.5 * L + 3) * mib
-    else:
-        raise ValueError(f"no cost model for job {job!r}")
-    return {"mem_mb": int(math.ceil(max(mem, 500))), "runtime": int(max(5, math.ceil(SAFETY * t / 60)))}
+    return _minutes(SECONDS["pk_layer"] * work_ratio(f), BASE_MB + MEM_FACTOR["pk_layer"] * layer_mib(f))
+
+
+def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
+    """The writer layer 0 job reads every later layer."""
+    f = _fields(manifest)
+    return _minutes(SECONDS["pk_cross_pair"] * work_ratio(f) * max(f["n_layers"] - 1, 1),
+                    BASE_MB + MEM_FACTOR["pk_cross_pair"] * layer_mib(f))
+
+
+def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
+    f = _fields(manifest)
+    return _minutes(SECONDS["pk_null_within_sample"] * work_ratio(f) * n_samples * n_null_types / 2,
+                    BASE_MB + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
+
+
+def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
+    """All layers' factors and writer bases stay in memory."""
+    f = _fields(manifest)
+    L = f["n_layers"]
+    return _minutes(SECONDS["pk_null_cross_pair_sample"] * work_ratio(f) * (L * (L - 1) / 2) * n_samples * n_null_types,
+                    BASE_MB + (1.5 * L + 3) * layer_mib(f))
 
 
 # ---------------------------------------------------------------- paper 1 jobs

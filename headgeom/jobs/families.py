@@ -105,10 +105,10 @@ def run_paper1_capacity(inputs, outputs, wildcards, params, log):
 # ------------------------------------------------------------------ cost models
 
 
-def _pk_cost(job):
+def _pk_cost(model):
     def cost(manifest, config):
         nulls = config["pk"]["nulls"]
-        return costs.resources(job, manifest, nulls["samples_per_job"], len(nulls["types"]))
+        return model(manifest, nulls["samples_per_job"], len(nulls["types"]))
 
     return cost
 
@@ -130,7 +130,7 @@ JOBS = {
             "pk_layer", run_pk_layer,
             outputs={"pairs": ("pk", "layer"), "self_overlap": ("pk_self", "layer")},
             params={"kinds": "pk/kinds", "rank_rtol": "rank_rtol", "self_permutations": "pk/self_permutations"},
-            cost=_pk_cost("pk_layer"),
+            cost=_pk_cost(costs.pk_layer),
             seed_scheme="self-overlap permutations: rng_for(model, layer, 'self-overlap', test); pairs deterministic",
             log="logs/pk/{model}/layer{layer}.log",
         ),
@@ -138,7 +138,7 @@ JOBS = {
             "pk_cross_layer", run_pk_cross,
             outputs={"shard": ("pk_cross", "writer_layer")},
             params={"cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol"},
-            cost=_pk_cost("pk_cross_layer"),
+            cost=_pk_cost(costs.pk_cross_layer),
             seed_scheme="none (deterministic)",
             log="logs/pk_cross/{model}/layer{layer}.log",
         ),
@@ -146,7 +146,7 @@ JOBS = {
             "pk_null_within", run_pk_null_within,
             outputs={"shard": ("pk_null_within", "layer_block")},
             params={"types": "pk/nulls/types", "kinds": "pk/nulls/within_kinds", "rank_rtol": "rank_rtol"},
-            cost=_pk_cost("pk_null_within"),
+            cost=_pk_cost(costs.pk_null_within),
             seed_scheme="rng_for(model, 'null-within', null, kind, layer, sample)",
             log="logs/pk_null_within/{model}/layer{layer}/block{block}.log",
             blocks="within",
@@ -155,7 +155,7 @@ JOBS = {
             "pk_null_cross", run_pk_null_cross,
             outputs={"shard": ("pk_null_cross", "block")},
             params={"types": "pk/nulls/types", "cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol"},
-            cost=_pk_cost("pk_null_cross"),
+            cost=_pk_cost(costs.pk_null_cross),
             seed_scheme="writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "
                         "reader: rng_for(model, 'null-cross-reader', null, kind, layer_r, sample)",
             log="logs/pk_null_cross/{model}/block{block}.log",

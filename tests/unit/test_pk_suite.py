@@ -138,7 +138,11 @@ def test_null_blocks_are_identical_to_one_job(tmp_path):
 def test_job_resources_scale_with_shape(tmp_path):
     import json
 
-    from headgeom.jobs.costs import REF, SECONDS, resources
+    from headgeom.jobs import costs
+    from headgeom.jobs.costs import REF, SECONDS
+
+    def resources(job, manifest, **kw):  # each job's cost model (headgeom.jobs.families names it)
+        return getattr(costs, job)(manifest, **kw)
 
     def manifest(**f):
         p = tmp_path / f"m{len(list(tmp_path.iterdir()))}.json"
