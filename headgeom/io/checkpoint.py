@@ -4,6 +4,7 @@ index) and GGUF files. Pickle formats are refused, never loaded."""
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 from typing import Iterator
 
@@ -31,8 +32,8 @@ class SafetensorsDir:
         index = self.path / "model.safetensors.index.json"
         single = self.path / "model.safetensors"
         if index.exists():
-            wm = json.loads(index.read_text())["weight_map"]
-            self.key_file = {k: self.path / v for k, v in wm.items()}
+            wm = read_weight_map(index.read_bytes(), str(index))
+            self.key_file = {k: contained(self.path, v, f"shard of {index}") for k, v in wm.items()}
         elif single.exists():
             self.key_file = {k: single for k in self._keys_of(single)}
         else:
@@ -51,6 +52,8 @@ class SafetensorsDir:
         for f in set(self.key_file.values()):
             if not Path(f).exists():
                 raise CheckpointError(f"shard {f} named by the index is missing")
+        for f in set(self.key_file.values()):
+            check_safetensors_file(f)
 
     @staticmethod
     def _keys_of(path: Path) -> list[str]:
@@ -111,6 +114,7 @@ class GGUFFile:
         self.path = Path(path)
         if not self.path.exists():
             raise CheckpointError(f"GGUF file {self.path} does not exist")
+        check_gguf(self.path)  # counts and extents against the file size, before gguf trusts them
         try:
             self.reader = GGUFReader(str(self.path))
         except Exception as e:
@@ -136,11 +140,242 @@ class GGUFFile:
 
         for k in keys:
             t = self._tensors[k]
-            arr = dequantize(t.data, t.tensor_type)
-            # GGUF lists dims fastest-first; numpy data is already (out, in) like HF.
-            shape = tuple(int(x) for x in reversed(t.shape.tolist()))
-            arr = np.ascontiguousarray(arr.reshape(shape), dtype=np.float32)
+            try:
+                arr = dequantize(t.data, t.tensor_type)
+                # GGUF lists dims fastest-first; numpy data is already (out, in) like HF.
+                shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+                arr = np.ascontiguousarray(arr.reshape(shape), dtype=np.float32)
+            except Exception as e:  # gguf / numpy errors on a malformed tensor
+                raise CheckpointError(f"{self.path}: tensor {k} is unreadable: {type(e).__name__}: {e}") from e
             yield k, arr, t.tensor_type.name
+
+
+# --------------------------------------------------------------------------- hostile-file checks
+# Everything below reads only what the file holds: sizes claimed by a header are compared with
+# the bytes that exist before anything is allocated or looped over, and integers are Python ints.
+
+
+def contained(root: str | Path, name, what: str, err=CheckpointError) -> Path:
+    """``root / name`` for a relative ``name`` that stays inside ``root`` once normalized
+    (lexically: symlinked blobs, as in the HF cache, are allowed). Anything else raises ``err``."""
+    import os
+
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise err(f"{what}: {name!r} is not a file name")
+    if os.path.isabs(name) or name.startswith("~"):
+        raise err(f"{what}: {name!r} is an absolute path, outside {root}")
+    base = os.path.normpath(str(root))
+    full = os.path.normpath(os.path.join(base, name))
+    if full == base or not full.startswith(base.rstrip(os.sep) + os.sep):
+        raise err(f"{what}: {name!r} leaves {root} (resolves outside it)")
+    return Path(full)
+
+
+def read_weight_map(raw: bytes, where: str) -> dict[str, str]:
+    """The ``weight_map`` of a model.safetensors.index.json: a JSON object of tensor name ->
+    shard file name (both strings). Anything else is a CheckpointError naming the file."""
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise CheckpointError(f"{where}: the shard index is not valid JSON: {e}") from e
+    wm = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(wm, dict) or not wm:
+        raise CheckpointError(f"{where}: the shard index has no weight_map object of tensor name -> shard file")
+    for k, v in wm.items():
+        if not isinstance(v, str) or not v:
+            raise CheckpointError(f"{where}: the shard index maps {k!r} to {v!r}, not a file name")
+    return wm
+
+
+SAFETENSORS_ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
+                        "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+MAX_SAFETENSORS_HEADER = 100 << 20
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def check_safetensors_header(raw: bytes, file_size: int | None, where: str) -> dict[str, tuple[str, tuple, int, int]]:
+    """Validate a safetensors JSON header (the bytes after the 8-byte length) against the file
+    size: name -> (dtype, shape, begin, end) with offsets relative to the data section.
+
+    Shapes are non-negative Python ints whose exact product times the item size equals the
+    span; spans lie inside the file and do not overlap. ``file_size`` None (unknown) is refused:
+    a span cannot be checked against nothing."""
+    if file_size is None:
+        raise CheckpointError(f"{where}: the file size is unknown, so tensor spans cannot be checked")
+    base = 8 + len(raw)
+    if base > file_size:
+        raise CheckpointError(f"{where}: the safetensors header ({len(raw)} bytes) runs past the end of the file")
+    try:
+        header = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise CheckpointError(f"{where}: safetensors header is not JSON: {e}") from e
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{where}: safetensors header is not a JSON object")
+    out, spans = {}, []
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        if not isinstance(v, dict):
+            raise CheckpointError(f"{where}: header entry {k!r} is not an object")
+        dtype, shape, offs = v.get("dtype"), v.get("shape"), v.get("data_offsets")
+        if not isinstance(dtype, str):
+            raise CheckpointError(f"{where}: header entry {k!r} has dtype {dtype!r}, not a string")
+        if not isinstance(shape, list) or not all(_is_int(s) and s >= 0 for s in shape):
+            raise CheckpointError(f"{where}: header entry {k!r} has shape {shape!r}; want a list of non-negative ints")
+        if not (isinstance(offs, list) and len(offs) == 2 and all(_is_int(x) for x in offs) and 0 <= offs[0] <= offs[1]):
+            raise CheckpointError(f"{where}: header entry {k!r} has data_offsets {offs!r}; want [begin, end], 0 <= begin <= end")
+        b, e = offs
+        if base + e > file_size:
+            raise CheckpointError(f"{where}: the safetensors header puts {k} at data offsets {b}-{e}, "
+                                  f"outside the file ({file_size} bytes: truncated?)")
+        n = 1
+        for s in shape:
+            n *= s  # exact: Python ints never overflow
+        item = SAFETENSORS_ITEMSIZE.get(dtype)
+        if item is not None and n * item != e - b:
+            raise CheckpointError(f"{where}: {k} is {dtype}{shape} = {n * item} bytes but spans {e - b}")
+        out[k] = (dtype, tuple(shape), b, e)
+        spans.append((b, e, k))
+    spans.sort()
+    for (b0, e0, k0), (b1, e1, k1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise CheckpointError(f"{where}: tensors {k0} and {k1} overlap")
+    return out
+
+
+def check_safetensors_file(path: str | Path) -> None:
+    """Read a local safetensors file's header (8-byte length + JSON) and check it."""
+    path = Path(path)
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        prefix = fh.read(8)
+        if len(prefix) < 8:
+            raise CheckpointError(f"{path} is {size} bytes, too small for a safetensors header")
+        (n,) = struct.unpack("<Q", prefix)
+        if n > MAX_SAFETENSORS_HEADER or 8 + n > size:
+            raise CheckpointError(f"{path} has an impossible safetensors header length {n} ({size} bytes in all)")
+        raw = fh.read(n)
+    check_safetensors_header(raw, size, str(path))
+
+
+# GGUF value types -> fixed byte size (STRING = 8, ARRAY = 9 are variable).
+_GGUF_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_GGUF_MAX_DIMS = 8
+_GGUF_MAX_DEPTH = 4
+
+
+def check_gguf(path: str | Path) -> None:
+    """Walk a GGUF file's header with every count and extent checked against the file size
+    before it is used (gguf's reader trusts them: a 50-byte file claiming 2^40 array items
+    keeps it busy for minutes). Raises CheckpointError; returns None for a sound layout."""
+    import mmap
+
+    from gguf import GGML_QUANT_SIZES
+
+    path = Path(path)
+    size = path.stat().st_size
+    if size < 24:
+        raise CheckpointError(f"{path} is {size} bytes, too small for a GGUF header")
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        pos = 0
+
+        def need(n: int, what: str):
+            if n < 0 or pos + n > size:
+                raise CheckpointError(f"{path}: {what} at byte {pos} claims {n} bytes, past the end of the file ({size} bytes)")
+
+        if bytes(buf[:4]) != b"GGUF":
+            raise CheckpointError(f"{path} is not a GGUF file (bad magic)")
+        (version,) = struct.unpack_from("<I", buf, 4)
+        end = "<" if version & 0xFFFF else ">"
+        if end == ">":
+            (version,) = struct.unpack_from(">I", buf, 4)
+        if version not in (2, 3):
+            raise CheckpointError(f"{path}: GGUF version {version} is not supported (2 or 3)")
+        n_tensors, n_kv = struct.unpack_from(end + "QQ", buf, 8)
+        pos = 24
+        # each KV needs >= 8 + 4 + 1 bytes, each tensor info >= 8 + 4 + 4 + 8
+        if n_kv * 13 > size - pos or n_tensors * 24 > size - pos:
+            raise CheckpointError(f"{path}: GGUF header claims {n_kv} metadata fields and {n_tensors} tensors, "
+                                  f"more than its {size} bytes can hold")
+
+        def u(fmt: str, what: str):
+            nonlocal pos
+            n = struct.calcsize(fmt)
+            need(n, what)
+            vals = struct.unpack_from(end + fmt, buf, pos)
+            pos += n
+            return vals[0] if len(vals) == 1 else vals
+
+        def string(what: str) -> bytes:
+            nonlocal pos
+            n = u("Q", what)
+            need(n, what)
+            s = bytes(buf[pos:pos + n])
+            pos += n
+            return s
+
+        def value(t: int, what: str, depth: int = 0):
+            nonlocal pos
+            if t in _GGUF_FIXED:
+                n = _GGUF_FIXED[t]
+                need(n, what)
+                pos += n
+                return
+            if t == 8:
+                string(what)
+                return
+            if t != 9 or depth >= _GGUF_MAX_DEPTH:
+                raise CheckpointError(f"{path}: {what} has unknown GGUF value type {t}")
+            it, count = u("I", what), u("Q", what)
+            if it in _GGUF_FIXED:
+                need(count * _GGUF_FIXED[it], f"{what} ({count} items)")
+                pos += count * _GGUF_FIXED[it]
+                return
+            if it not in (8, 9):
+                raise CheckpointError(f"{path}: {what} has unknown GGUF array item type {it}")
+            need(count * (8 if it == 8 else 12), f"{what} ({count} items)")  # smallest item first
+            for _ in range(count):
+                value(it, what, depth + 1)
+
+        alignment = 32
+        for i in range(n_kv):
+            key = string(f"metadata key {i}")
+            t = u("I", f"metadata field {key[:60]!r}")
+            start = pos
+            value(t, f"metadata field {key[:60]!r}")
+            if key == b"general.alignment":
+                if t != 4:
+                    raise CheckpointError(f"{path}: general.alignment is not a uint32")
+                (alignment,) = struct.unpack_from(end + "I", buf, start)
+                if alignment == 0 or alignment & (alignment - 1):
+                    raise CheckpointError(f"{path}: general.alignment {alignment} is not a power of two")
+        infos = []
+        for i in range(n_tensors):
+            name = string(f"tensor info {i}")
+            nd = u("I", f"tensor {name[:60]!r}")
+            if nd > _GGUF_MAX_DIMS:
+                raise CheckpointError(f"{path}: tensor {name[:60]!r} claims {nd} dimensions")
+            dims = [u("Q", f"tensor {name[:60]!r}") for _ in range(nd)]
+            ttype, off = u("I", f"tensor {name[:60]!r}"), u("Q", f"tensor {name[:60]!r}")
+            infos.append((name, dims, ttype, off))
+        data = pos + (-pos) % alignment
+        for name, dims, ttype, off in infos:
+            try:
+                block, tsize = GGML_QUANT_SIZES[ttype]
+            except (KeyError, ValueError):
+                raise CheckpointError(f"{path}: tensor {name[:60]!r} has unknown GGML type {ttype}") from None
+            n = 1
+            for x in dims:
+                n *= x
+            if n % block:
+                raise CheckpointError(f"{path}: tensor {name[:60]!r} has {n} elements, not a multiple of its block {block}")
+            nbytes = n // block * tsize
+            if data + off + nbytes > size:
+                raise CheckpointError(f"{path}: tensor {name[:60]!r} ({nbytes} bytes at offset {off}) extends past "
+                                      f"the end of the file ({size} bytes)")
 
 
 def open_checkpoint(path: str | Path):

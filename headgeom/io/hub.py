@@ -37,7 +37,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import numpy as np
 
-from headgeom.io.checkpoint import PICKLE_NAMES, SafetensorsDir
+from headgeom.io.checkpoint import PICKLE_NAMES, SafetensorsDir, check_safetensors_header, read_weight_map
 from headgeom.core.errors import CheckpointError, IntegrityError
 from headgeom.io.files import sha256_bytes, sha256_file
 
@@ -211,6 +211,28 @@ def _public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+def _total_size(resp) -> int | None:
+    """The whole file's length from a response: Content-Range ``bytes a-b/TOTAL`` of a 206, or
+    Content-Length of a 200 that ignored Range. None when the server says neither."""
+    if resp is None:
+        return None
+    m = re.fullmatch(r"\s*bytes\s+\d+-\d+/(\d+)\s*", resp.headers.get("Content-Range") or "")
+    if m:
+        return int(m.group(1))
+    if resp.status_code == 200 and (resp.headers.get("Content-Length") or "").isdigit():
+        return int(resp.headers["Content-Length"])
+    return None
+
+
+def parse_header(raw: bytes, size: int | None, where: str, shard: str = "") -> dict[str, "_Tensor"]:
+    """A shard's safetensors header -> tensor byte ranges (absolute offsets), checked by
+    ``checkpoint.check_safetensors_header``: exact Python-int shape products, non-negative
+    dims, spans inside the file (whose size must be known) and not overlapping."""
+    base = 8 + len(raw)
+    return {k: _Tensor(shard, dtype, shape, base + b, base + e)
+            for k, (dtype, shape, b, e) in check_safetensors_header(raw, size, where).items()}
+
+
 def decode(raw, dtype: str, shape) -> np.ndarray:
     """Little-endian safetensors bytes -> a native-order numpy array that owns its memory.
     BF16 is widened to float32 exactly (its 16 bits are the top half of a float32)."""
@@ -298,10 +320,7 @@ class HubCheckpoint:
         weight_map: dict[str, str] | None = None
         if INDEX in self._siblings:
             small[INDEX] = self._get_small_file(INDEX)
-            try:
-                weight_map = json.loads(small[INDEX])["weight_map"]
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise CheckpointError(f"{repo_id}@{commit}: {INDEX} is unreadable: {e}") from e
+            weight_map = read_weight_map(small[INDEX], f"{repo_id}@{commit}: {INDEX}")
             shards = sorted(set(weight_map.values()))
         elif SINGLE in self._siblings:
             shards = [SINGLE]
@@ -459,43 +478,14 @@ class HubCheckpoint:
         url = self._file_url(shard)
         if size is not None and size < 8:
             raise CheckpointError(f"{self.repo_id}: {shard} is {size} bytes, too small for safetensors")
-        prefix, _ = self._fetch(url, f"{shard} header length", start=0, end=8)
+        prefix, resp = self._fetch(url, f"{shard} header length", start=0, end=8)
+        if size is None:  # the hub listed no size: take the file's length from the response
+            size = _total_size(resp)
         (n,) = struct.unpack("<Q", bytes(prefix))
         if n > MAX_HEADER_BYTES or (size is not None and 8 + n > size):
             raise CheckpointError(f"{self.repo_id}: {shard} has an impossible safetensors header length {n}")
         raw, _ = self._fetch(url, f"{shard} header", start=8, end=8 + n)
-        try:
-            header = json.loads(bytes(raw))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{self.repo_id}: {shard} header is not JSON: {e}") from e
-        if not isinstance(header, dict):
-            raise CheckpointError(f"{self.repo_id}: {shard} header is not a JSON object")
-        base = 8 + n
-        out: dict[str, _Tensor] = {}
-        spans = []
-        for k, v in header.items():
-            if k == "__metadata__":
-                continue
-            try:
-                dtype, shape = str(v["dtype"]), tuple(int(s) for s in v["shape"])
-                b, e = (int(x) for x in v["data_offsets"])
-            except (KeyError, TypeError, ValueError) as err:
-                raise CheckpointError(f"{self.repo_id}: {shard} header entry {k} is malformed: {err}") from err
-            if not 0 <= b <= e or (size is not None and base + e > size):
-                raise CheckpointError(f"{self.repo_id}: {shard}: {k} has data offsets {b}-{e} outside the file")
-            if dtype in DTYPES:
-                need = int(np.prod(shape, dtype=np.int64)) * np.dtype(DTYPES[dtype][0]).itemsize
-                if need != e - b:
-                    raise CheckpointError(
-                        f"{self.repo_id}: {shard}: {k} is {dtype}{list(shape)} = {need} bytes but spans {e - b}"
-                    )
-            out[k] = _Tensor(shard, dtype, shape, base + b, base + e)
-            spans.append((b, e, k))
-        spans.sort()
-        for (b0, e0, k0), (b1, e1, k1) in zip(spans, spans[1:]):
-            if b1 < e0:
-                raise CheckpointError(f"{self.repo_id}: {shard}: tensors {k0} and {k1} overlap")
-        return out
+        return parse_header(bytes(raw), size, f"{self.repo_id}: {shard}", shard)
 
     def _fetch(self, url: str, what: str, *, params=None, start: int = 0, end: int | None = None):
         """GET ``url`` — bytes [start, end) when ``end`` is given, else the whole body — retrying

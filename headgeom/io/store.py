@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -33,11 +34,40 @@ TENSORS = "tensors.safetensors"
 STORE_SCHEMA = 1
 
 
-def extract(ckpt, out_dir: str | Path, model: str, source: dict, log=print) -> dict:
-    """Copy the tensors the architecture's adapter needs from ``ckpt`` into a store."""
-    from safetensors.numpy import save_file
+@contextmanager
+def store_lock(out_dir: str | Path, model: str):
+    """Hold an exclusive lock on the store directory while one extract writes it; a second
+    extract into the same store (another process, or a second Snakemake run) is refused at once
+    with a CheckpointError instead of interleaving its files with the first one's. The lock is
+    flock(2) on the directory itself: no lock file is left behind, and it dies with its holder."""
+    import fcntl
 
     out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CheckpointError(
+                f"{model}: another extract is writing the tensor store {out_dir} now; "
+                "wait for it to finish (two runs must not fetch the same model into one results/ at once)"
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def extract(ckpt, out_dir: str | Path, model: str, source: dict, log=print) -> dict:
+    """Copy the tensors the architecture's adapter needs from ``ckpt`` into a store
+    (under ``store_lock``: concurrent extracts into one store are refused)."""
+    with store_lock(out_dir, model):
+        return _extract(ckpt, Path(out_dir), model, source, log)
+
+
+def _extract(ckpt, out_dir: Path, model: str, source: dict, log) -> dict:
+    from safetensors.numpy import save_file
+
     fmt = "gguf" if ckpt.__class__.__name__ == "GGUFFile" else "safetensors"
     adapter = adapter_for(ckpt.config, fmt)
     keys = ckpt.keys()

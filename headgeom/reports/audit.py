@@ -45,6 +45,48 @@ class AuditError(Exception):
     """The number cannot be audited as asked (no such table, row or column, no sidecar)."""
 
 
+def inside(root: Path, rel, what: str) -> Path:
+    """``root / rel`` for a path from a sidecar that stays inside ``root``; AuditError if not."""
+    from headgeom.io.checkpoint import contained
+
+    return contained(root, rel, what, err=AuditError)
+
+
+def model_name(m, where: str) -> str:
+    """A model name from a provenance record: one path component (it names a store directory)."""
+    if not isinstance(m, str) or not m or m in (".", "..") or "/" in m or "\\" in m or "\0" in m:
+        raise AuditError(f"{where}: model name {m!r} is not a plain name (it would leave results/tensors/)")
+    return m
+
+
+def load_sidecar(prov_path: Path, workdir: Path) -> dict:
+    """A table's provenance sidecar, checked: a JSON object whose ``inputs`` are records with a
+    shard ``path`` under results/shards/ inside ``workdir`` (a path that leaves it is refused,
+    never read or written), and whose recorded output sha256s (``outputs``) match the files
+    beside it: a table whose files are not the set its sidecar describes is incomplete."""
+    try:
+        sidecar = json.loads(prov_path.read_text())
+    except (OSError, ValueError, RecursionError) as e:
+        raise AuditError(f"{prov_path} is not a readable provenance sidecar ({type(e).__name__}: {e})") from e
+    if not isinstance(sidecar, dict):
+        raise AuditError(f"{prov_path}: a provenance sidecar must be a JSON object")
+    inputs = sidecar.get("inputs", [])
+    if not isinstance(inputs, list) or not all(isinstance(r, dict) and isinstance(r.get("path"), str) for r in inputs):
+        raise AuditError(f"{prov_path}: 'inputs' must be a list of records with a 'path'")
+    for rec in inputs:
+        rel = inside(workdir, rec["path"], f"{prov_path.name}: input").relative_to(workdir)
+        family_of(str(rel))
+        if not isinstance(rec.get("provenance", {}), dict):
+            raise AuditError(f"{prov_path}: input {rec['path']}: 'provenance' must be an object")
+    from headgeom.io.files import set_problems
+
+    problems = set_problems(prov_path, sidecar)
+    if problems:
+        raise AuditError(f"{prov_path.name}: the table's files are not one complete set (interrupted write?): "
+                         + "; ".join(problems) + ". Rebuild the table.")
+    return sidecar
+
+
 # ------------------------------------------------------------------ reading tables
 
 
@@ -95,6 +137,8 @@ def select_row(columns: list[str], rows: list[dict], filters: dict[str, str], wh
     for k in filters:
         if k not in columns:
             raise AuditError(f"{where}: no column {k!r} to select rows by (columns: {', '.join(columns)})")
+    if not rows:
+        raise AuditError(f"{where}: the table has no rows (empty), so there is no number to audit")
     hits = [i for i, r in enumerate(rows) if all(_cell_eq(r[k], v) for k, v in filters.items())]
     if len(hits) != 1:
         show = "\n".join("  " + ", ".join(f"{k}={r[k]}" for k in columns[:3]) for r in rows[:20])
@@ -103,8 +147,21 @@ def select_row(columns: list[str], rows: list[dict], filters: dict[str, str], wh
     return hits[0]
 
 
+NAN_BOTH = "NaN in the table and NaN recomputed: an undefined value, reproduced as undefined (no number compared)"
+
+
+def _verdict(ok: bool, how: str) -> str:
+    """The word printed for one comparison: NaN against NaN is said as such, never MATCH."""
+    if ok and how == NAN_BOTH:
+        return "NaN = NaN"
+    return "MATCH" if ok else "MISMATCH"
+
+
 def compare(table_value: str, recomputed: str) -> tuple[bool, str]:
-    """(match, how): equal strings, or numbers within RTOL relative (NaN = NaN, inf = inf)."""
+    """(match, how): equal strings, or numbers within RTOL relative (inf = inf). NaN against
+    NaN is (True, NAN_BOTH), which the audit reports as such, not as a match of numbers."""
+    if table_value.strip().lower() in ("nan", "-nan") and recomputed.strip().lower() in ("nan", "-nan"):
+        return True, NAN_BOTH
     if table_value == recomputed:
         return True, "exact"
     try:
@@ -112,7 +169,7 @@ def compare(table_value: str, recomputed: str) -> tuple[bool, str]:
     except ValueError:
         return False, f"differs: table {table_value!r}, recomputed {recomputed!r}"
     if math.isnan(a) and math.isnan(b):
-        return True, "exact (both NaN)"
+        return True, NAN_BOTH
     if a == b:
         return True, "exact"
     if math.isfinite(a) and math.isfinite(b):
@@ -193,6 +250,7 @@ def aggregation_from_sidecar(name: str, sidecar: dict, table_rows: list[dict]) -
     models = _unique(rec["provenance"]["model"] for rec in inputs if "model" in rec.get("provenance", {}))
     if not models:
         models = _unique(r["model"] for r in table_rows if r.get("model") not in (None, "", "pooled"))
+    models = [model_name(m, f"{name} sidecar") for m in models]
     return Aggregation(name, dict(sidecar.get("params", {})), models, inputs, groups)
 
 
@@ -228,17 +286,21 @@ def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, ou
         if p in done:
             continue
         prov = provs[p]
+        inside(out_root, p, "shard to recompute")  # a path that leaves out_root is refused, never written
         fam = FAMILIES[family_of(p)]
-        job, model = JOBS[fam.job], prov["model"]
+        job, model = JOBS[fam.job], model_name(prov.get("model"), p)
         params = dict(prov.get("params", {}))
         tensors = workdir / "results" / "tensors"
+        final = model_name(params.get("final_model", model), p)
         inputs = {"manifest": str(tensors / model / "manifest.json"),
-                  "final_manifest": str(tensors / params.get("final_model", model) / "manifest.json")}
+                  "final_manifest": str(tensors / final / "manifest.json")}
         outputs = {}
         for f in job.families:
             rel = p.replace(f"results/shards/{fam.name}/", f"results/shards/{f.name}/", 1)
-            (out_root / rel).parent.mkdir(parents=True, exist_ok=True)
-            outputs[f.output] = str(out_root / rel)
+            target = inside(out_root, rel, "shard to recompute")
+            family_of(str(target.relative_to(out_root)))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            outputs[f.output] = str(target)
             done.add(rel)
         run_job(job.name, inputs, outputs, {"model": model, "layer": prov.get("layer")}, params, log=quiet)
         log(f"    recomputed {p}")
@@ -306,11 +368,13 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
     name, csv_path, prov_path = table_paths(workdir, table)
     filters = parse_row_filters(row) if isinstance(row, list) else dict(row)
     columns, rows = read_csv(csv_path)
+    if not rows:
+        raise AuditError(f"{name}: {csv_path.name} has no rows (an empty table): there is no number to audit")
     if column not in columns:
         raise AuditError(f"{name}: no column {column!r} (columns: {', '.join(columns)})")
     i = select_row(columns, rows, filters, where=name)
     value = rows[i][column]
-    sidecar = json.loads(prov_path.read_text())
+    sidecar = load_sidecar(prov_path, workdir)
     agg = aggregation_from_sidecar(name, sidecar, rows)
     csv_rel = str(csv_path.relative_to(workdir)) if csv_path.is_relative_to(workdir) else str(csv_path)
     rule = table_rule(workdir, name, csv_rel)
@@ -345,7 +409,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
     out(f"Shards ({len(agg.inputs)} listed in the sidecar; {len(contributing)} feed this row: {why})")
     for rec in agg.inputs:
         p = rec["path"]
-        f = workdir / p
+        f = inside(workdir, p, f"{prov_path.name}: input")
         if not f.exists():
             state = "MISSING"
             integrity.append(f"{p} is missing")
@@ -398,7 +462,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         by_model.setdefault(provs[p].get("model"), []).append(p)
     models_for_tensors = list(by_model) or sub_models
     for m in models_for_tensors:
-        sdir = workdir / "results" / "tensors" / m
+        sdir = workdir / "results" / "tensors" / model_name(m, f"{prov_path.name}: shard provenance")
         mpath = sdir / "manifest.json"
         if not mpath.exists():
             out(f"  {m}: no tensor store at {sdir.relative_to(workdir)}")
@@ -458,7 +522,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         except Exception as e:  # noqa: BLE001 - a shard that cannot be aggregated is a finding
             va, ok_a, how_a = "", False, f"could not recompute: {type(e).__name__}: {e}"
         result["shards"] = (ok_a, how_a, va)
-        out(f"  (a) from the {len(agg.inputs)} listed shards: {va}  -> {'MATCH' if ok_a else 'MISMATCH'} ({how_a})")
+        out(f"  (a) from the {len(agg.inputs)} listed shards: {va}  -> {_verdict(ok_a, how_a)} ({how_a})")
 
         # (b) from the tensors: recompute the contributing shards, aggregate them
         if tensors:
@@ -476,7 +540,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
                 vb, ok_b, how_b = "", False, f"could not recompute: {type(e).__name__}: {e}"
             result["tensors"] = (ok_b, how_b, vb)
             out(f"  (b) from the tensors ({len(contributing)} shards recomputed, models {', '.join(sub_models)}): "
-                f"{vb}  -> {'MATCH' if ok_b else 'MISMATCH'} ({how_b})")
+                f"{vb}  -> {_verdict(ok_b, how_b)} ({how_b})")
         else:
             out("  (b) from the tensors: skipped (--no-tensors)")
     finally:
@@ -490,7 +554,13 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
     ok = bool(result["shards"] and result["shards"][0]) and (not tensors or bool(result["tensors"] and result["tensors"][0])) \
         and not integrity
     result["ok"] = ok
+    result["nan"] = ok and result["shards"][1] == NAN_BOTH
     out("")
-    out("Verdict: " + ("MATCH — the number is reproduced from its shards" + (" and from the tensors" if tensors else "")
-                       if ok else "MISMATCH — see above"))
+    if result["nan"]:
+        out("Verdict: NaN — the table's value is NaN (undefined) and recomputes as NaN"
+            + (" from its shards and from the tensors" if tensors else " from its shards")
+            + "; the undefined value is reproduced, but there is no number to compare")
+    else:
+        out("Verdict: " + ("MATCH — the number is reproduced from its shards" + (" and from the tensors" if tensors else "")
+                           if ok else "MISMATCH — see above"))
     return result

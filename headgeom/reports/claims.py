@@ -13,7 +13,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from headgeom.io.files import sha256_file, write_json, write_text
+from headgeom.io.files import sha256_file, write_set
 from headgeom.core.provenance import code_version
 from headgeom.reports.tables import Column, Table
 
@@ -437,10 +437,7 @@ def claims_job(ledger_path, tables_dir, models_run: list[str], outputs: dict) ->
     ledger = load_ledger(ledger_path)
     rows, read = build_rows(ledger, tables_dir, models_run)
     t = _table(rows, models_run)
-    write_text(outputs["csv"], t.csv())
-    write_text(outputs["md"], t.markdown())
-    write_text(outputs["tex"], t.latex())
-    write_json(outputs["prov"], {
+    write_set(outputs, {"csv": t.csv(), "md": t.markdown(), "tex": t.latex()}, {
         "table": "claims",
         "aggregation": "headgeom.reports.claims.build_claims",
         "params": {"models": list(models_run)},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from headgeom.io.files import atomic_path, write_json
+from headgeom.io.files import atomic_path, write_set
 from headgeom.core.provenance import code_version
 
 
@@ -27,13 +27,19 @@ def ccdf(x):
 
 
 def save(fig, outputs: dict[str, str], prov: dict) -> None:
-    for fmt in ("png", "pdf"):
-        if fmt in outputs:
+    """PNG and PDF, then the sidecar last with their sha256s (io.write_set: a set or nothing)."""
+
+    def writer(fmt):
+        return lambda tmp: fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight",
+                                       metadata={"Software": None} if fmt == "png" else {"CreationDate": None})
+
+    writers = {fmt: writer(fmt) for fmt in ("png", "pdf") if fmt in outputs}
+    if "prov" not in outputs:
+        for fmt, w in writers.items():
             with atomic_path(outputs[fmt]) as tmp:
-                fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight",
-                            metadata={"Software": None} if fmt == "png" else {"CreationDate": None})
-    if "prov" in outputs:
-        write_json(outputs["prov"], {**prov, "code": code_version()})
+                w(tmp)
+        return
+    write_set(outputs, {}, {**prov, "code": code_version()}, writers=writers)
 
 
 def closure_ccdf(cols: dict, models: list[str], threshold: float = 0.9):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from headgeom.io.files import write_json, write_text
+from headgeom.io.files import write_set
 from headgeom.methods.pk import isotropic_rho, isotropic_sd
 from headgeom.core.provenance import code_version
 
@@ -61,10 +61,7 @@ class Table:
 
     def write(self, outputs: dict[str, str], inputs: list[dict], params: dict) -> None:
         """outputs: {'csv': path, 'md': path, 'tex': path, 'prov': path}."""
-        write_text(outputs["csv"], self.csv())
-        write_text(outputs["md"], self.markdown())
-        write_text(outputs["tex"], self.latex())
-        write_json(outputs["prov"], {
+        write_set(outputs, {"csv": self.csv(), "md": self.markdown(), "tex": self.latex()}, {
             "table": self.name,
             "aggregation": self.aggregation or f"headgeom.tables.{self.name}",
             "params": params,

@@ -1,0 +1,150 @@
+"""Tables and figures appear as a set or visibly incomplete (issue 11), and the audit says
+NaN against NaN and empty tables explicitly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+# One place for the imports of the code under test (the package layout may move).
+from headgeom.reports import audit as AUD
+from headgeom.reports import figures as FIG
+from headgeom.io import files as HIO
+from headgeom.jobs.paper1 import heads_job
+from headgeom.reports.outputs import build_output
+from headgeom.io.fetch import fetch_model
+from headgeom.reports.tables import Column, Table
+from synth import write_llama
+
+
+def outs(d: Path, name: str = "t") -> dict:
+    return {k: str(d / f"{name}.{k}") for k in ("csv", "md", "tex")} | {"prov": str(d / f"{name}.prov.json")}
+
+
+def table(v) -> Table:
+    return Table("t", "cap", [Column("a", "A")], [{"a": v}])
+
+
+def test_table_sidecar_records_the_sha256_of_each_file(tmp_path):
+    o = outs(tmp_path)
+    table(1).write(o, [], {})
+    prov = json.loads(Path(o["prov"]).read_text())
+    assert set(prov["outputs"]) == {"csv", "md", "tex"}
+    for k in ("csv", "md", "tex"):
+        assert prov["outputs"][k] == {"name": Path(o[k]).name, "sha256": HIO.sha256_file(o[k])}
+    assert HIO.set_problems(o["prov"]) == []
+
+
+@pytest.mark.parametrize("killed_at", ["md", "tex", "prov"])
+def test_a_kill_mid_set_never_leaves_a_new_file_beside_an_old_sidecar(tmp_path, monkeypatch, killed_at):
+    """First a complete old set; then a rewrite killed while writing ``killed_at``. Afterwards
+    either the sidecar is gone (incomplete) or it matches every file: never new CSV + old prov."""
+    o = outs(tmp_path)
+    table(1).write(o, [], {})
+    real = HIO.atomic_path
+
+    def dying(path, *a, **k):
+        if str(path).endswith("." + killed_at) or (killed_at == "prov" and str(path).endswith(".prov.json")):
+            raise KeyboardInterrupt("killed")
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(HIO, "atomic_path", dying)
+    with pytest.raises(KeyboardInterrupt):
+        table(2).write(o, [], {})
+    monkeypatch.setattr(HIO, "atomic_path", real)
+    assert "2" in Path(o["csv"]).read_text()  # the new CSV was written
+    probs = HIO.set_problems(o["prov"])
+    assert probs and "missing" in probs[0]  # ... and the set says it is incomplete
+
+
+def test_mismatched_sidecar_is_reported_incomplete(tmp_path):
+    o = outs(tmp_path)
+    table(1).write(o, [], {})
+    Path(o["csv"]).write_text("a\n99\n")  # a CSV from another write beside this sidecar
+    assert any("does not match" in p for p in HIO.set_problems(o["prov"]))
+
+
+def test_figure_set_sidecar_written_last_with_hashes(tmp_path, monkeypatch):
+    plt = FIG.pyplot()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    fo = {"png": str(tmp_path / "f.png"), "pdf": str(tmp_path / "f.pdf"), "prov": str(tmp_path / "f.prov.json")}
+    FIG.save(fig, fo, {"figure": "f"})
+    prov = json.loads(Path(fo["prov"]).read_text())
+    assert set(prov["outputs"]) == {"png", "pdf"} and HIO.set_problems(fo["prov"]) == []
+    real = HIO.atomic_path
+    monkeypatch.setattr(HIO, "atomic_path",
+                        lambda p, *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()) if str(p).endswith(".pdf") else real(p, *a, **k))
+    with pytest.raises(KeyboardInterrupt):
+        FIG.save(fig, fo, {"figure": "f"})
+    plt.close(fig)
+    assert not Path(fo["prov"]).exists()
+
+
+# ------------------------------------------------------------------ audit: NaN, empty, incomplete
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A results/ tree built by the job functions (no Snakemake): a tiny store with no strongly
+    closed head, two closure shards and closure_tail, whose strong-head columns are NaN."""
+    w = tmp_path_factory.mktemp("auditw")
+    write_llama(w / "ck", n_layers=2, closed=())
+    fetch_model("tiny", {"source": "local", "path": str(w / "ck")}, w / "results/tensors/tiny", log=lambda s: None)
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(w)
+    params = {"identity_rtol": 1e-10, "rank_rtol": 1e-6, "scramble_draws": 2, "haar_draws": 1,
+              "split_rtol": 1e-8, "sv_rtol": 1e-12}
+    try:
+        shards = []
+        for layer in (0, 1):
+            p = f"results/shards/paper1_heads/tiny/layer{layer}.parquet"
+            heads_job("results/tensors/tiny", layer, p, f"results/shards/paper1_pairs/tiny/layer{layer}.parquet",
+                      params, log=lambda s: None)
+            shards.append(p)
+        build_output("table", "closure_tail", {"paper1_heads": shards}, ["results/tensors/tiny/manifest.json"], ["tiny"],
+                     outs(Path("results/tables"), "closure_tail"), {"strong_threshold": 0.9})
+    finally:
+        os.chdir(cwd)
+    return w
+
+
+def test_audit_reports_nan_against_nan_explicitly(workdir):
+    lines = []
+    res = AUD.audit(workdir, "closure_tail", {"model": "tiny"}, "neg_alpha_share", out=lines.append)
+    text = "\n".join(lines)
+    assert res["value"] == "nan" and res["nan"] is True
+    assert "NaN = NaN" in text and "-> MATCH" not in text
+    assert "Verdict: NaN" in text
+    # a real number of the same table still says MATCH
+    lines = []
+    res = AUD.audit(workdir, "closure_tail", {"model": "tiny"}, "median_P", tensors=False, out=lines.append)
+    assert res["ok"] and not res["nan"] and "Verdict: MATCH" in "\n".join(lines)
+
+
+def test_audit_says_when_a_table_has_no_rows(workdir, tmp_path):
+    import shutil
+
+    w = tmp_path / "w"
+    shutil.copytree(workdir / "results", w / "results")
+    csv = w / "results/tables/closure_tail.csv"
+    csv.write_text(csv.read_text().splitlines()[0] + "\n")
+    prov = json.loads((w / "results/tables/closure_tail.prov.json").read_text())
+    prov["outputs"]["csv"]["sha256"] = HIO.sha256_file(csv)
+    (w / "results/tables/closure_tail.prov.json").write_text(json.dumps(prov))
+    with pytest.raises(AUD.AuditError, match="no rows"):
+        AUD.audit(w, "closure_tail", {"model": "tiny"}, "median_P", out=lambda *a: None)
+
+
+def test_audit_refuses_a_table_whose_files_are_not_its_sidecars_set(workdir, tmp_path):
+    import shutil
+
+    w = tmp_path / "w"
+    shutil.copytree(workdir / "results", w / "results")
+    (w / "results/tables/closure_tail.md").write_text("other\n")
+    with pytest.raises(AUD.AuditError, match="complete set"):
+        AUD.audit(w, "closure_tail", {"model": "tiny"}, "median_P", out=lambda *a: None)
