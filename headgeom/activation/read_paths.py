@@ -135,8 +135,8 @@ def read_path_pair(fw, zw: np.ndarray, fr, x: np.ndarray, eps, kind: str, rank_r
     c = np.einsum("tja,tja->tj", r, zw)  # xhat^T P_c O_j z
     a = np.einsum("tD,hDa->tha", xhat, R)  # R_h^T xhat = A_h xhat
     a2 = np.einsum("tha,tha->th", a, a)
-    E_norm = np.einsum("tj,th->jh", (kappa * c) ** 2 * inv_s2, a2) / N
-    w = kappa * c * inv_s2  # (N, Hw)
+    E_norm = np.einsum("tj,th->jh", (kappa[:, None] * c) ** 2 * inv_s2[:, None], a2) / N
+    w = kappa[:, None] * c * inv_s2[:, None]  # (N, Hw)
     Rm = np.einsum("tj,tha,tjb->hjab", w, a, zw) / N
     E_cross = -np.einsum("hjab,hjab->jh", M, Rm)
     E_tot = E_lin + E_norm + 2 * E_cross
