@@ -29,6 +29,7 @@ include: "workflow/rules/paper1_common.smk"
 include: "workflow/rules/paper1.smk"
 include: "workflow/rules/pk_suite_common.smk"
 include: "workflow/rules/pk_suite.smk"
+include: "workflow/rules/activation.smk"
 include: "workflow/rules/claims.smk"
 
 

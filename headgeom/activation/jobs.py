@@ -178,7 +178,9 @@ def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print)
     if parts:
         cols = {k: np.concatenate([p[k] for p in parts]) for k in names}
     else:  # the last layer writes to no later reader: an empty shard with the same columns
-        cols = {k: np.array([], dtype=object if k == "kind" else np.float64) for k in names}
+        ints = ("reader_layer", "writer", "reader", "rank_writer", "rank_reader")
+        cols = {k: np.array([], dtype=object if k == "kind" else np.int64 if k in ints
+                            else np.int8 if k == "cross_sign" else np.float64) for k in names}
         cols["model"] = np.array([], dtype=object)
         cols["writer_layer"] = np.array([], dtype=np.int64)
     model = store.manifest["model"]

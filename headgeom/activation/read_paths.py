@@ -43,7 +43,7 @@ def norm_stats(x: np.ndarray, norm_type: str, eps: float | None, eps_exact: bool
         return np.ones(N), np.zeros_like(x), np.zeros(N)
     xc = x - x.mean(axis=1, keepdims=True) if norm_type == "layernorm" else x
     e = float(eps or 0.0)
-    ss = np.einsum("td,td->t", xc, xc)
+    ss = np.einsum("td,td->t", xc, xc, optimize=True)
     sigma = np.sqrt(ss / D + e)
     nx = np.sqrt(ss)
     xhat = xc / np.where(nx > 0, nx, 1.0)[:, None]
@@ -78,7 +78,7 @@ def composition(fw, fr, kind: str) -> np.ndarray:
     """(Hw, n_readers) composition scores on unfolded weights (module docstring)."""
     O = fw.W_O  # (Hw, D, d)
     OV_j_G = [fw.W_V[fw.kv_group[j]] @ fw.W_V[fw.kv_group[j]].T for j in range(fw.n_heads)]  # W_V W_V^T
-    A_j = np.einsum("jDa,jDb->jab", O, O)
+    A_j = np.einsum("jDa,jDb->jab", O, O, optimize=True)
     nOV_j = np.array([np.sqrt(max(np.trace(A_j[j] @ OV_j_G[j]), 0.0)) for j in range(fw.n_heads)])
     Hr = fr.n_heads
     out = np.zeros((fw.n_heads, Hr))
@@ -122,30 +122,30 @@ def read_path_pair(fw, zw: np.ndarray, fr, x: np.ndarray, eps, kind: str, rank_r
     R, _, heads = _readers(fr, kind)  # (Hr, D, d)
     Hr, D, d = R.shape
     # weight-side pieces
-    M = np.einsum("hDa,jDb->hjab", R, O)  # A_h P_c O_j
+    M = np.einsum("hDa,jDb->hjab", R, O, optimize=True)  # A_h P_c O_j
     B, rB = orthonormal_bases(R, rank_rtol)
     U, rU = orthonormal_bases(O, rank_rtol)
-    UB = np.einsum("jDa,hDb->jhab", U, B)
+    UB = np.einsum("jDa,hDb->jhab", U, B, optimize=True)
     rho = (UB**2).sum(axis=(2, 3)) / np.minimum.outer(rU, rB)
     # activation-side pieces
     inv_s2 = 1.0 / sigma**2
-    S = np.einsum("t,tja,tjb->jab", inv_s2, zw, zw) / N  # mean z z^T / sigma^2
-    E_lin = np.einsum("hjab,hjac,jbc->jh", M, M, S)
-    r = np.einsum("tD,jDa->tja", xhat, O)  # O_j^T P_c xhat (xhat already centred)
-    c = np.einsum("tja,tja->tj", r, zw)  # xhat^T P_c O_j z
-    a = np.einsum("tD,hDa->tha", xhat, R)  # R_h^T xhat = A_h xhat
-    a2 = np.einsum("tha,tha->th", a, a)
-    E_norm = np.einsum("tj,th->jh", (kappa[:, None] * c) ** 2 * inv_s2[:, None], a2) / N
+    S = np.einsum("t,tja,tjb->jab", inv_s2, zw, zw, optimize=True) / N  # mean z z^T / sigma^2
+    E_lin = np.einsum("hjab,hjac,jbc->jh", M, M, S, optimize=True)
+    r = np.einsum("tD,jDa->tja", xhat, O, optimize=True)  # O_j^T P_c xhat (xhat already centred)
+    c = np.einsum("tja,tja->tj", r, zw, optimize=True)  # xhat^T P_c O_j z
+    a = np.einsum("tD,hDa->tha", xhat, R, optimize=True)  # R_h^T xhat = A_h xhat
+    a2 = np.einsum("tha,tha->th", a, a, optimize=True)
+    E_norm = np.einsum("tj,th->jh", (kappa[:, None] * c) ** 2 * inv_s2[:, None], a2, optimize=True) / N
     w = kappa[:, None] * c * inv_s2[:, None]  # (N, Hw)
-    Rm = np.einsum("tj,tha,tjb->hjab", w, a, zw) / N
-    E_cross = -np.einsum("hjab,hjab->jh", M, Rm)
+    Rm = np.einsum("tj,tha,tjb->hjab", w, a, zw, optimize=True) / N
+    E_cross = -np.einsum("hjab,hjab->jh", M, Rm, optimize=True)
     E_tot = E_lin + E_norm + 2 * E_cross
     # projected energy share of the actual writes
-    Sig = np.einsum("tja,tjb->jab", zw, zw) / N
-    BO = np.einsum("hDa,jDb->jhab", B, O)  # B_h^T O_j
-    trPC = np.einsum("jhab,jhac,jbc->jh", BO, BO, Sig)
-    AO = np.einsum("jDa,jDb->jab", O, O)
-    trC = np.einsum("jab,jba->j", AO, Sig)
+    Sig = np.einsum("tja,tjb->jab", zw, zw, optimize=True) / N
+    BO = np.einsum("hDa,jDb->jhab", B, O, optimize=True)  # B_h^T O_j
+    trPC = np.einsum("jhab,jhac,jbc->jh", BO, BO, Sig, optimize=True)
+    AO = np.einsum("jDa,jDb->jab", O, O, optimize=True)
+    trC = np.einsum("jab,jba->j", AO, Sig, optimize=True)
     share = trPC / trC[:, None]
     comp_h = composition(fw, fr, kind)  # (Hw, H query heads)
     comp = np.stack([comp_h[:, hs].mean(axis=1) for hs in heads], axis=1)
