@@ -11,7 +11,7 @@ min_version("9.0")
 configfile: Path(workflow.basedir) / "config" / "config.yaml"
 
 
-from headgeom.config import check_config
+from headgeom.core.config import check_config
 
 # one line naming the bad key (Snakemake's validate would print the whole schema node)
 check_config(
@@ -21,24 +21,17 @@ validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schem
 
 
 include: "workflow/rules/common.smk"
-include: "workflow/rules/fetch.smk"
-include: "workflow/rules/closure.smk"
-include: "workflow/rules/pk.smk"
-include: "workflow/rules/report.smk"
 include: "workflow/rules/paper1_common.smk"
-include: "workflow/rules/paper1.smk"
 include: "workflow/rules/pk_suite_common.smk"
-include: "workflow/rules/pk_suite.smk"
+include: "workflow/rules/fetch.smk"
+include: "workflow/rules/jobs.smk"
+include: "workflow/rules/outputs.smk"
 include: "workflow/rules/activation.smk"
 include: "workflow/rules/claims.smk"
 
 
 localrules:
     all,
-    table_closure_tail,
-    table_pk_writing,
-    figure_closure_ccdf,
-    figure_pk_rho_ccdf,
 
 
 rule all:

@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 JOB = r"""
 import json, resource, sys, time
-from headgeom import jobs
+from headgeom.jobs import pk as jobs
 store, kind, out = sys.argv[1], sys.argv[2], sys.argv[3]
 p = {"rank_rtol": 1e-6, "kinds": ["O", "Q", "K", "V"], "cross_kinds": ["Q", "K", "V"],
      "types": ["rotation", "reassign"], "self_permutations": 10000}
@@ -45,7 +45,7 @@ def main():
     a = ap.parse_args()
     from synth import write_llama
 
-    from headgeom.fetch import fetch_model
+    from headgeom.io.fetch import fetch_model
 
     L = a.layers
     res = {"shape": {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv": 4, "layers_built": L}}

@@ -53,11 +53,11 @@ if ARGS.threads is not None or "OPENBLAS_NUM_THREADS" not in os.environ:
         os.environ[var] = n
 
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # hubserver.py, synth.py
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # hubserver.py, synth.py
 
 import numpy as np  # noqa: E402
 
-from headgeom import bench as hb  # noqa: E402
+import baselines as hb  # noqa: E402  (bench/baselines.py)
 
 
 def log(msg: str) -> None:
@@ -73,7 +73,7 @@ def relerr(a, b) -> float:
 
 
 def bench_closure(args) -> dict:
-    from headgeom.closure import closure_layer, wrong_v_groups
+    from headgeom.methods.closure import closure_layer, wrong_v_groups
 
     shape = hb.QWEN3_235B
     H, G, D, d = shape["n_heads"], shape["n_kv"], shape["d_model"], shape["d_head"]
@@ -168,7 +168,7 @@ def bench_closure(args) -> dict:
 def bench_pk(args) -> dict:
     import scipy.linalg
 
-    from headgeom.pk import cross_blocks, cross_pairs, layer_spaces
+    from headgeom.methods.pk import cross_blocks, cross_pairs, layer_spaces
 
     shape = hb.QWEN25_7B
     D, d, H, G, L = (shape[k] for k in ("d_model", "d_head", "n_heads", "n_kv", "n_layers"))
@@ -277,9 +277,9 @@ def bench_pk(args) -> dict:
 
 
 def bench_nulls(args) -> dict:
-    from headgeom.nulls import null_factors
-    from headgeom.pk import factor_stack, orthonormal_bases, pk_within
-    from headgeom.seeds import rng_for
+    from headgeom.methods.nulls import null_factors
+    from headgeom.methods.pk import factor_stack, orthonormal_bases, pk_within
+    from headgeom.core.seeds import rng_for
 
     out = {"what": "one within-layer null sample of a layer = null_factors + orthonormal_bases + pk_within for each "
                    "kind O, Q, K, V (as pk_null_within_job); kinds with the same factor shape are timed once "
@@ -332,7 +332,7 @@ def bench_fetch(args) -> dict:
     from huggingface_hub import close_session, constants
 
     from headgeom.adapters import adapter_for
-    from headgeom.fetch import fetch_model
+    from headgeom.io.fetch import fetch_model
     from hubserver import FakeHub
     from synth import write_llama
 

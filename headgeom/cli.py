@@ -17,7 +17,7 @@ from pathlib import Path
 
 
 def _audit(args) -> int:
-    from .audit import AuditError, audit
+    from headgeom.reports.audit import AuditError, audit
 
     try:
         res = audit(args.directory, args.table, args.row or [], args.column, tensors=not args.no_tensors,
@@ -29,7 +29,7 @@ def _audit(args) -> int:
 
 
 def _claims(args) -> int:
-    from .claims import build_claims, load_ledger
+    from headgeom.reports.claims import build_claims, load_ledger
 
     ledger = load_ledger(args.ledger)
     workdir = Path(args.directory)
@@ -51,6 +51,19 @@ def _table_models(workdir: Path):
             for r in csv.DictReader(fh):
                 if r.get("model") and r["model"] != "pooled":
                     yield r["model"]
+
+
+def _docs(args) -> int:
+    from headgeom.reports import docs
+
+    if args.check:
+        stale = docs.stale()
+        for p in stale:
+            print(f"stale: {p} (run `headgeom docs`)", file=sys.stderr)
+        return 1 if stale else 0
+    for p in docs.write():
+        print(f"wrote {p}")
+    return 0
 
 
 def main(argv=None) -> int:
@@ -78,6 +91,12 @@ def main(argv=None) -> int:
     c.add_argument("--models", nargs="*", help="models counted as run (default: those in the tables)")
     c.add_argument("--format", choices=("md", "csv"), default="md")
     c.set_defaults(func=_claims)
+
+    g = sub.add_parser("docs", help="write docs/outputs.md, docs/config.md and the report captions",
+                       description="Write the generated docs from the registries and the config schema: "
+                                   "docs/outputs.md, docs/config.md, workflow/report/captions/*.rst.")
+    g.add_argument("--check", action="store_true", help="write nothing; exit 1 if any generated file is stale")
+    g.set_defaults(func=_docs)
 
     args = ap.parse_args(argv)
     return args.func(args)

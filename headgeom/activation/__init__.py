@@ -9,7 +9,7 @@ code, paper 1's natural return and the PK paper's read paths.
   report.py          output builders: tables and Figures 4, 5
 """
 
-from ..errors import HeadgeomError
+from ..core.errors import HeadgeomError
 
 
 class CorpusError(HeadgeomError):

@@ -123,7 +123,7 @@ def _load(path: Path, model_name: str, device):
 @contextmanager
 def open_model(model_name: str, entry: dict, device: str = "cpu", log=print):
     """Yield a LoadedModel for one config ``models:`` entry (located like the fetch stage)."""
-    from ..sources import open_source
+    from ..io.sources import open_source
 
     dev = device_for(device)
     with open_source(entry, log=log) as (ckpt, source):

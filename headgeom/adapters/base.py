@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from ..factors import LayerFactors
+from headgeom.core.factors import LayerFactors
 
 Getter = Callable[[str], np.ndarray]
 
@@ -93,7 +93,7 @@ def cfg(config: dict, *names, default=None, required=True):
         if n in config and config[n] is not None:
             return config[n]
     if required and default is None:
-        from ..errors import CheckpointError
+        from headgeom.core.errors import CheckpointError
 
         raise CheckpointError(f"config lacks all of {names}")
     return default

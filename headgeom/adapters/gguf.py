@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..factors import LayerFactors, gqa_map, split_cols, split_rows
+from headgeom.core.factors import LayerFactors, gqa_map, split_cols, split_rows
 from .base import Adapter, ArchFields
 
 

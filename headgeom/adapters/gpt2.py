@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..factors import LayerFactors, split_cols, split_rows
+from headgeom.core.factors import LayerFactors, split_cols, split_rows
 from .base import Adapter, ArchFields, present
 
 

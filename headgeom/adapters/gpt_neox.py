@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..factors import LayerFactors, split_cols
+from headgeom.core.factors import LayerFactors, split_cols
 from .base import Adapter, ArchFields, present
 
 

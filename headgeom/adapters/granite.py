@@ -6,7 +6,7 @@ pre-attention RMSNorm ``input_layernorm`` (gain folded). Granite's scalar multip
 
 from __future__ import annotations
 
-from ..factors import LayerFactors
+from headgeom.core.factors import LayerFactors
 from .base import ArchFields
 from .llama import LlamaAdapter
 

@@ -3,7 +3,7 @@ Falcon3, ...): separate q/k/v/o projections, pre-attention RMSNorm ``input_layer
 
 from __future__ import annotations
 
-from ..factors import LayerFactors, gqa_map, split_cols, split_rows
+from headgeom.core.factors import LayerFactors, gqa_map, split_cols, split_rows
 from .base import Adapter, ArchFields, present
 
 PROJ_BIASES = [f"self_attn.{x}_proj.bias" for x in "qkvo"]

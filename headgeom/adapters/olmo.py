@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..factors import LayerFactors
+from headgeom.core.factors import LayerFactors
 from .base import ArchFields, present
 from .llama import PROJ_BIASES, LlamaAdapter, llama_projections
 

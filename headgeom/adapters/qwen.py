@@ -11,7 +11,7 @@ layout: Llama-style separate q/k/v/o projections and pre-attention RMSNorm
 
 from __future__ import annotations
 
-from ..factors import LayerFactors
+from headgeom.core.factors import LayerFactors
 from .base import ArchFields
 from .llama import LlamaAdapter
 

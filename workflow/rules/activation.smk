@@ -14,6 +14,13 @@ from headgeom.activation.costs import (
 )
 
 ACT = config.get("activation", {})
+# plain output paths; the lead wires these into the output registry (headgeom.reports.outputs)
+ACT_TABLE = lambda t: {
+    ext: f"results/tables/{t}.{ext}" for ext in ("csv", "md", "tex")
+} | {"prov": f"results/tables/{t}.prov.json"}
+ACT_FIGURE = lambda f, pre: {
+    f"{pre}{ext}": f"figures/{f}.{ext}" for ext in ("png", "pdf")
+} | {f"{pre}prov": f"figures/{f}.prov.json"}
 ACT_MODELS = [m for m in ACTIVE if m in (ACT.get("models") or ACTIVE)] if ACT.get("enabled", False) else []
 
 
@@ -128,7 +135,7 @@ rule activation_read_paths:
 
 rule activation_natural_return_outputs:
     input:
-        manifests=MANIFESTS,
+        manifests=[f"results/tensors/{m}/manifest.json" for m in ACT_MODELS],
         shards=_act_layer_shards("activation_natural_return"),
         closure=lambda wc: [
             f"results/shards/closure/{m}/layer{l}.parquet"
@@ -136,11 +143,8 @@ rule activation_natural_return_outputs:
             for l in range(n_layers(m))
         ],
     output:
-        **TABLE_REPORT("activation_natural_return", "Paper 1"),
-        **{
-            f"fig_{k}": v
-            for k, v in FIGURE_REPORT("activation_natural_return", "Paper 1").items()
-        },
+        **ACT_TABLE("activation_natural_return"),
+        **ACT_FIGURE("activation_natural_return", "fig_"),
     log:
         "logs/tables/activation_natural_return.log",
     localrule: True
@@ -157,12 +161,12 @@ rule activation_natural_return_outputs:
 
 rule activation_read_paths_outputs:
     input:
-        manifests=MANIFESTS,
+        manifests=[f"results/tensors/{m}/manifest.json" for m in ACT_MODELS],
         shards=_act_layer_shards("activation_read_paths"),
     output:
-        **TABLE_REPORT("activation_read_paths", "PK paper"),
-        **{f"fig4_{k}": v for k, v in FIGURE_REPORT("activation_fig4", "PK paper").items()},
-        **{f"fig5_{k}": v for k, v in FIGURE_REPORT("activation_fig5", "PK paper").items()},
+        **ACT_TABLE("activation_read_paths"),
+        **ACT_FIGURE("activation_fig4", "fig4_"),
+        **ACT_FIGURE("activation_fig5", "fig5_"),
     log:
         "logs/tables/activation_read_paths.log",
     localrule: True

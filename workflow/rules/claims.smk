@@ -3,7 +3,10 @@
 #   results/tables/claims.{csv,md,tex,prov.json}
 # Reads the CSVs of the tables the ledger names (those this workflow builds), so it reruns when
 # any of them, the ledger, or the active models change.
-from headgeom.claims import ledger_tables as _ledger_tables, load_ledger as _load_ledger
+from headgeom.reports.claims import (
+    ledger_tables as _ledger_tables,
+    load_ledger as _load_ledger,
+)
 
 CLAIMS_LEDGER = str(
     Path(config["claims"]["ledger"])
@@ -25,7 +28,16 @@ rule claims:
         ledger=CLAIMS_LEDGER,
         tables=[f"results/tables/{t}.csv" for t in CLAIMS_TABLES],
     output:
-        **TABLE_REPORT("claims", "Claims"),
+        csv=report(
+            "results/tables/claims.csv",
+            caption="../report/table_claims.rst",
+            category="Claims",
+            subcategory="Tables",
+            labels={"name": "claims", "kind": "table"},
+        ),
+        md="results/tables/claims.md",
+        tex="results/tables/claims.tex",
+        prov="results/tables/claims.prov.json",
     log:
         "logs/tables/claims.log",
     localrule: True
@@ -37,4 +49,6 @@ rule claims:
         "../scripts/claims.py"
 
 
-ALL_TARGETS += list(TABLE_OUT("claims").values())
+ALL_TARGETS += [
+    f"results/tables/claims.{ext}" for ext in ("csv", "md", "tex", "prov.json")
+]

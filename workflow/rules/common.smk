@@ -1,6 +1,8 @@
 import json
 import re
-import sys
+
+from headgeom.jobs.families import JOBS as FAMILY_JOBS, shard_paths
+from headgeom.reports.outputs import OUTPUTS
 
 
 def _check_active_models():
@@ -15,20 +17,13 @@ def _check_active_models():
 _check_active_models()
 
 ACTIVE = list(config["active_models"])
-TABLES = ["closure_tail", "pk_writing"]
-FIGURES = ["closure_ccdf", "pk_rho_ccdf"]
-ALL_TARGETS = [
-    f"results/tables/{t}.{ext}" for t in TABLES for ext in ("csv", "md", "tex")
-] + [f"figures/{f}.{ext}" for f in FIGURES for ext in ("png", "pdf")]
+# every target of `all`; workflow/rules/outputs.smk adds each table's and figure's files
+ALL_TARGETS = []
 
 
 wildcard_constraints:
     model="|".join(re.escape(m) for m in config["models"]),
     layer=r"\d+",
-
-
-def store_dir(model):
-    return f"results/tensors/{model}"
 
 
 def n_layers(model):
@@ -38,30 +33,75 @@ def n_layers(model):
         return json.load(fh)["fields"]["n_layers"]
 
 
-def layer_shards(job):
+def family_shards(name, models=None):
+    """Input function: every shard of one family (headgeom.jobs.families) for the models
+    (default: the active ones), model by model; layer counts come from the fetched manifests.
+    """
+
     def inner(wildcards):
         return [
-            f"results/shards/{job}/{m}/layer{l}.parquet"
-            for m in ACTIVE
-            for l in range(n_layers(m))
+            p
+            for m in models or ACTIVE
+            for p in shard_paths(name, m, n_layers(m), NULL_BLOCKS)
         ]
 
     return inner
 
 
-# Named as plain paths so that every model's fetch is scheduled at once (an input function
-# that asks a checkpoint stops at the first model not yet fetched).
-MANIFESTS = [f"results/tensors/{m}/manifest.json" for m in ACTIVE]
-
-
-def cost(job, key):
-    """mem_mb / runtime of one job from the model's shape (headgeom.costs; README 'Job costs')."""
-    from headgeom.costs import resources
+def job_cost(job, key):
+    """mem_mb / runtime of one job from the model's shape (the job's cost model in
+    headgeom.jobs.families; docs/costs.md)."""
 
     def inner(wildcards, input):
-        nulls = config["pk"]["nulls"]
-        return resources(
-            job, input.manifest, nulls["samples_per_job"], len(nulls["types"])
-        )[key]
+        return job.cost(input.manifest, config)[key]
 
     return inner
+
+
+def JOB_INPUTS(job):
+    """The tensor store of the job's model (and of its lineage's final checkpoint)."""
+    store = {
+        "manifest": "results/tensors/{model}/manifest.json",
+        "tensors": "results/tensors/{model}/tensors.safetensors",
+    }
+    if job.final_model:
+        store["final_manifest"] = (
+            lambda wc: f"results/tensors/{p1_final(wc.model)}/manifest.json"
+        )
+        store["final_tensors"] = (
+            lambda wc: f"results/tensors/{p1_final(wc.model)}/tensors.safetensors"
+        )
+    return store
+
+
+def JOB_PARAMS(job):
+    """The config values the job reads (and nothing else: editing another key reruns nothing)."""
+    params = {k: lookup(dpath=d, within=config) for k, d in job.params.items()}
+    if job.blocks:
+        params["samples"] = block_samples(job.blocks)
+    if job.final_model:
+        params["final_model"] = lambda wc: p1_final(wc.model)
+    return params
+
+
+def OUTPUT_FILES(out):
+    """An output's files, its CSV / PNG marked for `snakemake --report` with the registry's
+    caption (workflow/report/captions/<kind>_<name>.rst, written by `headgeom docs`)."""
+    return {
+        **out.paths(),
+        "csv" if out.kind == "table" else "png": report(
+            out.main,
+            caption=f"../report/captions/{out.kind}_{out.name}.rst",
+            category=out.paper,
+            subcategory=f"{out.kind.capitalize()}s",
+            labels={"name": out.name, "kind": out.kind},
+        ),
+    }
+
+
+def OUTPUT_PARAMS(out):
+    """The config values the output reads (its registry entry's params) and derived ones."""
+    params = {k: lookup(dpath=d, within=config) for k, d in out.params.items()}
+    if "pairs" in out.derived:
+        params["pairs"] = _pairs()
+    return params

@@ -1,17 +1,4 @@
 # Helpers and constants of the paper 1 rules (kept apart from the rules: snakemake --lint).
-from headgeom.paper1_jobs import job_resources as _p1_job_resources
-
-
-def _p1_res(kind, key):
-    """Resources from the model's layer shape (headgeom.paper1_jobs.job_resources; README)."""
-
-    def inner(wildcards, input):
-        cap = config["paper1"]["capacity"]
-        return _p1_job_resources(kind, input.manifest, cap["restarts"], cap["iters"])[
-            key
-        ]
-
-    return inner
 
 
 def _p1_lineages():
@@ -46,47 +33,5 @@ def p1_final(model):
     return P1_LINEAGES[name][-1] if name else model
 
 
-def p1_shards(kind, models):
-    def inner(wildcards):
-        return [
-            f"results/shards/{kind}/{m}/layer{l}.parquet"
-            for m in models
-            for l in range(n_layers(m))
-        ]
-
-    return inner
-
-
-P1_TABLES = {
-    # name: (shard kinds read, config params used)
-    "paper1_table2": (("heads",), ("strong_threshold", "sweep")),
-    "paper1_table3": (("capacity",), ("strong_threshold", "bootstrap", "lineages")),
-    "paper1_table4": (("pairs",), ("strong_threshold",)),
-    "paper1_sweep": (("heads",), ("sweep",)),
-    "paper1_scramble": (("heads",), ("strong_threshold",)),
-    "paper1_layers": (("heads",), ("strong_threshold",)),
-    "paper1_factorial": (("heads",), ()),
-    "paper1_capacity": (("capacity",), ("strong_threshold",)),
-    "paper1_latent": (("heads",), ("strong_threshold",)),
-    "paper1_anchor": (("heads", "pairs"), ("strong_threshold",)),
-}
-P1_FIGURES = {
-    "paper1_closure_ccdf": (("heads",), ("strong_threshold", "sweep")),
-    "paper1_scramble": (("heads",), ("strong_threshold",)),
-    "paper1_capacity": (("capacity",), ("strong_threshold",)),
-    "paper1_siblings": (("pairs",), ("strong_threshold",)),
-}
-P1_PARAMS = {
-    "strong_threshold": lookup(dpath="tables/strong_threshold", within=config),
-    "sweep": lookup(dpath="paper1/sweep", within=config),
-    "bootstrap": lookup(dpath="paper1/bootstrap", within=config),
-    "lineages": lookup(dpath="paper1/lineages", within=config),
-}
-P1_INPUTS = {
-    "heads": p1_shards("paper1_heads", ACTIVE),
-    "pairs": p1_shards("paper1_pairs", ACTIVE),
-}
-
-ALL_TARGETS += [
-    f"results/tables/{t}.{ext}" for t in P1_TABLES for ext in ("csv", "md", "tex")
-] + [f"figures/{f}.{ext}" for f in P1_FIGURES for ext in ("png", "pdf")]
+# whose shards an output reads (headgeom.reports.outputs.Output.shard_models)
+OUTPUT_MODELS = {"active": ACTIVE, "lineages": P1_TRAJ_MODELS}

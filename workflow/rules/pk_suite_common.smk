@@ -1,10 +1,25 @@
 # Helpers and constants of the PK suite rules (kept apart from the rules: snakemake --lint).
-from headgeom.nulls import n_blocks, sample_range
+from headgeom.methods.nulls import NULL_MODELS, n_blocks, sample_range
+
+
+def _check_null_types():
+    unknown = [t for t in config["pk"]["nulls"]["types"] if t not in NULL_MODELS]
+    if unknown:
+        raise ValueError(
+            f"config: pk.nulls.types names {unknown}, which are not null models "
+            f"(known: {sorted(NULL_MODELS)}; headgeom.methods.nulls.NULL_MODELS)"
+        )
+
+
+_check_null_types()
 
 
 def null_blocks(which):
     n = config["pk"]["nulls"][f"{which}_samples"]
     return range(n_blocks(n, config["pk"]["nulls"]["samples_per_job"]))
+
+
+NULL_BLOCKS = {w: null_blocks(w) for w in ("within", "cross")}
 
 
 def block_samples(which):
@@ -24,38 +39,6 @@ def block_samples(which):
     return inner
 
 
-def pk_family(family):
-    """Shard paths of one family for every active model (layer counts from the manifests)."""
-
-    def inner(wildcards):
-        out = []
-        for m in ACTIVE:
-            L = n_layers(m)
-            if family in ("pk", "pk_self"):
-                out += [
-                    f"results/shards/{family}/{m}/layer{l}.parquet" for l in range(L)
-                ]
-            elif family == "pk_cross":
-                out += [
-                    f"results/shards/pk_cross/{m}/layer{l}.parquet"
-                    for l in range(L - 1)
-                ]
-            elif family == "pk_null_within":
-                out += [
-                    f"results/shards/pk_null_within/{m}/layer{l}/block{b}.parquet"
-                    for l in range(L)
-                    for b in null_blocks("within")
-                ]
-            elif family == "pk_null_cross":
-                out += [
-                    f"results/shards/pk_null_cross/{m}/block{b}.parquet"
-                    for b in null_blocks("cross")
-                ]
-        return out
-
-    return inner
-
-
 def _pairs():
     """Declared base/instruct pairs (models[x].pair = y) with both sides active."""
     return sorted(
@@ -65,19 +48,3 @@ def _pairs():
             if config["models"][m].get("pair") in ACTIVE
         }
     )
-
-
-PK_REPORTS = {
-    **{
-        n: ("table", fams)
-        for n, fams in __import__(
-            "headgeom.report_pk", fromlist=["TABLES"]
-        ).TABLES.items()
-    },
-    **{
-        n: ("figure", fams)
-        for n, fams in __import__(
-            "headgeom.report_pk", fromlist=["FIGURES"]
-        ).FIGURES.items()
-    },
-}

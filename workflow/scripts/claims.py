@@ -1,10 +1,7 @@
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir)))
-from _log import to_log  # noqa: E402
-
-from headgeom.claims import claims_job  # noqa: E402
+from headgeom.jobs.logs import to_log
+from headgeom.reports.claims import claims_job
 
 log = to_log(snakemake)
 t = claims_job(snakemake.input.ledger, Path(snakemake.output.csv).parent, list(snakemake.params.models),

@@ -1,0 +1,1 @@
+"""Shared foundations: errors, config checks, seeds, provenance, per-head factors."""

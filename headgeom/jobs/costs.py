@@ -1,0 +1,90 @@
+"""Job resources (mem_mb, runtime in minutes) of every per-layer rule: one cost model per job,
+read by the shard-family registry (headgeom.jobs.families) and so by the rules and SLURM.
+
+PK jobs: scaled from costs measured at Qwen2.5-7B shape (d_model 3584, d_head 128,
+28 q / 4 kv heads) with one BLAS thread on this project's 2-core machines:
+`python bench/pk_job_costs.py` (docs/costs.md). Paper 1 jobs: `paper1_resources` below,
+measured with `python bench/paper1_costs.py`.
+
+Time scales with the GEMM work D * (H d) * ((H + 2G) d) relative to the reference shape;
+memory with the float64 size of one layer's Q/K/V/O factors (224 MiB at the reference)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+REF = {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
+
+# seconds at REF shape (bench/pk_job_costs.py, 2026-11-30; see README "Job costs")
+SECONDS = {
+    "pk_layer": 13.1,              # 4 kinds of bases, pairs, ranks, self-overlap (10,000 perms)
+    "pk_cross_pair": 27.3,         # per later layer: Q/K/V bases, all writer x reader blocks, angles, weighted
+    "pk_null_within_sample": 26.2,  # per sample, both nulls, 4 kinds (rotation 20.2 + reassign 6.0)
+    "pk_null_cross_pair_sample": 9.3,  # per layer pair, per sample, per null
+}
+# peak RSS = BASE + factor x layer MiB (measured 1150, 1600, 1290, 2030 MB with 2-3 layers)
+MEM_FACTOR = {"pk_layer": 4.0, "pk_cross_pair": 5.5, "pk_null_within_sample": 4.5}
+BASE_MB = 300
+SAFETY = 1.5
+
+
+def _fields(manifest) -> dict:
+    with open(manifest) as fh:
+        return json.load(fh)["fields"]
+
+
+def layer_mib(f: dict) -> float:
+    return 8 * f["d_model"] * f["d_head"] * (2 * f["n_heads"] + 2 * f["n_kv_heads"]) / 2**20
+
+
+def work_ratio(f: dict) -> float:
+    def w(x):
+        return x["d_model"] * x["n_heads"] * x["d_head"] * (x["n_heads"] + 2 * x["n_kv_heads"]) * x["d_head"]
+
+    return w(f) / w(REF)
+
+
+def resources(job: str, manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
+    """mem_mb and runtime (minutes) for one job of this model."""
+    f = _fields(manifest)
+    L, r, mib = f["n_layers"], work_ratio(f), layer_mib(f)
+    if job == "pk_layer":
+        t, mem = SECONDS["pk_layer"] * r, BASE_MB + MEM_FACTOR["pk_layer"] * mib
+    elif job == "pk_cross_layer":  # the writer layer 0 job reads every later layer
+        t, mem = SECONDS["pk_cross_pair"] * r * max(L - 1, 1), BASE_MB + MEM_FACTOR["pk_cross_pair"] * mib
+    elif job == "pk_null_within":
+        t = SECONDS["pk_null_within_sample"] * r * n_samples * n_null_types / 2
+        mem = BASE_MB + MEM_FACTOR["pk_null_within_sample"] * mib
+    elif job == "pk_null_cross":  # all layers' factors and writer bases stay in memory
+        t = SECONDS["pk_null_cross_pair_sample"] * r * (L * (L - 1) / 2) * n_samples * n_null_types
+        mem = BASE_MB + (1.5 * L + 3) * mib
+    else:
+        raise ValueError(f"no cost model for job {job!r}")
+    return {"mem_mb": int(math.ceil(max(mem, 500))), "runtime": int(max(5, math.ceil(SAFETY * t / 60)))}
+
+
+# ---------------------------------------------------------------- paper 1 jobs
+#
+# Measured with `python bench/paper1_costs.py` (one BLAS thread, synthetic tensors, 8 planted
+# closed heads); F = float64 bytes of one layer's Q, K, V, O factors:
+#   d_model 2048, d_head  64, 32 heads, 8 KV (F =   80 MiB): heads  1.8 s,  381 MiB; capacity 0.16 s/head
+#   d_model 4096, d_head 128, 64 heads, 4 KV (F =  544 MiB): heads  9.7 s, 1414 MiB; capacity 0.48 s/head  (Qwen3-235B)
+#   d_model 8192, d_head 128, 64 heads, 8 KV (F = 1152 MiB): heads 27.9 s, 2838 MiB; capacity 0.81 s/head  (Qwen2.5-72B)
+# (capacity per head at 2 restarts x 30 iterations, fixed load/closure cost included); with
+# config/paper.yaml (8 restarts x 300) at Qwen3-235B shape: 5.5 s/head, 99 s for 18 heads, 1414 MiB.
+# Peak RSS ~ 150 MiB + 2.3 F; the model below adds margin. Capacity runtime: 8 ms per head x restart
+# x iteration at d_head 128 (the unbatched rate; batched restarts run ~2.3 ms), bounded with every
+# head of the layer selected (the strong/matched/sample count is only known inside the job).
+
+
+def paper1_resources(kind: str, manifest, restarts: int = 1, iters: int = 0) -> dict:
+    """mem_mb and runtime (minutes) of one paper1_heads / paper1_capacity job of this model."""
+    fields = _fields(manifest)
+    f = layer_mib(fields)
+    mem_mb = int(300 + 2.5 * f)
+    runtime = 5 + math.ceil(0.05 * f / 60)
+    if kind == "capacity":
+        per_iter_s = 0.008 * (fields["d_head"] / 128) ** 2.5
+        runtime += math.ceil(fields["n_heads"] * restarts * iters * per_iter_s / 60)
+    return {"mem_mb": mem_mb, "runtime": runtime}

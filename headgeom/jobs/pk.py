@@ -1,0 +1,181 @@
+"""Closure and PK per-layer jobs (run through the shard-family registry, headgeom.jobs.families);
+they hold no math."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from headgeom.core.provenance import code_version
+from headgeom.io.shards import write_shard
+from headgeom.io.store import TensorStore
+from headgeom.jobs.common import shard_provenance, with_keys
+
+
+def _self_overlap_rows(f, spaces, model: str, layer: int, n_perm: int) -> dict:
+    """Self-head overlap tests of one layer (PK paper, Appendix H)."""
+    from headgeom.methods.pk import rho_matrix, self_overlap_test
+    from headgeom.core.seeds import rng_for
+
+    rows = {k: [] for k in ("test", "observed", "null_mean", "null_min", "null_max", "p", "n_null", "exact")}
+    heads = np.arange(f.n_heads)
+    tests = []
+    if {"O", "V"} <= set(spaces):  # each head's writer vs its own (group's) V reading space
+        tests.append(("V_vs_O", "O", "V", f.kv_group))
+    if {"Q", "K"} <= set(spaces):
+        tests.append(("Q_vs_K", "Q", "K", f.kv_group))
+    if {"Q", "O"} <= set(spaces):
+        tests.append(("Q_vs_O", "O", "Q", heads))
+    for name, a, b, labels in tests:
+        _, Ba, ra = spaces[a]
+        _, Bb, rb = spaces[b]
+        obs, null, p, exact = self_overlap_test(rho_matrix(Ba, ra, Bb, rb), labels,
+                                                rng_for(model, layer, "self-overlap", name), n_perm)
+        rows["test"].append(name)
+        rows["observed"].append(obs)
+        rows["null_mean"].append(float(null.mean()) if null.size else float("nan"))
+        rows["null_min"].append(float(null.min()) if null.size else float("nan"))
+        rows["null_max"].append(float(null.max()) if null.size else float("nan"))
+        rows["p"].append(p)
+        rows["n_null"].append(int(null.size))
+        rows["exact"].append(bool(exact))
+    return {k: np.array(v, dtype=object if k == "test" else None) for k, v in rows.items()}
+
+
+def pk_job(store_dir, layer: int, out, params: dict, out_self=None, log=print) -> None:
+    from headgeom.methods.pk import pk_layer
+
+    t0 = time.perf_counter()
+    store = TensorStore(store_dir)
+    f = store.layer_factors(layer)
+    model = store.manifest["model"]
+    cols, facts, spaces = pk_layer(f, kinds=tuple(params.get("kinds", ("O", "Q", "K", "V"))),
+                                   rank_rtol=params.get("rank_rtol", 1e-6), return_spaces=True)
+    prov = shard_provenance("pk", store, layer, params)
+    prov["layer_facts"] = facts
+    prov["folded"] = f.notes.get("folded", "")
+    write_shard(out, with_keys(cols, model, layer), prov)
+    if out_self is not None:
+        rows = _self_overlap_rows(f, spaces, model, layer, int(params.get("self_permutations", 10_000)))
+        write_shard(out_self, with_keys(rows, model, layer), {**prov, "job": "pk_self"})
+    log(f"[pk {model} L{layer}] {len(cols['pk'])} pairs, {time.perf_counter() - t0:.2f}s")
+
+
+def pk_cross_job(store_dir, layer: int, out, params: dict, log=print) -> None:
+    """Writer heads of ``layer`` against reader heads of every later layer, Q/K/V."""
+    from headgeom.methods.pk import cross_pairs, lambda_min_S, layer_spaces
+
+    t0 = time.perf_counter()
+    store = TensorStore(store_dir)
+    model = store.manifest["model"]
+    rtol = params.get("rank_rtol", 1e-6)
+    Xw, Bw, rw = layer_spaces(store.layer_factors(layer), ("O",), rtol)["O"]
+    lam = lambda_min_S(Bw)
+    kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
+    parts = []
+    for lr in range(layer + 1, store.fields.n_layers):
+        spaces = layer_spaces(store.layer_factors(lr), kinds, rtol)
+        for kind, (Xr, Br, rr) in spaces.items():
+            res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr)
+            n = len(res["rho"])
+            res.update(layer_r=np.full(n, lr), kind=np.array([kind] * n, dtype=object),
+                       lambda_min_S=np.full(n, lam))
+            parts.append(res)
+    keys = ("layer_r", "kind", "head_w", "head_r", "pk", "rho", "min_angle_deg", "weighted", "dim_w", "dim_r", "lambda_min_S")
+    cols = {k: np.concatenate([p[k] for p in parts]) for k in keys} if parts else {k: np.array([]) for k in keys}
+    prov = shard_provenance("pk_cross", store, layer, params)
+    prov["tensors_readers"] = {lr: store.layer_tensors(lr) for lr in range(layer + 1, store.fields.n_layers)}
+    write_shard(out, with_keys(cols, model, layer), prov)
+    log(f"[pk_cross {model} L{layer}] {len(cols['rho'])} pairs, lambda_min(S)={lam:.3g}, {time.perf_counter() - t0:.2f}s")
+
+
+def _null_stats_row(rows, stats, **keys):
+    for k, v in keys.items():
+        rows.setdefault(k, []).append(v)
+    for k, v in stats.items():
+        rows.setdefault(k, []).append(v)
+
+
+def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=print) -> None:
+    """The given null sample indices of every kind's within-layer pairs, both nulls."""
+    from headgeom.methods.nulls import NULL_MODELS, null_factors
+    from headgeom.methods.pk import isotropic_rho, layer_stats, orthonormal_bases, pk_within
+    from headgeom.core.seeds import rng_for
+
+    t0 = time.perf_counter()
+    store = TensorStore(store_dir)
+    model = store.manifest["model"]
+    f = store.layer_factors(layer)
+    from headgeom.methods.pk import factor_stack
+
+    iso = isotropic_rho(f.d_head, f.d_model)
+    samples = [int(x) for x in samples]
+    rows: dict = {}
+    for kind in params.get("kinds", ("O", "Q", "K", "V")):
+        X = factor_stack(f, kind)
+        if X.shape[0] < 2:
+            continue
+        for null in params.get("types", tuple(NULL_MODELS)):
+            for s in samples:
+                Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s))
+                B, r = orthonormal_bases(Xn, params.get("rank_rtol", 1e-6))
+                res = pk_within(B, r)
+                _null_stats_row(rows, layer_stats(res["rho"], res["min_angle_deg"], iso),
+                                kind=kind, null=null, sample=s, rho=np.sort(res["rho"]).tolist())
+    cols = {k: (np.array(v, dtype=object) if k in ("kind", "null", "rho") else np.array(v)) for k, v in rows.items()}
+    if not cols:
+        cols = {"kind": np.array([], dtype=object)}
+    prov = shard_provenance("pk_null_within", store, layer, params)
+    prov["samples"] = samples
+    prov["seed_scheme"] = "rng_for(model, 'null-within', null, kind, layer, sample)"
+    write_shard(out, with_keys(cols, model, layer), prov)
+    log(f"[pk_null_within {model} L{layer}] samples {samples[0]}..{samples[-1]}, {time.perf_counter() - t0:.2f}s")
+
+
+def pk_null_cross_job(store_dir, samples, out, params: dict, log=print) -> None:
+    """Null samples of every writer->reader layer pair: the writer of layer l and the reader
+    of layer l' are drawn independently; each draw is computed once per sample and reused
+    over all layer pairs."""
+    from headgeom.methods.nulls import NULL_MODELS, null_factors
+    from headgeom.methods.pk import cross_pairs, factor_stack, isotropic_rho, layer_stats, orthonormal_bases
+    from headgeom.core.seeds import rng_for
+
+    t0 = time.perf_counter()
+    store = TensorStore(store_dir)
+    model = store.manifest["model"]
+    L = store.fields.n_layers
+    rtol = params.get("rank_rtol", 1e-6)
+    kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
+    samples = [int(x) for x in samples]
+    factors = {l: store.layer_factors(l) for l in range(L)}
+    iso = isotropic_rho(store.fields.d_head, store.fields.d_model)
+    rows: dict = {}
+    for null in params.get("types", tuple(NULL_MODELS)):
+        for s in samples:
+            writers = {l: orthonormal_bases(null_factors(factor_stack(factors[l], "O"), null,
+                                                         rng_for(model, "null-cross-writer", null, l, s)), rtol)
+                       for l in range(L - 1)}
+            for lr in range(1, L):
+                for kind in kinds:
+                    Br, rr = orthonormal_bases(null_factors(factor_stack(factors[lr], kind), null,
+                                                            rng_for(model, "null-cross-reader", null, kind, lr, s)), rtol)
+                    for lw in range(lr):
+                        Bw, rw = writers[lw]
+                        res = cross_pairs(Bw, rw, Br, rr, angles=False)  # nulls compare SD and mean
+                        res["min_angle_deg"] = np.full(len(res["rho"]), np.nan)
+                        _null_stats_row(rows, layer_stats(res["rho"], res["min_angle_deg"], iso),
+                                        layer_w=lw, layer_r=lr, kind=kind, null=null, sample=s)
+            log(f"[pk_null_cross {model}] {null} sample {s} done ({time.perf_counter() - t0:.1f}s)")
+    cols = {k: (np.array(v, dtype=object) if k in ("kind", "null") else np.array(v)) for k, v in rows.items()}
+    prov = {
+        "job": "pk_null_cross", "model": model, "samples": samples, "params": params,
+        "code": code_version(), "model_source": store.provenance(), "fields": store.manifest["fields"],
+        "tensors": {k: v["sha256"] for k, v in store.manifest["tensors"].items()},
+        "seed_scheme": "writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "
+                       "reader: rng_for(model, 'null-cross-reader', null, kind, layer_r, sample)",
+    }
+    n = len(cols.get("kind", []))
+    cols = {"model": np.array([model] * n, dtype=object), **cols}
+    write_shard(out, cols, prov)
+    log(f"[pk_null_cross {model}] samples {samples[0]}..{samples[-1]}, {time.perf_counter() - t0:.2f}s")

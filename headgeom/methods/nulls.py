@@ -1,0 +1,98 @@
+"""§2 null models for reading and writing spaces (the PK paper), as data: ``NULL_MODELS`` maps
+a name (what ``pk.nulls.types`` lists) to its sampler ``sampler(S, rng) -> S'``.
+
+* ``rotation``, spectrum-preserving rotation: S = U Σ V^T -> U Σ Q^T with Q Haar on the
+  Stiefel manifold (all singular values and the left singular vectors kept, columns changed);
+* ``reassign``, column reassignment: permute the columns of S before splitting it into heads.
+S is the stacked layer matrix (D x n d): W_O^l for writing spaces, the stacked folded reading
+matrix for reading spaces. Every draw comes from a seed derived from its names.
+
+The null jobs draw every configured type; the reports loop over the configured types. Adding a
+null model is one sampler function + one ``NullModel`` entry (README, "Recipes")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+
+def stack(X: np.ndarray) -> np.ndarray:
+    """(n, D, d) per-head factors -> (D, n d) layer matrix."""
+    n, D, d = X.shape
+    return np.ascontiguousarray(np.swapaxes(X, 0, 1).reshape(D, n * d))
+
+
+def unstack(S: np.ndarray, n: int) -> np.ndarray:
+    D, m = S.shape
+    return np.ascontiguousarray(S.reshape(D, n, m // n).swapaxes(0, 1))
+
+
+def haar_stiefel(m: int, r: int, rng: np.random.Generator) -> np.ndarray:
+    """m x r matrix with orthonormal columns, Haar distributed (QR of a Gaussian with the
+    sign of R's diagonal fixed, Mezzadri 2007)."""
+    Z = rng.standard_normal((m, r))
+    Q, R = np.linalg.qr(Z)
+    return Q * np.sign(np.where(np.diag(R) == 0, 1.0, np.diag(R)))
+
+
+def rotate_spectrum(S: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """U Σ V^T -> U Σ Q^T, Q Haar on the Stiefel manifold, computed as S O with O Haar
+    (m x m): S O = U Σ (O^T V)^T and O^T V is Haar whatever V is. No SVD needed.
+
+    Wide S (m > D): S = L Q_S (LQ), and Q_S O is a Haar D-frame in R^m, so S O has the law of
+    L Y^T with Y Haar on the m x D Stiefel manifold: the same distribution for less work."""
+    D, m = S.shape
+    if m <= D:
+        return S @ haar_stiefel(m, m, rng)
+    L = np.linalg.qr(S.T, mode="r").T  # S^T = Q R  ->  S = R^T Q^T
+    return L @ haar_stiefel(m, D, rng).T
+
+
+def reassign_columns(S: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return S[:, rng.permutation(S.shape[1])]
+
+
+@dataclass(frozen=True)
+class NullModel:
+    name: str
+    sampler: Callable  # sampler(S, rng) -> one draw of the stacked layer matrix, same shape
+    label: str  # how tables and figures name it ("rotation", "reassignment")
+
+
+NULL_MODELS = {
+    n.name: n
+    for n in (
+        NullModel("rotation", rotate_spectrum, "rotation"),
+        NullModel("reassign", reassign_columns, "reassignment"),
+    )
+}
+
+
+def register_null(model: NullModel) -> NullModel:
+    """Add a null model (the pipeline's own are the entries above; tests add toy ones)."""
+    if model.name in NULL_MODELS:
+        raise ValueError(f"null model {model.name!r} is already registered")
+    NULL_MODELS[model.name] = model
+    return model
+
+
+def null_model(name: str) -> NullModel:
+    try:
+        return NULL_MODELS[name]
+    except KeyError:
+        raise ValueError(f"unknown null {name!r}; known: {tuple(NULL_MODELS)}") from None
+
+
+def null_factors(X: np.ndarray, null: str, rng: np.random.Generator) -> np.ndarray:
+    """One null draw of per-head factors (n, D, d)."""
+    return unstack(null_model(null).sampler(stack(X), rng), X.shape[0])
+
+
+def sample_range(n_samples: int, block: int, per_job: int) -> range:
+    return range(block * per_job, min((block + 1) * per_job, n_samples))
+
+
+def n_blocks(n_samples: int, per_job: int) -> int:
+    return -(-n_samples // per_job)

@@ -1,0 +1,296 @@
+"""§2 Reading and writing spaces and projection-kernel (PK) overlap (the PK paper).
+
+Writing space U^h = Im W_O^h. Reading space R_X^h = Im(P_c diag(gamma) W_X^{hT}), X in
+{Q,K,V}; P_c = I - 11^T/D for LayerNorm, I for RMSNorm; nothing folded for post-norm models.
+PK(U,V) = ||U^T V||_F^2 over orthonormal bases; rho = PK/min(dim U, dim V);
+theta_1 = arccos(sigma_max(U^T V)) (sine form below ~1 degree).
+
+All pairs of a set of heads come from one GEMM over stacked orthonormal bases."""
+
+from __future__ import annotations
+
+import numpy as np
+
+KINDS = ("O", "Q", "K", "V")
+SINE_FORM_BELOW_DEG = 1.0
+
+
+def reading_matrix(W_X: np.ndarray, norm_gain, norm_type: str) -> np.ndarray:
+    """Folded reading factors (n, D, d): P_c diag(gamma) W_X^{hT} per head."""
+    R = np.swapaxes(W_X, -1, -2).copy()  # (n, D, d)
+    if norm_type != "none" and norm_gain is not None:
+        R *= np.asarray(norm_gain)[:, None]
+    if norm_type == "layernorm":
+        R -= R.mean(axis=-2, keepdims=True)  # P_c: remove the mean over d_model
+    return R
+
+
+def factor_stack(f, kind: str) -> np.ndarray:
+    """(n, D, d) factors whose column spaces are the head spaces of one kind."""
+    if kind == "O":
+        return f.W_O
+    W = {"Q": f.W_Q, "K": f.W_K, "V": f.W_V}[kind]
+    return reading_matrix(W, f.norm_gain, f.norm_type)
+
+
+def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6):
+    """Per head: orthonormal basis of Im X (columns), numerical rank at rtol * s_max.
+
+    From the d x d Gram: X^T X = W diag(s^2) W^T, Q1 = X W_r diag(1/s_r) over the kept
+    singular values, then one Cholesky re-orthonormalization pass (CholeskyQR2) so that
+    orthogonality holds to rounding even for cond(X) near 1/rank_rtol. About 10x faster than
+    a thin SVD of the D x d factor at the same accuracy.
+
+    Returns (bases (n, D, d) with columns beyond the rank zeroed, ranks (n,)). A head with
+    non-finite weights gets rank -1 and a zero basis (its pairs become NaN + flag)."""
+    finite = np.isfinite(X).all(axis=(-1, -2))
+    Xf = np.where(finite[:, None, None], X, 0.0)
+    w, W = np.linalg.eigh(np.swapaxes(Xf, -1, -2) @ Xf)
+    w, W = w[..., ::-1], W[..., ::-1]  # largest singular value first, dropped columns last
+    s = np.sqrt(np.clip(w, 0.0, None))
+    keep = (s > rank_rtol * s[..., :1]) & finite[:, None]
+    with np.errstate(divide="ignore"):
+        inv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
+    Q1 = Xf @ (W * inv[..., None, :])
+    # second pass: Q1^T Q1 = I + E; dropped (zero) columns get 1 on the diagonal; Q = Q1 L^{-T}
+    G2 = np.swapaxes(Q1, -1, -2) @ Q1 + np.eye(X.shape[-1]) * (~keep)[..., None, :]
+    Linv = np.linalg.inv(np.linalg.cholesky(G2))
+    Q = Q1 @ np.swapaxes(Linv, -1, -2)
+    ranks = np.where(finite, keep.sum(-1), -1)
+    return Q, ranks
+
+
+def cross_blocks(Ua: np.ndarray, Ub: np.ndarray) -> np.ndarray:
+    """All U_a^T U_b blocks, (na, nb, da, db), from one GEMM over the stacked bases."""
+    na, D, da = Ua.shape
+    nb, _, db = Ub.shape
+    Sa = np.ascontiguousarray(np.swapaxes(Ua, 0, 1).reshape(D, na * da))
+    Sb = np.ascontiguousarray(np.swapaxes(Ub, 0, 1).reshape(D, nb * db))
+    C = Sa.T @ Sb
+    return C.reshape(na, da, nb, db).transpose(0, 2, 1, 3)
+
+
+def sigma_max(C: np.ndarray) -> np.ndarray:
+    """Largest singular value of each block (..., a, b), from the smaller Gram's top
+    eigenvalue (about 2x faster than an SVD; small angles are redone in sine form)."""
+    G = np.swapaxes(C, -1, -2) @ C if C.shape[-1] <= C.shape[-2] else C @ np.swapaxes(C, -1, -2)
+    return np.sqrt(np.clip(np.linalg.eigvalsh(G)[..., -1], 0.0, None))
+
+
+def upper_blocks(bases: np.ndarray) -> np.ndarray:
+    """U_i^T U_j for i < j (triu order): one GEMM per head against the heads after it,
+    half the work of the full stacked Gram."""
+    n, D, d = bases.shape
+    S = np.ascontiguousarray(np.swapaxes(bases, 0, 1).reshape(D, n * d))
+    out = []
+    for i in range(n - 1):
+        C = bases[i].T @ S[:, (i + 1) * d:]  # (d, (n-i-1) d)
+        out.append(C.reshape(d, n - i - 1, d).transpose(1, 0, 2))
+    return np.concatenate(out) if out else np.empty((0, d, d))
+
+
+def _sine_min_angle(Ui, ri, Uj, rj) -> float:
+    """theta_1 in degrees from the sine form: the smallest singular value of (I - P_U) V is
+    sin theta_1 when dim V <= dim U. Needs the D x r factors (not a D x D operator)."""
+    U, V = (Ui[:, :ri], Uj[:, :rj]) if ri >= rj else (Uj[:, :rj], Ui[:, :ri])
+    resid = V - U @ (U.T @ V)
+    smin = np.linalg.svd(resid, compute_uv=False).min()
+    return float(np.degrees(np.arcsin(min(1.0, smin))))
+
+
+def min_angle_deg(smax: float) -> float:
+    return float(np.degrees(np.arccos(np.clip(smax, -1.0, 1.0))))
+
+
+def pk_within(bases: np.ndarray, ranks: np.ndarray) -> dict[str, np.ndarray]:
+    """Unordered pairs i<j of one kind within a layer."""
+    n = bases.shape[0]
+    iu, ju = np.triu_indices(n, k=1)
+    if len(iu) == 0:
+        return {k: np.array([], dtype=t) for k, t in
+                (("head_i", np.int64), ("head_j", np.int64), ("pk", float), ("rho", float), ("min_angle_deg", float), ("dim_i", np.int64), ("dim_j", np.int64), ("flags", object))}
+    C = upper_blocks(bases)  # (npairs, d, d), pairs in triu order
+    pk = np.einsum("pij,pij->p", C, C)
+    smax = sigma_max(C)
+    dims = np.minimum(ranks[iu], ranks[ju])
+    undefined = dims <= 0  # a zero or non-finite head: NaN + flag, the run continues
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.where(undefined, np.nan, pk / dims)
+    pk = np.where(undefined, np.nan, pk)
+    ang = np.where(undefined, np.nan, np.degrees(np.arccos(np.clip(smax, -1.0, 1.0))))
+    for p in np.flatnonzero(ang < SINE_FORM_BELOW_DEG):
+        i, j = iu[p], ju[p]
+        ang[p] = _sine_min_angle(bases[i], ranks[i], bases[j], ranks[j])
+    flags = np.array(["undefined" if u else "" for u in undefined], dtype=object)
+    return {"head_i": iu, "head_j": ju, "pk": pk, "rho": rho, "min_angle_deg": ang,
+            "dim_i": ranks[iu], "dim_j": ranks[ju], "flags": flags}
+
+
+def direct_sum_defect(ranks_heads: np.ndarray, W_O_layer_rank: int, H: int, d_head: int, d_model: int):
+    """(sum_i rank W_O^i - rank W_O^l, max(0, H d_head - d_model))."""
+    return int(np.sum(ranks_heads) - W_O_layer_rank), max(0, H * d_head - d_model)
+
+
+def stacked_rank(bases: np.ndarray, rank_rtol: float = 1e-6) -> int:
+    """dim(sum_i Im U_i) from the (sum d x sum d) Gram of the stacked orthonormal bases:
+    its eigenvalues are the squared singular values of [U_1 ... U_n] (which have scale 1)."""
+    n, D, d = bases.shape
+    if not np.isfinite(bases).all():
+        return -1
+    S = np.swapaxes(bases, 0, 1).reshape(D, n * d)
+    G = S.T @ S if n * d <= D else S @ S.T
+    ev = np.clip(np.linalg.eigvalsh(G), 0.0, None)
+    return int(np.sum(np.sqrt(ev) > rank_rtol * np.sqrt(ev[-1]))) if ev.size and ev[-1] > 0 else 0
+
+
+def pk_layer(f, kinds=KINDS, rank_rtol: float = 1e-6, return_spaces: bool = False):
+    """Within-layer PK for every kind. Returns (pair columns, per-kind layer facts[, spaces])."""
+    cols: dict[str, list] = {k: [] for k in ("kind", "head_i", "head_j", "pk", "rho", "min_angle_deg", "dim_i", "dim_j", "flags")}
+    facts = {}
+    spaces = layer_spaces(f, kinds, rank_rtol)
+    for kind, (X, bases, ranks) in spaces.items():
+        r = pk_within(bases, ranks)
+        for k, v in r.items():
+            cols[k].append(np.asarray(v))
+        cols["kind"].append(np.array([kind] * len(r["pk"]), dtype=object))
+        layer_rank = stacked_rank(bases, rank_rtol)
+        defect, expected = direct_sum_defect(ranks, layer_rank, X.shape[0], X.shape[2], X.shape[1])
+        facts[kind] = {"ranks": ranks.tolist(), "layer_rank": layer_rank, "direct_sum_defect": defect,
+                       "expected_defect": expected, "n_heads": int(X.shape[0])}
+    cols = {k: np.concatenate(v) if v else np.array([]) for k, v in cols.items()}
+    return (cols, facts, spaces) if return_spaces else (cols, facts)
+
+
+def isotropic_rho(d_head: int, d_model: int) -> float:
+    return d_head / d_model
+
+
+def isotropic_sd(d_head: int, d_model: int) -> float:
+    """SD of rho for independent random subspaces: sqrt(2 (D-d)^2 / (D^2 (D-1)(D+2)))."""
+    D, d = d_model, d_head
+    return float(np.sqrt(2 * (D - d) ** 2 / (D**2 * (D - 1) * (D + 2))))
+
+
+# ---------------------------------------------------------------- layer statistics
+
+
+def layer_stats(rho, angles, iso: float) -> dict:
+    """Per layer (or layer pair): mean, dispersion (SD over pairs, ddof 0), quantiles,
+    min angle, shares above 2x and below 0.5x the isotropic value."""
+    rho = np.asarray(rho, dtype=float)
+    rho = rho[np.isfinite(rho)]
+    ang = np.asarray(angles, dtype=float)
+    ang = ang[np.isfinite(ang)]
+    if rho.size == 0:
+        nan = float("nan")
+        return {"n_pairs": 0, "mean": nan, "sd": nan, "median": nan, "p95": nan, "max": nan,
+                "min_angle_deg": nan, "share_above_2iso": nan, "share_below_half_iso": nan}
+    return {
+        "n_pairs": int(rho.size),
+        "mean": float(rho.mean()),
+        "sd": float(rho.std(ddof=0)),
+        "median": float(np.median(rho)),
+        "p95": float(np.quantile(rho, 0.95)),
+        "max": float(rho.max()),
+        "min_angle_deg": float(ang.min()) if ang.size else float("nan"),
+        "share_above_2iso": float(np.mean(rho > 2 * iso)),
+        "share_below_half_iso": float(np.mean(rho < 0.5 * iso)),
+    }
+
+
+def layer_spaces(f, kinds, rank_rtol: float = 1e-6) -> dict:
+    """kind -> (factors (n, D, d), orthonormal bases, ranks)."""
+    out = {}
+    for kind in kinds:
+        X = factor_stack(f, kind)
+        B, r = orthonormal_bases(X, rank_rtol)
+        out[kind] = (X, B, r)
+    return out
+
+
+# ---------------------------------------------------------------- across layers
+
+
+def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True) -> dict[str, np.ndarray]:
+    """Every writer head (bases Bw, ranks rw) with every reader head (Br, rr).
+
+    One GEMM over the stacked bases gives all (d x d) blocks; rho = PK / min(dim);
+    min angle from sigma_max (sine form below 1 degree). With the raw factors Xw (writing
+    matrices W_O^h) and Xr (folded reading factors) also the spectral-weighted measure
+    D ||R B||_F^2 / (||R||_F^2 ||B||_F^2), R = Xr^T, B = Xw."""
+    nw, nr = Bw.shape[0], Br.shape[0]
+    C = cross_blocks(Bw, Br)  # (nw, nr, d, d)
+    pk = np.einsum("wrij,wrij->wr", C, C)
+    dims = np.minimum(rw[:, None], rr[None, :])
+    undefined = dims <= 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.where(undefined, np.nan, pk / dims)
+    out = {"head_w": np.repeat(np.arange(nw), nr), "head_r": np.tile(np.arange(nr), nw),
+           "pk": np.where(undefined, np.nan, pk).ravel(), "rho": rho.ravel(),
+           "dim_w": np.repeat(rw, nr), "dim_r": np.tile(rr, nw)}
+    if angles:
+        smax = sigma_max(C.reshape(nw * nr, *C.shape[2:]))
+        ang = np.degrees(np.arccos(np.clip(smax, -1.0, 1.0)))
+        ang[undefined.ravel()] = np.nan
+        for p in np.flatnonzero(ang < SINE_FORM_BELOW_DEG):
+            i, j = divmod(int(p), nr)
+            ang[p] = _sine_min_angle(Bw[i], rw[i], Br[j], rr[j])
+        out["min_angle_deg"] = ang
+    if Xw is not None and Xr is not None:
+        D = Xw.shape[1]
+        RB = cross_blocks(Xw, Xr)  # blocks Xw_i^T Xr_j = (R_j B_i)^T: same Frobenius norm
+        num = np.einsum("wrij,wrij->wr", RB, RB)
+        nw2 = np.einsum("wij,wij->w", Xw, Xw)
+        nr2 = np.einsum("rij,rij->r", Xr, Xr)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["weighted"] = (D * num / (nw2[:, None] * nr2[None, :])).ravel()
+    return out
+
+
+def lambda_min_S(Bw: np.ndarray) -> float:
+    """lambda_min of S = sum_i P_{U_i} (D x D) from the (sum d x sum d) Gram of the stacked
+    bases: S's nonzero spectrum is the Gram's. 0 when the writers do not span R^D."""
+    n, D, d = Bw.shape
+    Sw = np.swapaxes(Bw, 0, 1).reshape(D, n * d)
+    if n * d < D:
+        return 0.0
+    ev = np.linalg.eigvalsh(Sw.T @ Sw)
+    return float(max(ev[-D], 0.0))
+
+
+# ---------------------------------------------------------------- self-head overlap
+
+
+def self_overlap_test(rho_hn: np.ndarray, labels, rng, n_perm: int = 10_000):
+    """Self-head overlap: mean_h rho_hn[h, labels[h]] against permutations of the labels.
+
+    rho_hn (H x n): rho between head h's space and space k of the other kind (n = H for
+    head-to-head tests; n = G with labels = KV group for GQA). When n! - 1 <= n_perm every
+    non-identity permutation is used (exact test; GQA: exhaustive group labels), else n_perm
+    random permutations. Returns (observed, null means, p = (k+1)/(N+1), exact)."""
+    import itertools
+    import math
+
+    H, n = rho_hn.shape
+    labels = np.asarray(labels)
+    obs = float(np.mean(rho_hn[np.arange(H), labels]))
+    if n < 2:
+        return obs, np.array([]), float("nan"), True
+    exact = math.factorial(n) - 1 <= n_perm
+    if exact:
+        perms = np.array([p for p in itertools.permutations(range(n)) if p != tuple(range(n))])
+    else:
+        perms = np.array([rng.permutation(n) for _ in range(n_perm)])
+    null = rho_hn[np.arange(H)[None, :], perms[:, labels]].mean(axis=1)
+    from headgeom.core.stats import empirical_p
+
+    return obs, null, empirical_p(obs, null, greater=True), exact
+
+
+def rho_matrix(Ba, ra, Bb, rb) -> np.ndarray:
+    """rho between every space in a and every space in b: (na, nb)."""
+    C = cross_blocks(Ba, Bb)
+    pk = np.einsum("abij,abij->ab", C, C)
+    dims = np.minimum(ra[:, None], rb[None, :])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(dims > 0, pk / dims, np.nan)

@@ -1,0 +1,672 @@
+"""Paper 1 tables and figures from the paper1 shards (heads, pairs, capacity).
+
+Tables (headgeom.tables.Table: CSV + Markdown + LaTeX + .prov.json):
+  paper1_table2     strong tail per model (paper Table 2) with the threshold-sweep ends and g_T checks
+  paper1_table3     trajectories: P, R, Cap_hat, E per checkpoint for the final-defined groups (Table 3)
+  paper1_table4     shared-value sibling law with the next-group control (Table 4)
+  paper1_sweep      threshold sweep: tail, controls and the two AUROCs per threshold
+  paper1_scramble   orientation scramble and Haar audit per model
+  paper1_layers     per layer: scramble shares, median differences, factorial endpoint
+  paper1_factorial  factorial D x K per model, real minus wrong-V control
+  paper1_capacity   feasible capacity / attainment of strong, matched and hash-sampled heads
+  paper1_latent     latent closure, I_D conditional on it, perturbation split of reduced cores
+  paper1_anchor     value anchors, retrieval rank, left-zero band of strong sibling pairs
+Figures (PNG + PDF + .prov.json): paper1_closure_ccdf, paper1_scramble, paper1_capacity,
+paper1_siblings."""
+
+from __future__ import annotations
+
+
+from functools import partial
+
+import numpy as np
+
+from headgeom.core.stats import auroc, hierarchical_bootstrap
+from headgeom.methods.paper1 import BOOTSTRAP
+from headgeom.core.seeds import rng_for
+from headgeom.reports.figures import pyplot
+from headgeom.reports.tables import nanstat, Column, Table, tex_escape, strong_tail
+
+# Header characters headgeom.tables._tex leaves alone, made LaTeX-safe (captions avoid them).
+_LATEX = (("²", "$^2$"), ("‖", r"$\|$"), ("≈", r"$\approx$"), ("−", "-"), ("≠", r"$\neq$"), ("<", "$<$"),
+          (">", "$>$"), ("|", "$|$"))
+
+
+def _C(key: str, header: str, fmt: str = "{}") -> Column:
+    tex = tex_escape(header)
+    for a, b in _LATEX:
+        tex = tex.replace(a, b)
+    return Column(key, header, fmt, latex=tex)
+
+NAN = float("nan")
+
+
+# ------------------------------------------------------------------ helpers
+
+
+def _a(cols, key, sel=None, dtype=float):
+    x = np.asarray(cols[key]) if key in cols else np.array([])
+    if dtype is not None and x.dtype != object:
+        x = x.astype(dtype)
+    return x if sel is None else x[sel]
+
+
+# NaN-skipping reducers (NaN when nothing finite is left)
+_med, _mean, _max, _min = (partial(nanstat, f) for f in (np.median, np.mean, np.max, np.min))
+
+
+def _frac(k: int, n: int) -> str:
+    return f"{k}/{n}" if n else "–"
+
+
+def _share(mask) -> float:
+    mask = np.asarray(mask, dtype=bool)
+    return float(mask.mean()) if mask.size else NAN
+
+
+def _model_sel(cols, m):
+    if not cols or "model" not in cols:
+        return np.zeros(0, dtype=bool)
+    return np.asarray(cols["model"]) == m
+
+
+def _stack(obj_col) -> np.ndarray:
+    """List column (object array of arrays) -> 2-D float array (rows, draws)."""
+    rows = [np.asarray(v, dtype=float) for v in obj_col]
+    if not rows:
+        return np.zeros((0, 0))
+    n = max(r.size for r in rows)
+    out = np.full((len(rows), n), np.nan)
+    for i, r in enumerate(rows):
+        out[i, : r.size] = r
+    return out
+
+
+def _sweep_values(sweep) -> list[float]:
+    return [float(t) for t in sweep]
+
+
+# ------------------------------------------------------------------ Table 2
+
+
+def table2(heads: dict, models: list[str], threshold: float, sweep) -> Table:
+    sweep = _sweep_values(sweep)
+    t_lo, t_hi = min(sweep), max(sweep)
+    rows = []
+    for m in models:
+        s = _model_sel(heads, m)
+        P, Pw, alpha, g = (_a(heads, k, s) for k in ("P", "P_wrong_v", "alpha", "g_T"))
+        st = strong_tail(P, Pw, alpha, g, threshold)
+        defined, strong = st["defined"], st["strong_mask"]
+        n_def, n_s = st["n_defined"], st["strong"]
+        rows.append({
+            "model": m, "layers": int(np.unique(_a(heads, "layer", s)).size), "heads": int(s.sum()),
+            "strong_pct": 100.0 * n_s / n_def if n_def else NAN, "strong": n_s,
+            "wrong_v_median": st["wrong_v_median"], "wrong_v_max": st["wrong_v_max"],
+            "wrong_v_at_lowest": int(np.sum(np.isfinite(Pw) & (Pw >= t_lo))) if np.isfinite(Pw).any() else None,
+            "tail_lo_pct": 100.0 * np.sum(defined & (P >= t_lo)) / n_def if n_def else NAN,
+            "tail_hi_pct": 100.0 * np.sum(defined & (P >= t_hi)) / n_def if n_def else NAN,
+            "neg_alpha": st["neg_alpha_share"],
+            "gT_med": st["gT_median_strong"], "gT_min": st["gT_min_strong"],
+            "gT_above_all_median": _frac(int(np.sum(g[strong] > st["gT_median_all"])), n_s),
+            "gT_below_001": int(np.sum(g[strong] < 0.01)),
+        })
+    return Table(
+        name="paper1_table2",
+        caption=f"Strong closure tail (P ≥ {threshold:g}) per model with the cyclic wrong-V control and return gain g_T.",
+        columns=[
+            _C("model", "Model"), _C("layers", "Layers"), _C("heads", "Heads"),
+            _C("strong_pct", "% P≥t", "{:.2f}"), _C("strong", "Count"),
+            _C("wrong_v_median", "Wrong-V median", "{:.2e}"), _C("wrong_v_max", "Wrong-V max", "{:.3g}"),
+            _C("wrong_v_at_lowest", f"Wrong-V ≥ {t_lo:g}"),
+            _C("tail_lo_pct", f"% P≥{t_lo:g}", "{:.2f}"), _C("tail_hi_pct", f"% P≥{t_hi:g}", "{:.2f}"),
+            _C("neg_alpha", "Neg. α share (strong)", "{:.2f}"),
+            _C("gT_med", "g_T median (strong)", "{:.3g}"), _C("gT_min", "g_T min (strong)", "{:.3g}"),
+            _C("gT_above_all_median", "Strong g_T > all-head median"),
+            _C("gT_below_001", "Strong g_T < 0.01"),
+        ],
+        rows=rows,
+        notes="t = tables.strong_threshold. Wrong-V pairs O_h with the next KV group's V (MHA: V_{h+1}); "
+              "it is undefined (–) with one KV group. g_T = ||T²||/||T||.",
+    )
+
+
+# ------------------------------------------------------------------ threshold sweep / latent
+
+
+def _latent_aurocs(P, PL, ID, t):
+    defined = np.isfinite(P) & np.isfinite(PL)
+    strong = defined & (P >= t)
+    au_lat = auroc(PL[strong], PL[defined & ~strong])
+    lat = defined & (PL >= t) & np.isfinite(ID)
+    pres, red = lat & (P >= t), lat & (P < t)
+    au_id = auroc(ID[pres], ID[red])
+    return au_lat, au_id, int(lat.sum()), int(pres.sum()), int(red.sum())
+
+
+def sweep_table(heads: dict, models: list[str], sweep) -> Table:
+    rows = []
+    groups = [(m, _model_sel(heads, m)) for m in models]
+    if len(models) > 1:
+        groups.append(("pooled", np.isin(np.asarray(heads.get("model", [])), models)))
+    for m, s in groups:
+        P, Pw, PL, ID = (_a(heads, k, s) for k in ("P", "P_wrong_v", "P_latent", "I_D"))
+        scr = _stack(_a(heads, "P_scramble", s, None))
+        haar = _stack(_a(heads, "P_haar", s, None))
+        n_def = int(np.isfinite(P).sum())
+        for t in _sweep_values(sweep):
+            au_lat, au_id, n_lat, n_pres, n_red = _latent_aurocs(P, PL, ID, t)
+            rows.append({
+                "model": m, "t": t, "strong": int(np.sum(np.isfinite(P) & (P >= t))),
+                "strong_pct": 100.0 * np.sum(np.isfinite(P) & (P >= t)) / n_def if n_def else NAN,
+                "wrong_v": int(np.sum(np.isfinite(Pw) & (Pw >= t))) if np.isfinite(Pw).any() else None,
+                "scramble": int(np.sum(np.isfinite(scr) & (scr >= t))), "haar": int(np.sum(np.isfinite(haar) & (haar >= t))),
+                "auroc_latent": au_lat, "latent_n": n_lat, "preserved": n_pres, "reduced": n_red, "auroc_ID": au_id,
+            })
+    return Table(
+        name="paper1_sweep",
+        caption="Threshold sweep: tail size, controls reaching t, AUROC of latent closure (strong vs ordinary at t) and of "
+                "I_D among heads with latent closure ≥ t (preserved vs reduced at t).",
+        columns=[
+            _C("model", "Model"), _C("t", "t", "{:.3f}"), _C("strong", "P≥t"), _C("strong_pct", "%", "{:.2f}"),
+            _C("wrong_v", "Wrong-V ≥ t"), _C("scramble", "Scramble draws ≥ t"), _C("haar", "Haar draws ≥ t"),
+            _C("auroc_latent", "AUROC P_I", "{:.3f}"), _C("latent_n", "P_I≥t"),
+            _C("preserved", "Preserved"), _C("reduced", "Reduced"), _C("auroc_ID", "AUROC I_D given P_I", "{:.3f}"),
+        ],
+        rows=rows,
+        notes="AUROC = P(score of positive > negative) + ½ P(tie); – when a class is empty.",
+    )
+
+
+def latent_table(heads: dict, models: list[str], threshold: float) -> Table:
+    rows = []
+    groups = [(m, _model_sel(heads, m)) for m in models]
+    if len(models) > 1:
+        groups.append(("pooled", np.isin(np.asarray(heads.get("model", [])), models)))
+    t = threshold
+    for m, s in groups:
+        P, PL, ID, a, b, w2 = (_a(heads, k, s) for k in ("P", "P_latent", "I_D", "split_a", "split_b", "split_w2"))
+        strong = np.isfinite(P) & (P >= t)
+        au_lat, au_id, n_lat, n_pres, n_red = _latent_aurocs(P, PL, ID, t)
+        lat = np.isfinite(PL) & (PL >= t)
+        pres, red = lat & (P >= t), lat & (P < t)
+        rows.append({
+            "model": m, "strong": int(strong.sum()),
+            "strong_latent": _frac(int(np.sum(strong & (PL >= t))), int(strong.sum())),
+            "latent_median_strong": _med(PL[strong]), "auroc_latent": au_lat,
+            "latent_n": n_lat, "preserved": n_pres, "reduced": n_red, "auroc_ID": au_id,
+            "ID_pres": _med(ID[pres]), "ID_red": _med(ID[red]),
+            "absb_pres": _med(np.abs(b[pres])), "absb_red": _med(np.abs(b[red])),
+            "w2_pres": _med(w2[pres]), "w2_red": _med(w2[red]), "a_red": _med(a[red]),
+        })
+    return Table(
+        name="paper1_latent",
+        caption=f"Latent closure P_I(K), support isotropy I_D conditional on it, and the perturbation split (a, b, w) "
+                f"of preserved vs reduced cores (t = {t:g}).",
+        columns=[
+            _C("model", "Model"), _C("strong", "Strong"), _C("strong_latent", "Strong with P_I≥t"),
+            _C("latent_median_strong", "Median P_I (strong)", "{:.3f}"), _C("auroc_latent", "AUROC P_I", "{:.3f}"),
+            _C("latent_n", "P_I≥t"), _C("preserved", "Preserved"), _C("reduced", "Reduced"),
+            _C("auroc_ID", "AUROC I_D given P_I", "{:.3f}"),
+            _C("ID_pres", "I_D pres.", "{:.3f}"), _C("ID_red", "I_D red.", "{:.3f}"),
+            _C("absb_pres", "abs(b) pres.", "{:.3g}"), _C("absb_red", "abs(b) red.", "{:.3g}"),
+            _C("w2_pres", "‖w‖² pres.", "{:.3g}"), _C("w2_red", "‖w‖² red.", "{:.3g}"),
+            _C("a_red", "a red.", "{:.3g}"),
+        ],
+        rows=rows,
+        notes="Preserved: P_I ≥ t and P ≥ t; reduced: P_I ≥ t and P < t. "
+              "P = ((1+a)s + b√(1-s²))² / ((1+a)² + b² + ||w||²), s = √P_I (asserted per head).",
+    )
+
+
+# ------------------------------------------------------------------ scrambles and layers
+
+
+def _scramble_stats(P, R, RH, strong):
+    ok = np.isfinite(P) & np.isfinite(R)
+    okh = np.isfinite(P) & np.isfinite(RH)
+    ex = ok & ~strong
+    return {
+        "n": int(ok.sum()),
+        "beat": int(np.sum(ok & (P > R))),
+        "diff": _med((P - R)[ok]),
+        "n_ex": int(ex.sum()), "beat_ex": int(np.sum(ex & (P > R))), "diff_ex": _med((P - R)[ex]),
+        "n_h": int(okh.sum()), "beat_h": int(np.sum(okh & (P > RH))), "diff_h": _med((P - RH)[okh]),
+    }
+
+
+def scramble_table(heads: dict, models: list[str], threshold: float) -> Table:
+    rows = []
+    for m in models:
+        s = _model_sel(heads, m)
+        P, R, RH, sv = (_a(heads, k, s) for k in ("P", "R_scramble", "R_haar", "sv_relerr"))
+        layer = _a(heads, "layer", s, np.int64)
+        scr = _stack(_a(heads, "P_scramble", s, None))
+        haar = _stack(_a(heads, "P_haar", s, None))
+        strong = np.isfinite(P) & (P >= threshold)
+        st = _scramble_stats(P, R, RH, strong)
+        lay_pos, lay_pos_h, n_lay = 0, 0, 0
+        for L in np.unique(layer):
+            sl = layer == L
+            ls = _scramble_stats(P[sl], R[sl], RH[sl], strong[sl])
+            if ls["n"]:
+                n_lay += 1
+                lay_pos += int(ls["diff"] > 0)
+                lay_pos_h += int(ls["diff_h"] > 0)
+        rows.append({
+            "model": m, "heads": st["n"], "P_median": _med(P[np.isfinite(R)]), "scr_median": _med(scr),
+            "beat": _frac(st["beat"], st["n"]), "beat_pct": 100.0 * st["beat"] / st["n"] if st["n"] else NAN,
+            "diff": st["diff"], "layers_pos": _frac(lay_pos, n_lay),
+            "beat_ex": _frac(st["beat_ex"], st["n_ex"]),
+            "beat_ex_pct": 100.0 * st["beat_ex"] / st["n_ex"] if st["n_ex"] else NAN, "diff_ex": st["diff_ex"],
+            "scr_max": _max(scr), "scr_085": int(np.sum(np.isfinite(scr) & (scr >= 0.85))),
+            "haar_median": _med(haar), "beat_h_pct": 100.0 * st["beat_h"] / st["n_h"] if st["n_h"] else NAN,
+            "diff_h": st["diff_h"], "layers_pos_h": _frac(lay_pos_h, n_lay), "sv_max": _max(sv),
+        })
+    return Table(
+        name="paper1_scramble",
+        caption="Orientation scramble K' = P_L K P_R (signed permutations) and Haar audit, D fixed: trained closure "
+                "against the median of each head's draws.",
+        columns=[
+            _C("model", "Model"), _C("heads", "Heads"), _C("P_median", "Median P", "{:.3g}"),
+            _C("scr_median", "Median scramble", "{:.2e}"), _C("beat", "P > R"), _C("beat_pct", "%", "{:.2f}"),
+            _C("diff", "Median P−R", "{:.3g}"), _C("layers_pos", "Layers median P−R > 0"),
+            _C("beat_ex", "P > R (non-strong)"), _C("beat_ex_pct", "% (non-strong)", "{:.2f}"),
+            _C("diff_ex", "Median P−R (non-strong)", "{:.3g}"),
+            _C("scr_max", "Max scramble", "{:.3g}"), _C("scr_085", "Scrambles ≥ 0.85"),
+            _C("haar_median", "Median Haar", "{:.2e}"), _C("beat_h_pct", "% P > Haar median", "{:.2f}"),
+            _C("diff_h", "Median P−R_Haar", "{:.3g}"), _C("layers_pos_h", "Layers Haar diff > 0"),
+            _C("sv_max", "Max sv rel. err", "{:.1e}"),
+        ],
+        rows=rows,
+        notes="R = median of the head's signed-permutation draws (R_Haar: of its Haar draws). Singular values of K "
+              "are preserved in every draw (asserted; max relative error shown).",
+    )
+
+
+def layers_table(heads: dict, models: list[str], threshold: float) -> Table:
+    rows = []
+    for m in models:
+        s = _model_sel(heads, m)
+        layer = _a(heads, "layer", s, np.int64)
+        P, R, RH, I, Ic = (_a(heads, k, s) for k in ("P", "R_scramble", "R_haar", "I_factorial", "I_factorial_ctrl"))
+        strong = np.isfinite(P) & (P >= threshold)
+        for L in np.unique(layer):
+            sl = layer == L
+            st = _scramble_stats(P[sl], R[sl], RH[sl], strong[sl])
+            fi, fc = _mean(I[sl]), _mean(Ic[sl])
+            rows.append({
+                "model": m, "layer": int(L), "heads": int(sl.sum()), "strong": int(strong[sl].sum()),
+                "beat_share": st["beat"] / st["n"] if st["n"] else NAN, "diff": st["diff"],
+                "beat_ex_share": st["beat_ex"] / st["n_ex"] if st["n_ex"] else NAN, "diff_ex": st["diff_ex"],
+                "beat_h_share": st["beat_h"] / st["n_h"] if st["n_h"] else NAN, "diff_h": st["diff_h"],
+                "I": fi, "I_ctrl": fc, "I_diff": fi - fc,
+            })
+    return Table(
+        name="paper1_layers",
+        caption="Per layer: share of heads whose trained closure beats their scramble (and Haar) median, median "
+                "paired differences, and the factorial D×K endpoint with its wrong-V control.",
+        columns=[
+            _C("model", "Model"), _C("layer", "Layer"), _C("heads", "Heads"), _C("strong", "Strong"),
+            _C("beat_share", "Share P > R", "{:.3f}"), _C("diff", "Median P−R", "{:.3g}"),
+            _C("beat_ex_share", "Share P > R (non-strong)", "{:.3f}"), _C("diff_ex", "Median P−R (non-strong)", "{:.3g}"),
+            _C("beat_h_share", "Share P > R_Haar", "{:.3f}"), _C("diff_h", "Median P−R_Haar", "{:.3g}"),
+            _C("I", "Factorial I", "{:.4f}"), _C("I_ctrl", "Control I", "{:.4f}"), _C("I_diff", "Real − control", "{:.4f}"),
+        ],
+        rows=rows,
+    )
+
+
+def factorial_table(heads: dict, models: list[str]) -> Table:
+    rows = []
+    for m in models:
+        s = _model_sel(heads, m)
+        layer = _a(heads, "layer", s, np.int64)
+        I, Ic = _a(heads, "I_factorial", s), _a(heads, "I_factorial_ctrl", s)
+        ends, ctrl = [], []
+        for L in np.unique(layer):
+            sl = layer == L
+            ends.append(_mean(I[sl]))
+            ctrl.append(_mean(Ic[sl]))
+        ends, ctrl = np.array(ends, dtype=float), np.array(ctrl, dtype=float)
+        ok, okc = np.isfinite(ends), np.isfinite(ends) & np.isfinite(ctrl)
+        rows.append({
+            "model": m, "layers": int(ok.sum()), "mean_I": _mean(ends), "median_I": _med(ends),
+            "pos": _frac(int(np.sum(ends[ok] > 0)), int(ok.sum())),
+            "pos_pct": 100.0 * np.mean(ends[ok] > 0) if ok.any() else NAN,
+            "mean_ctrl": _mean(ctrl), "diff": _mean((ends - ctrl)[okc]) if okc.any() else NAN,
+            "pos_diff": _frac(int(np.sum((ends - ctrl)[okc] > 0)), int(okc.sum())),
+            "pos_diff_pct": 100.0 * np.mean((ends - ctrl)[okc] > 0) if okc.any() else NAN,
+        })
+    return Table(
+        name="paper1_factorial",
+        caption="Factorial D×K: layer mean of the head interaction I_h over exhaustive donor reassignment, and "
+                "real minus the wrong-V control (K, D recomputed after wrong-V pairing).",
+        columns=[
+            _C("model", "Model"), _C("layers", "Layers"), _C("mean_I", "Mean endpoint", "{:.4f}"),
+            _C("median_I", "Median endpoint", "{:.4f}"), _C("pos", "Layers I > 0"), _C("pos_pct", "%", "{:.1f}"),
+            _C("mean_ctrl", "Mean control", "{:.4f}"), _C("diff", "Mean real − control", "{:.4f}"),
+            _C("pos_diff", "Layers real − control > 0"), _C("pos_diff_pct", "% ", "{:.1f}"),
+        ],
+        rows=rows,
+        notes="I_h = S[h,h] − mean_{j≠h} S[h,j] − mean_{i≠h} S[i,h] + mean_{i,j≠h} S[i,j], S[i,j] = P_{D_j}(K_i). "
+              "GQA donors: the same query slot in the other KV groups; MHA: all heads. One KV group: undefined (–).",
+    )
+
+
+# ------------------------------------------------------------------ capacity
+
+
+def capacity_table(cap: dict, models: list[str], threshold: float) -> Table:
+    rows = []
+    for m in models:
+        s = _model_sel(cap, m)
+        P, R, cp, E = (_a(cap, k, s) for k in ("P", "R", "cap", "E"))
+        st, mt, sm = (_a(cap, k, s, bool) for k in ("is_strong", "is_matched", "is_sample"))
+        layer = _a(cap, "layer", s, np.int64)
+        lay_hi, n_lay, no_strong = 0, 0, 0
+        for L in np.unique(layer):
+            sl = (layer == L) & sm
+            if np.isfinite(cp[sl]).any():
+                n_lay += 1
+                lay_hi += int(_med(cp[sl]) > 0.8)
+            no_strong += int(not np.any(st[layer == L]))
+        hi = sm & np.isfinite(cp) & (cp >= 0.9)
+        closure_gap = _med(P[st]) - _med(P[mt])
+        cap_gap = _med(cp[st]) - _med(cp[mt])
+        rows.append({
+            "model": m, "n_strong": int(st.sum()), "cap_strong": _med(cp[st]), "E_strong": _med(E[st]),
+            "n_matched": int(mt.sum()), "cap_matched": _med(cp[mt]), "E_matched": _med(E[mt]),
+            "closure_gap": closure_gap, "cap_gap": cap_gap,
+            "gap_ratio": cap_gap / closure_gap if np.isfinite(closure_gap) and closure_gap != 0 else NAN,
+            "n_sample": int(sm.sum()), "cap_sample": _med(cp[sm]), "layers_hi": _frac(lay_hi, n_lay),
+            "layers_no_strong": no_strong, "sample_hi": int(hi.sum()),
+            "sample_hi_below": _frac(int(np.sum(hi & (P < threshold))), int(hi.sum())),
+        })
+    return Table(
+        name="paper1_capacity",
+        caption="Feasible capacity Cap_hat (projected ascent over orientations, spectrum and support fixed) and "
+                "attainment E = (P - R)/(Cap_hat - R) for strong, layer-matched ordinary and hash-sampled heads.",
+        columns=[
+            _C("model", "Model"), _C("n_strong", "Strong"), _C("cap_strong", "Cap strong", "{:.3f}"),
+            _C("E_strong", "E strong", "{:.3f}"), _C("n_matched", "Matched"),
+            _C("cap_matched", "Cap matched", "{:.3f}"), _C("E_matched", "E matched", "{:.3f}"),
+            _C("closure_gap", "Closure gap", "{:.3f}"), _C("cap_gap", "Capacity gap", "{:.3f}"),
+            _C("gap_ratio", "Capacity/closure gap", "{:.3f}"), _C("n_sample", "Sample"),
+            _C("cap_sample", "Cap sample", "{:.3f}"), _C("layers_hi", "Layers sample Cap > 0.8"),
+            _C("layers_no_strong", "Layers without strong"), _C("sample_hi", "Sample Cap ≥ 0.9"),
+            _C("sample_hi_below", "of which P < t"),
+        ],
+        rows=rows,
+        notes="Medians over heads; gaps are strong minus matched medians. Cap_hat is a constructive lower bound "
+              "(trained K + random restarts, config paper1.capacity); E is not clipped.",
+    )
+
+
+def _traj_units(cs, layer, eligible, key, st, mt):
+    return [(cs[key][(layer == L) & st & np.isfinite(cs[key])], cs[key][(layer == L) & mt & np.isfinite(cs[key])])
+            for L in eligible]
+
+
+def _layer_gap(units):
+    g = [a.mean() - b.mean() for a, b in units if a.size and b.size]
+    return float(np.mean(g)) if g else NAN, g
+
+
+def table3(cap: dict, lineages: dict[str, list[str]], threshold: float, n_boot: int, default_lineages: bool = False) -> Table:
+    rows = []
+    finals = {}
+    for name, members in lineages.items():
+        final = members[-1]
+        sf = _model_sel(cap, final)
+        lay_f = _a(cap, "layer", sf, np.int64)
+        st_f, mt_f = _a(cap, "is_strong", sf, bool), _a(cap, "is_matched", sf, bool)
+        eligible = [int(L) for L in np.unique(lay_f) if st_f[lay_f == L].any() and mt_f[lay_f == L].any()]
+        for pos, m in enumerate(members):
+            s = _model_sel(cap, m)
+            cs = {k: _a(cap, k, s) for k in ("P", "R", "cap", "E")}
+            layer = _a(cap, "layer", s, np.int64)
+            st, mt = _a(cap, "is_strong", s, bool), _a(cap, "is_matched", s, bool)
+            el = np.isin(layer, eligible)
+            ue = _traj_units(cs, layer, eligible, "E", st, mt)
+            e_gap, per_layer = _layer_gap(ue)
+            p_gap, _ = _layer_gap(_traj_units(cs, layer, eligible, "P", st, mt))
+            c_gap, _ = _layer_gap(_traj_units(cs, layer, eligible, "cap", st, mt))
+            _, lo, hi = hierarchical_bootstrap([ue], n_boot, rng_for(name, m, -1, 0, BOOTSTRAP))
+            if pos == len(members) - 1:
+                finals[name] = ue
+            rows.append({
+                "lineage": name, "checkpoint": m, "step": pos, "layers": len(eligible),
+                "n_strong": int((st & el).sum()), "n_matched": int((mt & el).sum()),
+                "P_s": _med(cs["P"][st & el]), "P_o": _med(cs["P"][mt & el]),
+                "R_s": _med(cs["R"][st & el]), "R_o": _med(cs["R"][mt & el]),
+                "cap_s": _med(cs["cap"][st & el]), "cap_o": _med(cs["cap"][mt & el]),
+                "E_s": _med(cs["E"][st & el]), "E_o": _med(cs["E"][mt & el]),
+                "p_gap": p_gap, "c_gap": c_gap, "e_gap": e_gap, "e_lo": lo, "e_hi": hi,
+                "e_pos": _frac(int(np.sum(np.array(per_layer) > 0)), len(per_layer)),
+            })
+    if len(finals) > 1:
+        point, lo, hi = hierarchical_bootstrap(list(finals.values()), n_boot, rng_for("all-lineages", "final", -1, 0, BOOTSTRAP))
+        per_layer = [a.mean() - b.mean() for u in finals.values() for a, b in u if a.size and b.size]
+        rows.append({"lineage": "all (final)", "checkpoint": "–", "step": None, "layers": len(per_layer),
+                     "e_gap": point, "e_lo": lo, "e_hi": hi,
+                     "e_pos": _frac(int(np.sum(np.array(per_layer) > 0)), len(per_layer))})
+    note = ("Groups (strong P ≥ t, layer-matched ordinary) are fixed at the final checkpoint of each lineage; eligible "
+            "layers hold both. Gaps: mean over eligible layers of (strong mean − ordinary mean); E-gap 95% interval: "
+            "hierarchical bootstrap over layers then heads (and lineages for the pooled row).")
+    if default_lineages:
+        note += " No paper1.lineages configured: each active model is shown as a one-checkpoint lineage (its endpoint)."
+    return Table(
+        name="paper1_table3",
+        caption=f"Trajectories: closure P, scramble median R, feasible capacity Cap_hat and attainment E per checkpoint (t = {threshold:g}).",
+        columns=[
+            _C("lineage", "Lineage"), _C("checkpoint", "Checkpoint"), _C("step", "#"), _C("layers", "Layers"),
+            _C("n_strong", "Strong"), _C("n_matched", "Ordinary"),
+            _C("P_s", "P strong", "{:.3f}"), _C("P_o", "P ord.", "{:.3f}"),
+            _C("R_s", "R strong", "{:.2e}"), _C("R_o", "R ord.", "{:.2e}"),
+            _C("cap_s", "Cap strong", "{:.3f}"), _C("cap_o", "Cap ord.", "{:.3f}"),
+            _C("E_s", "E strong", "{:.3f}"), _C("E_o", "E ord.", "{:.3f}"),
+            _C("p_gap", "Closure gap", "{:.3f}"), _C("c_gap", "Capacity gap", "{:.3f}"),
+            _C("e_gap", "Attainment gap", "{:.3f}"), _C("e_lo", "95% lo", "{:.3f}"), _C("e_hi", "95% hi", "{:.3f}"),
+            _C("e_pos", "Layers E-gap > 0"),
+        ],
+        rows=rows,
+        notes=note,
+    )
+
+
+# ------------------------------------------------------------------ siblings and anchors
+
+
+def table4(pairs: dict, heads: dict, models: list[str], threshold: float) -> Table:
+    rows = []
+    for m in models:
+        s = _model_sel(pairs, m)
+        if not s.any():
+            continue
+        Pj, F, rho, Fc, rc = (_a(pairs, k, s) for k in ("P_j", "F", "rho", "F_ctrl", "rho_ctrl"))
+        layer = _a(pairs, "layer", s, np.int64)
+        hj = _a(pairs, "head_j", s, np.int64)
+        right = np.isfinite(Pj) & (Pj >= threshold) & np.isfinite(F)
+        n_right = len({(int(L), int(h)) for L, h in zip(layer[right], hj[right])})
+        inf, fav = 0, 0
+        for L in np.unique(layer[right]):
+            sl = right & (layer == L)
+            if np.isfinite(Fc[sl]).any():
+                inf += 1
+                fav += int(_med(F[sl]) > _med(Fc[sl]))
+        rows.append({
+            "model": m, "right": n_right, "comp": int(right.sum()),
+            "F": _med(F[right]), "rho": _med(rho[right]), "F_ctrl": _med(Fc[right]), "rho_ctrl": _med(rc[right]),
+            "layers_fav": _frac(fav, inf), "F_all": _med(F), "bound_checked": int(np.isfinite(_a(pairs, "gamma", s)).sum()),
+        })
+    return Table(
+        name="paper1_table4",
+        caption=f"Shared-value sibling law: right heads j with P(T_j) ≥ {threshold:g} and every other head i of their KV "
+                "group; fixed-gain explanation F_ij and gain ratio ρ_ij against the next-group control.",
+        columns=[
+            _C("model", "Model"), _C("right", "Right heads"), _C("comp", "Compositions"),
+            _C("F", "Median F_ij", "{:.3f}"), _C("rho", "Median ρ_ij", "{:.3f}"),
+            _C("F_ctrl", "Control F", "{:.3f}"), _C("rho_ctrl", "Control ρ", "{:.3f}"),
+            _C("layers_fav", "Layers favoring law"), _C("F_all", "Median F (all pairs)", "{:.3f}"),
+            _C("bound_checked", "γ-bound checks passed"),
+        ],
+        rows=rows,
+        notes="F_ij = 1 − ||T_iT_j − α_j T_i||²/||T_iT_j||² with α_j fitted on j alone; ρ_ij = β_ij/α_j. Control: the "
+              "same query slot in the next KV group (– with one KV group). Models without shared values (MHA) have no row. "
+              "||T_iT_j − aT_i||² ≤ γ_ij ||T_j² − aT_j||² is asserted for every pair at a ∈ {α_j, β_ij, 0}.",
+    )
+
+
+def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float) -> Table:
+    rows = []
+    for m in models:
+        s = _model_sel(heads, m)
+        P, an, anw, ob = (_a(heads, k, s) for k in ("P", "anchor_cos2", "anchor_cos2_wrong_v", "oblique_share"))
+        rank = _a(heads, "retrieval_rank", s, np.int64)
+        ncand = _a(heads, "n_value_candidates", s, np.int64)
+        strong = np.isfinite(P) & (P >= threshold) & np.isfinite(an)
+        n_s = int(strong.sum())
+        sw = strong & np.isfinite(anw)
+        sp = _model_sel(pairs, m)
+        Pi, Pj, F, cos2 = (_a(pairs, k, sp) for k in ("P_i", "P_j", "F", "cos2"))
+        both = np.isfinite(Pi) & np.isfinite(Pj) & (Pi >= threshold) & (Pj >= threshold) & np.isfinite(F)
+        rows.append({
+            "model": m, "strong": n_s, "anchor": _med(an[strong]), "oblique": _med(ob[strong]),
+            "fav": _frac(int(np.sum(an[sw] > anw[sw])), int(sw.sum())),
+            "rank1": _frac(int(np.sum(rank[strong] == 1)), n_s),
+            "cands": int(np.max(ncand)) if ncand.size else None,
+            "band_pairs": int(both.sum()) // 2, "band_cos2": _med(cos2[both]), "band_F": _med(F[both]),
+            "band_lt08": _share(cos2[both] < 0.8) if both.any() else NAN,
+        })
+    return Table(
+        name="paper1_anchor",
+        caption=f"Value anchors of strong heads (P ≥ {threshold:g}): squared cosine of T_h/α_h with the projector onto "
+                "span V, oblique share, anchor vs wrong-V, same-layer retrieval rank; left-zero band of strong sibling pairs.",
+        columns=[
+            _C("model", "Model"), _C("strong", "Strong"), _C("anchor", "Median anchor cos²", "{:.3f}"),
+            _C("oblique", "Median oblique share", "{:.3f}"), _C("fav", "Anchor > wrong-V"),
+            _C("rank1", "Trained V ranked 1"), _C("cands", "Candidates"),
+            _C("band_pairs", "Strong sibling pairs"), _C("band_cos2", "Median cos² (pairs)", "{:.3f}"),
+            _C("band_F", "Median P_iP_j ≈ P_i explanation", "{:.3f}"), _C("band_lt08", "Share cos² < 0.8", "{:.3f}"),
+        ],
+        rows=rows,
+        notes="Oblique share = ||(I − P_V) O Vᵀ||²/||O Vᵀ||². Retrieval ranks every full-rank value factor of the layer "
+              "(MHA: every head's V) by anchor cos². Band: unordered sibling pairs with both heads strong; explanation "
+              "= 1 − ||P_iP_j − P_i||²/||P_iP_j||² = F_ij over both directed products.",
+    )
+
+
+# ------------------------------------------------------------------ figures
+
+
+
+def fig_closure_ccdf(heads: dict, models: list[str], threshold: float, sweep):
+    from headgeom.reports.figures import ccdf
+
+    plt = pyplot()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    ts = _sweep_values(sweep)
+    for i, m in enumerate(models):
+        s = _model_sel(heads, m)
+        c = f"C{i}"
+        P, Pw = _a(heads, "P", s), _a(heads, "P_wrong_v", s)
+        x, y = ccdf(P)
+        ax.step(x, y, where="post", color=c, label=f"{m} (trained)")
+        xw, yw = ccdf(Pw)
+        if xw.size:
+            ax.step(xw, yw, where="post", color=c, ls="--", alpha=0.8, label=f"{m} (wrong-V)")
+        n = max(int(np.isfinite(P).sum()), 1)
+        ax2.plot(ts, [100 * np.sum(P >= t) / n for t in ts], "o-", color=c, ms=3, label=f"{m} (trained)")
+        if np.isfinite(Pw).any():
+            ax2.plot(ts, [100 * np.sum(Pw >= t) / n for t in ts], "x--", color=c, ms=3, label=f"{m} (wrong-V)")
+    ax.axvline(threshold, color="k", lw=0.8, ls=":")
+    ax.set(xscale="log", yscale="log", xlabel="closure P", ylabel="fraction of heads with P ≥ x",
+           title="Closure CCDF, trained vs wrong-V")
+    ax2.axvline(threshold, color="k", lw=0.8, ls=":")
+    ax2.set(xlabel="threshold t", ylabel="% of heads with P ≥ t", title="Threshold sweep")
+    ax.legend(fontsize=6)
+    ax2.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def fig_scramble(heads: dict, models: list[str], threshold: float):
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    lo = 1.0
+    for i, m in enumerate(models):
+        s = _model_sel(heads, m)
+        P, R = _a(heads, "P", s), _a(heads, "R_scramble", s)
+        ok = np.isfinite(P) & np.isfinite(R) & (P > 0) & (R > 0)
+        if ok.any():
+            lo = min(lo, P[ok].min(), R[ok].min())
+        ax.scatter(R[ok], P[ok], s=6, color=f"C{i}", alpha=0.6, label=m)
+    lo = max(lo / 2, 1e-12)
+    ax.plot([lo, 1], [lo, 1], "k-", lw=0.7)
+    ax.axhline(threshold, color="k", ls=":", lw=0.8)
+    ax.set(xscale="log", yscale="log", xlabel="scrambled closure (median of signed-permutation draws)",
+           ylabel="trained closure P", title="Trained vs scrambled closure per head")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def fig_capacity(cap: dict, models: list[str], threshold: float):
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    marks = (("is_sample", "sample", "o", 0.35), ("is_matched", "matched ordinary", "s", 0.6), ("is_strong", "strong", "^", 0.9))
+    for i, m in enumerate(models):
+        s = _model_sel(cap, m)
+        P, cp = _a(cap, "P", s), _a(cap, "cap", s)
+        for key, lab, mk, al in marks:
+            g = _a(cap, key, s, bool) & np.isfinite(cp)
+            if g.any():
+                ax.scatter(cp[g], P[g], s=12, marker=mk, color=f"C{i}", alpha=al, label=f"{m} {lab}")
+    ax.plot([0, 1], [0, 1], "k-", lw=0.7)
+    ax.axhline(threshold, color="k", ls=":", lw=0.8)
+    ax.set(xlabel="feasible capacity Cap_hat", ylabel="attained closure P", xlim=(0, 1.02), ylim=(0, 1.02),
+           title="Capacity vs attained closure")
+    ax.legend(fontsize=6)
+    return fig
+
+
+F_RANGE, RHO_RANGE = (-1.0, 1.05), (-0.5, 1.5)
+
+
+def fig_siblings(pairs: dict, models: list[str], threshold: float):
+
+    plt = pyplot()
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    any_right = False
+    for i, m in enumerate(models):
+        s = _model_sel(pairs, m)
+        if not s.any():
+            continue
+        Pj = _a(pairs, "P_j", s)
+        right = np.isfinite(Pj) & (Pj >= threshold)
+        sel, tag = (right, "strong j") if right.any() else (np.ones_like(right), "all j")
+        any_right |= bool(right.any())
+        for a, key, ckey, (lo, hi) in ((ax, "F", "F_ctrl", F_RANGE), (ax2, "rho", "rho_ctrl", RHO_RANGE)):
+            v, vc = np.clip(_a(pairs, key, s)[sel], lo, hi), np.clip(_a(pairs, ckey, s)[sel], lo, hi)
+            x = np.sort(v[np.isfinite(v)])
+            if x.size:
+                a.step(x, np.arange(1, x.size + 1) / x.size, where="post", color=f"C{i}", label=f"{m} ({tag})")
+            xc = np.sort(vc[np.isfinite(vc)])
+            if xc.size:
+                a.step(xc, np.arange(1, xc.size + 1) / xc.size, where="post", color=f"C{i}", ls="--",
+                       label=f"{m} control")
+    ax.set(xlabel=f"fixed-gain explanation F_ij (clipped to [{F_RANGE[0]:g}, {F_RANGE[1]:g}])", ylabel="ECDF",
+           title="Sibling law F_ij vs next-group control (dashed)")
+    ax2.set(xlabel=f"gain ratio ρ_ij = β_ij/α_j (clipped to [{RHO_RANGE[0]:g}, {RHO_RANGE[1]:g}])", ylabel="ECDF",
+            title="Gain ratio vs control (dashed)")
+    for a in (ax, ax2):
+        a.axvline(1.0, color="k", lw=0.7, ls=":")
+        if a.lines:
+            a.legend(fontsize=6)
+        else:
+            a.text(0.5, 0.5, "no shared-value (GQA/MQA) pairs", ha="center", transform=a.transAxes)
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------ jobs

@@ -1,0 +1,226 @@
+"""Audit of reported numbers (headgeom audit), provenance sidecars and the Snakemake report, on
+the shared tiny run (tests/tinyrun.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from headgeom.reports.outputs import TABLES as REGISTERED_TABLES
+from headgeom.reports.audit import AuditError, audit
+from tinyrun import copy_run, snakemake, tiny_run
+
+pytestmark = pytest.mark.slow
+
+KEYS = ("model", "lineage", "checkpoint", "scope", "comparison", "kind", "test", "layer", "layer_r", "pair", "t")
+
+# one number per table: (row filter, column); tables not listed here (added later) get a generic
+# pick: the last row, selected by its key columns, and its first numeric non-key column
+PICKS = {
+    "closure_tail": ({"model": "tiny"}, "strong"),
+    "pk_writing": ({"model": "tiny"}, "sd_median"),
+    "pk_t1_min_angles": ({"model": "tiny", "comparison": "writing -> K, across layers"}, "min_angle"),
+    "pk_t2_lower_bound": ({"model": "tiny"}, "min_V"),
+    "pk_t3_models": ({"model": "tiny"}, "random_sd"),
+    "pk_t4_null_summary": ({"model": "tiny", "comparison": "writing, within layer"}, "median_r"),
+    "pk_t6_min_angle_vs_reassign": (None, "obs_min_angle"),
+    "pk_t7_reading_within": ({"model": "tiny", "kind": "Q"}, "min_angle"),
+    "pk_t8_cross_nulls": ({"model": "tiny", "kind": "V"}, "median_ratio_rotation"),
+    "pk_t9_weighted": (None, "max_weighted"),
+    "pk_self_overlap": ({"model": "tiny", "test": "V_vs_O"}, "p_max"),
+    "paper1_table2": ({"model": "tiny"}, "gT_med"),
+    "paper1_table3": ({"checkpoint": "tiny"}, "e_gap"),
+    "paper1_table4": ({"model": "tiny"}, "rho"),
+    "paper1_capacity": ({"model": "tiny"}, "cap_strong"),
+}
+TABLES = list(REGISTERED_TABLES)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, snakemake_bin, root):
+    return tiny_run(tmp_path_factory, snakemake_bin, root)
+
+
+def _rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _num(x):
+    try:
+        return float(x)
+    except ValueError:
+        return None
+
+
+def _pick(run, table):
+    rows = _rows(run / f"results/tables/{table}.csv")
+    if not rows:
+        pytest.skip(f"{table} has no rows on the tiny run")
+    filt, col = PICKS.get(table, (None, None))
+    if filt is None:
+        r = rows[-1]
+        filt = {k: r[k] for k in KEYS if k in r}
+    if col is None:
+        col = next(c for c in rows[0] if c not in KEYS and _num(rows[-1][c]) is not None)
+    return filt, col
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_audit_recomputes_a_number_of_every_table(run, table):
+    filt, col = _pick(run, table)
+    buf = io.StringIO()
+    res = audit(run, table, filt, col, out=lambda *a: print(*a, file=buf))
+    text = buf.getvalue()
+    assert res["shards"][0], text
+    assert res["tensors"][0], text
+    assert res["ok"] and not res["integrity"], text
+    assert "MATCH" in text and "MISMATCH" not in text
+    # what it printed: aggregation, rule and command, shard provenance, tensors with sha256s
+    assert "snakemake -c2 --forcerun " in text and f"results/tables/{table}.csv" in text
+    prov = json.loads((run / f"results/tables/{table}.prov.json").read_text())
+    for rec in prov["inputs"]:
+        if rec["provenance"].get("model") == filt.get("model", "tiny"):
+            assert rec["path"] in text
+    if prov["inputs"]:
+        assert "config  " in text and "seeds   " in text and "code    headgeom" in text
+        manifest = json.loads((run / "results/tensors/tiny/manifest.json").read_text())
+        some_tensor = next(iter(prov["inputs"][0]["provenance"]["tensors"]))
+        assert manifest["tensors"][some_tensor]["sha256"] in text
+        assert manifest["store_sha256"][:16] in text and "local " in text
+
+
+def test_audit_cli_as_typed(run):
+    exe = Path(sys.executable).parent / "headgeom"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "headgeom.cli"]
+    r = subprocess.run([*cmd, "audit", "closure_tail", "--row", "model=tiny", "--column", "strong_pct"],
+                       cwd=run, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    for s in ("Aggregation", "results/shards/paper1_heads/tiny/layer1.parquet", "identity_rtol=1e-10", "rule       table_closure_tail",
+              "snakemake -c2 --forcerun table_closure_tail results/tables/closure_tail.csv",
+              "snakemake -c2 --forcerun paper1_heads results/shards/paper1_heads/tiny/layer0.parquet",
+              "model.layers.1.self_attn.o_proj.weight", "(a) from the 2 listed shards: 25.0  -> MATCH (exact)",
+              "(b) from the tensors", "Verdict: MATCH"):
+        assert s in out, (s, out)
+    # a number that is not there: exit 2 and a message naming the rows
+    r = subprocess.run([*cmd, "audit", "closure_tail", "--row", "model=nope", "--column", "strong", "-d", str(run)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "no row" in r.stderr and "model=tiny" in r.stderr
+
+
+def test_tampered_shard_is_a_mismatch(run, tmp_path):
+    w = copy_run(run, tmp_path / "run")
+    shard = w / "results/shards/paper1_heads/tiny/layer1.parquet"
+    t = pq.read_table(shard)
+    P = t.column("P").to_numpy().copy()
+    assert abs(P[3] - 1.0) < 1e-9  # the planted closed head
+    P[3] = 0.5
+    t2 = t.set_column(t.column_names.index("P"), "P", pa.array(P)).replace_schema_metadata(t.schema.metadata)
+    pq.write_table(t2, shard)
+    buf = io.StringIO()
+    res = audit(w, "closure_tail", {"model": "tiny"}, "strong", out=lambda *a: print(*a, file=buf))
+    text = buf.getvalue()
+    assert not res["ok"]
+    assert res["shards"][0] is False and res["shards"][2] == "1"  # the table says 2
+    assert res["tensors"][0] is True  # the tensors still give the published number
+    assert any("layer1.parquet: file sha256 differs" in x for x in res["integrity"])
+    assert "sha256 DIFFERS from sidecar" in text and "MISMATCH" in text
+    # the CLI exits 1
+    r = subprocess.run([sys.executable, "-m", "headgeom.cli", "audit", "closure_tail", "--row", "model=tiny",
+                        "--column", "strong", "-d", str(w), "--no-tensors"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "MISMATCH" in r.stdout
+
+
+def test_tampered_tensor_store_fails_the_tensor_recompute(run, tmp_path):
+    w = copy_run(run, tmp_path / "run")
+    store = w / "results/tensors/tiny/tensors.safetensors"
+    b = bytearray(store.read_bytes())
+    b[-8:] = bytes(8)  # the last tensor's last bytes
+    store.write_bytes(bytes(b))
+    buf = io.StringIO()
+    res = audit(w, "closure_tail", {"model": "tiny"}, "strong", out=lambda *a: print(*a, file=buf))
+    text = buf.getvalue()
+    assert res["shards"][0] and not res["tensors"][0] and not res["ok"], text
+    assert "could not recompute" in res["tensors"][1] and "DIFFERS from manifest" in text
+
+
+def test_audit_errors_name_what_is_there(run):
+    with pytest.raises(AuditError, match="no column"):
+        audit(run, "closure_tail", {"model": "tiny"}, "nope", out=lambda *a: None)
+    with pytest.raises(AuditError, match="no table"):
+        audit(run, "no_such_table", {}, "x", out=lambda *a: None)
+
+
+# ------------------------------------------------------------------ sidecars and the report
+
+
+def _outputs(run):
+    tables = sorted(p.stem for p in (run / "results/tables").glob("*.csv"))
+    figures = sorted(p.stem for p in (run / "figures").glob("*.png"))
+    return tables, figures
+
+
+def test_every_table_and_figure_has_a_provenance_sidecar(run):
+    tables, figures = _outputs(run)
+    assert "claims" in tables and "closure_tail" in tables and "pk_fig3_r" in figures
+    for t in tables:
+        prov = json.loads((run / f"results/tables/{t}.prov.json").read_text())
+        assert prov["code"]["source_sha256"] and "params" in prov and "inputs" in prov, t
+        if t != "claims":
+            assert prov["aggregation"] and prov["columns"], t
+    for f in figures:
+        prov = json.loads((run / f"figures/{f}.prov.json").read_text())
+        assert "params" in prov and prov["inputs"] and prov["code"]["source_sha256"], f
+        for rec in prov["inputs"]:
+            assert rec["sha256"] and rec["provenance"]["code"], f
+
+
+def test_every_table_and_figure_has_its_own_caption(root, run):
+    tables, figures = _outputs(run)
+    have = {p.stem for p in (root / "workflow/report/captions").glob("*.rst")}
+    missing = [f"table_{t}" for t in tables if f"table_{t}" not in have and t != "claims"] + [
+        f"figure_{f}" for f in figures if f"figure_{f}" not in have]
+    assert not missing, f"give {missing} a caption in headgeom/reports/outputs.py and run `headgeom docs`"
+
+
+def _report(snakemake_bin, root, run, tmp_path):
+    w = copy_run(run, tmp_path / "run")
+    snakemake(snakemake_bin, root, w, "--report", "report.html")
+    html = (w / "report.html").read_text()
+    m = re.search(r'<script id="results">\s*var results = (\{.*?\});?\s*</script>', html, re.S)
+    assert m, "no results block in report.html"
+    return json.loads(m.group(1))
+
+
+@pytest.fixture(scope="module")
+def report_results(snakemake_bin, root, run, tmp_path_factory):
+    return _report(snakemake_bin, root, run, tmp_path_factory.mktemp("report"))
+
+
+def test_report_lists_every_table_and_figure_with_a_caption(run, report_results):
+    tables, figures = _outputs(run)
+    want = [f"results/tables/{t}.csv" for t in tables if not t.startswith("paper1_")] + [
+        f"figures/{f}.png" for f in figures if not f.startswith("paper1_")]
+    missing = [p for p in want if p not in report_results]
+    assert not missing, missing
+    for p in want:
+        cap = report_results[p]["caption"]
+        assert len(re.sub("<[^>]+>", "", cap)) > 60 and "No caption written" not in cap, (p, cap)
+    assert "t = 0.9" in report_results["results/tables/closure_tail.csv"]["caption"]
+
+
+def test_report_lists_paper1_tables_and_figures(run, report_results):
+    tables, figures = _outputs(run)
+    want = [f"results/tables/{t}.csv" for t in tables if t.startswith("paper1_")] + [
+        f"figures/{f}.png" for f in figures if f.startswith("paper1_")]
+    assert want and not [p for p in want if p not in report_results]

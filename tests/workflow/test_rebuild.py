@@ -1,0 +1,176 @@
+"""Minimal rebuilds: after each kind of config edit, Snakemake's own dry run (rerun triggers:
+mtime, params, input, code, software-env) lists exactly the jobs that use what was edited.
+
+Every rule gets only the config values it uses, as params (README "Configuration"); these tests
+hold the workflow to that on the shared tiny run (tests/tinyrun.py: model `tiny`, 2 layers,
+null samples 2 per block)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import yaml
+
+from headgeom.reports.outputs import FIGURES, TABLES
+from headgeom.reports.claims import ledger_tables, load_ledger
+from synth import write_llama
+from tinyrun import copy_run, dry_run_jobs, merge, snakemake, tiny_run
+
+pytestmark = pytest.mark.slow
+
+ALL = ("all", None)
+CLAIMS = ("claims", "results/tables/claims.csv")
+
+
+def T(name):
+    """The job that writes table <name> (identified by its CSV)."""
+    return (f"table_{name}", f"results/tables/{name}.csv")
+
+
+def F(name):
+    return (f"figure_{name}", f"figures/{name}.png")
+
+
+def pk_reports_reading(family):
+    return {T(n) for n, o in TABLES.items() if family in o.families} | {
+        F(n) for n, o in FIGURES.items() if family in o.families}
+
+
+AGGREGATES = {T(n) for n in TABLES} | {F(n) for n in FIGURES}
+
+
+def with_claims(jobs: set) -> set:
+    """The claims table reruns when a table the ledger reads reruns."""
+    ledger = {T(t) for t in ledger_tables(load_ledger(ROOT_LEDGER))}
+    return jobs | {CLAIMS, ALL} if jobs & ledger else jobs | {ALL}
+
+
+ROOT_LEDGER = None  # set by the fixture (the repo's config/claims.yaml)
+
+EDITS = {
+    "unchanged": {},
+    "figure_layer": {"figures": {"pk_rho_layer": 0}},
+    "figure_kind": {"figures": {"pk_rho_kind": "Q"}},
+    "within_grow": {"pk": {"nulls": {"within_samples": 4}}},
+    "cross_grow": {"pk": {"nulls": {"cross_samples": 3}}},
+    "null_types": {"pk": {"nulls": {"types": ["rotation"]}}},
+    "strong_threshold": {"tables": {"strong_threshold": 0.8}},
+    "small_angle": {"tables": {"small_angle_deg": 5.0}},
+    "model_notes": {"models": {"tiny": {"notes": "edited", "tables": ["pk:table3"], "lineage": "tinyline"}}},
+    "model_pair": {"models": {"tiny": {"pair": "tiny"}}},
+}
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory, snakemake_bin, root):
+    """{edit: sorted (rule, first output) list} from dry runs of the shared run (in parallel:
+    each Snakemake start costs seconds of fixed overhead), plus the add-a-model plans, which
+    work on a copy because the new model's fetch has to run first."""
+    global ROOT_LEDGER
+    ROOT_LEDGER = root / "config" / "claims.yaml"
+    w = tiny_run(tmp_path_factory, snakemake_bin, root)
+    base = yaml.safe_load((w / "cfg.yaml").read_text())
+
+    def edit(name):
+        cfg = w / f"cfg_{name}.yaml"
+        cfg.write_text(yaml.safe_dump(merge(base, EDITS[name])))
+        r = snakemake(snakemake_bin, root, w, "-n", configfiles=(cfg.name,))
+        return name, dry_run_jobs(r.stdout + r.stderr)
+
+    def add_model():
+        c = copy_run(w, tmp_path_factory.mktemp("addmodel") / "run")
+        write_llama(c / "ckpt2", seed=1, n_layers=3, closed=((2, 1, 0.7),))
+        cfg = merge(base, {"models": {"tiny2": {"source": "local", "path": str(c / "ckpt2")}},
+                           "active_models": ["tiny", "tiny2"]})
+        (c / "cfg_add.yaml").write_text(yaml.safe_dump(cfg))
+        before = snakemake(snakemake_bin, root, c, "-n", configfiles=("cfg_add.yaml",))
+        snakemake(snakemake_bin, root, c, "results/tensors/tiny2/manifest.json", configfiles=("cfg_add.yaml",))
+        after = snakemake(snakemake_bin, root, c, "-n", configfiles=("cfg_add.yaml",))
+        return [("add_before_fetch", dry_run_jobs(before.stdout + before.stderr)),
+                ("add_after_fetch", dry_run_jobs(after.stdout + after.stderr))]
+
+    with ThreadPoolExecutor(max_workers=4) as ex:
+        futs = [ex.submit(add_model)] + [ex.submit(edit, n) for n in EDITS]
+        out = {}
+        for f in futs:
+            r = f.result()
+            out.update(r if isinstance(r, list) else [r])
+    return out
+
+
+def _assert_plan(plans, name, expected):
+    got = set(plans[name])
+    assert len(got) == len(plans[name]), f"{name}: a job listed twice: {plans[name]}"
+    missing, extra = sorted(expected - got, key=str), sorted(got - expected, key=str)
+    assert not missing and not extra, f"{name}: missing {missing}, unexpected {extra}"
+
+
+def test_nothing_to_do_without_an_edit(plans):
+    assert plans["unchanged"] == []
+
+
+@pytest.mark.parametrize("name", ["figure_layer", "figure_kind"])
+def test_figure_only_key_reruns_that_figure_alone(plans, name):
+    _assert_plan(plans, name, {F("pk_rho_ccdf"), ALL})
+
+
+def test_growing_within_null_samples_adds_blocks_only(plans):
+    """2 -> 4 samples at 2 per block: block1 (samples 2, 3) of each layer is new; block0
+    (samples 0, 1, its params unchanged) is left alone; the reports that read those nulls rerun."""
+    new_blocks = {("pk_null_within", f"results/shards/pk_null_within/tiny/layer{l}/block1.parquet") for l in (0, 1)}
+    _assert_plan(plans, "within_grow", with_claims(new_blocks | pk_reports_reading("pk_null_within")))
+
+
+def test_growing_cross_null_samples_adds_a_block_only(plans):
+    new = {("pk_null_cross", "results/shards/pk_null_cross/tiny/block1.parquet")}
+    _assert_plan(plans, "cross_grow", with_claims(new | pk_reports_reading("pk_null_cross")))
+
+
+def test_null_types_rerun_the_null_jobs_and_their_readers_only(plans):
+    nulls = {("pk_null_within", f"results/shards/pk_null_within/tiny/layer{l}/block0.parquet") for l in (0, 1)} | {
+        ("pk_null_cross", "results/shards/pk_null_cross/tiny/block0.parquet")}
+    readers = pk_reports_reading("pk_null_within") | pk_reports_reading("pk_null_cross")
+    _assert_plan(plans, "null_types", with_claims(nulls | readers))
+
+
+def test_strong_threshold_reruns_its_tables_and_figures(plans):
+    """No closure, PK or paper1_heads job reruns. paper1_capacity does: it uses the threshold to
+    pick the strong heads (and their matched controls) whose capacity it optimizes."""
+    uses = {T("closure_tail"), F("closure_ccdf")}
+    uses |= {T(n) for n in ("paper1_table2", "paper1_table3", "paper1_table4", "paper1_scramble", "paper1_layers",
+                            "paper1_capacity", "paper1_latent", "paper1_anchor")}
+    uses |= {F(n) for n in ("paper1_closure_ccdf", "paper1_scramble", "paper1_capacity", "paper1_siblings")}
+    capacity = {("paper1_capacity", f"results/shards/paper1_capacity/tiny/layer{l}.parquet") for l in (0, 1)}
+    _assert_plan(plans, "strong_threshold", with_claims(uses | capacity))
+    per_layer = {r for r, o in plans["strong_threshold"] if o and o.startswith("results/shards/")}
+    assert per_layer == {"paper1_capacity"}
+
+
+def test_model_metadata_does_not_refetch(plans):
+    """fetch gets only the keys that locate a checkpoint (source, path, repo_id, revision, package)."""
+    assert plans["model_notes"] == []
+    # `pair` is read by the base/instruct table alone
+    _assert_plan(plans, "model_pair", with_claims({T("pk_base_instruct")}))
+
+
+def test_small_angle_reruns_pk_writing_only(plans):
+    _assert_plan(plans, "small_angle", with_claims({T("pk_writing")}))
+
+
+def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
+    # before its fetch (a checkpoint) the layer count is unknown: fetch + every aggregate
+    _assert_plan(plans, "add_before_fetch",
+                 {("fetch", "results/tensors/tiny2/manifest.json"), CLAIMS, ALL} | AGGREGATES)
+    # after it: the new model's per-layer jobs (3 layers), nothing of `tiny`, and the aggregates
+    L = range(3)
+    new = (
+        {("pk_layer", f"results/shards/pk/tiny2/layer{l}.parquet") for l in L}
+        | {("pk_cross_layer", f"results/shards/pk_cross/tiny2/layer{l}.parquet") for l in (0, 1)}
+        | {("pk_null_within", f"results/shards/pk_null_within/tiny2/layer{l}/block0.parquet") for l in L}
+        | {("pk_null_cross", "results/shards/pk_null_cross/tiny2/block0.parquet")}
+        | {("paper1_heads", f"results/shards/paper1_heads/tiny2/layer{l}.parquet") for l in L}
+        | {("paper1_capacity", f"results/shards/paper1_capacity/tiny2/layer{l}.parquet") for l in L}
+    )
+    _assert_plan(plans, "add_after_fetch", new | AGGREGATES | {CLAIMS, ALL})
+    assert not [o for _, o in plans["add_after_fetch"] if o and "/tiny/" in o]

@@ -1,0 +1,195 @@
+"""End to end through a real SLURM cluster with the shipped profile (slurm/config.yaml).
+
+Needs root (the fixture installs and starts SLURM via .ci/slurm-up.sh). Run with
+    .venv/bin/pytest -m slow tests/test_slurm.py
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+
+try:  # tests/ as a package or as a plain directory on sys.path
+    from .slurm_cluster import REPO, SNAKEMAKE, run_id_from_log, run_snakemake, slurm_cluster  # noqa: F401
+except ImportError:
+    from slurm_cluster import REPO, SNAKEMAKE, run_id_from_log, run_snakemake, slurm_cluster  # noqa: F401
+
+PROFILE = REPO / "slurm"
+
+# Three rules: two `square` jobs and one `total` job go to SLURM; `all` is local.
+# Each remote job records the SLURM job id it ran under, which proves where it ran.
+TINY_SNAKEFILE = textwrap.dedent('''
+    import os
+
+    localrules: all
+
+    rule all:
+        input: "total.txt"
+
+    rule square:
+        output: "square/{n}.txt"
+        resources: mem_mb=200, runtime=5, cpus_per_task=1
+        run:
+            n = int(wildcards.n)
+            with open(output[0], "w") as f:
+                f.write(f"{n * n} {os.environ.get('SLURM_JOB_ID', 'none')}\\n")
+
+    rule total:
+        # no resources here: the profile's default-resources apply
+        input: expand("square/{n}.txt", n=[2, 3])
+        output: "total.txt"
+        run:
+            s = sum(int(open(p).read().split()[0]) for p in input)
+            with open(output[0], "w") as f:
+                f.write(f"{s} {os.environ.get('SLURM_JOB_ID', 'none')}\\n")
+''')
+
+
+def test_profile_is_plain_sacct_slurm():
+    """The shipped profile uses the slurm executor and the default (sacct) status path."""
+    import yaml
+
+    cfg = yaml.safe_load((PROFILE / "config.yaml").read_text())
+    assert cfg["executor"] == "slurm"
+    assert "slurm-status-command" not in cfg, "must use the plugin's default sacct status path"
+    res = cfg["default-resources"]
+    assert res["cpus_per_task"] <= 2 and res["mem_mb"] <= 4000 and res["runtime"] > 0
+
+
+@pytest.mark.slow
+def test_tiny_workflow_runs_through_slurm(slurm_cluster, tmp_path: Path):
+    (tmp_path / "Snakefile").write_text(TINY_SNAKEFILE)
+    proc = run_snakemake(["--profile", str(PROFILE)], cwd=tmp_path, limit_s=150)
+    log = proc.stdout + proc.stderr
+    rc = proc.returncode
+    assert rc == 0, f"snakemake failed (exit {rc}):\n{log[-6000:]}"
+
+    # Outputs are right, and each was written inside a SLURM job.
+    squares = {n: (tmp_path / f"square/{n}.txt").read_text().split() for n in (2, 3)}
+    total = (tmp_path / "total.txt").read_text().split()
+    assert squares[2][0] == "4" and squares[3][0] == "9" and total[0] == "13"
+    job_ids = {squares[2][1], squares[3][1], total[1]}
+    assert "none" not in job_ids and len(job_ids) == 3, job_ids
+
+    # sacct (real accounting) lists exactly those jobs under this run's ID, all COMPLETED.
+    run_id = run_id_from_log(log)
+    jobs = slurm_cluster.jobs_of_run(run_id, expect=3)
+    assert {j["JobID"] for j in jobs} == job_ids, jobs
+    assert all(j["State"] == "COMPLETED" and j["ExitCode"] == "0:0" for j in jobs), jobs
+    assert all(j["Partition"] == "debug" for j in jobs), jobs
+    comments = sorted(j["Comment"] for j in jobs)
+    assert comments == ["rule_square_wildcards_2", "rule_square_wildcards_3", "rule_total"], comments
+
+
+# ---------------------------------------------------------------- the real pipeline
+
+# The core suite's outputs: they need the fetch checkpoint and every paper1_heads/pk layer job
+# (SLURM) plus the local aggregation rules. Named explicitly so that the job set, and the
+# test's run time, stay fixed while the other suites (paper 1, PK suite) grow.
+PIPELINE_TARGETS = [
+    "results/tables/closure_tail.csv", "results/tables/pk_writing.csv",
+    "figures/closure_ccdf.png", "figures/pk_rho_ccdf.png",
+]
+
+
+def _tiny_pipeline_config(tmp_path: Path) -> Path:
+    """One synthetic Llama-layout checkpoint (2 layers, GQA, one planted closed head):
+    1 fetch + 2 paper1_heads + 2 pk_layer jobs go to SLURM; tables/figures are local."""
+    from synth import write_llama  # tests/ is on sys.path (conftest.py, rootdir import)
+
+    ckpt = tmp_path / "ckpt"
+    write_llama(ckpt, n_layers=2, seed=7, closed=((1, 2, 1.5),))
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(textwrap.dedent(f"""\
+        models:
+          synth:
+            source: local
+            path: {ckpt}
+        active_models: [synth]
+    """))
+    return cfg
+
+
+def _bits(v):
+    """A value with every float replaced by its IEEE-754 bit pattern (so NaN == NaN and
+    -0.0 != 0.0): equality of _bits is bitwise equality of the numbers."""
+    import struct
+
+    if isinstance(v, float):
+        return ("f64", struct.pack("<d", v))
+    if isinstance(v, (list, tuple)):
+        return tuple(_bits(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _bits(x)) for k, x in v.items()))
+    return v
+
+
+def _assert_shards_bitwise_equal(a_dir: Path, b_dir: Path) -> int:
+    import pyarrow.parquet as pq
+
+    a = sorted(p.relative_to(a_dir) for p in (a_dir / "results/shards").rglob("*.parquet"))
+    b = sorted(p.relative_to(b_dir) for p in (b_dir / "results/shards").rglob("*.parquet"))
+    assert a and a == b, f"shard sets differ:\nslurm: {a}\nlocal: {b}"
+    for rel in a:
+        ta, tb = pq.read_table(a_dir / rel), pq.read_table(b_dir / rel)
+        assert ta.num_rows > 0, f"{rel}: empty shard"
+        assert ta.schema.remove_metadata() == tb.schema.remove_metadata(), f"{rel}: schemas differ"
+        assert ta.num_rows == tb.num_rows, f"{rel}: row counts differ"
+        for name in ta.column_names:
+            va, vb = ta.column(name).to_pylist(), tb.column(name).to_pylist()
+            if _bits(va) != _bits(vb):
+                bad = next(i for i, (x, y) in enumerate(zip(va, vb)) if _bits(x) != _bits(y))
+                raise AssertionError(f"{rel} column {name!r} row {bad}: slurm {va[bad]!r} != local {vb[bad]!r}")
+    return len(a)
+
+
+@pytest.mark.slow
+def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path):
+    """The shipped Snakefile + profile on a tiny config: per-layer jobs run as SLURM jobs
+    (seen in sacct), and every shard number is bitwise equal to a local `-c2` run."""
+    cfg = _tiny_pipeline_config(tmp_path)
+    snakefile = REPO / "Snakefile"
+    slurm_dir, local_dir = tmp_path / "slurm", tmp_path / "local"
+    slurm_dir.mkdir()
+    local_dir.mkdir()
+
+    # The local reference run goes alongside (it takes seconds; the SLURM run mostly waits).
+    local = subprocess.Popen(
+        ["timeout", "-k", "15", "120", str(SNAKEMAKE), *PIPELINE_TARGETS, "-c2", "-s", str(snakefile),
+         "--configfile", str(cfg)],
+        cwd=local_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        # (targets first: --configfile takes several values)
+        proc = run_snakemake([*PIPELINE_TARGETS, "--profile", str(PROFILE), "-s", str(snakefile),
+                              "--configfile", str(cfg)], cwd=slurm_dir, limit_s=180)
+        local_out, _ = local.communicate(timeout=180)
+    finally:
+        if local.poll() is None:
+            local.kill()
+            local.wait()
+    log = proc.stdout + proc.stderr
+    rc, local_rc = proc.returncode, local.returncode
+    assert rc == 0, f"SLURM run failed (exit {rc}):\n{log[-8000:]}"
+    assert local_rc == 0, f"local -c2 run failed (exit {local_rc}):\n{local_out[-8000:]}"
+
+    # Exactly the per-layer/fetch jobs went through SLURM (tables and figures are localrules),
+    # and sacct (real accounting) knows every job Snakemake says it submitted.
+    submitted = set(re.findall(r"has been submitted with SLURM jobid (\d+)", log))
+    jobs = slurm_cluster.jobs_of_run(run_id_from_log(log), expect=len(submitted))
+    assert {j["JobID"] for j in jobs} == submitted, (jobs, submitted)
+    assert sorted(j["Comment"] for j in jobs) == [
+        "rule_fetch_wildcards_synth",
+        "rule_paper1_heads_wildcards_synth_0", "rule_paper1_heads_wildcards_synth_1",
+        "rule_pk_layer_wildcards_synth_0", "rule_pk_layer_wildcards_synth_1",
+    ], jobs
+    assert all(j["State"] == "COMPLETED" and j["ExitCode"] == "0:0" for j in jobs), jobs
+
+    # Same shards, same numbers, bit for bit; and the final targets exist in both runs.
+    assert _assert_shards_bitwise_equal(slurm_dir, local_dir) == 6  # closure, pk, pk_self x 2 layers
+    for rel in PIPELINE_TARGETS:
+        assert (slurm_dir / rel).stat().st_size > 0 and (local_dir / rel).stat().st_size > 0, rel

@@ -1,0 +1,94 @@
+"""Snakemake end to end on a tiny synthetic checkpoint in a temp dir."""
+
+import csv
+import json
+import subprocess
+
+import numpy as np
+import pytest
+import yaml
+
+from headgeom.io.shards import read_shard
+from synth import write_llama
+
+pytestmark = pytest.mark.slow
+
+
+def _run(snakemake_bin, root, workdir, *args, timeout=600):
+    # targets and flags first: --configfile takes every word after it
+    cmd = [snakemake_bin, *args, "-s", str(root / "Snakefile"), "-d", str(workdir), "-c2", "--configfile",
+           str(workdir / "cfg.yaml")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
+    return r.stdout + r.stderr
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    # two exactly closed heads planted: layer 0 head 0, layer 1 head 3
+    write_llama(ckpt, closed=((0, 0, 1.5), (1, 3, -0.8)), shards=2)
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump({
+        "models": {"tiny": {"source": "local", "path": str(ckpt)}},
+        "active_models": ["tiny"],
+    }))
+    return tmp_path
+
+
+def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
+    _run(snakemake_bin, root, tiny)
+    for family in ("paper1_heads", "pk"):
+        for layer in (0, 1):
+            assert (tiny / f"results/shards/{family}/tiny/layer{layer}.parquet").exists()
+    assert not (tiny / "results/shards/closure").exists()  # closure is computed once per layer, in paper1_heads
+    t, prov = read_shard(tiny / "results/shards/paper1_heads/tiny/layer1.parquet")
+    assert {"model", "layer", "head", "kv_group", "P", "alpha", "g_T", "P_wrong_v"} <= set(t.column_names)
+    assert prov["model"] == "tiny" and prov["layer"] == 1
+    assert {k: prov["params"][k] for k in ("identity_rtol", "rank_rtol")} == {"identity_rtol": 1e-10, "rank_rtol": 1e-6}
+    assert prov["code"]["source_sha256"] and prov["model_source"]["source"]["type"] == "local"
+    assert set(prov["tensors"]) == {f"model.layers.1.self_attn.{x}_proj.weight" for x in "qkvo"} | {"model.layers.1.input_layernorm.weight"}
+    P = np.asarray(t.column("P"))
+    assert np.isclose(P[3], 1.0) and np.isclose(np.asarray(t.column("alpha"))[3], -0.8)
+    pk_t, _ = read_shard(tiny / "results/shards/pk/tiny/layer0.parquet")
+    assert {"model", "layer", "kind", "head_i", "head_j", "pk", "rho", "min_angle_deg"} <= set(pk_t.column_names)
+    assert sorted(set(pk_t.column("kind").to_pylist())) == ["K", "O", "Q", "V"]
+
+    rows = list(csv.DictReader(open(tiny / "results/tables/closure_tail.csv")))
+    assert len(rows) == 1 and rows[0]["model"] == "tiny"
+    assert int(rows[0]["heads"]) == 8 and int(rows[0]["strong"]) == 2  # exactly the planted heads
+    assert float(rows[0]["neg_alpha_share"]) == 0.5
+    prov_t = json.loads((tiny / "results/tables/closure_tail.prov.json").read_text())
+    assert len(prov_t["inputs"]) == 2 and prov_t["params"] == {"strong_threshold": 0.9}
+    pkw = list(csv.DictReader(open(tiny / "results/tables/pk_writing.csv")))
+    assert pkw[0]["D"] == "48" and pkw[0]["d"] == "12" and int(pkw[0]["layers"]) == 2
+    for ext in ("md", "tex"):
+        assert "tiny" in (tiny / f"results/tables/closure_tail.{ext}").read_text()
+    for fig in ("closure_ccdf", "pk_rho_ccdf"):
+        assert (tiny / f"figures/{fig}.png").stat().st_size > 1000
+        assert (tiny / f"figures/{fig}.pdf").stat().st_size > 1000
+    # PK suite: every layer and layer pair has its statistics and null comparison
+    conds = list(csv.DictReader(open(tiny / "results/tables/pk_conditions.csv")))
+    assert len(conds) == 2 * 4 + 1 * 3  # 2 layers x O/Q/K/V within, 1 layer pair x Q/K/V across
+    assert all(c["r"] not in ("", "nan") for c in conds if c["kind"] != "K" and c["kind"] != "V")
+    ranks = {(r["kind"]): r for r in csv.DictReader(open(tiny / "results/tables/pk_ranks.csv"))}
+    assert ranks["O"]["rank_min"] == "12" and ranks["O"]["expected"] == "0" and ranks["K"]["rank_max"] == "12"
+    t4 = list(csv.DictReader(open(tiny / "results/tables/pk_t4_null_summary.csv")))
+    assert {r["comparison"] for r in t4} >= {"writing, within layer", "writing -> Q, across layers"}
+    # nothing left to do: every table and figure in ALL_TARGETS was built
+    assert "Nothing to be done" in _run(snakemake_bin, root, tiny, "-n")
+
+
+def test_single_table_target_builds_only_its_dag(snakemake_bin, root, tiny):
+    out = _run(snakemake_bin, root, tiny, "results/tables/closure_tail.csv")
+    assert (tiny / "results/tables/closure_tail.csv").exists()
+    assert not (tiny / "results/shards/pk").exists()
+    assert not (tiny / "figures/closure_ccdf.png").exists()
+    assert "pk_layer" not in out
+
+
+def test_bad_config_names_the_key(snakemake_bin, root, tmp_path):
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump({"tables": {"strong_threshold": 1.5, "small_angle_deg": 10.0}}))
+    r = subprocess.run([snakemake_bin, "-s", str(root / "Snakefile"), "-d", str(tmp_path), "-n", "--configfile",
+                        str(tmp_path / "cfg.yaml")], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "strong_threshold" in r.stdout + r.stderr

@@ -1,0 +1,37 @@
+# Every table and figure, generated from the output registry (headgeom.reports.outputs):
+#   results/tables/<name>.{csv,md,tex,prov.json}    figures/<name>.{png,pdf,prov.json}
+# Each rule reads the shard families its entry names, gets the config values its entry names
+# as params, and is built by workflow/scripts/output.py; its CSV / PNG carries the entry's
+# caption into `snakemake --report` (workflow/report/captions/, written by `headgeom docs`).
+# Adding a table or figure is one builder + one registry entry; nothing here changes.
+
+
+for _out in OUTPUTS.values():
+
+    rule:
+        name:
+            f"{_out.kind}_{_out.name}"
+        input:
+            **{
+                fam: family_shards(fam, OUTPUT_MODELS[_out.shard_models])
+                for fam in _out.families
+            },
+            manifests=[
+                f"results/tensors/{m}/manifest.json"
+                for m in dict.fromkeys(ACTIVE + OUTPUT_MODELS[_out.shard_models])
+            ],
+        output:
+            **OUTPUT_FILES(_out),
+        log:
+            f"logs/{_out.kind}s/{_out.name}.log",
+        localrule: True
+        conda:
+            "../../envs/headgeom.yaml"
+        params:
+            **OUTPUT_PARAMS(_out),
+            output=[_out.kind, _out.name],
+            models=ACTIVE,
+        script:
+            "../scripts/output.py"
+
+    ALL_TARGETS += list(_out.paths().values())
