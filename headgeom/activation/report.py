@@ -168,7 +168,7 @@ def read_paths_table(shards, models, outputs: dict, params: dict) -> None:
         [Column("model", "Model"), Column("kind", "Kind"), Column("pairs", "Pairs"),
          Column("ratio_lin_tot_med", "lin/tot med", f3), Column("ratio_lin_tot_p05", "p05", f2),
          Column("ratio_lin_tot_p95", "p95", f2), Column("rel_rms_med", "rel. RMS med", f3),
-         Column("norm_over_lin_total", "norm/lin (sum)", f3), Column("tot_over_lin_total", "tot/lin (sum)", f3),
+         Column("norm_over_lin_total", "norm/lin (sum)", f3), Column("norm_over_lin_med", "norm/lin (pair med)", f3), Column("tot_over_lin_total", "tot/lin (sum)", f3),
          Column("cross_positive", "cross > 0"), Column("share_rho_spearman", "Spearman share-rho", f2),
          Column("share_rho_pearson", "Pearson", f2), Column("share_rho_ratio_med", "share/rho med", f2),
          Column("share_rho_ratio_p05", "p05", f2), Column("share_rho_ratio_p95", "p95", f2),

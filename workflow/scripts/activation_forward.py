@@ -1,10 +1,8 @@
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir)))
-from _log import to_log  # noqa: E402
+from headgeom.jobs.logs import to_log
 
-from headgeom.activation.jobs import forward_job  # noqa: E402
+from headgeom.activation.jobs import forward_job
 
 log = to_log(snakemake)
 wc = snakemake.wildcards

@@ -1,10 +1,7 @@
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir)))
-from _log import to_log  # noqa: E402
+from headgeom.jobs.logs import to_log
 
-from headgeom.activation import report  # noqa: E402
+from headgeom.activation import report
 
 log = to_log(snakemake)
 out = dict(snakemake.output.items())
@@ -12,10 +9,8 @@ params = {k: v for k, v in snakemake.params.items() if k != "models"}
 models = list(snakemake.params.models)
 shards = list(snakemake.input.shards)
 
-
 def pick(prefix):
     return {k[len(prefix):]: v for k, v in out.items() if k.startswith(prefix)}
-
 
 if snakemake.rule == "activation_natural_return_outputs":
     table = {k: out[k] for k in ("csv", "md", "tex", "prov")}
