@@ -1,4 +1,3 @@
-
 from headgeom.jobs.logs import to_log
 
 from headgeom.activation import report
