@@ -7,43 +7,6 @@
 #   activation_read_paths      results/shards/activation_read_paths/{model}/layer{L}.parquet      per (model, writer layer)
 # Aggregates (local rules): results/tables/activation_{natural_return,read_paths}.*,
 #   figures/activation_{natural_return,fig4,fig5}.*
-from headgeom.activation.costs import (
-    forward_resources as _act_fwd_res,
-    natural_return_resources as _act_nat_res,
-    read_paths_resources as _act_rp_res,
-)
-
-ACT = config.get("activation", {})
-# plain output paths; the lead wires these into the output registry (headgeom.reports.outputs)
-ACT_TABLE = lambda t: {
-    ext: f"results/tables/{t}.{ext}" for ext in ("csv", "md", "tex")
-} | {"prov": f"results/tables/{t}.prov.json"}
-ACT_FIGURE = lambda f, pre: {
-    f"{pre}{ext}": f"figures/{f}.{ext}" for ext in ("png", "pdf")
-} | {f"{pre}prov": f"figures/{f}.prov.json"}
-ACT_MODELS = [m for m in ACTIVE if m in (ACT.get("models") or ACTIVE)] if ACT.get("enabled", False) else []
-
-
-def _act_win(which):
-    a = config["activation"][which]
-    return f"results/activations/{{model}}/{a['corpus']}/{a['n_windows']}x{a['window']}"
-
-
-def _act_tokens(wc):
-    return int(wc.nwin) * int(wc.win)
-
-
-def _act_layer_shards(job):
-    def inner(wildcards):
-        return [
-            f"results/shards/{job}/{m}/layer{l}.parquet"
-            for m in ACT_MODELS
-            for l in range(n_layers(m))
-        ]
-
-    return inner
-
-
 wildcard_constraints:
     corpus="|".join(re.escape(c) for c in config.get("texts", {})) or "NO_CORPUS",
     nwin=r"\d+",
@@ -63,7 +26,9 @@ rule activation_forward:
     threads: 2
     resources:
         mem_mb=lambda wc, input: _act_fwd_res(input.manifest, _act_tokens(wc))["mem_mb"],
-        runtime=lambda wc, input: _act_fwd_res(input.manifest, _act_tokens(wc))["runtime"],
+        runtime=lambda wc, input: _act_fwd_res(input.manifest, _act_tokens(wc))[
+            "runtime"
+        ],
         cpus_per_task=2,
     params:
         entry=lambda wc: config["models"][wc.model],
@@ -137,11 +102,7 @@ rule activation_natural_return_outputs:
     input:
         manifests=[f"results/tensors/{m}/manifest.json" for m in ACT_MODELS],
         shards=_act_layer_shards("activation_natural_return"),
-        closure=lambda wc: [
-            f"results/shards/closure/{m}/layer{l}.parquet"
-            for m in ACT_MODELS
-            for l in range(n_layers(m))
-        ],
+        closure=family_shards("paper1_heads", ACT_MODELS),  # closure P per head
     output:
         **ACT_TABLE("activation_natural_return"),
         **ACT_FIGURE("activation_natural_return", "fig_"),
