@@ -203,3 +203,41 @@ def test_cuda_absent_is_a_clear_error():
         device_for("cuda")
     with pytest.raises(ModelRunError, match="cpu or cuda"):
         device_for("tpu")
+
+
+def test_hf_corpus_through_loopback_hub(tmp_path, monkeypatch):
+    """source: hf resolves the revision to its commit (recorded) and reads the pinned file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from hubserver import FakeHub
+
+    buf = pa.BufferOutputStream()
+    pq.write_table(pa.table({"text": ["An encyclopedia article.", "Another paragraph of prose."]}), buf)
+    data = buf.getvalue().to_pybytes()
+    sha = "c3" * 20
+    with FakeHub("tiny-org/tiny-text", {sha: {"data/validation.parquet": data, "README.md": b"x"}},
+                 refs={"main": sha}, repo_type="dataset") as hubsrv:
+        from huggingface_hub import close_session, constants
+
+        home = tmp_path / "hf"
+        monkeypatch.setenv("HF_HOME", str(home))
+        for var in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        monkeypatch.setenv("HF_ENDPOINT", hubsrv.endpoint)
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(constants, "HF_HOME", str(home))
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
+        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
+        monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
+        monkeypatch.setattr(constants, "ENDPOINT", hubsrv.endpoint)
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                            hubsrv.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+        close_session()
+        text, rec = load_corpus("wiki", {"source": "hf", "repo_id": "tiny-org/tiny-text", "revision": "main",
+                                         "file": "data/validation.parquet"})
+        assert text == "An encyclopedia article.\n\nAnother paragraph of prose."
+        assert rec["commit"] == sha and rec["revision"] == "main"
+        with pytest.raises(CorpusError, match="corpus 'gone'.*could not fetch"):
+            load_corpus("gone", {"source": "hf", "repo_id": "tiny-org/tiny-text", "revision": "main", "file": "nope.txt"})
+        close_session()
