@@ -23,7 +23,7 @@ def activation_mib(f: dict, n_tokens: int) -> float:
 
 # seconds per 1e9 multiply-adds (forward: 2 x params x tokens; read paths: per layer pair)
 FORWARD_S_PER_GMAC = 0.05
-READ_S_PER_GMAC = 0.08
+READ_S_PER_GMAC = 2.1  # measured at 7B shape, 2,048 tokens, one thread, on a 2-core machine at load ~20 (upper bound)
 LOAD_S = 120.0  # model load incl. GGUF dequantization and tokenizer conversion (gemma-3: the slowest)
 
 
