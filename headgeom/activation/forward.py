@@ -89,7 +89,9 @@ def device_for(name: str):
 def _load(path: Path, model_name: str, device):
     import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # job logs: one line per step, not progress bars
     kw = dict(local_files_only=True, trust_remote_code=False)
     if path.is_file() and path.suffix == ".gguf":
         where, kw["gguf_file"] = path.parent, path.name
