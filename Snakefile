@@ -26,6 +26,8 @@ include: "workflow/rules/pk_suite_common.smk"
 include: "workflow/rules/fetch.smk"
 include: "workflow/rules/jobs.smk"
 include: "workflow/rules/outputs.smk"
+include: "workflow/rules/activation_common.smk"
+include: "workflow/rules/activation.smk"
 include: "workflow/rules/claims.smk"
 
 

@@ -93,10 +93,12 @@ class FakeHub:
         *,
         token: str | None = None,
         lfs_suffixes=LFS_SUFFIXES,
+        repo_type: str = "model",
     ):
         """``commits``: {40-hex sha: directory or {path: bytes}}; ``refs``: {branch/tag: sha}
         (default: main -> the first commit)."""
         self.repo_id = repo_id
+        self.repo_type = repo_type  # "dataset": /api/datasets/... and /datasets/{repo}/resolve/...
         self.token = token
         self.commits: dict[str, dict[str, _File]] = {}
         for sha, src in commits.items():
@@ -316,7 +318,9 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.dumps({"standardEnvVars": [], "harnesses": {}}).encode()
             self._reply(200, body, {"Content-Type": "application/json"}, head=head, kind="telemetry")
             return
-        api = segs[:2] == ["api", "models"]
+        api = segs[:2] == ["api", "datasets" if fake.repo_type == "dataset" else "models"]
+        if not api and fake.repo_type == "dataset":
+            segs = segs[1:] if segs[:1] == ["datasets"] else []
         kind = "api" if api else "resolve"
         rest = segs[2:] if api else segs
         if "/".join(rest[:2]) != fake.repo_id:

@@ -1,0 +1,55 @@
+"""Job resources of the activation stage (mem_mb, runtime in minutes) from the model's shape and
+the window count. Constants measured on this project's 2-core machines (README "Job costs",
+`python bench/activation_costs.py`); SAFETY covers a loaded machine."""
+
+from __future__ import annotations
+
+import json
+import math
+
+SAFETY = 2.0
+BASE_MB = 1500  # python + torch + transformers imported
+
+
+def _fields(manifest) -> dict:
+    with open(manifest) as fh:
+        return json.load(fh)["fields"]
+
+
+def activation_mib(f: dict, n_tokens: int) -> float:
+    """float32 z and x of one layer for n_tokens tokens."""
+    return 4 * n_tokens * (f["n_heads"] * f["d_head"] + f["d_model"]) / 2**20
+
+
+# seconds per 1e9 multiply-adds (forward: 2 x params x tokens; read paths: per layer pair)
+FORWARD_S_PER_GMAC = 0.05
+READ_S_PER_GMAC = 2.1  # measured at 7B shape, 2,048 tokens, one thread, on a 2-core machine at load ~20 (upper bound)
+LOAD_S = 120.0  # model load incl. GGUF dequantization and tokenizer conversion (gemma-3: the slowest)
+
+
+def forward_resources(manifest, n_tokens: int) -> dict:
+    f = _fields(manifest)
+    L, D = f["n_layers"], f["d_model"]
+    params = L * 12 * D * D  # dense transformer block estimate (attention + 4x MLP)
+    gmac = params * n_tokens / 1e9
+    mem = BASE_MB + 3 * 4 * params / 2**20 + 2 * L * activation_mib(f, n_tokens)
+    t = LOAD_S + FORWARD_S_PER_GMAC * gmac * 2
+    return {"mem_mb": int(math.ceil(mem)), "runtime": int(max(5, math.ceil(SAFETY * t / 60)))}
+
+
+def read_paths_resources(manifest, n_tokens: int, n_kinds: int = 3) -> dict:
+    """The writer-layer-0 job reads every later layer: the largest of the family."""
+    f = _fields(manifest)
+    L, D, H, G, d = f["n_layers"], f["d_model"], f["n_heads"], f["n_kv_heads"], f["d_head"]
+    readers = H + 2 * G
+    per_pair = (n_tokens * D * (H * d + readers * d) + n_tokens * H * readers * d * d + H * readers * D * d * d) / 1e9
+    t = READ_S_PER_GMAC * per_pair * max(L - 1, 1) * n_kinds / 3
+    mem = BASE_MB + 3 * activation_mib(f, n_tokens) * 2 + 8 * n_tokens * H * readers * d / 2**20 \
+        + 8 * H * readers * d * d * 3 / 2**20
+    return {"mem_mb": int(math.ceil(mem)), "runtime": int(max(5, math.ceil(SAFETY * t / 60)))}
+
+
+def natural_return_resources(manifest, n_tokens: int) -> dict:
+    f = _fields(manifest)
+    mem = BASE_MB / 2 + 3 * activation_mib(f, n_tokens)
+    return {"mem_mb": int(math.ceil(mem)), "runtime": 5}

@@ -1,0 +1,193 @@
+"""Family job functions of the activation stage (plain functions; workflow scripts call them).
+
+  forward_job          one per (model, corpus): windows -> transformers forward pass -> one
+                       activation shard per layer (safetensors, float32: z (N, H, d_head) and
+                       x (N, d_model)), with the corpus record and every window's token-id sha256
+  natural_return_job   one per (model, layer): paper 1 alignment / g_y / wrong-V per head
+  read_paths_job       one per (model, writer layer): every later reader layer, kinds Q/K/V
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..io.files import atomic_path, sha256_file, write_json
+from ..core.provenance import code_version
+from ..io.shards import write_shard
+from ..io.store import TensorStore
+from . import ModelRunError
+from .texts import load_corpus, make_windows, text_summary
+
+META = "headgeom"
+FORWARD_SUMMARY = "forward.json"
+
+
+def layer_file(act_dir, layer: int) -> Path:
+    return Path(act_dir) / f"layer{layer}.safetensors"
+
+
+def _save_layer(path: Path, arrays: dict, meta: dict) -> None:
+    from safetensors.numpy import save_file
+
+    arrays = {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()}
+    save_file(arrays, str(path), metadata={META: json.dumps(meta, sort_keys=True, default=str)})
+
+
+def read_layer(act_dir, layer: int) -> tuple[dict, dict]:
+    """(arrays, provenance) of one activation shard."""
+    from safetensors import safe_open
+
+    p = layer_file(act_dir, layer)
+    if not p.exists():
+        raise ModelRunError(f"activation shard {p} is missing (rerun its forward job)")
+    with safe_open(str(p), "np") as fh:
+        meta = json.loads((fh.metadata() or {}).get(META, "{}"))
+        arrays = {k: fh.get_tensor(k) for k in fh.keys()}
+    return arrays, meta
+
+
+def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: dict, out_dir, params: dict,
+                log=print) -> dict:
+    """Run the windows of ``corpus`` through ``model`` and write ``out_dir/layer{l}.safetensors``
+    plus ``out_dir/forward.json``. The directory appears whole or not at all."""
+    from .forward import capture, open_model, weight_check
+
+    t0 = time.perf_counter()
+    store = TensorStore(store_dir)
+    text, crec = load_corpus(corpus, corpus_entry)
+    out_dir = Path(out_dir)
+    with open_model(model, entry, device=params.get("device", "cpu"), log=log) as lm:
+        t_load = time.perf_counter() - t0
+        ids, wrec = make_windows(lm.tokenizer, text, corpus, int(params["n_windows"]), int(params["window"]),
+                                 bos=bool(params.get("bos", True)))
+        L = lm.n_layers()
+        if L != store.fields.n_layers or lm.n_heads != store.fields.n_heads or lm.d_head != store.fields.d_head:
+            raise ModelRunError(
+                f"model {model!r}: transformers runs {L} layers x {lm.n_heads} heads x d_head {lm.d_head}, the tensor "
+                f"store has {store.fields.n_layers} x {store.fields.n_heads} x {store.fields.d_head}")
+        # the weight-space factors and the forward pass must come from the same weights
+        checks, tol = {}, float(params.get("weight_rtol", 1e-5))
+        for l in range(L):
+            checks[l] = weight_check(lm, store.layer_factors(l), l)
+            bad = {k: v for k, v in checks[l].items() if not v <= tol}
+            if bad:
+                raise ModelRunError(f"model {model!r} layer {l}: tensor-store weights differ from the weights "
+                                    f"transformers runs (max rel. diff {bad}, tolerance {tol})")
+        eps = {l: lm.norm_eps(l) for l in range(L)}
+        t1 = time.perf_counter()
+        acts = capture(lm, ids)
+        t_fwd = time.perf_counter() - t1
+        model_class = type(lm.model).__name__
+        tok_name = type(lm.tokenizer).__name__
+        vocab = int(getattr(lm.tokenizer, "vocab_size", 0) or 0)
+    base = {
+        "job": "activation_forward", "model": model, "corpus": corpus, "corpus_record": crec,
+        "text": text_summary(text), "windows": wrec, "tokenizer": {"class": tok_name, "vocab_size": vocab},
+        "transformers_class": model_class, "params": params, "code": code_version(),
+        "model_source": store.provenance(),
+    }
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        files = {}
+        for l in range(L):
+            meta = dict(base, layer=l, norm_eps=eps[l], norm_type=store.layer_factors(l).norm_type,
+                        weight_check=checks[l], n_tokens=int(acts[l]["x"].shape[0]))
+            p = layer_file(tmp, l)
+            _save_layer(p, {"z": acts[l]["z"], "x": acts[l]["x"]}, meta)
+            files[p.name] = sha256_file(p)
+        summary = dict(base, n_layers=L, files=files, norm_eps=eps, weight_check=checks,
+                       seconds={"load": round(t_load, 2), "forward": round(t_fwd, 2)})
+        write_json(tmp / FORWARD_SUMMARY, summary)
+        os.chmod(tmp, 0o777 & ~_umask())
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    log(f"[forward {model} / {corpus}] {ids.shape[0]} x {ids.shape[1]} tokens, {L} layers, load {t_load:.1f}s, "
+        f"forward {t_fwd:.1f}s, max weight diff {max(max(c.values()) for c in checks.values()):.2e}")
+    return summary
+
+
+def _umask() -> int:
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+
+def _prov(job: str, store: TensorStore, act_dir, layer: int, params: dict, extra=None) -> dict:
+    summ = json.loads((Path(act_dir) / FORWARD_SUMMARY).read_text())
+    return {
+        "job": job, "model": store.manifest["model"], "layer": layer, "params": params, "code": code_version(),
+        "model_source": store.provenance(), "tensors": store.layer_tensors(layer), "fields": store.manifest["fields"],
+        "activations": {"corpus": summ["corpus"], "corpus_record": summ["corpus_record"], "windows": summ["windows"],
+                        "files": summ["files"]},
+        **(extra or {}),
+    }
+
+
+def _keys(cols: dict, model: str, layer: int, key: str = "layer") -> dict:
+    n = len(next(iter(cols.values()))) if cols else 0
+    return {"model": np.array([model] * n, dtype=object), key: np.full(n, layer, dtype=np.int64), **cols}
+
+
+def natural_return_job(store_dir, act_dir, layer: int, out, params: dict, log=print) -> None:
+    from .natural_return import layer_return
+
+    t0 = time.perf_counter()
+    store = TensorStore(store_dir)
+    f = store.layer_factors(layer)
+    arrays, _ = read_layer(act_dir, layer)
+    cols = layer_return(f, arrays["z"], endpoint=params.get("endpoint", "pooled"))
+    model = store.manifest["model"]
+    write_shard(out, _keys(cols, model, layer), _prov("activation_natural_return", store, act_dir, layer, params))
+    log(f"[natural return {model} L{layer}] {f.n_heads} heads, median alignment {np.nanmedian(cols['align']):.3f}, "
+        f"{time.perf_counter() - t0:.2f}s")
+
+
+def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print) -> None:
+    """Writer layer ``layer`` against every reader layer l' > layer, kinds params['kinds']."""
+    from .read_paths import read_path_pair
+
+    t0 = time.perf_counter()
+    store = TensorStore(store_dir)
+    L = store.fields.n_layers
+    fw = store.layer_factors(layer)
+    zw = read_layer(act_dir, layer)[0]["z"]
+    parts = []
+    for lr in range(layer + 1, L):
+        fr = store.layer_factors(lr)
+        arrays, meta = read_layer(act_dir, lr)
+        for kind in params.get("kinds", ["Q", "K", "V"]):
+            cols = read_path_pair(fw, zw, fr, arrays["x"], meta.get("norm_eps"), kind,
+                                  rank_rtol=params.get("rank_rtol", 1e-6), eps_exact=params.get("eps_exact", True))
+            n = len(cols["writer"])
+            cols = {"reader_layer": np.full(n, lr, np.int64), "kind": np.array([kind] * n, dtype=object), **cols}
+            parts.append(cols)
+    names = ["reader_layer", "kind", "writer", "reader", "rho", "share", "e_lin", "e_norm", "e_cross", "e_tot",
+             "ratio_lin_tot", "rel_rms", "cross_sign", "composition", "rank_writer", "rank_reader"]
+    if parts:
+        cols = {k: np.concatenate([p[k] for p in parts]) for k in names}
+    else:  # the last layer writes to no later reader: an empty shard with the same columns
+        ints = ("reader_layer", "writer", "reader", "rank_writer", "rank_reader")
+        cols = {k: np.array([], dtype=object if k == "kind" else np.int64 if k in ints
+                            else np.int8 if k == "cross_sign" else np.float64) for k in names}
+        cols["model"] = np.array([], dtype=object)
+        cols["writer_layer"] = np.array([], dtype=np.int64)
+    model = store.manifest["model"]
+    if parts:
+        cols = _keys(cols, model, layer, key="writer_layer")
+    write_shard(out, cols, _prov("activation_read_paths", store, act_dir, layer, params))
+    log(f"[read paths {model} L{layer}] {len(cols['writer'])} rows, {time.perf_counter() - t0:.2f}s")
+
+
+__all__ = ["forward_job", "natural_return_job", "read_paths_job", "read_layer", "layer_file", "atomic_path"]

