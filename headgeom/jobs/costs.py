@@ -30,6 +30,9 @@ SAFETY = 1.5
 
 
 def _fields(manifest) -> dict:
+    """A model's shape: a manifest path, or already its ``fields`` dict (``headgeom plan``)."""
+    if isinstance(manifest, dict):
+        return manifest
     with open(manifest) as fh:
         return json.load(fh)["fields"]
 
@@ -45,8 +48,21 @@ def work_ratio(f: dict) -> float:
     return w(f) / w(REF)
 
 
-def resources(job: str, manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
-    """mem_mb and runtime (minutes) for one job of this model."""
+def pair_seconds(job: str, manifest, n_samples: int = 1, n_null_types: int = 2) -> float:
+    """Seconds of one writer->reader layer pair of a cross-layer job (before SAFETY): what
+    the fan-out (headgeom.jobs.fanout) packs into jobs under the runtime ceiling."""
+    r = work_ratio(_fields(manifest))
+    if job == "pk_null_cross":
+        return SECONDS["pk_null_cross_pair_sample"] * r * n_samples * n_null_types
+    if job == "pk_cross_layer":
+        return SECONDS["pk_cross_pair"] * r
+    raise ValueError(f"no per-pair cost for job {job!r}")
+
+
+def resources(job: str, manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
+              n_writers: int | None = None) -> dict:
+    """mem_mb and runtime (minutes) for one job of this model. A cross-layer null job covers
+    ``n_pairs`` layer pairs of ``n_writers`` writer layers (default: all of them)."""
     f = _fields(manifest)
     L, r, mib = f["n_layers"], work_ratio(f), layer_mib(f)
     if job == "pk_layer":
@@ -56,9 +72,11 @@ def resources(job: str, manifest, n_samples: int = 1, n_null_types: int = 2) -> 
     elif job == "pk_null_within":
         t = SECONDS["pk_null_within_sample"] * r * n_samples * n_null_types / 2
         mem = BASE_MB + MEM_FACTOR["pk_null_within_sample"] * mib
-    elif job == "pk_null_cross":  # all layers' factors and writer bases stay in memory
-        t = SECONDS["pk_null_cross_pair_sample"] * r * (L * (L - 1) / 2) * n_samples * n_null_types
-        mem = BASE_MB + (1.5 * L + 3) * mib
+    elif job == "pk_null_cross":  # the part's writer bases stay in memory, readers one at a time
+        n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
+        n_writers = L if n_writers is None else n_writers
+        t = pair_seconds(job, f, n_samples, n_null_types) * n_pairs
+        mem = BASE_MB + (1.5 * n_writers + 3) * mib
     else:
         raise ValueError(f"no cost model for job {job!r}")
     return {"mem_mb": int(math.ceil(max(mem, 500))), "runtime": int(max(5, math.ceil(SAFETY * t / 60)))}

@@ -150,10 +150,15 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
     log(f"[pk_null_within {model} L{layer}] samples {samples[0]}..{samples[-1]}, {time.perf_counter() - t0:.2f}s")
 
 
-def pk_null_cross_job(store_dir, samples, out, params: dict, log=print) -> None:
-    """Null samples of every writer->reader layer pair: the writer of layer l and the reader
-    of layer l' are drawn independently; each draw is computed once per sample and reused
-    over all layer pairs."""
+def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=print) -> None:
+    """Null samples of writer->reader layer pairs: the writer of layer l and the reader of
+    layer l' are drawn independently, seeded by (model, null, [kind,] layer, sample) only.
+
+    ``segments``: the part of the pair list this job covers, ``[(writer, reader_start,
+    reader_stop), ...]`` (headgeom.jobs.fanout); default every pair. Writer draws are made once
+    per sample and kept; reader layers are loaded one at a time, each draw reused over the
+    part's writers. Rows come null, sample, reader, kind, writer: with every pair in one part
+    they are the rows of the unsplit job, and any fan-out gives the same row per pair."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
     from headgeom.methods.pk import cross_pairs, factor_stack, isotropic_rho, layer_stats, orthonormal_bases
     from headgeom.core.seeds import rng_for
@@ -162,22 +167,33 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, log=print) -> None:
     store = TensorStore(store_dir)
     model = store.manifest["model"]
     L = store.fields.n_layers
+    if segments is None:
+        segments = [(w, w + 1, L) for w in range(L - 1)]
+    segments = [tuple(int(x) for x in seg) for seg in segments]
+    for w, r0, r1 in segments:
+        if not (0 <= w < r0 <= r1 <= L):
+            raise ValueError(f"pk_null_cross: bad pair segment {(w, r0, r1)} for {L} layers")
+    writers_of = {}  # reader layer -> its writers in this part, ascending
+    for w, r0, r1 in segments:
+        for lr in range(r0, r1):
+            writers_of.setdefault(lr, []).append(w)
+    writer_layers = sorted({w for w, _, _ in segments})
     rtol = params.get("rank_rtol", 1e-6)
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
     samples = [int(x) for x in samples]
-    factors = {l: store.layer_factors(l) for l in range(L)}
     iso = isotropic_rho(store.fields.d_head, store.fields.d_model)
     rows: dict = {}
     for null in params.get("types", tuple(NULL_MODELS)):
         for s in samples:
-            writers = {l: orthonormal_bases(null_factors(factor_stack(factors[l], "O"), null,
+            writers = {l: orthonormal_bases(null_factors(factor_stack(store.layer_factors(l), "O"), null,
                                                          rng_for(model, "null-cross-writer", null, l, s)), rtol)
-                       for l in range(L - 1)}
-            for lr in range(1, L):
+                       for l in writer_layers}
+            for lr in sorted(writers_of):
+                fr = store.layer_factors(lr)
                 for kind in kinds:
-                    Br, rr = orthonormal_bases(null_factors(factor_stack(factors[lr], kind), null,
+                    Br, rr = orthonormal_bases(null_factors(factor_stack(fr, kind), null,
                                                             rng_for(model, "null-cross-reader", null, kind, lr, s)), rtol)
-                    for lw in range(lr):
+                    for lw in sorted(writers_of[lr]):
                         Bw, rw = writers[lw]
                         res = cross_pairs(Bw, rw, Br, rr, angles=False)  # nulls compare SD and mean
                         res["min_angle_deg"] = np.full(len(res["rho"]), np.nan)
@@ -187,6 +203,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, log=print) -> None:
     cols = {k: (np.array(v, dtype=object) if k in ("kind", "null") else np.array(v)) for k, v in rows.items()}
     prov = {
         "job": "pk_null_cross", "model": model, "samples": samples, "params": params,
+        "pair_segments": [list(seg) for seg in segments],
         "code": code_version(), "model_source": store.provenance(), "fields": store.manifest["fields"],
         "tensors": {k: v["sha256"] for k, v in store.manifest["tensors"].items()},
         "seed_scheme": "writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "
@@ -195,4 +212,5 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, log=print) -> None:
     n = len(cols.get("kind", []))
     cols = {"model": np.array([model] * n, dtype=object), **cols}
     write_shard(out, cols, prov)
-    log(f"[pk_null_cross {model}] samples {samples[0]}..{samples[-1]}, {time.perf_counter() - t0:.2f}s")
+    log(f"[pk_null_cross {model}] samples {samples[0]}..{samples[-1]}, {len(segments)} segments, "
+        f"{time.perf_counter() - t0:.2f}s")

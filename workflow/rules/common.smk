@@ -1,7 +1,8 @@
 import json
 import re
 
-from headgeom.jobs.families import JOBS as FAMILY_JOBS, shard_paths
+from headgeom.jobs import fanout
+from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS, n_parts, shard_paths
 from headgeom.reports.outputs import OUTPUTS
 
 
@@ -24,17 +25,19 @@ ALL_TARGETS = []
 wildcard_constraints:
     model="|".join(re.escape(m) for m in config["models"]),
     layer=r"\d+",
+    block=r"\d+",
+    part=r"\d+",
 
 
 def store_dir(model):
     return f"results/tensors/{model}"
 
 
-def n_layers(model):
-    """Known once the model's tensors are fetched (fetch is a checkpoint)."""
+def model_fields(model):
+    """The model's shape, known once its tensors are fetched (fetch is a checkpoint)."""
     manifest = checkpoints.fetch.get(model=model).output.manifest
     with open(manifest) as fh:
-        return json.load(fh)["fields"]["n_layers"]
+        return json.load(fh)["fields"]
 
 
 def family_shards(name, models=None):
@@ -42,11 +45,12 @@ def family_shards(name, models=None):
     (default: the active ones), model by model; layer counts come from the fetched manifests."""
 
     def inner(wildcards):
-        return [
-            p
-            for m in models or ACTIVE
-            for p in shard_paths(name, m, n_layers(m), NULL_BLOCKS)
-        ]
+        paths = []
+        for m in models or ACTIVE:
+            f = model_fields(m)
+            parts = n_parts(FAMILIES[name].job, f, config)
+            paths += shard_paths(name, m, f["n_layers"], NULL_BLOCKS, parts)
+        return paths
 
     return inner
 
@@ -61,7 +65,7 @@ def job_cost(job, key):
     headgeom.jobs.families; docs/costs.md)."""
 
     def inner(wildcards, input):
-        return job.cost(input.manifest, config)[key]
+        return job.cost(input.manifest, config, wildcards)[key]
 
     return inner
 
@@ -89,7 +93,21 @@ def JOB_PARAMS(job):
         params["samples"] = block_samples(job.blocks)
     if job.final_model:
         params["final_model"] = lambda wc: p1_final(wc.model)
+    if job.fanout:
+        params["pairs"] = pair_segments(job)
     return params
+
+
+def pair_segments(job):
+    """The layer pairs of one part (headgeom.jobs.fanout): params, so that a changed ceiling
+    or sample block size reruns exactly the parts whose pairs changed."""
+
+    def inner(wildcards, input):
+        with open(input.manifest) as fh:
+            f = json.load(fh)["fields"]
+        return [list(s) for s in fanout.part(job.name, f, config, int(wildcards.part))]
+
+    return inner
 
 
 def OUTPUT_FILES(out):

@@ -1,0 +1,108 @@
+"""Fan-out of the cross-layer null stage (headgeom.jobs.fanout): parts cover every layer pair
+once, stay under the runtime ceiling, and give the same draws bit for bit whatever the packing."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from headgeom.core.errors import ConfigError
+from headgeom.jobs import costs, fanout
+from headgeom.jobs.families import JOBS, shard_paths
+
+QWEN25_7B = {"n_layers": 28, "d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
+QWEN3_235B = {"n_layers": 94, "d_model": 4096, "d_head": 128, "n_heads": 64, "n_kv_heads": 4}
+PAPER = {"pk": {"nulls": {"types": ["rotation", "reassign"], "samples_per_job": 10}}, "fanout": {"max_job_minutes": 120}}
+
+
+@pytest.mark.parametrize("L,max_pairs", [(2, 1), (5, 1), (5, 3), (5, 4), (5, 100), (28, 25), (94, 4), (94, 50)])
+def test_parts_cover_every_pair_once_under_the_cap(L, max_pairs):
+    parts = fanout.pair_parts(L, max_pairs)
+    pairs = [(w, r) for p in parts for w, r0, r1 in p for r in range(r0, r1)]
+    # writer-major order, each pair once
+    assert pairs == [(w, r) for w in range(L - 1) for r in range(w + 1, L)]
+    assert all(1 <= fanout.n_pairs(p) <= max_pairs for p in parts)
+    # a writer row is split only when it alone exceeds the cap; otherwise rows stay whole
+    for p in parts:
+        for w, r0, r1 in p:
+            if L - 1 - w <= max_pairs:
+                assert (r0, r1) == (w + 1, L)
+    # greedy packing: two neighbouring multi-row parts could not have been merged
+    for a, b in zip(parts, parts[1:]):
+        assert fanout.n_pairs(a) + (L - 1 - b[0][0]) > max_pairs or b[0][1] != b[0][0] + 1
+
+
+def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs():
+    for fields in (QWEN25_7B, QWEN3_235B):
+        parts = fanout.parts("pk_null_cross", fields, PAPER)
+        for p in parts:
+            r = JOBS["pk_null_cross"].cost(fields, PAPER, {"part": parts.index(p)})
+            assert r["runtime"] <= 120, (fields, p, r)
+        lower = {**PAPER, "fanout": {"max_job_minutes": 30}}
+        assert len(fanout.parts("pk_null_cross", fields, lower)) > len(parts)
+    # a whole-model job at 7B shape would run for days (issue 15)
+    assert costs.resources("pk_null_cross", QWEN25_7B, 10, 2)["runtime"] > 24 * 60
+
+
+def test_part_out_of_range_is_a_config_error():
+    with pytest.raises(ConfigError, match="parts 0.."):
+        fanout.part("pk_null_cross", QWEN25_7B, PAPER, 10_000)
+
+
+def test_shard_paths_are_block_then_part():
+    got = shard_paths("pk_null_cross", "m", 5, {"cross": range(2)}, parts=3)
+    assert got == [f"results/shards/pk_null_cross/m/block{b}/part{p}.parquet" for b in range(2) for p in range(3)]
+
+
+def _rows(paths):
+    """Every row, floats as their bytes (bitwise comparison; NaN equals NaN)."""
+    rows = []
+    for p in paths:
+        rows += pq.read_table(p).to_pylist()
+    return [{k: np.float64(v).tobytes() if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+
+
+def test_two_fanouts_give_bitwise_identical_draws(tmp_path):
+    """Seeds depend on (model, null, kind, layer, sample) only: the same row per pair, bit for
+    bit, whether all pairs run in one job, one pair per job or packed writer blocks; and the
+    rows of one part holding every pair are the unsplit job's rows in its order."""
+    from headgeom.io.fetch import fetch_model
+    from headgeom.jobs.pk import pk_null_cross_job
+    from synth import write_llama
+
+    L = 4
+    write_llama(tmp_path / "ck", n_layers=L)
+    fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
+    p = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "V"]}
+    quiet = lambda *_: None  # noqa: E731
+
+    def run(name, max_pairs, samples):
+        paths = []
+        for i, seg in enumerate(fanout.pair_parts(L, max_pairs)):
+            out = tmp_path / f"{name}{i}.parquet"
+            pk_null_cross_job(tmp_path / "store", samples, out, p, segments=seg, log=quiet)
+            paths.append(out)
+        return paths
+
+    whole = tmp_path / "whole.parquet"
+    pk_null_cross_job(tmp_path / "store", [0, 1], whole, p, log=quiet)
+    one = run("one", 100, [0, 1])
+    assert _rows([whole]) == _rows(one)  # same rows, same order
+    fine = run("fine", 1, [0, 1])  # one pair per job
+    packed = run("packed", 3, [0]) + run("packed_s1", 3, [1])  # writer blocks x sample blocks
+    assert len(fine) == 6 and len(packed) == 4
+
+    def keyed(rows):
+        return {(r["null"], r["sample"], r["layer_w"], r["layer_r"], r["kind"]): r for r in rows}
+
+    a, b, c = keyed(_rows([whole])), keyed(_rows(fine)), keyed(_rows(packed))
+    assert len(a) == 2 * 2 * 6 * 2 and a.keys() == b.keys() == c.keys()
+    for k in a:
+        assert a[k] == b[k] == c[k], k
+    # the shards name the pairs they hold
+    from headgeom.io.shards import read_shard
+
+    assert read_shard(fine[0])[1]["pair_segments"] == [[0, 1, 2]]
