@@ -67,8 +67,9 @@ def resources(job: str, manifest, n_samples: int = 1, n_null_types: int = 2, n_p
     L, r, mib = f["n_layers"], work_ratio(f), layer_mib(f)
     if job == "pk_layer":
         t, mem = SECONDS["pk_layer"] * r, BASE_MB + MEM_FACTOR["pk_layer"] * mib
-    elif job == "pk_cross_layer":  # the writer layer 0 job reads every later layer
-        t, mem = SECONDS["pk_cross_pair"] * r * max(L - 1, 1), BASE_MB + MEM_FACTOR["pk_cross_pair"] * mib
+    elif job == "pk_cross_layer":  # one writer and one reader layer in memory at a time
+        n_pairs = max(L - 1, 1) if n_pairs is None else n_pairs  # default: writer layer 0's row
+        t, mem = pair_seconds(job, f) * n_pairs, BASE_MB + MEM_FACTOR["pk_cross_pair"] * mib
     elif job == "pk_null_within":
         t = SECONDS["pk_null_within_sample"] * r * n_samples * n_null_types / 2
         mem = BASE_MB + MEM_FACTOR["pk_null_within_sample"] * mib

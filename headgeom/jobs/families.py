@@ -19,10 +19,9 @@ from typing import Callable
 from headgeom.jobs import costs
 
 # which shards of a family exist for one model (n_layers from its manifest; blocks of the null
-# samples from the config): one per layer, per writer layer (all but the last), per layer and
-# block, per block, or per block and part of the layer-pair list (headgeom.jobs.fanout: parts
-# sized by the cost model under the runtime ceiling)
-SCOPES = ("layer", "writer_layer", "layer_block", "block", "block_part")
+# samples from the config): one per layer, per layer and block, per block, per block and part of the layer-pair list, or per part (headgeom.jobs.fanout:
+# parts of the writer->reader layer pairs sized by the cost model under the runtime ceiling)
+SCOPES = ("layer", "layer_block", "block", "block_part", "part")
 
 
 @dataclass(frozen=True)
@@ -36,10 +35,10 @@ class Family:
     def path(self) -> str:
         return {
             "layer": f"results/shards/{self.name}/{{model}}/layer{{layer}}.parquet",
-            "writer_layer": f"results/shards/{self.name}/{{model}}/layer{{layer}}.parquet",
             "layer_block": f"results/shards/{self.name}/{{model}}/layer{{layer}}/block{{block}}.parquet",
             "block": f"results/shards/{self.name}/{{model}}/block{{block}}.parquet",
             "block_part": f"results/shards/{self.name}/{{model}}/block{{block}}/part{{part}}.parquet",
+            "part": f"results/shards/{self.name}/{{model}}/part{{part}}.parquet",
         }[self.scope]
 
 
@@ -77,7 +76,9 @@ def run_pk_layer(inputs, outputs, wildcards, params, log):
 def run_pk_cross(inputs, outputs, wildcards, params, log):
     from headgeom.jobs.pk import pk_cross_job
 
-    pk_cross_job(_store(inputs), int(wildcards["layer"]), outputs["shard"], params, log=log)
+    segments = params.get("pairs")  # a part of the layer-pair list (headgeom.jobs.fanout)
+    layer = None if segments else int(wildcards["layer"])
+    pk_cross_job(_store(inputs), layer, outputs["shard"], params, segments=segments, log=log)
 
 
 def run_pk_null_within(inputs, outputs, wildcards, params, log):
@@ -145,11 +146,12 @@ JOBS = {
         ),
         Job(
             "pk_cross_layer", run_pk_cross,
-            outputs={"shard": ("pk_cross", "writer_layer")},
+            outputs={"shard": ("pk_cross", "part")},
             params={"cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol"},
             cost=_pk_cost("pk_cross_layer"),
             seed_scheme="none (deterministic)",
-            log="logs/pk_cross/{model}/layer{layer}.log",
+            log="logs/pk_cross/{model}/part{part}.log",
+            fanout="pairs",
         ),
         Job(
             "pk_null_within", run_pk_null_within,
@@ -224,12 +226,12 @@ def shard_paths(name: str, model: str, n_layers: int, blocks: dict[str, range] |
     fmt = lambda **kw: fam.path.format(model=model, **kw)  # noqa: E731
     if fam.scope == "layer":
         return [fmt(layer=l) for l in range(n_layers)]
-    if fam.scope == "writer_layer":  # writer layer l against every later layer
-        return [fmt(layer=l) for l in range(n_layers - 1)]
     if fam.scope == "layer_block":
         return [fmt(layer=l, block=b) for l in range(n_layers) for b in blk]
     if fam.scope == "block_part":
         return [fmt(block=b, part=p) for b in blk for p in range(parts)]
+    if fam.scope == "part":
+        return [fmt(part=p) for p in range(parts)]
     return [fmt(block=b) for b in blk]
 
 

@@ -1,11 +1,13 @@
-"""Fan-out of the cross-layer null stage: writer->reader layer pairs packed into jobs whose
-cost-model runtime stays under a ceiling (config ``fanout.max_job_minutes``).
+"""Fan-out of the cross-layer stages (pk_cross_layer and the null stage pk_null_cross):
+writer->reader layer pairs packed into jobs whose cost-model runtime stays under a ceiling
+(config ``fanout.max_job_minutes``).
 
 The L(L-1)/2 pairs (writer l, reader l' > l) are taken writer by writer. Whole writer rows are
 packed into one part while the part's pairs fit ``max_pairs`` (a block of writer layers); a
 row longer than ``max_pairs`` alone is split into near-equal reader ranges, one part each.
-A part is a list of segments ``(writer, reader_start, reader_stop)``. Every job covers one
-part x one block of null samples (headgeom.methods.nulls.sample_range).
+A part is a list of segments ``(writer, reader_start, reader_stop)``. A pk_cross_layer job
+covers one part; a pk_null_cross job one part x one block of null samples
+(headgeom.methods.nulls.sample_range).
 
 The draws do not depend on the fan-out: each writer / reader null draw is seeded by (model,
 null, kind, layer, sample) only (headgeom.jobs.pk.pk_null_cross_job), so any packing gives
@@ -61,7 +63,10 @@ def max_pairs_per_job(job: str, fields: dict, config: dict) -> int:
     """How many layer pairs one job of ``job`` may hold so that its cost-model runtime
     (costs.resources, SAFETY included) stays under the ceiling; at least 1."""
     nulls = config["pk"]["nulls"]
-    per_pair = costs.SAFETY * costs.pair_seconds(job, fields, nulls["samples_per_job"], len(nulls["types"]))
+    if job == "pk_null_cross":
+        per_pair = costs.SAFETY * costs.pair_seconds(job, fields, nulls["samples_per_job"], len(nulls["types"]))
+    else:
+        per_pair = costs.SAFETY * costs.pair_seconds(job, fields)
     return max(1, int(max_job_minutes(config) * 60 // per_pair))
 
 

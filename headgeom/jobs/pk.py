@@ -79,32 +79,58 @@ def pk_job(store_dir, layer: int, out, params: dict, out_self=None, log=print) -
     log(f"[pk {model} L{layer}] {len(cols['pk'])} pairs, {time.perf_counter() - t0:.2f}s")
 
 
-def pk_cross_job(store_dir, layer: int, out, params: dict, log=print) -> None:
-    """Writer heads of ``layer`` against reader heads of every later layer, Q/K/V."""
+def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) -> None:
+    """Writer heads (O) against the reader heads (Q/K/V) of later layers. ``segments``: the
+    part of the layer-pair list this job covers, ``[(writer, reader_start, reader_stop), ...]``
+    (headgeom.jobs.fanout); default: writer ``layer`` against every later layer. Rows come
+    writer, reader, kind: a part's rows are its writers' unsplit rows in order."""
     from headgeom.methods.pk import cross_pairs, lambda_min_S, layer_spaces
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
     model = store.manifest["model"]
+    L = store.fields.n_layers
+    if segments is None:
+        segments = [(int(layer), int(layer) + 1, L)]
+    segments = [tuple(int(x) for x in seg) for seg in segments]
+    if not segments:
+        raise ValueError("pk_cross: no layer pairs to compute")
+    for w, r0, r1 in segments:
+        if not (0 <= w < r0 <= r1 <= L):
+            raise ValueError(f"pk_cross: bad pair segment {(w, r0, r1)} for {L} layers")
     rtol = params.get("rank_rtol", 1e-6)
-    Xw, Bw, rw = layer_spaces(store.layer_factors(layer), ("O",), rtol)["O"]
-    lam = lambda_min_S(Bw)
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
-    parts = []
-    for lr in range(layer + 1, store.fields.n_layers):
-        spaces = layer_spaces(store.layer_factors(lr), kinds, rtol)
-        for kind, (Xr, Br, rr) in spaces.items():
-            res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr)
-            n = len(res["rho"])
-            res.update(layer_r=np.full(n, lr), kind=np.array([kind] * n, dtype=object),
-                       lambda_min_S=np.full(n, lam))
-            parts.append(res)
     keys = ("layer_r", "kind", "head_w", "head_r", "pk", "rho", "min_angle_deg", "weighted", "dim_w", "dim_r", "lambda_min_S")
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in keys} if parts else {k: np.array([]) for k in keys}
-    prov = _shard_provenance("pk_cross", store, layer, params)
-    prov["tensors_readers"] = {lr: store.layer_tensors(lr) for lr in range(layer + 1, store.fields.n_layers)}
-    write_shard(out, _with_keys(cols, model, layer), prov)
-    log(f"[pk_cross {model} L{layer}] {len(cols['rho'])} pairs, lambda_min(S)={lam:.3g}, {time.perf_counter() - t0:.2f}s")
+    blocks, lams = [], {}
+    for w, r0, r1 in segments:
+        Xw, Bw, rw = layer_spaces(store.layer_factors(w), ("O",), rtol)["O"]
+        lam = lams[w] = lambda_min_S(Bw)
+        parts = []
+        for lr in range(r0, r1):
+            spaces = layer_spaces(store.layer_factors(lr), kinds, rtol)
+            for kind, (Xr, Br, rr) in spaces.items():
+                res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr)
+                n = len(res["rho"])
+                res.update(layer_r=np.full(n, lr), kind=np.array([kind] * n, dtype=object),
+                           lambda_min_S=np.full(n, lam))
+                parts.append(res)
+        if parts:
+            blocks.append(_with_keys({k: np.concatenate([p[k] for p in parts]) for k in keys}, model, w))
+    writers = sorted(lams)
+    if blocks:
+        cols = {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0]}
+    else:
+        cols = _with_keys({k: np.array([]) for k in keys}, model, writers[0])
+    prov = _shard_provenance("pk_cross", store, writers[0], params)
+    if len(writers) > 1:
+        prov["layer"] = writers
+        prov["tensors"] = {w: store.layer_tensors(w) for w in writers}
+    prov["pair_segments"] = [list(seg) for seg in segments]
+    readers = sorted({lr for _, r0, r1 in segments for lr in range(r0, r1)})
+    prov["tensors_readers"] = {lr: store.layer_tensors(lr) for lr in readers}
+    write_shard(out, cols, prov)
+    log(f"[pk_cross {model} writers {writers}] {len(cols['rho'])} pairs, "
+        + ", ".join(f"lambda_min(S)[{w}]={v:.3g}" for w, v in lams.items()) + f", {time.perf_counter() - t0:.2f}s")
 
 
 def _null_stats_row(rows, stats, **keys):

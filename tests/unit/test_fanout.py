@@ -35,15 +35,20 @@ def test_parts_cover_every_pair_once_under_the_cap(L, max_pairs):
         assert fanout.n_pairs(a) + (L - 1 - b[0][0]) > max_pairs or b[0][1] != b[0][0] + 1
 
 
-def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs():
+@pytest.mark.parametrize("job", ["pk_cross_layer", "pk_null_cross"])
+def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs(job):
     for fields in (QWEN25_7B, QWEN3_235B):
-        parts = fanout.parts("pk_null_cross", fields, PAPER)
-        for p in parts:
-            r = JOBS["pk_null_cross"].cost(fields, PAPER, {"part": parts.index(p)})
+        parts = fanout.parts(job, fields, PAPER)
+        for i, p in enumerate(parts):
+            r = JOBS[job].cost(fields, PAPER, {"part": i})
             assert r["runtime"] <= 120, (fields, p, r)
+            # the job's runtime is its pairs x the per-pair cost (an independent recomputation)
+            per_pair = costs.pair_seconds(job, fields, *((10, 2) if job == "pk_null_cross" else ()))
+            assert r["runtime"] == max(5, -(-costs.SAFETY * per_pair * fanout.n_pairs(p) // 60))
         lower = {**PAPER, "fanout": {"max_job_minutes": 30}}
-        assert len(fanout.parts("pk_null_cross", fields, lower)) > len(parts)
-    # a whole-model job at 7B shape would run for days (issue 15)
+        assert len(fanout.parts(job, fields, lower)) > len(parts)
+    # unsplit, writer layer 0 at 235B shape / the whole null stage at 7B shape ran for hours / days
+    assert costs.resources("pk_cross_layer", QWEN3_235B)["runtime"] > 5 * 60
     assert costs.resources("pk_null_cross", QWEN25_7B, 10, 2)["runtime"] > 24 * 60
 
 
@@ -106,3 +111,26 @@ def test_two_fanouts_give_bitwise_identical_draws(tmp_path):
     from headgeom.io.shards import read_shard
 
     assert read_shard(fine[0])[1]["pair_segments"] == [[0, 1, 2]]
+
+
+def test_cross_parts_give_the_per_writer_rows_bitwise(tmp_path):
+    """pk_cross_layer: packed or split parts hold exactly the rows of one job per writer layer."""
+    from headgeom.io.fetch import fetch_model
+    from headgeom.jobs.pk import pk_cross_job
+    from synth import write_llama
+
+    L = 4
+    write_llama(tmp_path / "ck", n_layers=L)
+    fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
+    p = {"rank_rtol": 1e-6, "cross_kinds": ["Q", "K", "V"]}
+    quiet = lambda *_: None  # noqa: E731
+    per_writer = []
+    for w in range(L - 1):
+        per_writer.append(tmp_path / f"w{w}.parquet")
+        pk_cross_job(tmp_path / "store", w, per_writer[-1], p, log=quiet)
+    for max_pairs in (1, 2, 100):
+        paths = []
+        for i, seg in enumerate(fanout.pair_parts(L, max_pairs)):
+            paths.append(tmp_path / f"p{max_pairs}_{i}.parquet")
+            pk_cross_job(tmp_path / "store", None, paths[-1], p, segments=seg, log=quiet)
+        assert _rows(paths) == _rows(per_writer), max_pairs

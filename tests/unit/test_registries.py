@@ -64,7 +64,7 @@ def test_config_keys_named_by_the_registries_exist_in_the_default_config():
 
 
 def test_shard_paths_follow_the_scope():
-    assert FAM.shard_paths("pk_cross", "m", 3) == [f"results/shards/pk_cross/m/layer{l}.parquet" for l in (0, 1)]
+    assert FAM.shard_paths("pk_cross", "m", 3, parts=2) == [f"results/shards/pk_cross/m/part{p}.parquet" for p in (0, 1)]
     assert FAM.shard_paths("pk_null_cross", "m", 3, {"cross": range(2)}) == [
         "results/shards/pk_null_cross/m/block0/part0.parquet", "results/shards/pk_null_cross/m/block1/part0.parquet"]
     assert len(FAM.shard_paths("pk_null_within", "m", 3, {"within": range(2)})) == 6

@@ -166,7 +166,7 @@ def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
     L = range(3)
     new = (
         {("pk_layer", f"results/shards/pk/tiny2/layer{l}.parquet") for l in L}
-        | {("pk_cross_layer", f"results/shards/pk_cross/tiny2/layer{l}.parquet") for l in (0, 1)}
+        | {("pk_cross_layer", "results/shards/pk_cross/tiny2/part0.parquet")}  # 3 pairs, one part
         | {("pk_null_within", f"results/shards/pk_null_within/tiny2/layer{l}/block0.parquet") for l in L}
         | {("pk_null_cross", "results/shards/pk_null_cross/tiny2/block0/part0.parquet")}
         | {("paper1_heads", f"results/shards/paper1_heads/tiny2/layer{l}.parquet") for l in L}
