@@ -107,3 +107,10 @@ def paper1_resources(kind: str, manifest, restarts: int = 1, iters: int = 0) -> 
         per_iter_s = 0.008 * (fields["d_head"] / 128) ** 2.5
         runtime += math.ceil(fields["n_heads"] * restarts * iters * per_iter_s / 60)
     return {"mem_mb": mem_mb, "runtime": runtime}
+
+
+def grow(res: dict, attempt: int) -> dict:
+    """Resources of a retry: attempt k asks for k x the cost model's mem_mb and runtime (a job
+    killed for memory or time gets more the next time; profile `retries`)."""
+    k = max(1, int(attempt))
+    return {key: int(v) * k if key in ("mem_mb", "runtime") else v for key, v in res.items()}

@@ -1,7 +1,7 @@
 import json
 import re
 
-from headgeom.jobs import fanout
+from headgeom.jobs import costs, fanout
 from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS, n_parts, shard_paths
 from headgeom.reports.outputs import OUTPUTS
 
@@ -62,12 +62,18 @@ MANIFESTS = [f"results/tensors/{m}/manifest.json" for m in ACTIVE]
 
 def job_cost(job, key):
     """mem_mb / runtime of one job from the model's shape (the job's cost model in
-    headgeom.jobs.families; docs/costs.md)."""
+    headgeom.jobs.families; docs/costs.md), times the attempt: a job that died for memory or
+    time is retried (profile `retries`) with twice, three times, ... the request."""
 
-    def inner(wildcards, input):
-        return job.cost(input.manifest, config, wildcards)[key]
+    def inner(wildcards, input, attempt):
+        return costs.grow(job.cost(input.manifest, config, wildcards), attempt)[key]
 
     return inner
+
+
+def job_attempt(wildcards, attempt):
+    """The attempt number as a resource: the job records it in its shards' provenance."""
+    return attempt
 
 
 def JOB_INPUTS(job):

@@ -21,6 +21,7 @@ for _job in FAMILY_JOBS.values():
             mem_mb=job_cost(_job, "mem_mb"),
             runtime=job_cost(_job, "runtime"),
             cpus_per_task=1,
+            attempt=job_attempt,
         params:
             job=_job.name,
             **JOB_PARAMS(_job),
