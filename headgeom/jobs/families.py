@@ -54,6 +54,7 @@ class Job:
     blocks: str | None = None  # "within" / "cross": null-sample blocks (params gain `samples`)
     final_model: bool = False  # also reads the lineage's final checkpoint (params gain `final_model`)
     fanout: str | None = None  # "pairs": layer pairs split into parts (headgeom.jobs.fanout; params gain `pairs`)
+    cache: bool = True  # eligible for Snakemake's between-workflow cache under --cache (docs/cluster.md)
     families: tuple = field(init=False, default=())
 
     def __post_init__(self):

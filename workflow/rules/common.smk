@@ -1,6 +1,7 @@
 import json
 import re
 
+from headgeom.core.provenance import code_version
 from headgeom.jobs import costs, fanout
 from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS, n_parts, shard_paths
 from headgeom.reports.outputs import OUTPUTS
@@ -71,6 +72,45 @@ def job_cost(job, key):
     return inner
 
 
+# Between-workflow cache (`--cache` + $SNAKEMAKE_OUTPUT_CACHE; docs/cluster.md). Snakemake keys
+# a cached output by the rule's script, params, software and upstream jobs, not by wildcards or
+# by the headgeom package: with --cache the cacheable rules also get a `cache_key` param naming
+# the job's wildcards, the package source hash and the tensors' sha256 (content addressing).
+CACHE_ON = bool(workflow.workflow_settings.cache is not None)
+
+
+def cache_key(wildcards, input):
+    """What a cached shard depends on besides params: the job's wildcards, the code, the tensors."""
+    with open(input.manifest) as fh:
+        m = json.load(fh)
+    key = {
+        "wildcards": dict(wildcards.items()),
+        "code": code_version()["source_sha256"],
+        "store_sha256": m["store_sha256"],
+    }
+    if "final_manifest" in input.keys():
+        with open(input.final_manifest) as fh:
+            key["final_store_sha256"] = json.load(fh)["store_sha256"]
+    return key
+
+
+def source_key(wildcards):
+    """Fetch under --cache: a local checkpoint's files (name, size, mtime) join the key, so a
+    changed local checkpoint is fetched again; hub sources are keyed by repo_id + revision."""
+    entry = config["models"][wildcards.model]
+    key = {"code": code_version()["source_sha256"]}
+    if entry.get("source") == "local":
+        root = Path(entry["path"])
+        files = sorted(root.rglob("*")) if root.is_dir() else [root]
+        key["files"] = [
+            [str(f.relative_to(root) if root.is_dir() else f.name), st.st_size, st.st_mtime_ns]
+            for f in files
+            if f.is_file()
+            for st in [f.stat()]
+        ]
+    return key
+
+
 def job_attempt(wildcards, attempt):
     """The attempt number as a resource: the job records it in its shards' provenance."""
     return attempt
@@ -101,6 +141,8 @@ def JOB_PARAMS(job):
         params["final_model"] = lambda wc: p1_final(wc.model)
     if job.fanout:
         params["pairs"] = pair_segments(job)
+    if CACHE_ON and job.cache:
+        params["cache_key"] = cache_key
     return params
 
 

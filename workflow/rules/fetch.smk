@@ -8,6 +8,7 @@ checkpoint fetch:
         tensors="results/tensors/{model}/tensors.safetensors",
     log:
         "logs/fetch/{model}.log",
+    cache: CACHE_ON
     conda:
         "../../envs/headgeom.yaml"
     threads: 1
@@ -21,5 +22,6 @@ checkpoint fetch:
         entry=lambda wc: {
             k: v for k, v in config["models"][wc.model].items() if k in FETCH_KEYS
         },
+        **({"cache_key": source_key} if CACHE_ON else {}),
     script:
         "../scripts/fetch.py"

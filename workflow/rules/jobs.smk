@@ -16,6 +16,7 @@ for _job in FAMILY_JOBS.values():
             _job.log,
         conda:
             "../../envs/headgeom.yaml"
+        cache: CACHE_ON and _job.cache
         threads: 1
         resources:
             mem_mb=job_cost(_job, "mem_mb"),
