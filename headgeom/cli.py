@@ -3,6 +3,7 @@
     headgeom audit TABLE --row KEY=VALUE [--row ...] --column NAME [-d DIR] [--no-tensors]
     headgeom claims [--ledger config/claims.yaml] [-d DIR] [--models m1 m2 ...]
     headgeom plan [--configfile F ...] [--models m1 ...] [--shape M=config.json] [--cores N ...]
+    headgeom costs logs/slurm/efficiency_report_<run>.csv [-d DIR] [--configfile F ...]
 
 Run from the directory the pipeline ran in (or pass -d). ``audit`` explains one number of a
 table and recomputes it from its shards and from the tensors; it exits 0 when everything
@@ -72,6 +73,20 @@ def _plan(args) -> int:
     return 0
 
 
+def _costs(args) -> int:
+    from headgeom.core.errors import HeadgeomError
+    from headgeom.jobs import efficiency
+    from headgeom.jobs.plan import load_config
+
+    try:
+        res = efficiency.compare(args.report, args.directory, load_config(args.configfile or []))
+    except (HeadgeomError, OSError, KeyError) as e:
+        print(f"headgeom costs: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(efficiency.render(res))
+    return 0
+
+
 def _docs(args) -> int:
     from headgeom.reports import docs
 
@@ -124,6 +139,14 @@ def main(argv=None) -> int:
     p.add_argument("--nodes", nargs="+", type=int, help="node counts (x --cores-per-node)")
     p.add_argument("--cores-per-node", type=int, default=64)
     p.set_defaults(func=_plan)
+
+    k = sub.add_parser("costs", help="the SLURM efficiency report beside the cost model",
+                       description="Per rule: measured elapsed time and MaxRSS (the SLURM plugin's efficiency "
+                                   "report CSV) beside the runtime and mem_mb the cost model requested.")
+    k.add_argument("report", help="efficiency_report_<run>.csv (slurm-efficiency-report; logs/slurm/)")
+    k.add_argument("-d", "--directory", default=".", help="work directory of the run (its manifests)")
+    k.add_argument("--configfile", nargs="+", help="config files the run used (merged over config/config.yaml)")
+    k.set_defaults(func=_costs)
 
     g = sub.add_parser("docs", help="write docs/outputs.md, docs/config.md and the report captions",
                        description="Write the generated docs from the registries and the config schema: "

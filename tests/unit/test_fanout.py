@@ -134,3 +134,43 @@ def test_cross_parts_give_the_per_writer_rows_bitwise(tmp_path):
             paths.append(tmp_path / f"p{max_pairs}_{i}.parquet")
             pk_cross_job(tmp_path / "store", None, paths[-1], p, segments=seg, log=quiet)
         assert _rows(paths) == _rows(per_writer), max_pairs
+
+
+def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
+    """`headgeom costs`: rule and wildcards from the plugin's comment string, the cost model's
+    request recomputed from the manifest, jobs over their request flagged."""
+    from headgeom.cli import main
+    from headgeom.jobs import efficiency
+    from headgeom.jobs.plan import load_config
+
+    model = "qwen_7b-x"  # underscores in a model name: the trailing integers are the wildcards
+    d = tmp_path / "results" / "tensors" / model
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps({"fields": QWEN25_7B}))
+    cfg = load_config()
+    nulls = cfg["pk"]["nulls"]
+    want_layer = costs.resources("pk_layer", QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]))
+    seg = fanout.part("pk_null_cross", QWEN25_7B, cfg, 1)
+    want_null = costs.resources("pk_null_cross", QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]),
+                                n_pairs=fanout.n_pairs(seg), n_writers=len({w for w, _, _ in seg}))
+    rows = [  # the plugin's CSV: pandas index column, then its columns (steps only)
+        ("0", "11.batch", f"rule_pk_layer_wildcards_{model}_0", 60 * want_layer["runtime"] / 3, 900, want_layer["mem_mb"]),
+        ("1", "12.batch", f"rule_pk_layer_wildcards_{model}_1", 60 * want_layer["runtime"] * 2, 900, 2 * want_layer["mem_mb"]),
+        ("2", "13.batch", f"rule_pk_null_cross_wildcards_{model}_0_1", 60, want_null["mem_mb"] * 1.5, want_null["mem_mb"]),
+        ("3", "14.batch", "rule_fetch_wildcards_x", 5, 100, 4000),
+    ]
+    rep = tmp_path / "efficiency_report_x.csv"
+    with open(rep, "w") as fh:
+        fh.write(",JobID,JobName,RuleName,Elapsed_sec,MaxRSS_MB,RequestedMem_MB\n")
+        for i, jid, rule, el, rss, req in rows:
+            fh.write(f"{i},{jid},batch,{rule},{el},{rss},{req}\n")
+    res = efficiency.compare(rep, tmp_path, cfg)
+    assert set(res) == {"pk_layer", "pk_null_cross"}  # fetch is not a registry job
+    pl = res["pk_layer"]
+    assert pl["jobs"] == 2 and pl["model_runtime_max_min"] == want_layer["runtime"]
+    assert pl["time_ratio_max"] == pytest.approx(2.0) and pl["retried"] == 1
+    assert [o["wildcards"] for o in pl["over"]] == [{"model": model, "layer": "1"}]
+    nc = res["pk_null_cross"]
+    assert nc["model_mem_max_mb"] == want_null["mem_mb"] and nc["mem_ratio_max"] == pytest.approx(1.5)
+    assert nc["over"][0]["wildcards"] == {"model": model, "block": "0", "part": "1"}
+    assert main(["costs", str(rep), "-d", str(tmp_path)]) == 0
