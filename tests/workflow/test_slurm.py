@@ -215,7 +215,7 @@ def test_retry_reaches_slurm_with_grown_resources(slurm_cluster, tmp_path: Path)
     os.environ["HEADGEOM_TEST_FAIL_FIRST_ATTEMPT"] = "pk_layer"
     try:
         proc = run_snakemake([target, "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
-                              "--configfile", str(cfg)], cwd=work, limit_s=240)
+                              "--configfile", str(cfg)], cwd=work, limit_s=420)
     finally:
         del os.environ["HEADGEOM_TEST_FAIL_FIRST_ATTEMPT"]
     log = proc.stdout + proc.stderr
