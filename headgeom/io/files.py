@@ -62,7 +62,7 @@ def _unlink(p):
 
 def write_json(path: str | Path, obj) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=_json_default) + "\n")
+        tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=json_default) + "\n")
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -70,7 +70,7 @@ def write_text(path: str | Path, text: str) -> None:
         tmp.write_text(text)
 
 
-def _json_default(o):
+def json_default(o):
     import numpy as np
 
     if isinstance(o, np.integer):

@@ -26,7 +26,7 @@ from headgeom import __version__
 from headgeom.adapters import ArchFields, adapter_for, by_name
 from headgeom.core.errors import CheckpointError, IntegrityError
 from headgeom.core.factors import LayerFactors
-from headgeom.io.files import _json_default, atomic_path, sha256_bytes, sha256_file
+from headgeom.io.files import json_default, atomic_path, sha256_bytes, sha256_file
 
 MANIFEST = "manifest.json"
 TENSORS = "tensors.safetensors"
@@ -69,7 +69,7 @@ def extract(ckpt, out_dir: str | Path, model: str, source: dict, log=print) -> d
     with atomic_path(mpath) as tmp_m, atomic_path(tpath, before_replace=lambda: mpath.unlink(missing_ok=True)) as tmp_t:
         _save(save_file, tensors, tmp_t)
         manifest = _manifest(ckpt, model, fmt, adapter, fields, source, entries, nonfinite, tmp_t)
-        tmp_m.write_text(json.dumps(manifest, indent=1, sort_keys=True, default=_json_default) + "\n")
+        tmp_m.write_text(json.dumps(manifest, indent=1, sort_keys=True, default=json_default) + "\n")
     log(
         f"[fetch {model}] {len(wanted)} tensors ({sum(a.nbytes for a in tensors.values()) / 2**20:.1f} MiB) "
         f"of {len(keys)}; adapter {adapter.name}; {fields.n_layers} layers, H={fields.n_heads}, "

@@ -59,28 +59,41 @@ def pair_seconds(job: str, manifest, n_samples: int = 1, n_null_types: int = 2) 
     raise ValueError(f"no per-pair cost for job {job!r}")
 
 
-def resources(job: str, manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
-              n_writers: int | None = None) -> dict:
-    """mem_mb and runtime (minutes) for one job of this model. A cross-layer null job covers
-    ``n_pairs`` layer pairs of ``n_writers`` writer layers (default: all of them)."""
+def _minutes(t_s: float, mem: float) -> dict:
+    return {"mem_mb": int(math.ceil(max(mem, 500))), "runtime": int(max(5, math.ceil(SAFETY * t_s / 60)))}
+
+
+def pk_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
+    """mem_mb and runtime (minutes) of one pk_layer job of this model (4 kinds, ranks, self-overlap)."""
     f = _fields(manifest)
-    L, r, mib = f["n_layers"], work_ratio(f), layer_mib(f)
-    if job == "pk_layer":
-        t, mem = SECONDS["pk_layer"] * r, BASE_MB + MEM_FACTOR["pk_layer"] * mib
-    elif job == "pk_cross_layer":  # one writer and one reader layer in memory at a time
-        n_pairs = max(L - 1, 1) if n_pairs is None else n_pairs  # default: writer layer 0's row
-        t, mem = pair_seconds(job, f) * n_pairs, BASE_MB + MEM_FACTOR["pk_cross_pair"] * mib
-    elif job == "pk_null_within":
-        t = SECONDS["pk_null_within_sample"] * r * n_samples * n_null_types / 2
-        mem = BASE_MB + MEM_FACTOR["pk_null_within_sample"] * mib
-    elif job == "pk_null_cross":  # the part's writer bases stay in memory, readers one at a time
-        n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
-        n_writers = L if n_writers is None else n_writers
-        t = pair_seconds(job, f, n_samples, n_null_types) * n_pairs
-        mem = BASE_MB + (1.5 * n_writers + 3) * mib
-    else:
-        raise ValueError(f"no cost model for job {job!r}")
-    return {"mem_mb": int(math.ceil(max(mem, 500))), "runtime": int(max(5, math.ceil(SAFETY * t / 60)))}
+    return _minutes(SECONDS["pk_layer"] * work_ratio(f), BASE_MB + MEM_FACTOR["pk_layer"] * layer_mib(f))
+
+
+def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None) -> dict:
+    """A part of ``n_pairs`` layer pairs (headgeom.jobs.fanout; default: writer layer 0's row);
+    one writer and one reader layer in memory at a time."""
+    f = _fields(manifest)
+    n_pairs = max(f["n_layers"] - 1, 1) if n_pairs is None else n_pairs
+    return _minutes(pair_seconds("pk_cross_layer", f) * n_pairs,
+                    BASE_MB + MEM_FACTOR["pk_cross_pair"] * layer_mib(f))
+
+
+def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
+    f = _fields(manifest)
+    return _minutes(SECONDS["pk_null_within_sample"] * work_ratio(f) * n_samples * n_null_types / 2,
+                    BASE_MB + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
+
+
+def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
+                  n_writers: int | None = None) -> dict:
+    """A part of ``n_pairs`` layer pairs of ``n_writers`` writer layers (headgeom.jobs.fanout;
+    default: all of them): the part's writer bases stay in memory, readers one at a time."""
+    f = _fields(manifest)
+    L = f["n_layers"]
+    n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
+    n_writers = L if n_writers is None else n_writers
+    return _minutes(pair_seconds("pk_null_cross", f, n_samples, n_null_types) * n_pairs,
+                    BASE_MB + (1.5 * n_writers + 3) * layer_mib(f))
 
 
 # ---------------------------------------------------------------- paper 1 jobs

@@ -110,7 +110,10 @@ def run_paper1_capacity(inputs, outputs, wildcards, params, log):
 # ------------------------------------------------------------------ cost models
 
 
-def _pk_cost(job):
+def _pk_cost(model):
+    """Cost of one PK job (costs.<job name>); a fanned-out job's part sizes it (pairs, writers)."""
+    job = model.__name__
+
     def cost(manifest, config, wildcards=None):
         nulls = config["pk"]["nulls"]
         extra = {}
@@ -118,8 +121,10 @@ def _pk_cost(job):
             from headgeom.jobs import fanout
 
             seg = fanout.part(job, costs._fields(manifest), config, int(wildcards["part"]))
-            extra = {"n_pairs": fanout.n_pairs(seg), "n_writers": len({w for w, _, _ in seg})}
-        return costs.resources(job, manifest, nulls["samples_per_job"], len(nulls["types"]), **extra)
+            extra = {"n_pairs": fanout.n_pairs(seg)}
+            if job == "pk_null_cross":
+                extra["n_writers"] = len({w for w, _, _ in seg})
+        return model(manifest, nulls["samples_per_job"], len(nulls["types"]), **extra)
 
     return cost
 
@@ -141,7 +146,7 @@ JOBS = {
             "pk_layer", run_pk_layer,
             outputs={"pairs": ("pk", "layer"), "self_overlap": ("pk_self", "layer")},
             params={"kinds": "pk/kinds", "rank_rtol": "rank_rtol", "self_permutations": "pk/self_permutations"},
-            cost=_pk_cost("pk_layer"),
+            cost=_pk_cost(costs.pk_layer),
             seed_scheme="self-overlap permutations: rng_for(model, layer, 'self-overlap', test); pairs deterministic",
             log="logs/pk/{model}/layer{layer}.log",
         ),
@@ -149,7 +154,7 @@ JOBS = {
             "pk_cross_layer", run_pk_cross,
             outputs={"shard": ("pk_cross", "part")},
             params={"cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol"},
-            cost=_pk_cost("pk_cross_layer"),
+            cost=_pk_cost(costs.pk_cross_layer),
             seed_scheme="none (deterministic)",
             log="logs/pk_cross/{model}/part{part}.log",
             fanout="pairs",
@@ -158,7 +163,7 @@ JOBS = {
             "pk_null_within", run_pk_null_within,
             outputs={"shard": ("pk_null_within", "layer_block")},
             params={"types": "pk/nulls/types", "kinds": "pk/nulls/within_kinds", "rank_rtol": "rank_rtol"},
-            cost=_pk_cost("pk_null_within"),
+            cost=_pk_cost(costs.pk_null_within),
             seed_scheme="rng_for(model, 'null-within', null, kind, layer, sample)",
             log="logs/pk_null_within/{model}/layer{layer}/block{block}.log",
             blocks="within",
@@ -167,7 +172,7 @@ JOBS = {
             "pk_null_cross", run_pk_null_cross,
             outputs={"shard": ("pk_null_cross", "block_part")},
             params={"types": "pk/nulls/types", "cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol"},
-            cost=_pk_cost("pk_null_cross"),
+            cost=_pk_cost(costs.pk_null_cross),
             seed_scheme="writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "
                         "reader: rng_for(model, 'null-cross-reader', null, kind, layer_r, sample)",
             log="logs/pk_null_cross/{model}/block{block}/part{part}.log",

@@ -61,7 +61,7 @@ def n_pairs(part) -> int:
 
 def max_pairs_per_job(job: str, fields: dict, config: dict) -> int:
     """How many layer pairs one job of ``job`` may hold so that its cost-model runtime
-    (costs.resources, SAFETY included) stays under the ceiling; at least 1."""
+    (costs.<job>, SAFETY included) stays under the ceiling; at least 1."""
     nulls = config["pk"]["nulls"]
     if job == "pk_null_cross":
         per_pair = costs.SAFETY * costs.pair_seconds(job, fields, nulls["samples_per_job"], len(nulls["types"]))

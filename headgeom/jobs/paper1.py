@@ -8,14 +8,9 @@ import time
 
 import numpy as np
 
-from headgeom.jobs.pk import _shard_provenance
+from headgeom.jobs.common import shard_provenance, with_keys
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
-
-
-def _keys(cols: dict, model: str, layer: int) -> dict:
-    n = len(next(iter(cols.values()))) if cols else 0
-    return {"model": np.array([model] * n, dtype=object), "layer": np.full(n, layer, dtype=np.int64), **cols}
 
 
 def heads_job(store_dir, layer: int, out_heads, out_pairs, params: dict, log=print) -> None:
@@ -27,9 +22,9 @@ def heads_job(store_dir, layer: int, out_heads, out_pairs, params: dict, log=pri
     model = store.manifest["model"]
     f = store.layer_factors(layer)
     heads, pairs = heads_layer(f, model, layer, params)
-    prov = _shard_provenance("paper1_heads", store, layer, params)
-    write_shard(out_heads, _keys(heads, model, layer), prov)
-    write_shard(out_pairs, _keys(pairs, model, layer), {**prov, "job": "paper1_pairs"})
+    prov = shard_provenance("paper1_heads", store, layer, params)
+    write_shard(out_heads, with_keys(heads, model, layer), prov)
+    write_shard(out_pairs, with_keys(pairs, model, layer), {**prov, "job": "paper1_pairs"})
     valid = heads["valid"]
     log(f"[paper1_heads {model} L{layer}] {f.n_heads} heads ({int(valid.sum())} with principal coordinates), "
         f"{len(pairs['F'])} sibling pairs, max split rel.err {np.nanmax(heads['split_relerr']) if valid.any() else float('nan'):.2e}, "
@@ -49,11 +44,11 @@ def capacity_job(store_dir, final_store_dir, layer: int, out, params: dict, log=
     final_model = final_store.manifest["model"]
     f_final = f if final_model == model else final_store.layer_factors(layer)
     cols = capacity_layer(f, f_final, model, final_model, layer, params)
-    prov = _shard_provenance("paper1_capacity", store, layer, params)
+    prov = shard_provenance("paper1_capacity", store, layer, params)
     if final_model != model:
         prov["final_model_source"] = final_store.provenance()
         prov["final_tensors"] = final_store.layer_tensors(layer)
-    write_shard(out, _keys(cols, model, layer), prov)
+    write_shard(out, with_keys(cols, model, layer), prov)
     log(f"[paper1_capacity {model} L{layer}] groups from {final_model}: {int(cols['is_strong'].sum())} strong, "
         f"{int(cols['is_matched'].sum())} matched, {int(cols['is_sample'].sum())} sample; "
         f"{params['restarts']} restarts x {params['iters']} iters, {time.perf_counter() - t0:.2f}s")

@@ -10,24 +10,7 @@ import numpy as np
 from headgeom.core.provenance import code_version
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
-
-
-def _shard_provenance(kind: str, store: TensorStore, layer: int, params: dict) -> dict:
-    return {
-        "job": kind,
-        "model": store.manifest["model"],
-        "layer": layer,
-        "params": params,
-        "code": code_version(),
-        "model_source": store.provenance(),
-        "tensors": store.layer_tensors(layer),
-        "fields": store.manifest["fields"],
-    }
-
-
-def _with_keys(cols: dict, model: str, layer: int) -> dict:
-    n = len(next(iter(cols.values())))
-    return {"model": np.array([model] * n, dtype=object), "layer": np.full(n, layer, dtype=np.int64), **cols}
+from headgeom.jobs.common import shard_provenance, with_keys
 
 
 def _self_overlap_rows(f, spaces, model: str, layer: int, n_perm: int) -> dict:
@@ -69,13 +52,13 @@ def pk_job(store_dir, layer: int, out, params: dict, out_self=None, log=print) -
     model = store.manifest["model"]
     cols, facts, spaces = pk_layer(f, kinds=tuple(params.get("kinds", ("O", "Q", "K", "V"))),
                                    rank_rtol=params.get("rank_rtol", 1e-6), return_spaces=True)
-    prov = _shard_provenance("pk", store, layer, params)
+    prov = shard_provenance("pk", store, layer, params)
     prov["layer_facts"] = facts
     prov["folded"] = f.notes.get("folded", "")
-    write_shard(out, _with_keys(cols, model, layer), prov)
+    write_shard(out, with_keys(cols, model, layer), prov)
     if out_self is not None:
         rows = _self_overlap_rows(f, spaces, model, layer, int(params.get("self_permutations", 10_000)))
-        write_shard(out_self, _with_keys(rows, model, layer), {**prov, "job": "pk_self"})
+        write_shard(out_self, with_keys(rows, model, layer), {**prov, "job": "pk_self"})
     log(f"[pk {model} L{layer}] {len(cols['pk'])} pairs, {time.perf_counter() - t0:.2f}s")
 
 
@@ -115,13 +98,13 @@ def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) 
                            lambda_min_S=np.full(n, lam))
                 parts.append(res)
         if parts:
-            blocks.append(_with_keys({k: np.concatenate([p[k] for p in parts]) for k in keys}, model, w))
+            blocks.append(with_keys({k: np.concatenate([p[k] for p in parts]) for k in keys}, model, w))
     writers = sorted(lams)
     if blocks:
         cols = {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0]}
     else:
-        cols = _with_keys({k: np.array([]) for k in keys}, model, writers[0])
-    prov = _shard_provenance("pk_cross", store, writers[0], params)
+        cols = with_keys({k: np.array([]) for k in keys}, model, writers[0])
+    prov = shard_provenance("pk_cross", store, writers[0], params)
     if len(writers) > 1:
         prov["layer"] = writers
         prov["tensors"] = {w: store.layer_tensors(w) for w in writers}
@@ -169,10 +152,10 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
     cols = {k: (np.array(v, dtype=object) if k in ("kind", "null", "rho") else np.array(v)) for k, v in rows.items()}
     if not cols:
         cols = {"kind": np.array([], dtype=object)}
-    prov = _shard_provenance("pk_null_within", store, layer, params)
+    prov = shard_provenance("pk_null_within", store, layer, params)
     prov["samples"] = samples
     prov["seed_scheme"] = "rng_for(model, 'null-within', null, kind, layer, sample)"
-    write_shard(out, _with_keys(cols, model, layer), prov)
+    write_shard(out, with_keys(cols, model, layer), prov)
     log(f"[pk_null_within {model} L{layer}] samples {samples[0]}..{samples[-1]}, {time.perf_counter() - t0:.2f}s")
 
 

@@ -90,16 +90,6 @@ def null_factors(X: np.ndarray, null: str, rng: np.random.Generator) -> np.ndarr
     return unstack(null_model(null).sampler(stack(X), rng), X.shape[0])
 
 
-def empirical_p(observed: float, samples, greater: bool = True) -> float:
-    """Phipson & Smyth: p = (k+1)/(n+1), k = samples at least as extreme. Ties within
-    rounding (1e-12 relative) count as at least as extreme: a statistic summed in another
-    order must not look significant."""
-    samples = np.asarray(samples, dtype=float)
-    tol = 1e-12 * max(abs(observed), np.finfo(float).tiny)
-    k = int(np.sum(samples >= observed - tol)) if greater else int(np.sum(samples <= observed + tol))
-    return (k + 1) / (samples.size + 1)
-
-
 def sample_range(n_samples: int, block: int, per_job: int) -> range:
     return range(block * per_job, min((block + 1) * per_job, n_samples))
 

@@ -282,7 +282,7 @@ def self_overlap_test(rho_hn: np.ndarray, labels, rng, n_perm: int = 10_000):
     else:
         perms = np.array([rng.permutation(n) for _ in range(n_perm)])
     null = rho_hn[np.arange(H)[None, :], perms[:, labels]].mean(axis=1)
-    from headgeom.methods.nulls import empirical_p
+    from headgeom.core.stats import empirical_p
 
     return obs, null, empirical_p(obs, null, greater=True), exact
 

@@ -9,7 +9,8 @@ from headgeom.io.files import atomic_path, write_json
 from headgeom.core.provenance import code_version
 
 
-def _plt():
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -36,7 +37,7 @@ def save(fig, outputs: dict[str, str], prov: dict) -> None:
 
 
 def closure_ccdf(cols: dict, models: list[str], threshold: float = 0.9):
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for i, m in enumerate(models):
         sel = cols["model"] == m
@@ -57,7 +58,7 @@ def closure_ccdf(cols: dict, models: list[str], threshold: float = 0.9):
 
 
 def pk_rho_ccdf(cols: dict, picks: dict[str, int], fields: dict[str, dict], kind: str = "O"):
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for i, (m, layer) in enumerate(picks.items()):
         sel = (cols["model"] == m) & (cols["layer"] == layer) & (cols["kind"] == kind)

@@ -429,8 +429,8 @@ def build_output(kind: str, name: str, inputs: dict[str, list[str]], manifests: 
         built.aggregation = f"headgeom.reports.outputs: table {name!r}"
         built.write(outputs, provs, params)
         return
-    from headgeom.reports.figures import _plt, save
+    from headgeom.reports.figures import pyplot, save
 
     fig, extra = built if isinstance(built, tuple) else (built, {})
     save(fig, outputs, {"figure": name, "params": params, "inputs": provs, **extra})
-    _plt().close(fig)
+    pyplot().close(fig)

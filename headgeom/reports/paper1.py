@@ -21,9 +21,11 @@ from functools import partial
 
 import numpy as np
 
-from headgeom.methods.paper1 import BOOTSTRAP, auroc, hierarchical_bootstrap
+from headgeom.core.stats import auroc, hierarchical_bootstrap
+from headgeom.methods.paper1 import BOOTSTRAP
 from headgeom.core.seeds import rng_for
-from headgeom.reports.tables import _nanstat, Column, Table, _tex, strong_tail
+from headgeom.reports.figures import pyplot
+from headgeom.reports.tables import nanstat, Column, Table, tex_escape, strong_tail
 
 # Header characters headgeom.tables._tex leaves alone, made LaTeX-safe (captions avoid them).
 _LATEX = (("²", "$^2$"), ("‖", r"$\|$"), ("≈", r"$\approx$"), ("−", "-"), ("≠", r"$\neq$"), ("<", "$<$"),
@@ -31,7 +33,7 @@ _LATEX = (("²", "$^2$"), ("‖", r"$\|$"), ("≈", r"$\approx$"), ("−", "-"),
 
 
 def _C(key: str, header: str, fmt: str = "{}") -> Column:
-    tex = _tex(header)
+    tex = tex_escape(header)
     for a, b in _LATEX:
         tex = tex.replace(a, b)
     return Column(key, header, fmt, latex=tex)
@@ -50,7 +52,7 @@ def _a(cols, key, sel=None, dtype=float):
 
 
 # NaN-skipping reducers (NaN when nothing finite is left)
-_med, _mean, _max, _min = (partial(_nanstat, f) for f in (np.median, np.mean, np.max, np.min))
+_med, _mean, _max, _min = (partial(nanstat, f) for f in (np.median, np.mean, np.max, np.min))
 
 
 def _frac(k: int, n: int) -> str:
@@ -558,19 +560,11 @@ def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float) 
 # ------------------------------------------------------------------ figures
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
 
 def fig_closure_ccdf(heads: dict, models: list[str], threshold: float, sweep):
     from headgeom.reports.figures import ccdf
 
-    plt = _plt()
+    plt = pyplot()
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
     ts = _sweep_values(sweep)
     for i, m in enumerate(models):
@@ -598,7 +592,7 @@ def fig_closure_ccdf(heads: dict, models: list[str], threshold: float, sweep):
 
 
 def fig_scramble(heads: dict, models: list[str], threshold: float):
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 4.6))
     lo = 1.0
     for i, m in enumerate(models):
@@ -618,7 +612,7 @@ def fig_scramble(heads: dict, models: list[str], threshold: float):
 
 
 def fig_capacity(cap: dict, models: list[str], threshold: float):
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.2, 4.6))
     marks = (("is_sample", "sample", "o", 0.35), ("is_matched", "matched ordinary", "s", 0.6), ("is_strong", "strong", "^", 0.9))
     for i, m in enumerate(models):
@@ -641,7 +635,7 @@ F_RANGE, RHO_RANGE = (-1.0, 1.05), (-0.5, 1.5)
 
 def fig_siblings(pairs: dict, models: list[str], threshold: float):
 
-    plt = _plt()
+    plt = pyplot()
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
     any_right = False
     for i, m in enumerate(models):

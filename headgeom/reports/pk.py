@@ -6,8 +6,10 @@ from collections import defaultdict
 
 import numpy as np
 
-from headgeom.methods.nulls import NULL_MODELS, empirical_p
+from headgeom.core.stats import empirical_p
+from headgeom.methods.nulls import NULL_MODELS
 from headgeom.methods.pk import isotropic_rho, isotropic_sd, layer_stats
+from headgeom.reports.figures import pyplot
 from headgeom.reports.tables import Column, Table
 
 COMPARISONS = [("within", "O"), ("within", "Q"), ("within", "K"), ("within", "V"),
@@ -400,11 +402,6 @@ def table_conditions(data, conds, fields, models, types) -> Table:
 # ------------------------------------------------------------------ figures
 
 
-def _plt():
-    from headgeom.reports.figures import _plt as p
-
-    return p()
-
 
 def fig2_layer(ow: dict, model: str) -> int:
     """The layer at the upper median of per-layer writing-space dispersion (fixed in advance)."""
@@ -413,7 +410,7 @@ def fig2_layer(ow: dict, model: str) -> int:
 
 
 def fig2(data, fields, models, types):
-    plt = _plt()
+    plt = pyplot()
     ow = observed_within(data.get("pk", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), ("model", "layer", "kind"))
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.4), squeeze=False)
@@ -444,7 +441,7 @@ def fig2(data, fields, models, types):
 
 
 def fig3(conds, models):
-    plt = _plt()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(models) * len(COMPARISONS)), 3.6))
     labels, x = [], 0
     for m in models:
@@ -470,7 +467,7 @@ def fig3(conds, models):
 
 
 def fig6(data, fields, models):
-    plt = _plt()
+    plt = pyplot()
     ow = observed_within(data.get("pk", {}), fields)
     fig, axes = plt.subplots(2, len(models), figsize=(4 * len(models), 5), squeeze=False)
     for j, m in enumerate(models):
@@ -490,7 +487,7 @@ def fig6(data, fields, models):
 
 
 def fig7(data, fields, models, types):
-    plt = _plt()
+    plt = pyplot()
     ow = observed_within(data.get("pk", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), ("model", "layer", "kind"))
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.4), squeeze=False)
@@ -518,7 +515,7 @@ def fig7(data, fields, models, types):
 
 
 def fig8(data, fields, models):
-    plt = _plt()
+    plt = pyplot()
     ow = observed_within(data.get("pk", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), ("model", "layer", "kind"))
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.4), squeeze=False)
@@ -540,7 +537,7 @@ def fig8(data, fields, models):
 
 
 def fig9(conds, fields, models):
-    plt = _plt()
+    plt = pyplot()
     kinds = ("Q", "K", "V")
     fig, axes = plt.subplots(2 * len(models), 3, figsize=(9, 5.6 * len(models)), squeeze=False)
     for i, m in enumerate(models):

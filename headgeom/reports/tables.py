@@ -51,12 +51,12 @@ class Table:
         return "\n".join(lines) + "\n"
 
     def latex(self) -> str:
-        head = " & ".join(c.latex or _tex(c.header) for c in self.columns)
-        body = "\n".join(" & ".join(_tex(_fmt(c.fmt, r.get(c.key))) for c in self.columns) + r" \\" for r in self.rows)
+        head = " & ".join(c.latex or tex_escape(c.header) for c in self.columns)
+        body = "\n".join(" & ".join(tex_escape(_fmt(c.fmt, r.get(c.key))) for c in self.columns) + r" \\" for r in self.rows)
         return (
             "\\begin{table}[t]\n\\centering\n\\small\n"
             f"\\begin{{tabular}}{{l{'r' * (len(self.columns) - 1)}}}\n\\toprule\n{head} \\\\\n\\midrule\n{body}\n"
-            f"\\bottomrule\n\\end{{tabular}}\n\\caption{{{_tex(self.caption)}}}\n\\label{{tab:{self.name}}}\n\\end{{table}}\n"
+            f"\\bottomrule\n\\end{{tabular}}\n\\caption{{{tex_escape(self.caption)}}}\n\\label{{tab:{self.name}}}\n\\end{{table}}\n"
         )
 
     def write(self, outputs: dict[str, str], inputs: list[dict], params: dict) -> None:
@@ -94,13 +94,13 @@ def _fmt(fmt: str, v) -> str:
         return str(v)
 
 
-def _tex(s: str) -> str:
+def tex_escape(s: str) -> str:
     for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"), ("–", "--"), ("≥", r"$\geq$"), ("ρ", r"$\rho$"), ("α", r"$\alpha$"), ("×", r"$\times$"), ("°", r"$^\circ$")):
         s = s.replace(a, b)
     return s
 
 
-def _nanstat(fn, x):
+def nanstat(fn, x):
     x = np.asarray(x, dtype=float)
     x = x[np.isfinite(x)]
     return float(fn(x)) if x.size else float("nan")
@@ -116,12 +116,12 @@ def strong_tail(P, Pw, alpha, g, threshold: float) -> dict:
     n_strong = int(strong.sum())
     return {
         "defined": defined, "strong_mask": strong, "n_defined": int(defined.sum()), "strong": n_strong,
-        "wrong_v_median": _nanstat(np.median, Pw),
-        "wrong_v_max": _nanstat(np.max, Pw),
+        "wrong_v_median": nanstat(np.median, Pw),
+        "wrong_v_max": nanstat(np.max, Pw),
         "neg_alpha_share": float(np.mean(alpha[strong] < 0)) if n_strong else float("nan"),
-        "gT_median_strong": _nanstat(np.median, g[strong]),
-        "gT_min_strong": _nanstat(np.min, g[strong]),
-        "gT_median_all": _nanstat(np.median, g),
+        "gT_median_strong": nanstat(np.median, g[strong]),
+        "gT_min_strong": nanstat(np.min, g[strong]),
+        "gT_median_all": nanstat(np.median, g),
     }
 
 
@@ -138,7 +138,7 @@ def closure_tail(cols: dict, models: list[str], strong_threshold: float = 0.9) -
             "undefined": int((~st["defined"]).sum()),
             "strong": st["strong"],
             "strong_pct": 100.0 * st["strong"] / max(st["n_defined"], 1),
-            "median_P": _nanstat(np.median, P),
+            "median_P": nanstat(np.median, P),
             "wrong_v_median": st["wrong_v_median"],
             "wrong_v_max": st["wrong_v_max"],
             "wrong_v_strong": int(np.sum(np.isfinite(Pw) & (Pw >= strong_threshold))),
@@ -186,9 +186,9 @@ def pk_writing(cols: dict, models: list[str], fields: dict[str, dict], small_ang
         rows.append({
             "model": m, "D": D, "d": d, "heads": f["n_heads"], "layers": f["n_layers"],
             "iso": isotropic_rho(d, D),
-            "mean_rho_median": _nanstat(np.median, means), "mean_rho_min": _nanstat(np.min, means),
-            "mean_rho_max": _nanstat(np.max, means),
-            "sd_median": _nanstat(np.median, sds), "sd_min": _nanstat(np.min, sds), "sd_max": _nanstat(np.max, sds),
+            "mean_rho_median": nanstat(np.median, means), "mean_rho_min": nanstat(np.min, means),
+            "mean_rho_max": nanstat(np.max, means),
+            "sd_median": nanstat(np.median, sds), "sd_min": nanstat(np.min, sds), "sd_max": nanstat(np.max, sds),
             "random_sd": isotropic_sd(d, D),
             "layers_small_angle": small,
         })

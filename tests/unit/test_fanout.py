@@ -48,8 +48,8 @@ def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs(job)
         lower = {**PAPER, "fanout": {"max_job_minutes": 30}}
         assert len(fanout.parts(job, fields, lower)) > len(parts)
     # unsplit, writer layer 0 at 235B shape / the whole null stage at 7B shape ran for hours / days
-    assert costs.resources("pk_cross_layer", QWEN3_235B)["runtime"] > 5 * 60
-    assert costs.resources("pk_null_cross", QWEN25_7B, 10, 2)["runtime"] > 24 * 60
+    assert costs.pk_cross_layer(QWEN3_235B)["runtime"] > 5 * 60
+    assert costs.pk_null_cross(QWEN25_7B, 10, 2)["runtime"] > 24 * 60
 
 
 def test_part_out_of_range_is_a_config_error():
@@ -149,9 +149,9 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     (d / "manifest.json").write_text(json.dumps({"fields": QWEN25_7B}))
     cfg = load_config()
     nulls = cfg["pk"]["nulls"]
-    want_layer = costs.resources("pk_layer", QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]))
+    want_layer = costs.pk_layer(QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]))
     seg = fanout.part("pk_null_cross", QWEN25_7B, cfg, 1)
-    want_null = costs.resources("pk_null_cross", QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]),
+    want_null = costs.pk_null_cross(QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]),
                                 n_pairs=fanout.n_pairs(seg), n_writers=len({w for w, _, _ in seg}))
     rows = [  # the plugin's CSV: pandas index column, then its columns (steps only)
         ("0", "11.batch", f"rule_pk_layer_wildcards_{model}_0", 60 * want_layer["runtime"] / 3, 900, want_layer["mem_mb"]),

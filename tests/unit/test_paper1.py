@@ -6,6 +6,7 @@ import pytest
 import scipy.linalg
 
 from headgeom.methods import closure as C
+from headgeom.core import stats
 from headgeom.methods import paper1 as P1
 from headgeom.reports import paper1 as R
 from headgeom.core.factors import LayerFactors
@@ -98,7 +99,7 @@ def test_heads_layer_asserts_split_identity(monkeypatch):
         out["P_split"] = out["P_split"] * (1 + 1e-6)
         return out
 
-    monkeypatch.setattr(P1, "perturbation_split", broken)
+    monkeypatch.setattr(P1.heads, "perturbation_split", broken)  # where heads_layer looks it up
     with pytest.raises(AssertionError, match="perturbation-split identity"):
         P1.heads_layer(_layer(), "m", 0, PARAMS)
 
@@ -139,7 +140,7 @@ def test_sv_relerr_detects_a_changed_spectrum():
 
 
 def test_heads_layer_asserts_singular_values(monkeypatch):
-    monkeypatch.setattr(P1, "signed_permutation", lambda r, d: np.diag(r.uniform(0.5, 2.0, d)))
+    monkeypatch.setattr(P1.scramble, "signed_permutation", lambda r, d: np.diag(r.uniform(0.5, 2.0, d)))
     with pytest.raises(AssertionError, match="singular values"):
         P1.heads_layer(_layer(), "m", 0, PARAMS)
 
@@ -359,7 +360,7 @@ def test_product_law_general_equals_sibling_law_when_V_is_shared():
 
 def test_gamma_bound_violation_is_an_error(monkeypatch):
     real = P1.gamma_bound
-    monkeypatch.setattr(P1, "gamma_bound", lambda A_i, A_j: 0.01 * real(A_i, A_j))
+    monkeypatch.setattr(P1.siblings, "gamma_bound", lambda A_i, A_j: 0.01 * real(A_i, A_j))
     with pytest.raises(AssertionError, match="gamma bound"):
         P1.heads_layer(_layer(H=4, G=2, seed=9), "m", 0, PARAMS)
 
@@ -383,18 +384,18 @@ def test_auroc_against_brute_force():
     pos, neg = rng.standard_normal(7) + 1, rng.standard_normal(9)
     pos[0] = neg[0]  # a tie
     brute = np.mean([(p > n) + 0.5 * (p == n) for p in pos for n in neg])
-    assert np.isclose(P1.auroc(pos, neg), brute)
-    assert P1.auroc([1, 2], [0]) == 1.0 and np.isnan(P1.auroc([], [1]))
+    assert np.isclose(stats.auroc(pos, neg), brute)
+    assert stats.auroc([1, 2], [0]) == 1.0 and np.isnan(stats.auroc([], [1]))
 
 
 def test_hierarchical_bootstrap():
     units = [[(np.array([1.0, 1.2]), np.array([0.1, 0.3])), (np.array([0.8]), np.array([0.2, 0.0]))]]
-    a = P1.hierarchical_bootstrap(units, 200, rng_for("l", "c", -1, 0, "bootstrap"))
-    b = P1.hierarchical_bootstrap(units, 200, rng_for("l", "c", -1, 0, "bootstrap"))
+    a = stats.hierarchical_bootstrap(units, 200, rng_for("l", "c", -1, 0, "bootstrap"))
+    b = stats.hierarchical_bootstrap(units, 200, rng_for("l", "c", -1, 0, "bootstrap"))
     assert a == b and a[1] <= a[0] <= a[2]
     assert np.isclose(a[0], np.mean([1.1 - 0.2, 0.8 - 0.1]))
     const = [[(np.array([1.0]), np.array([0.5]))] * 3]
-    assert P1.hierarchical_bootstrap(const, 50, rng_for("x", 0, 0, 0, "b")) == (0.5, 0.5, 0.5)
+    assert stats.hierarchical_bootstrap(const, 50, rng_for("x", 0, 0, 0, "b")) == (0.5, 0.5, 0.5)
 
 
 def _cols_for(layers, model="m"):

@@ -173,3 +173,22 @@ def test_adding_an_output_needs_no_other_edit():
         O.OUTPUTS.update(reg)
         O.FIGURES.pop("toy_fig", None)
     assert dataclasses.is_dataclass(toy)
+
+
+def test_schema_defaults_are_the_default_config():
+    """docs/config.md shows the schema's defaults: they must be config/config.yaml's values."""
+    import yaml
+
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    wrong = []
+
+    def walk(node, c, prefix):
+        for k, sub in (node.get("properties") or {}).items():
+            if "default" in sub and c.get(k) != sub["default"]:
+                wrong.append((prefix + k, c.get(k), sub["default"]))
+            if isinstance(c.get(k), dict):
+                walk(sub, c[k], prefix + k + ".")
+
+    walk(schema, cfg, "")
+    assert not wrong, wrong

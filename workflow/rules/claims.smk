@@ -3,7 +3,10 @@
 #   results/tables/claims.{csv,md,tex,prov.json}
 # Reads the CSVs of the tables the ledger names (those this workflow builds), so it reruns when
 # any of them, the ledger, or the active models change.
-from headgeom.reports.claims import ledger_tables as _ledger_tables, load_ledger as _load_ledger
+from headgeom.reports.claims import (
+    ledger_tables as _ledger_tables,
+    load_ledger as _load_ledger,
+)
 
 CLAIMS_LEDGER = str(
     Path(config["claims"]["ledger"])

@@ -30,10 +30,6 @@ wildcard_constraints:
     part=r"\d+",
 
 
-def store_dir(model):
-    return f"results/tensors/{model}"
-
-
 def model_fields(model):
     """The model's shape, known once its tensors are fetched (fetch is a checkpoint)."""
     manifest = checkpoints.fetch.get(model=model).output.manifest
@@ -43,7 +39,8 @@ def model_fields(model):
 
 def family_shards(name, models=None):
     """Input function: every shard of one family (headgeom.jobs.families) for the models
-    (default: the active ones), model by model; layer counts come from the fetched manifests."""
+    (default: the active ones), model by model; layer counts come from the fetched manifests.
+    """
 
     def inner(wildcards):
         paths = []
@@ -54,11 +51,6 @@ def family_shards(name, models=None):
         return paths
 
     return inner
-
-
-# Named as plain paths so that every model's fetch is scheduled at once (an input function
-# that asks a checkpoint stops at the first model not yet fetched).
-MANIFESTS = [f"results/tensors/{m}/manifest.json" for m in ACTIVE]
 
 
 def job_cost(job, key):

@@ -24,7 +24,7 @@ for _job in FAMILY_JOBS.values():
             cpus_per_task=1,
             attempt=job_attempt,
         params:
-            job=_job.name,
             **JOB_PARAMS(_job),
+            job=_job.name,
         script:
             "../scripts/job.py"

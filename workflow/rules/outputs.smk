@@ -28,10 +28,9 @@ for _out in OUTPUTS.values():
         conda:
             "../../envs/headgeom.yaml"
         params:
-            output_kind=_out.kind,
-            output_name=_out.name,
-            models=ACTIVE,
             **OUTPUT_PARAMS(_out),
+            output=[_out.kind, _out.name],
+            models=ACTIVE,
         script:
             "../scripts/output.py"
 

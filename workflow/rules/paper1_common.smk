@@ -32,5 +32,6 @@ def p1_final(model):
     name = P1_LINEAGE_OF.get(model)
     return P1_LINEAGES[name][-1] if name else model
 
+
 # whose shards an output reads (headgeom.reports.outputs.Output.shard_models)
 OUTPUT_MODELS = {"active": ACTIVE, "lineages": P1_TRAJ_MODELS}

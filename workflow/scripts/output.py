@@ -1,10 +1,10 @@
-# One table or figure of the output registry (headgeom.reports.outputs), named by params.output_kind/output_name.
+# One table or figure of the output registry (headgeom.reports.outputs), named by params.output (kind, name).
 from headgeom.jobs.logs import to_log
 from headgeom.reports.outputs import build_output
 
 log = to_log(snakemake)
 params = dict(snakemake.params.items())
-kind, name, models = params.pop("output_kind"), params.pop("output_name"), params.pop("models")
+(kind, name), models = params.pop("output"), params.pop("models")
 inputs = {k: list(v) for k, v in snakemake.input.items() if k != "manifests"}
 build_output(kind, name, inputs, list(snakemake.input.manifests), list(models), dict(snakemake.output.items()), params)
 log(f"[{kind} {name}] from {sum(len(v) for v in inputs.values())} shards")

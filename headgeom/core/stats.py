@@ -1,0 +1,53 @@
+"""Statistics helpers shared by the reports: AUROC, the hierarchical bootstrap, empirical p-values."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def empirical_p(observed: float, samples, greater: bool = True) -> float:
+    """Phipson & Smyth: p = (k+1)/(n+1), k = samples at least as extreme. Ties within
+    rounding (1e-12 relative) count as at least as extreme: a statistic summed in another
+    order must not look significant."""
+    samples = np.asarray(samples, dtype=float)
+    tol = 1e-12 * max(abs(observed), np.finfo(float).tiny)
+    k = int(np.sum(samples >= observed - tol)) if greater else int(np.sum(samples <= observed + tol))
+    return (k + 1) / (samples.size + 1)
+
+
+def auroc(pos, neg) -> float:
+    """P(score_pos > score_neg) + 1/2 P(equal) (Mann-Whitney); NaN if a class is empty."""
+    from scipy.stats import rankdata
+
+    pos = np.asarray(pos, dtype=float)
+    neg = np.asarray(neg, dtype=float)
+    pos, neg = pos[np.isfinite(pos)], neg[np.isfinite(neg)]
+    if pos.size == 0 or neg.size == 0:
+        return float("nan")
+    r = rankdata(np.concatenate([pos, neg]))
+    return float((r[: pos.size].sum() - pos.size * (pos.size + 1) / 2) / (pos.size * neg.size))
+
+
+def hierarchical_bootstrap(units, n_boot: int, rng: np.random.Generator, level_names=("model", "layer")):
+    """Bootstrap of the mean layer gap with resampling at every level.
+
+    ``units``: list (top level, e.g. models) of lists (layers) of (a, b) pairs of arrays (the
+    strong and ordinary heads' values). Each replicate resamples top units, then layers within
+    them, then heads within each group; the statistic is the mean over layers of mean(a) - mean(b).
+    Returns (point estimate, 2.5%, 97.5%)."""
+    units = [[(np.asarray(a, float), np.asarray(b, float)) for a, b in lay if len(a) and len(b)] for lay in units]
+    units = [u for u in units if u]
+    if not units:
+        return float("nan"), float("nan"), float("nan")
+    point = float(np.mean([a.mean() - b.mean() for u in units for a, b in u]))
+    stats = np.empty(n_boot)
+    for k in range(n_boot):
+        gaps = []
+        for ui in rng.integers(0, len(units), len(units)):
+            u = units[ui]
+            for li in rng.integers(0, len(u), len(u)):
+                a, b = u[li]
+                gaps.append(a[rng.integers(0, a.size, a.size)].mean() - b[rng.integers(0, b.size, b.size)].mean())
+        stats[k] = np.mean(gaps)
+    lo, hi = np.quantile(stats, [0.025, 0.975]) if n_boot else (np.nan, np.nan)
+    return point, float(lo), float(hi)

@@ -1,0 +1,27 @@
+"""Shared by the job modules: a shard's provenance record and its key columns."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from headgeom.core.provenance import code_version
+from headgeom.io.store import TensorStore
+
+
+def shard_provenance(kind: str, store: TensorStore, layer: int, params: dict) -> dict:
+    return {
+        "job": kind,
+        "model": store.manifest["model"],
+        "layer": layer,
+        "params": params,
+        "code": code_version(),
+        "model_source": store.provenance(),
+        "tensors": store.layer_tensors(layer),
+        "fields": store.manifest["fields"],
+    }
+
+
+def with_keys(cols: dict, model: str, layer: int) -> dict:
+    """The shard's key columns (model, layer) in front of its data columns."""
+    n = len(next(iter(cols.values()))) if cols else 0
+    return {"model": np.array([model] * n, dtype=object), "layer": np.full(n, layer, dtype=np.int64), **cols}

@@ -1,0 +1,194 @@
+"""Feasible capacity: projected ascent of log P over cores with K's singular values, from
+seeded restarts; the heads a lineage's final checkpoint selects; attainment."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from headgeom.methods import closure as C
+from headgeom.core.seeds import rng_for, seed_for
+from headgeom.methods.paper1.common import CAPACITY, LayerGeometry, MATCHED, SAMPLE, fro2, inner, mT, valid_heads
+from headgeom.methods.paper1.scramble import haar_orthogonal, scramble_draws, sv_relerr
+
+
+# ================================================================ feasible capacity
+
+
+def logP_and_grad(X, D):
+    """log P_D(X) and its Euclidean gradient, batched: X (..., d, d), D (..., d).
+
+    ip = <XDX, X>:   grad = X X^T D + D X^T X + X D X
+    n4 = ||XDX||^2:  grad = 2 (Z X^T D + D X^T Z), Z = XDX
+    n2 = ||X||^2:    grad = 2 X
+    log P = 2 log|ip| - log n4 - log n2."""
+    Dr = D[..., None, :]  # scales columns
+    Dc = D[..., :, None]  # scales rows
+    Z = (X * Dr) @ X
+    ip = inner(Z, X)
+    n4 = fro2(Z)
+    n2 = fro2(X)
+    XtX = mT(X) @ X
+    g_ip = (X @ mT(X)) * Dr + Dc * XtX + Z
+    g_n4 = 2 * ((Z @ mT(X)) * Dr + Dc * (mT(X) @ Z))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = 2 * np.log(np.abs(ip)) - np.log(n4) - np.log(n2)
+        g = 2 * g_ip / ip[..., None, None] - g_n4 / n4[..., None, None] - 2 * X / n2[..., None, None]
+    return f, g
+
+
+def logP(X, D):
+    Z = (X * D[..., None, :]) @ X
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 2 * np.log(np.abs(inner(Z, X))) - np.log(fro2(Z)) - np.log(fro2(X))
+
+
+def retract(Y, sigma):
+    """Exact SVD retraction onto {U diag(sigma) W^T}: the nearest such matrix to Y in Frobenius
+    norm (singular vectors of Y, prescribed singular values in the same descending order)."""
+    U, _, Wt = np.linalg.svd(Y)
+    return (U * sigma[..., None, :]) @ Wt
+
+
+def projected_ascent(X0, D, sigma, iters: int, step0: float = 0.1):
+    """Projected gradient ascent of log P_D on the orbit of sigma, one trial step per iteration:
+    accepted (step x1.5) when it raises P, else rejected (step x0.5). Batched over starts.
+    Returns (best X, best P); P never falls below the start's."""
+    X = np.array(X0, dtype=np.float64, copy=True)
+    f, g = logP_and_grad(X, D)
+    f = np.where(np.isfinite(f), f, -np.inf)
+    eta = np.full(X.shape[0], step0)
+    for _ in range(iters):
+        active = eta > 1e-12
+        if not active.any():
+            break
+        gn = np.sqrt(fro2(g))
+        xn = np.sqrt(fro2(X))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            h = np.where((gn > 0)[:, None, None], g * (eta * xn / gn)[:, None, None], 0.0)
+        Xn = retract(X + h, sigma)
+        fn = logP(Xn, D)
+        ok = active & np.isfinite(fn) & (fn > f)
+        if ok.any():
+            X[ok] = Xn[ok]
+            fo, go = logP_and_grad(X[ok], D[ok])
+            f[ok], g[ok] = fo, go
+        eta = np.where(ok, eta * 1.5, eta * 0.5)
+    return X, np.exp(f)
+
+
+def capacity_starts(K, model: str, layer: int, head: int, restarts: int) -> np.ndarray:
+    """Deterministic restarts: the trained K, then Haar-random orientations U diag(sigma) W^T."""
+    d = K.shape[-1]
+    sigma = np.linalg.svd(K, compute_uv=False)
+    starts = [K]
+    for r in range(1, restarts):
+        rng = rng_for(model, layer, head, r, CAPACITY)
+        starts.append((haar_orthogonal(rng, d) * sigma[None, :]) @ haar_orthogonal(rng, d))
+    return np.stack(starts), sigma
+
+
+def feasible_capacity(K, D, model: str, layer: int, head: int, restarts: int, iters: int):
+    """Cap_hat: lower bound of max P_D(U diag(sigma) W^T) (sigma = singular values of K, D fixed).
+
+    Returns dict: cap, cap_trained_start, cap_random (best random start; NaN without one),
+    sv_relerr (of the best iterate), P_start (P_D(K))."""
+    starts, sigma = capacity_starts(K, model, layer, head, restarts)
+    n = starts.shape[0]
+    Dn = np.broadcast_to(D, (n, D.shape[-1]))
+    sig = np.broadcast_to(sigma, (n, sigma.shape[-1]))
+    X, P = projected_ascent(starts, np.ascontiguousarray(Dn), np.ascontiguousarray(sig), iters)
+    best = int(np.nanargmax(P))
+    return {
+        "cap": float(P[best]),
+        "cap_trained_start": float(P[0]),
+        "cap_random": float(np.max(P[1:])) if n > 1 else float("nan"),
+        "sv_relerr": float(sv_relerr(K, X[best][None])[0]),
+        "P_start": float(C.P_of(K, D)),
+    }
+
+
+def hash_order(keys_model: str, layer: int, heads, purpose: str) -> list[int]:
+    """Heads ordered by a fixed hash of (model, layer, head, 0, purpose): a deterministic,
+    closure-independent ordering."""
+    return sorted((int(h) for h in heads), key=lambda h: seed_for(keys_model, layer, h, 0, purpose))
+
+
+def capacity_selection(P_final, valid, threshold: float, final_model: str, layer: int, n_sample: int):
+    """Groups fixed by the final checkpoint: strong (P >= threshold), layer-matched ordinary
+    (as many as strong, hash-chosen among P < threshold in the same layer), and a hash sample of
+    n_sample heads chosen independently of closure. Returns boolean masks."""
+    P_final = np.asarray(P_final, dtype=float)
+    valid = np.asarray(valid, dtype=bool) & np.isfinite(P_final)
+    H = len(P_final)
+    strong = valid & (P_final >= threshold)
+    ordinary = np.flatnonzero(valid & (P_final < threshold))
+    matched = np.zeros(H, bool)
+    matched[hash_order(final_model, layer, ordinary, MATCHED)[: int(strong.sum())]] = True
+    sample = np.zeros(H, bool)
+    sample[hash_order(final_model, layer, np.flatnonzero(valid), SAMPLE)[:n_sample]] = True
+    return strong, matched, sample
+
+
+def attainment(P, R, cap):
+    """E = (P - R)/(Cap_hat - R), not clipped; NaN when Cap_hat = R."""
+    P, R, cap = (np.asarray(x, dtype=float) for x in (P, R, cap))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(cap != R, (P - R) / (cap - R), np.nan)
+
+
+# ================================================================ one layer: capacity
+
+
+def capacity_layer(f, f_final, model: str, final_model: str, layer: int, params: dict):
+    """Cap_hat, R and E for the heads the final checkpoint selects (strong, layer-matched
+    ordinary, hash sample), computed on this checkpoint's factors ``f``."""
+    rank_rtol = params.get("rank_rtol", 1e-6)
+    threshold = float(params["strong_threshold"])
+    n_perm = int(params.get("scramble_draws", 8))
+    restarts = int(params["restarts"])
+    iters = int(params["iters"])
+    n_sample = int(params["sample_per_layer"])
+    sv_rtol = float(params.get("sv_rtol", 1e-12))
+
+    base_f = C.closure_layer(f_final, rank_rtol=rank_rtol) if f_final is not f else None
+    base = C.closure_layer(f, rank_rtol=rank_rtol)
+    geo = LayerGeometry(f, rank_rtol)
+    if base_f is None:
+        base_f, geo_f = base, geo
+    else:
+        geo_f = LayerGeometry(f_final, rank_rtol)
+        if (geo_f.H, geo_f.G, geo_f.d, geo_f.d_model) != (geo.H, geo.G, geo.d, geo.d_model):
+            raise ValueError(f"{model} layer {layer} has another shape than its lineage's final checkpoint {final_model}")
+    valid_f = valid_heads(base_f, geo_f)
+    strong, matched, sample = capacity_selection(base_f["P"], valid_f, threshold, final_model, layer, n_sample)
+    sel = np.flatnonzero(strong | matched | sample)
+    valid = valid_heads(base, geo)
+    n = sel.size
+    out = {k: np.full(n, np.nan) for k in ("P", "R", "cap", "cap_trained_start", "cap_random", "E", "sv_relerr")}
+    flags = []
+    for r, h in enumerate(sel):
+        if not valid[h]:
+            flags.append("undefined_here")
+            continue
+        Dh, Kh = geo.coords([h], [geo.kv_group[h]])
+        Dh, Kh = Dh[0], Kh[0]
+        pp, _, _ = scramble_draws(Kh, Dh, model, layer, int(h), n_perm, 0)
+        cap = feasible_capacity(Kh, Dh, model, layer, int(h), restarts, iters)
+        if not cap["sv_relerr"] < sv_rtol:
+            raise AssertionError(f"capacity iterate lost the singular values of K (head {h}): {cap['sv_relerr']:.3e}")
+        out["P"][r] = cap["P_start"]
+        out["R"][r] = np.median(pp) if pp.size else np.nan
+        for k in ("cap", "cap_trained_start", "cap_random", "sv_relerr"):
+            out[k][r] = cap[k]
+        flags.append("")
+    out["E"] = attainment(out["P"], out["R"], out["cap"])
+    return {
+        "head": sel.astype(np.int64),
+        "kv_group": geo.kv_group[sel].astype(np.int64),
+        "final_model": np.array([final_model] * n, dtype=object),
+        "P_final": np.asarray(base_f["P"], dtype=float)[sel],
+        "is_strong": strong[sel], "is_matched": matched[sel], "is_sample": sample[sel],
+        **out,
+        "restarts": np.full(n, restarts, dtype=np.int64), "iters": np.full(n, iters, dtype=np.int64),
+        "flags": np.array(flags, dtype=object),
+    }
