@@ -88,14 +88,19 @@ def cache_key(wildcards, input):
 
 def source_key(wildcards):
     """Fetch under --cache: a local checkpoint's files (name, size, mtime) join the key, so a
-    changed local checkpoint is fetched again; hub sources are keyed by repo_id + revision."""
+    changed local checkpoint is fetched again; hub sources are keyed by repo_id + revision.
+    """
     entry = config["models"][wildcards.model]
     key = {"code": code_version()["source_sha256"]}
     if entry.get("source") == "local":
         root = Path(entry["path"])
         files = sorted(root.rglob("*")) if root.is_dir() else [root]
         key["files"] = [
-            [str(f.relative_to(root) if root.is_dir() else f.name), st.st_size, st.st_mtime_ns]
+            [
+                str(f.relative_to(root) if root.is_dir() else f.name),
+                st.st_size,
+                st.st_mtime_ns,
+            ]
             for f in files
             if f.is_file()
             for st in [f.stat()]

@@ -17,11 +17,11 @@ checkpoint fetch:
         runtime=30,
         cpus_per_task=1,
     params:
+        **({"cache_key": source_key} if CACHE_ON else {}),
         # only the keys that locate the checkpoint: editing a model's notes, tables, pair or
         # lineage (config/models.yaml) does not refetch it and rerun its jobs
         entry=lambda wc: {
             k: v for k, v in config["models"][wc.model].items() if k in FETCH_KEYS
         },
-        **({"cache_key": source_key} if CACHE_ON else {}),
     script:
         "../scripts/fetch.py"

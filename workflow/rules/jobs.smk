@@ -14,9 +14,9 @@ for _job in FAMILY_JOBS.values():
             **{f.output: f.path for f in _job.families},
         log:
             _job.log,
+        cache: CACHE_ON and _job.cache
         conda:
             "../../envs/headgeom.yaml"
-        cache: CACHE_ON and _job.cache
         threads: 1
         resources:
             mem_mb=job_cost(_job, "mem_mb"),
