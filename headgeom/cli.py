@@ -2,6 +2,8 @@
 
     headgeom audit TABLE --row KEY=VALUE [--row ...] --column NAME [-d DIR] [--no-tensors]
     headgeom claims [--ledger config/claims.yaml] [-d DIR] [--models m1 m2 ...] [--inventory FILE]
+    headgeom plan [--configfile F ...] [--models m1 ...] [--shape M=config.json] [--cores N ...]
+    headgeom costs logs/slurm/efficiency_report_<run>.csv [-d DIR] [--configfile F ...]
 
 Run from the directory the pipeline ran in (or pass -d). ``audit`` explains one number of a
 table and recomputes it from its shards and from the tensors; it exits 0 when everything
@@ -65,6 +67,38 @@ def _table_models(workdir: Path):
                     yield r["model"]
 
 
+def _plan(args) -> int:
+    from headgeom.core.errors import HeadgeomError
+    from headgeom.jobs import plan as P
+
+    try:
+        shapes = dict(s.split("=", 1) for s in args.shape or [])
+        cfg = P.load_config(args.configfile or [])
+        p = P.plan(cfg, args.directory, shapes, args.models)
+    except (HeadgeomError, ValueError) as e:
+        print(f"headgeom plan: {e}", file=sys.stderr)
+        return 2
+    cores = list(args.cores or [1, 16, 64, 256, 1024])
+    if args.nodes:
+        cores += [n * args.cores_per_node for n in args.nodes]
+    sys.stdout.write(P.render(p, sorted(set(cores))))
+    return 0
+
+
+def _costs(args) -> int:
+    from headgeom.core.errors import HeadgeomError
+    from headgeom.jobs import efficiency
+    from headgeom.jobs.plan import load_config
+
+    try:
+        res = efficiency.compare(args.report, args.directory, load_config(args.configfile or []))
+    except (HeadgeomError, OSError, KeyError) as e:
+        print(f"headgeom costs: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(efficiency.render(res))
+    return 0
+
+
 def _docs(args) -> int:
     from headgeom.reports import docs
 
@@ -104,6 +138,28 @@ def main(argv=None) -> int:
     c.add_argument("--format", choices=("md", "csv"), default="md")
     c.add_argument("--inventory", help="inventory of the papers' printed numbers (default: paper_numbers.yaml beside the ledger)")
     c.set_defaults(func=_claims)
+
+    p = sub.add_parser("plan", help="job counts, core-hours, memory and wall-clock of a config, before fetching",
+                       description="Per rule: job count, core-hours, peak memory per job, the largest job; and the "
+                                   "wall-clock on N cores, from the cost models the rules use (docs/cluster.md). "
+                                   "Needs no weights: shapes come from fetched manifests, --shape, a local "
+                                   "checkpoint's config.json, or the model registry's shape: entries.")
+    p.add_argument("--configfile", nargs="+", help="config files merged over config/config.yaml (as snakemake)")
+    p.add_argument("--models", nargs="+", help="models to plan (default: the config's active_models)")
+    p.add_argument("--shape", action="append", metavar="MODEL=FILE", help="a manifest.json or HF config.json")
+    p.add_argument("-d", "--directory", default=".", help="work directory (fetched manifests; default: .)")
+    p.add_argument("--cores", nargs="+", type=int, help="core counts to estimate wall-clock for")
+    p.add_argument("--nodes", nargs="+", type=int, help="node counts (x --cores-per-node)")
+    p.add_argument("--cores-per-node", type=int, default=64)
+    p.set_defaults(func=_plan)
+
+    k = sub.add_parser("costs", help="the SLURM efficiency report beside the cost model",
+                       description="Per rule: measured elapsed time and MaxRSS (the SLURM plugin's efficiency "
+                                   "report CSV) beside the runtime and mem_mb the cost model requested.")
+    k.add_argument("report", help="efficiency_report_<run>.csv (slurm-efficiency-report; logs/slurm/)")
+    k.add_argument("-d", "--directory", default=".", help="work directory of the run (its manifests)")
+    k.add_argument("--configfile", nargs="+", help="config files the run used (merged over config/config.yaml)")
+    k.set_defaults(func=_costs)
 
     g = sub.add_parser("docs", help="write docs/outputs.md, docs/config.md and the report captions",
                        description="Write the generated docs from the registries and the config schema: "

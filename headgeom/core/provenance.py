@@ -12,6 +12,20 @@ from headgeom import __version__
 PKG_DIR = Path(__file__).resolve().parents[1]
 
 
+# How the running job was executed (set by workflow/scripts/job.py): its attempt number (a
+# retry asks for more memory and time, workflow/rules/common.smk job_cost), the rule and, under
+# SLURM, the job id; write_shard records it in every shard's provenance as "run".
+_RUN: dict = {}
+
+
+def set_run(**info) -> None:
+    _RUN.update({k: v for k, v in info.items() if v is not None})
+
+
+def run_info() -> dict:
+    return dict(_RUN)
+
+
 @functools.lru_cache(maxsize=1)
 def code_version() -> dict:
     """Package version, a hash of the package source (works without git), and the git

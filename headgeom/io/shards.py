@@ -22,6 +22,10 @@ def write_shard(path: str | Path, columns: dict[str, np.ndarray], provenance: di
         v = np.asarray(v)
         arrays[k] = pa.array(v.tolist() if v.dtype == object else v)
     table = pa.table(arrays)
+    from headgeom.core.provenance import run_info
+
+    if run_info():  # attempt, rule, SLURM job id of the running job
+        provenance = {**provenance, "run": run_info()}
     table = table.replace_schema_metadata({META_KEY: json.dumps(provenance, sort_keys=True, default=str).encode()})
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")

@@ -30,6 +30,9 @@ SAFETY = 1.5
 
 
 def _fields(manifest) -> dict:
+    """A model's shape: a manifest path, or already its ``fields`` dict (``headgeom plan``)."""
+    if isinstance(manifest, dict):
+        return manifest
     with open(manifest) as fh:
         return json.load(fh)["fields"]
 
@@ -45,6 +48,17 @@ def work_ratio(f: dict) -> float:
     return w(f) / w(REF)
 
 
+def pair_seconds(job: str, manifest, n_samples: int = 1, n_null_types: int = 2) -> float:
+    """Seconds of one writer->reader layer pair of a cross-layer job (before SAFETY): what
+    the fan-out (headgeom.jobs.fanout) packs into jobs under the runtime ceiling."""
+    r = work_ratio(_fields(manifest))
+    if job == "pk_null_cross":
+        return SECONDS["pk_null_cross_pair_sample"] * r * n_samples * n_null_types
+    if job == "pk_cross_layer":
+        return SECONDS["pk_cross_pair"] * r
+    raise ValueError(f"no per-pair cost for job {job!r}")
+
+
 def _minutes(t_s: float, mem: float) -> dict:
     return {"mem_mb": int(math.ceil(max(mem, 500))), "runtime": int(max(5, math.ceil(SAFETY * t_s / 60)))}
 
@@ -55,10 +69,12 @@ def pk_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
     return _minutes(SECONDS["pk_layer"] * work_ratio(f), BASE_MB + MEM_FACTOR["pk_layer"] * layer_mib(f))
 
 
-def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
-    """The writer layer 0 job reads every later layer."""
+def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None) -> dict:
+    """A part of ``n_pairs`` layer pairs (headgeom.jobs.fanout; default: writer layer 0's row);
+    one writer and one reader layer in memory at a time."""
     f = _fields(manifest)
-    return _minutes(SECONDS["pk_cross_pair"] * work_ratio(f) * max(f["n_layers"] - 1, 1),
+    n_pairs = max(f["n_layers"] - 1, 1) if n_pairs is None else n_pairs
+    return _minutes(pair_seconds("pk_cross_layer", f) * n_pairs,
                     BASE_MB + MEM_FACTOR["pk_cross_pair"] * layer_mib(f))
 
 
@@ -68,12 +84,16 @@ def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
                     BASE_MB + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
 
 
-def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
-    """All layers' factors and writer bases stay in memory."""
+def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
+                  n_writers: int | None = None) -> dict:
+    """A part of ``n_pairs`` layer pairs of ``n_writers`` writer layers (headgeom.jobs.fanout;
+    default: all of them): the part's writer bases stay in memory, readers one at a time."""
     f = _fields(manifest)
     L = f["n_layers"]
-    return _minutes(SECONDS["pk_null_cross_pair_sample"] * work_ratio(f) * (L * (L - 1) / 2) * n_samples * n_null_types,
-                    BASE_MB + (1.5 * L + 3) * layer_mib(f))
+    n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
+    n_writers = L if n_writers is None else n_writers
+    return _minutes(pair_seconds("pk_null_cross", f, n_samples, n_null_types) * n_pairs,
+                    BASE_MB + (1.5 * n_writers + 3) * layer_mib(f))
 
 
 # ---------------------------------------------------------------- paper 1 jobs
@@ -100,3 +120,10 @@ def paper1_resources(kind: str, manifest, restarts: int = 1, iters: int = 0) -> 
         per_iter_s = 0.008 * (fields["d_head"] / 128) ** 2.5
         runtime += math.ceil(fields["n_heads"] * restarts * iters * per_iter_s / 60)
     return {"mem_mb": mem_mb, "runtime": runtime}
+
+
+def grow(res: dict, attempt: int) -> dict:
+    """Resources of a retry: attempt k asks for k x the cost model's mem_mb and runtime (a job
+    killed for memory or time gets more the next time; profile `retries`)."""
+    k = max(1, int(attempt))
+    return {key: int(v) * k if key in ("mem_mb", "runtime") else v for key, v in res.items()}

@@ -19,9 +19,9 @@ from typing import Callable
 from headgeom.jobs import costs
 
 # which shards of a family exist for one model (n_layers from its manifest; blocks of the null
-# samples from the config): one per layer, per writer layer (all but the last), per layer and
-# block, or per block
-SCOPES = ("layer", "writer_layer", "layer_block", "block")
+# samples from the config): one per layer, per layer and block, per block, per block and part of the layer-pair list, or per part (headgeom.jobs.fanout:
+# parts of the writer->reader layer pairs sized by the cost model under the runtime ceiling)
+SCOPES = ("layer", "layer_block", "block", "block_part", "part")
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,10 @@ class Family:
     def path(self) -> str:
         return {
             "layer": f"results/shards/{self.name}/{{model}}/layer{{layer}}.parquet",
-            "writer_layer": f"results/shards/{self.name}/{{model}}/layer{{layer}}.parquet",
             "layer_block": f"results/shards/{self.name}/{{model}}/layer{{layer}}/block{{block}}.parquet",
             "block": f"results/shards/{self.name}/{{model}}/block{{block}}.parquet",
+            "block_part": f"results/shards/{self.name}/{{model}}/block{{block}}/part{{part}}.parquet",
+            "part": f"results/shards/{self.name}/{{model}}/part{{part}}.parquet",
         }[self.scope]
 
 
@@ -47,11 +48,13 @@ class Job:
     run: Callable  # run(inputs, outputs, wildcards, params, log): the job itself
     outputs: dict  # output key -> (family name, scope)
     params: dict  # param name -> config dpath (passed with lookup(); only what the job reads)
-    cost: Callable  # cost(manifest_path, config) -> {"mem_mb": ..., "runtime": ...}
+    cost: Callable  # cost(manifest path or fields, config, wildcards=None) -> {"mem_mb": ..., "runtime": ...}
     seed_scheme: str
     log: str  # log path pattern
     blocks: str | None = None  # "within" / "cross": null-sample blocks (params gain `samples`)
     final_model: bool = False  # also reads the lineage's final checkpoint (params gain `final_model`)
+    fanout: str | None = None  # "pairs": layer pairs split into parts (headgeom.jobs.fanout; params gain `pairs`)
+    cache: bool = True  # eligible for Snakemake's between-workflow cache under --cache (docs/cluster.md)
     families: tuple = field(init=False, default=())
 
     def __post_init__(self):
@@ -74,7 +77,9 @@ def run_pk_layer(inputs, outputs, wildcards, params, log):
 def run_pk_cross(inputs, outputs, wildcards, params, log):
     from headgeom.jobs.pk import pk_cross_job
 
-    pk_cross_job(_store(inputs), int(wildcards["layer"]), outputs["shard"], params, log=log)
+    segments = params.get("pairs")  # a part of the layer-pair list (headgeom.jobs.fanout)
+    layer = None if segments else int(wildcards["layer"])
+    pk_cross_job(_store(inputs), layer, outputs["shard"], params, segments=segments, log=log)
 
 
 def run_pk_null_within(inputs, outputs, wildcards, params, log):
@@ -86,7 +91,7 @@ def run_pk_null_within(inputs, outputs, wildcards, params, log):
 def run_pk_null_cross(inputs, outputs, wildcards, params, log):
     from headgeom.jobs.pk import pk_null_cross_job
 
-    pk_null_cross_job(_store(inputs), params["samples"], outputs["shard"], params, log=log)
+    pk_null_cross_job(_store(inputs), params["samples"], outputs["shard"], params, segments=params["pairs"], log=log)
 
 
 def run_paper1_heads(inputs, outputs, wildcards, params, log):
@@ -106,15 +111,26 @@ def run_paper1_capacity(inputs, outputs, wildcards, params, log):
 
 
 def _pk_cost(model):
-    def cost(manifest, config):
+    """Cost of one PK job (costs.<job name>); a fanned-out job's part sizes it (pairs, writers)."""
+    job = model.__name__
+
+    def cost(manifest, config, wildcards=None):
         nulls = config["pk"]["nulls"]
-        return model(manifest, nulls["samples_per_job"], len(nulls["types"]))
+        extra = {}
+        if JOBS[job].fanout and wildcards is not None and "part" in wildcards:
+            from headgeom.jobs import fanout
+
+            seg = fanout.part(job, costs._fields(manifest), config, int(wildcards["part"]))
+            extra = {"n_pairs": fanout.n_pairs(seg)}
+            if job == "pk_null_cross":
+                extra["n_writers"] = len({w for w, _, _ in seg})
+        return model(manifest, nulls["samples_per_job"], len(nulls["types"]), **extra)
 
     return cost
 
 
 def _paper1_cost(kind):
-    def cost(manifest, config):
+    def cost(manifest, config, wildcards=None):
         cap = config["paper1"]["capacity"]
         return costs.paper1_resources(kind, manifest, cap["restarts"], cap["iters"])
 
@@ -136,11 +152,12 @@ JOBS = {
         ),
         Job(
             "pk_cross_layer", run_pk_cross,
-            outputs={"shard": ("pk_cross", "writer_layer")},
+            outputs={"shard": ("pk_cross", "part")},
             params={"cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol"},
             cost=_pk_cost(costs.pk_cross_layer),
             seed_scheme="none (deterministic)",
-            log="logs/pk_cross/{model}/layer{layer}.log",
+            log="logs/pk_cross/{model}/part{part}.log",
+            fanout="pairs",
         ),
         Job(
             "pk_null_within", run_pk_null_within,
@@ -153,13 +170,14 @@ JOBS = {
         ),
         Job(
             "pk_null_cross", run_pk_null_cross,
-            outputs={"shard": ("pk_null_cross", "block")},
+            outputs={"shard": ("pk_null_cross", "block_part")},
             params={"types": "pk/nulls/types", "cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol"},
             cost=_pk_cost(costs.pk_null_cross),
             seed_scheme="writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "
                         "reader: rng_for(model, 'null-cross-reader', null, kind, layer_r, sample)",
-            log="logs/pk_null_cross/{model}/block{block}.log",
+            log="logs/pk_null_cross/{model}/block{block}/part{part}.log",
             blocks="cross",
+            fanout="pairs",
         ),
         Job(
             "paper1_heads", run_paper1_heads,
@@ -196,17 +214,30 @@ def family(name: str) -> Family:
         raise KeyError(f"no shard family {name!r} (known: {', '.join(FAMILIES)})") from None
 
 
-def shard_paths(name: str, model: str, n_layers: int, blocks: dict[str, range] | None = None) -> list[str]:
-    """Every shard of family ``name`` for one model, layer by layer (then block by block)."""
+def n_parts(job: str, fields: dict, config: dict) -> int:
+    """How many parts a fanned-out job has for one model (1 for the others)."""
+    if not JOBS[job].fanout:
+        return 1
+    from headgeom.jobs import fanout
+
+    return len(fanout.parts(job, fields, config))
+
+
+def shard_paths(name: str, model: str, n_layers: int, blocks: dict[str, range] | None = None,
+                parts: int = 1) -> list[str]:
+    """Every shard of family ``name`` for one model, layer by layer (then block by block, then
+    part by part; ``parts`` from n_parts)."""
     fam = family(name)
     blk = (blocks or {}).get(JOBS[fam.job].blocks, range(0))
     fmt = lambda **kw: fam.path.format(model=model, **kw)  # noqa: E731
     if fam.scope == "layer":
         return [fmt(layer=l) for l in range(n_layers)]
-    if fam.scope == "writer_layer":  # writer layer l against every later layer
-        return [fmt(layer=l) for l in range(n_layers - 1)]
     if fam.scope == "layer_block":
         return [fmt(layer=l, block=b) for l in range(n_layers) for b in blk]
+    if fam.scope == "block_part":
+        return [fmt(block=b, part=p) for b in blk for p in range(parts)]
+    if fam.scope == "part":
+        return [fmt(part=p) for p in range(parts)]
     return [fmt(block=b) for b in blk]
 
 

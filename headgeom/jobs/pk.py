@@ -62,32 +62,58 @@ def pk_job(store_dir, layer: int, out, params: dict, out_self=None, log=print) -
     log(f"[pk {model} L{layer}] {len(cols['pk'])} pairs, {time.perf_counter() - t0:.2f}s")
 
 
-def pk_cross_job(store_dir, layer: int, out, params: dict, log=print) -> None:
-    """Writer heads of ``layer`` against reader heads of every later layer, Q/K/V."""
+def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) -> None:
+    """Writer heads (O) against the reader heads (Q/K/V) of later layers. ``segments``: the
+    part of the layer-pair list this job covers, ``[(writer, reader_start, reader_stop), ...]``
+    (headgeom.jobs.fanout); default: writer ``layer`` against every later layer. Rows come
+    writer, reader, kind: a part's rows are its writers' unsplit rows in order."""
     from headgeom.methods.pk import cross_pairs, lambda_min_S, layer_spaces
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
     model = store.manifest["model"]
+    L = store.fields.n_layers
+    if segments is None:
+        segments = [(int(layer), int(layer) + 1, L)]
+    segments = [tuple(int(x) for x in seg) for seg in segments]
+    if not segments:
+        raise ValueError("pk_cross: no layer pairs to compute")
+    for w, r0, r1 in segments:
+        if not (0 <= w < r0 <= r1 <= L):
+            raise ValueError(f"pk_cross: bad pair segment {(w, r0, r1)} for {L} layers")
     rtol = params.get("rank_rtol", 1e-6)
-    Xw, Bw, rw = layer_spaces(store.layer_factors(layer), ("O",), rtol)["O"]
-    lam = lambda_min_S(Bw)
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
-    parts = []
-    for lr in range(layer + 1, store.fields.n_layers):
-        spaces = layer_spaces(store.layer_factors(lr), kinds, rtol)
-        for kind, (Xr, Br, rr) in spaces.items():
-            res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr)
-            n = len(res["rho"])
-            res.update(layer_r=np.full(n, lr), kind=np.array([kind] * n, dtype=object),
-                       lambda_min_S=np.full(n, lam))
-            parts.append(res)
     keys = ("layer_r", "kind", "head_w", "head_r", "pk", "rho", "min_angle_deg", "weighted", "dim_w", "dim_r", "lambda_min_S")
-    cols = {k: np.concatenate([p[k] for p in parts]) for k in keys} if parts else {k: np.array([]) for k in keys}
-    prov = shard_provenance("pk_cross", store, layer, params)
-    prov["tensors_readers"] = {lr: store.layer_tensors(lr) for lr in range(layer + 1, store.fields.n_layers)}
-    write_shard(out, with_keys(cols, model, layer), prov)
-    log(f"[pk_cross {model} L{layer}] {len(cols['rho'])} pairs, lambda_min(S)={lam:.3g}, {time.perf_counter() - t0:.2f}s")
+    blocks, lams = [], {}
+    for w, r0, r1 in segments:
+        Xw, Bw, rw = layer_spaces(store.layer_factors(w), ("O",), rtol)["O"]
+        lam = lams[w] = lambda_min_S(Bw)
+        parts = []
+        for lr in range(r0, r1):
+            spaces = layer_spaces(store.layer_factors(lr), kinds, rtol)
+            for kind, (Xr, Br, rr) in spaces.items():
+                res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr)
+                n = len(res["rho"])
+                res.update(layer_r=np.full(n, lr), kind=np.array([kind] * n, dtype=object),
+                           lambda_min_S=np.full(n, lam))
+                parts.append(res)
+        if parts:
+            blocks.append(with_keys({k: np.concatenate([p[k] for p in parts]) for k in keys}, model, w))
+    writers = sorted(lams)
+    if blocks:
+        cols = {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0]}
+    else:
+        cols = with_keys({k: np.array([]) for k in keys}, model, writers[0])
+    prov = shard_provenance("pk_cross", store, writers[0], params)
+    if len(writers) > 1:
+        prov["layer"] = writers
+        prov["tensors"] = {w: store.layer_tensors(w) for w in writers}
+    prov["pair_segments"] = [list(seg) for seg in segments]
+    readers = sorted({lr for _, r0, r1 in segments for lr in range(r0, r1)})
+    prov["tensors_readers"] = {lr: store.layer_tensors(lr) for lr in readers}
+    write_shard(out, cols, prov)
+    log(f"[pk_cross {model} writers {writers}] {len(cols['rho'])} pairs, "
+        + ", ".join(f"lambda_min(S)[{w}]={v:.3g}" for w, v in lams.items()) + f", {time.perf_counter() - t0:.2f}s")
 
 
 def _null_stats_row(rows, stats, **keys):
@@ -133,10 +159,15 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
     log(f"[pk_null_within {model} L{layer}] samples {samples[0]}..{samples[-1]}, {time.perf_counter() - t0:.2f}s")
 
 
-def pk_null_cross_job(store_dir, samples, out, params: dict, log=print) -> None:
-    """Null samples of every writer->reader layer pair: the writer of layer l and the reader
-    of layer l' are drawn independently; each draw is computed once per sample and reused
-    over all layer pairs."""
+def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=print) -> None:
+    """Null samples of writer->reader layer pairs: the writer of layer l and the reader of
+    layer l' are drawn independently, seeded by (model, null, [kind,] layer, sample) only.
+
+    ``segments``: the part of the pair list this job covers, ``[(writer, reader_start,
+    reader_stop), ...]`` (headgeom.jobs.fanout); default every pair. Writer draws are made once
+    per sample and kept; reader layers are loaded one at a time, each draw reused over the
+    part's writers. Rows come null, sample, reader, kind, writer: with every pair in one part
+    they are the rows of the unsplit job, and any fan-out gives the same row per pair."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
     from headgeom.methods.pk import cross_pairs, factor_stack, isotropic_rho, layer_stats, orthonormal_bases
     from headgeom.core.seeds import rng_for
@@ -145,22 +176,33 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, log=print) -> None:
     store = TensorStore(store_dir)
     model = store.manifest["model"]
     L = store.fields.n_layers
+    if segments is None:
+        segments = [(w, w + 1, L) for w in range(L - 1)]
+    segments = [tuple(int(x) for x in seg) for seg in segments]
+    for w, r0, r1 in segments:
+        if not (0 <= w < r0 <= r1 <= L):
+            raise ValueError(f"pk_null_cross: bad pair segment {(w, r0, r1)} for {L} layers")
+    writers_of = {}  # reader layer -> its writers in this part, ascending
+    for w, r0, r1 in segments:
+        for lr in range(r0, r1):
+            writers_of.setdefault(lr, []).append(w)
+    writer_layers = sorted({w for w, _, _ in segments})
     rtol = params.get("rank_rtol", 1e-6)
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
     samples = [int(x) for x in samples]
-    factors = {l: store.layer_factors(l) for l in range(L)}
     iso = isotropic_rho(store.fields.d_head, store.fields.d_model)
     rows: dict = {}
     for null in params.get("types", tuple(NULL_MODELS)):
         for s in samples:
-            writers = {l: orthonormal_bases(null_factors(factor_stack(factors[l], "O"), null,
+            writers = {l: orthonormal_bases(null_factors(factor_stack(store.layer_factors(l), "O"), null,
                                                          rng_for(model, "null-cross-writer", null, l, s)), rtol)
-                       for l in range(L - 1)}
-            for lr in range(1, L):
+                       for l in writer_layers}
+            for lr in sorted(writers_of):
+                fr = store.layer_factors(lr)
                 for kind in kinds:
-                    Br, rr = orthonormal_bases(null_factors(factor_stack(factors[lr], kind), null,
+                    Br, rr = orthonormal_bases(null_factors(factor_stack(fr, kind), null,
                                                             rng_for(model, "null-cross-reader", null, kind, lr, s)), rtol)
-                    for lw in range(lr):
+                    for lw in sorted(writers_of[lr]):
                         Bw, rw = writers[lw]
                         res = cross_pairs(Bw, rw, Br, rr, angles=False)  # nulls compare SD and mean
                         res["min_angle_deg"] = np.full(len(res["rho"]), np.nan)
@@ -170,6 +212,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, log=print) -> None:
     cols = {k: (np.array(v, dtype=object) if k in ("kind", "null") else np.array(v)) for k, v in rows.items()}
     prov = {
         "job": "pk_null_cross", "model": model, "samples": samples, "params": params,
+        "pair_segments": [list(seg) for seg in segments],
         "code": code_version(), "model_source": store.provenance(), "fields": store.manifest["fields"],
         "tensors": {k: v["sha256"] for k, v in store.manifest["tensors"].items()},
         "seed_scheme": "writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "
@@ -178,4 +221,5 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, log=print) -> None:
     n = len(cols.get("kind", []))
     cols = {"model": np.array([model] * n, dtype=object), **cols}
     write_shard(out, cols, prov)
-    log(f"[pk_null_cross {model}] samples {samples[0]}..{samples[-1]}, {time.perf_counter() - t0:.2f}s")
+    log(f"[pk_null_cross {model}] samples {samples[0]}..{samples[-1]}, {len(segments)} segments, "
+        f"{time.perf_counter() - t0:.2f}s")

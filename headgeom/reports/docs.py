@@ -61,6 +61,8 @@ def outputs_md() -> str:
         keys = ", ".join(f"`{d.replace('/', '.')}`" for d in j.params.values())
         if j.blocks:
             keys += f", `pk.nulls.{j.blocks}_samples`, `pk.nulls.samples_per_job`"
+        if j.fanout:
+            keys += ", `fanout.max_job_minutes` (pairs per part)"
         lines.append(f"| `{f.name}` | `{j.name}` | `{f.path}` | {j.seed_scheme} | {keys} |")
     for paper in dict.fromkeys(o.paper for o in OUTPUTS.values()):
         lines += ["", f"## {paper}", "", "| output | files | reads | config keys | caption |", "|---|---|---|---|---|"]

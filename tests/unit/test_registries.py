@@ -26,9 +26,10 @@ def test_every_family_has_one_job_and_a_path_with_its_wildcards():
         job = FAM.JOBS[fam.job]
         assert fam in job.families
         assert fam.path.startswith(f"results/shards/{name}/{{model}}/")
-        want = {"model"} | ({"layer"} if "layer" in fam.scope else set()) | ({"block"} if "block" in fam.scope else set())
+        want = {"model"} | {w for w in ("layer", "block", "part") if w in fam.scope}
         assert set(re.findall(r"\{(\w+)\}", fam.path)) == want
         assert (job.blocks is not None) == ("block" in fam.scope)
+        assert (job.fanout is not None) == ("part" in fam.scope)
     # sibling families of one job share their wildcards (one rule writes them together)
     for job in FAM.JOBS.values():
         assert len({f.scope for f in job.families}) == 1
@@ -63,9 +64,9 @@ def test_config_keys_named_by_the_registries_exist_in_the_default_config():
 
 
 def test_shard_paths_follow_the_scope():
-    assert FAM.shard_paths("pk_cross", "m", 3) == [f"results/shards/pk_cross/m/layer{l}.parquet" for l in (0, 1)]
+    assert FAM.shard_paths("pk_cross", "m", 3, parts=2) == [f"results/shards/pk_cross/m/part{p}.parquet" for p in (0, 1)]
     assert FAM.shard_paths("pk_null_cross", "m", 3, {"cross": range(2)}) == [
-        "results/shards/pk_null_cross/m/block0.parquet", "results/shards/pk_null_cross/m/block1.parquet"]
+        "results/shards/pk_null_cross/m/block0/part0.parquet", "results/shards/pk_null_cross/m/block1/part0.parquet"]
     assert len(FAM.shard_paths("pk_null_within", "m", 3, {"within": range(2)})) == 6
     assert FAM.family_of("results/shards/paper1_pairs/m/layer0.parquet").job == "paper1_heads"
     with pytest.raises(KeyError, match="not a shard of a known family"):

@@ -123,13 +123,13 @@ def test_growing_within_null_samples_adds_blocks_only(plans):
 
 
 def test_growing_cross_null_samples_adds_a_block_only(plans):
-    new = {("pk_null_cross", "results/shards/pk_null_cross/tiny/block1.parquet")}
+    new = {("pk_null_cross", "results/shards/pk_null_cross/tiny/block1/part0.parquet")}
     _assert_plan(plans, "cross_grow", with_claims(new | pk_reports_reading("pk_null_cross")))
 
 
 def test_null_types_rerun_the_null_jobs_and_their_readers_only(plans):
     nulls = {("pk_null_within", f"results/shards/pk_null_within/tiny/layer{l}/block0.parquet") for l in (0, 1)} | {
-        ("pk_null_cross", "results/shards/pk_null_cross/tiny/block0.parquet")}
+        ("pk_null_cross", "results/shards/pk_null_cross/tiny/block0/part0.parquet")}
     readers = pk_reports_reading("pk_null_within") | pk_reports_reading("pk_null_cross")
     _assert_plan(plans, "null_types", with_claims(nulls | readers))
 
@@ -166,9 +166,9 @@ def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
     L = range(3)
     new = (
         {("pk_layer", f"results/shards/pk/tiny2/layer{l}.parquet") for l in L}
-        | {("pk_cross_layer", f"results/shards/pk_cross/tiny2/layer{l}.parquet") for l in (0, 1)}
+        | {("pk_cross_layer", "results/shards/pk_cross/tiny2/part0.parquet")}  # 3 pairs, one part
         | {("pk_null_within", f"results/shards/pk_null_within/tiny2/layer{l}/block0.parquet") for l in L}
-        | {("pk_null_cross", "results/shards/pk_null_cross/tiny2/block0.parquet")}
+        | {("pk_null_cross", "results/shards/pk_null_cross/tiny2/block0/part0.parquet")}
         | {("paper1_heads", f"results/shards/paper1_heads/tiny2/layer{l}.parquet") for l in L}
         | {("paper1_capacity", f"results/shards/paper1_capacity/tiny2/layer{l}.parquet") for l in L}
     )

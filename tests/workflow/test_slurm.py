@@ -193,3 +193,48 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
     assert _assert_shards_bitwise_equal(slurm_dir, local_dir) == 6  # closure, pk, pk_self x 2 layers
     for rel in PIPELINE_TARGETS:
         assert (slurm_dir / rel).stat().st_size > 0 and (local_dir / rel).stat().st_size > 0, rel
+
+
+@pytest.mark.slow
+def test_retry_reaches_slurm_with_grown_resources(slurm_cluster, tmp_path: Path):
+    """A pk_layer job that fails its first attempt (test-only trigger) is resubmitted by the
+    shipped profile (retries) with twice the cost model's memory: sacct shows both submissions'
+    ReqMem; the shard records attempt 2; the efficiency report reads back with `headgeom costs`."""
+    import json
+    import os
+
+    from headgeom.io.shards import read_shard
+    from headgeom.jobs import efficiency
+    from headgeom.jobs.families import JOBS
+    from headgeom.jobs.plan import load_config
+
+    cfg = _tiny_pipeline_config(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    target = "results/shards/pk/synth/layer0.parquet"
+    os.environ["HEADGEOM_TEST_FAIL_FIRST_ATTEMPT"] = "pk_layer"
+    try:
+        proc = run_snakemake([target, "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
+                              "--configfile", str(cfg)], cwd=work, limit_s=420)
+    finally:
+        del os.environ["HEADGEOM_TEST_FAIL_FIRST_ATTEMPT"]
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"SLURM run failed (exit {proc.returncode}):\n{log[-8000:]}"
+
+    base = JOBS["pk_layer"].cost(work / "results/tensors/synth/manifest.json", load_config([cfg]))
+    run_id = run_id_from_log(log)
+    out = subprocess.run(["sacct", "-X", "-P", "--noheader", "--name", run_id, "--starttime", "now-1days",
+                          "--format", "JobID,Comment,State,ReqMem,Timelimit"],
+                         capture_output=True, text=True, timeout=60).stdout
+    rows = [line.split("|") for line in out.splitlines() if "rule_pk_layer" in line]
+    states = [r[2] for r in rows]
+    reqmem = [int(re.match(r"(\d+)M", r[3]).group(1)) for r in rows]
+    assert states == ["FAILED", "COMPLETED"], rows
+    assert reqmem == [base["mem_mb"], 2 * base["mem_mb"]], rows
+    run = read_shard(work / target)[1]["run"]
+    assert run["attempt"] == 2 and run["slurm_job_id"] == rows[1][0], (run, rows)
+
+    reports = sorted((work / "logs" / "slurm").glob("efficiency_report_*.csv"))
+    assert reports, "the profile's efficiency report was not written"
+    res = efficiency.compare(reports[-1], work, load_config([cfg]))
+    assert res["pk_layer"]["retried"] >= 1, json.dumps(res, default=str)

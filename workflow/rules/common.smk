@@ -1,7 +1,9 @@
 import json
 import re
 
-from headgeom.jobs.families import JOBS as FAMILY_JOBS, shard_paths
+from headgeom.core.provenance import code_version
+from headgeom.jobs import costs, fanout
+from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS, n_parts, shard_paths
 from headgeom.reports.outputs import OUTPUTS
 
 
@@ -24,13 +26,15 @@ ALL_TARGETS = []
 wildcard_constraints:
     model="|".join(re.escape(m) for m in config["models"]),
     layer=r"\d+",
+    block=r"\d+",
+    part=r"\d+",
 
 
-def n_layers(model):
-    """Known once the model's tensors are fetched (fetch is a checkpoint)."""
+def model_fields(model):
+    """The model's shape, known once its tensors are fetched (fetch is a checkpoint)."""
     manifest = checkpoints.fetch.get(model=model).output.manifest
     with open(manifest) as fh:
-        return json.load(fh)["fields"]["n_layers"]
+        return json.load(fh)["fields"]
 
 
 def family_shards(name, models=None):
@@ -39,23 +43,74 @@ def family_shards(name, models=None):
     """
 
     def inner(wildcards):
-        return [
-            p
-            for m in models or ACTIVE
-            for p in shard_paths(name, m, n_layers(m), NULL_BLOCKS)
-        ]
+        paths = []
+        for m in models or ACTIVE:
+            f = model_fields(m)
+            parts = n_parts(FAMILIES[name].job, f, config)
+            paths += shard_paths(name, m, f["n_layers"], NULL_BLOCKS, parts)
+        return paths
 
     return inner
 
 
 def job_cost(job, key):
     """mem_mb / runtime of one job from the model's shape (the job's cost model in
-    headgeom.jobs.families; docs/costs.md)."""
+    headgeom.jobs.families; docs/costs.md), times the attempt: a job that died for memory or
+    time is retried (profile `retries`) with twice, three times, ... the request."""
 
-    def inner(wildcards, input):
-        return job.cost(input.manifest, config)[key]
+    def inner(wildcards, input, attempt):
+        return costs.grow(job.cost(input.manifest, config, wildcards), attempt)[key]
 
     return inner
+
+
+# Between-workflow cache (`--cache` + $SNAKEMAKE_OUTPUT_CACHE; docs/cluster.md). Snakemake keys
+# a cached output by the rule's script, params, software and upstream jobs, not by wildcards or
+# by the headgeom package: with --cache the cacheable rules also get a `cache_key` param naming
+# the job's wildcards, the package source hash and the tensors' sha256 (content addressing).
+CACHE_ON = bool(workflow.workflow_settings.cache is not None)
+
+
+def cache_key(wildcards, input):
+    """What a cached shard depends on besides params: the job's wildcards, the code, the tensors."""
+    with open(input.manifest) as fh:
+        m = json.load(fh)
+    key = {
+        "wildcards": dict(wildcards.items()),
+        "code": code_version()["source_sha256"],
+        "store_sha256": m["store_sha256"],
+    }
+    if "final_manifest" in input.keys():
+        with open(input.final_manifest) as fh:
+            key["final_store_sha256"] = json.load(fh)["store_sha256"]
+    return key
+
+
+def source_key(wildcards):
+    """Fetch under --cache: a local checkpoint's files (name, size, mtime) join the key, so a
+    changed local checkpoint is fetched again; hub sources are keyed by repo_id + revision.
+    """
+    entry = config["models"][wildcards.model]
+    key = {"code": code_version()["source_sha256"]}
+    if entry.get("source") == "local":
+        root = Path(entry["path"])
+        files = sorted(root.rglob("*")) if root.is_dir() else [root]
+        key["files"] = [
+            [
+                str(f.relative_to(root) if root.is_dir() else f.name),
+                st.st_size,
+                st.st_mtime_ns,
+            ]
+            for f in files
+            if f.is_file()
+            for st in [f.stat()]
+        ]
+    return key
+
+
+def job_attempt(wildcards, attempt):
+    """The attempt number as a resource: the job records it in its shards' provenance."""
+    return attempt
 
 
 def JOB_INPUTS(job):
@@ -81,7 +136,23 @@ def JOB_PARAMS(job):
         params["samples"] = block_samples(job.blocks)
     if job.final_model:
         params["final_model"] = lambda wc: p1_final(wc.model)
+    if job.fanout:
+        params["pairs"] = pair_segments(job)
+    if CACHE_ON and job.cache:
+        params["cache_key"] = cache_key
     return params
+
+
+def pair_segments(job):
+    """The layer pairs of one part (headgeom.jobs.fanout): params, so that a changed ceiling
+    or sample block size reruns exactly the parts whose pairs changed."""
+
+    def inner(wildcards, input):
+        with open(input.manifest) as fh:
+            f = json.load(fh)["fields"]
+        return [list(s) for s in fanout.part(job.name, f, config, int(wildcards.part))]
+
+    return inner
 
 
 def OUTPUT_FILES(out):

@@ -8,6 +8,7 @@ checkpoint fetch:
         tensors="results/tensors/{model}/tensors.safetensors",
     log:
         "logs/fetch/{model}.log",
+    cache: CACHE_ON
     conda:
         "../../envs/headgeom.yaml"
     threads: 1
@@ -16,6 +17,7 @@ checkpoint fetch:
         runtime=30,
         cpus_per_task=1,
     params:
+        **({"cache_key": source_key} if CACHE_ON else {}),
         # only the keys that locate the checkpoint: editing a model's notes, tables, pair or
         # lineage (config/models.yaml) does not refetch it and rerun its jobs
         entry=lambda wc: {

@@ -14,6 +14,7 @@ for _job in FAMILY_JOBS.values():
             **{f.output: f.path for f in _job.families},
         log:
             _job.log,
+        cache: CACHE_ON and _job.cache
         conda:
             "../../envs/headgeom.yaml"
         threads: 1
@@ -21,6 +22,7 @@ for _job in FAMILY_JOBS.values():
             mem_mb=job_cost(_job, "mem_mb"),
             runtime=job_cost(_job, "runtime"),
             cpus_per_task=1,
+            attempt=job_attempt,
         params:
             **JOB_PARAMS(_job),
             job=_job.name,

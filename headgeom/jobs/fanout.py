@@ -1,0 +1,82 @@
+"""Fan-out of the cross-layer stages (pk_cross_layer and the null stage pk_null_cross):
+writer->reader layer pairs packed into jobs whose cost-model runtime stays under a ceiling
+(config ``fanout.max_job_minutes``).
+
+The L(L-1)/2 pairs (writer l, reader l' > l) are taken writer by writer. Whole writer rows are
+packed into one part while the part's pairs fit ``max_pairs`` (a block of writer layers); a
+row longer than ``max_pairs`` alone is split into near-equal reader ranges, one part each.
+A part is a list of segments ``(writer, reader_start, reader_stop)``. A pk_cross_layer job
+covers one part; a pk_null_cross job one part x one block of null samples
+(headgeom.methods.nulls.sample_range).
+
+The draws do not depend on the fan-out: each writer / reader null draw is seeded by (model,
+null, kind, layer, sample) only (headgeom.jobs.pk.pk_null_cross_job), so any packing gives
+the same rows bit for bit (tests/unit/test_fanout.py)."""
+
+from __future__ import annotations
+
+import math
+
+from headgeom.core.errors import ConfigError
+from headgeom.jobs import costs
+
+DEFAULT_MAX_JOB_MINUTES = 120
+
+
+def max_job_minutes(config: dict) -> float:
+    return float((config.get("fanout") or {}).get("max_job_minutes", DEFAULT_MAX_JOB_MINUTES))
+
+
+def pair_parts(n_layers: int, max_pairs: int) -> list[list[tuple[int, int, int]]]:
+    """The writer-major layer-pair list cut into parts of at most ``max_pairs`` pairs."""
+    if max_pairs < 1:
+        raise ConfigError(f"fan-out: max_pairs must be >= 1 (got {max_pairs})")
+    parts: list[list[tuple[int, int, int]]] = []
+    cur: list[tuple[int, int, int]] = []
+    n_cur = 0
+    for w in range(n_layers - 1):
+        row = n_layers - 1 - w
+        if row > max_pairs:  # this writer alone is too long: split its readers
+            if cur:
+                parts.append(cur)
+                cur, n_cur = [], 0
+            k = math.ceil(row / max_pairs)
+            size = math.ceil(row / k)
+            for r0 in range(w + 1, n_layers, size):
+                parts.append([(w, r0, min(r0 + size, n_layers))])
+            continue
+        if n_cur + row > max_pairs:
+            parts.append(cur)
+            cur, n_cur = [], 0
+        cur.append((w, w + 1, n_layers))
+        n_cur += row
+    if cur:
+        parts.append(cur)
+    return parts
+
+
+def n_pairs(part) -> int:
+    return sum(r1 - r0 for _, r0, r1 in part)
+
+
+def max_pairs_per_job(job: str, fields: dict, config: dict) -> int:
+    """How many layer pairs one job of ``job`` may hold so that its cost-model runtime
+    (costs.<job>, SAFETY included) stays under the ceiling; at least 1."""
+    nulls = config["pk"]["nulls"]
+    if job == "pk_null_cross":
+        per_pair = costs.SAFETY * costs.pair_seconds(job, fields, nulls["samples_per_job"], len(nulls["types"]))
+    else:
+        per_pair = costs.SAFETY * costs.pair_seconds(job, fields)
+    return max(1, int(max_job_minutes(config) * 60 // per_pair))
+
+
+def parts(job: str, fields: dict, config: dict) -> list[list[tuple[int, int, int]]]:
+    """The parts of one model's cross-layer job (fields: the manifest's ``fields``)."""
+    return pair_parts(fields["n_layers"], max_pairs_per_job(job, fields, config))
+
+
+def part(job: str, fields: dict, config: dict, index: int) -> list[tuple[int, int, int]]:
+    ps = parts(job, fields, config)
+    if not 0 <= index < len(ps):
+        raise ConfigError(f"fan-out: {job} has parts 0..{len(ps) - 1} for this model, not {index}")
+    return ps[index]

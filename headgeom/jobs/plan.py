@@ -1,0 +1,183 @@
+"""``headgeom plan``: what the per-layer jobs of a config will cost, before fetching weights.
+
+For every active model the plan lists the jobs the workflow generates from the shard-family
+registry (headgeom.jobs.families: same scopes, blocks and fan-out parts as
+workflow/rules/common.smk) with the resources the rules request (each job's cost model, the
+same call the rules make), and estimates the wall-clock on N cores by list-scheduling the jobs
+longest first (every job takes one core; fetch, then the per-layer jobs, which are
+independent; aggregation is local and not counted).
+
+Model shapes, first found wins: a fetched manifest (``results/tensors/<model>/manifest.json``
+under the work directory), ``--shape MODEL=FILE`` (a manifest or an HF ``config.json``), the
+``config.json`` of a ``source: local`` checkpoint, or the entry's ``shape:`` in the model
+registry (config/models.yaml)."""
+
+from __future__ import annotations
+
+import heapq
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from headgeom.core.errors import ConfigError
+from headgeom.jobs import fanout
+from headgeom.jobs.families import FAMILIES, JOBS, n_parts
+from headgeom.methods.nulls import n_blocks
+
+ROOT = Path(__file__).resolve().parents[2]
+SHAPE_KEYS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_head")
+# the fetch rule's own resources (workflow/rules/fetch.smk)
+FETCH = {"mem_mb": 4000, "runtime": 30}
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    rule: str
+    model: str
+    wildcards: dict
+    mem_mb: int
+    runtime: int  # minutes
+
+    @property
+    def output(self) -> str:
+        fam = next(f for f in FAMILIES.values() if f.job == self.rule)
+        return fam.path.format(model=self.model, **self.wildcards)
+
+
+def _merge(base: dict, edit: dict) -> dict:
+    out = dict(base)
+    for k, v in edit.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load_config(configfiles=(), overrides: dict | None = None) -> dict:
+    """config/config.yaml, then each config file merged over it (as Snakemake does)."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    for f in configfiles:
+        cfg = _merge(cfg, yaml.safe_load(Path(f).read_text()) or {})
+    return _merge(cfg, overrides or {})
+
+
+def shape_from_file(path) -> dict:
+    """Fields from a headgeom manifest or the usual names of an HF config.json."""
+    d = json.loads(Path(path).read_text())
+    if "fields" in d:
+        return {k: int(d["fields"][k]) for k in SHAPE_KEYS}
+    d = {**d, **(d.get("text_config") or {})}
+
+    def first(*names, default=None):
+        for n in names:
+            if d.get(n) is not None:
+                return int(d[n])
+        if default is None:
+            raise ConfigError(f"{path}: no {' / '.join(names)}: cannot read the model's shape")
+        return default
+
+    D = first("hidden_size", "n_embd", "d_model")
+    H = first("num_attention_heads", "n_head", "num_heads")
+    return {"n_layers": first("num_hidden_layers", "n_layer", "num_layers"), "d_model": D, "n_heads": H,
+            "n_kv_heads": first("num_key_value_heads", "multi_query_group_num", default=H),
+            "d_head": first("head_dim", "kv_channels", default=D // H)}
+
+
+def model_shape(model: str, config: dict, workdir=".", shapes: dict | None = None) -> tuple[dict, str]:
+    """(fields, where they came from)."""
+    manifest = Path(workdir) / "results" / "tensors" / model / "manifest.json"
+    if manifest.exists():
+        return shape_from_file(manifest), str(manifest)
+    if shapes and model in shapes:
+        return shape_from_file(shapes[model]), str(shapes[model])
+    entry = config["models"].get(model) or {}
+    if entry.get("source") == "local" and (Path(entry.get("path", "")) / "config.json").exists():
+        p = Path(entry["path"]) / "config.json"
+        return shape_from_file(p), str(p)
+    if entry.get("shape"):
+        return {k: int(entry["shape"][k]) for k in SHAPE_KEYS}, "model registry (shape:)"
+    raise ConfigError(f"plan: no shape for model {model!r}: fetch it, pass --shape {model}=config.json, "
+                      f"or add shape: {{{', '.join(SHAPE_KEYS)}}} to its entry")
+
+
+def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
+    """Every per-layer job of one model, as workflow/rules/common.smk generates them."""
+    nulls = config["pk"]["nulls"]
+    blocks = {w: range(n_blocks(nulls[f"{w}_samples"], nulls["samples_per_job"])) for w in ("within", "cross")}
+    L = fields["n_layers"]
+    out = []
+    for job in JOBS.values():
+        scope = job.families[0].scope
+        blk = blocks.get(job.blocks, range(0))
+        parts = range(n_parts(job.name, fields, config))
+        wcs = {
+            "layer": [{"layer": l} for l in range(L)],
+            "layer_block": [{"layer": l, "block": b} for l in range(L) for b in blk],
+            "block": [{"block": b} for b in blk],
+            "block_part": [{"block": b, "part": p} for b in blk for p in parts],
+            "part": [{"part": p} for p in parts],
+        }[scope]
+        for wc in wcs:
+            r = job.cost(fields, config, {k: str(v) for k, v in wc.items()})
+            out.append(PlannedJob(job.name, model, wc, int(r["mem_mb"]), int(r["runtime"])))
+    return out
+
+
+def makespan(runtimes, cores: int) -> float:
+    """Longest-processing-time-first list schedule on ``cores`` identical cores (minutes); within
+    4/3 of the optimum, and never below max(total / cores, longest job)."""
+    if not runtimes:
+        return 0.0
+    free = [0.0] * min(cores, len(runtimes))
+    for t in sorted(runtimes, reverse=True):
+        heapq.heapreplace(free, free[0] + t)
+    return max(free)
+
+
+def plan(config: dict, workdir=".", shapes=None, models=None) -> dict:
+    models = list(models or config["active_models"])
+    per_model, jobs = {}, []
+    for m in models:
+        fields, src = model_shape(m, config, workdir, shapes)
+        per_model[m] = {"fields": fields, "shape_from": src}
+        jobs += jobs_for(m, fields, config)
+    rules = {}
+    for j in jobs:
+        r = rules.setdefault(j.rule, {"jobs": 0, "core_hours": 0.0, "peak_mem_mb": 0, "largest": None})
+        r["jobs"] += 1
+        r["core_hours"] += j.runtime / 60
+        r["peak_mem_mb"] = max(r["peak_mem_mb"], j.mem_mb)
+        if r["largest"] is None or j.runtime > r["largest"].runtime:
+            r["largest"] = j
+    return {"models": per_model, "rules": rules, "jobs": jobs, "ceiling_min": fanout.max_job_minutes(config),
+            "fetch_min": FETCH["runtime"] if models else 0}
+
+
+def wall_clock_hours(p: dict, cores: int) -> float:
+    """Fetch (models in parallel) then the per-layer jobs on ``cores`` cores."""
+    return (p["fetch_min"] + makespan([j.runtime for j in p["jobs"]], cores)) / 60
+
+
+def render(p: dict, cores=(1, 16, 64, 256, 1024)) -> str:
+    lines = ["models:"]
+    for m, d in p["models"].items():
+        f = d["fields"]
+        lines.append(f"  {m}: {f['n_layers']} layers, d_model {f['d_model']}, {f['n_heads']} q / "
+                     f"{f['n_kv_heads']} kv heads, d_head {f['d_head']}  (shape: {d['shape_from']})")
+    lines += ["", f"{'rule':<18}{'jobs':>8}{'core-h':>11}{'peak MiB/job':>14}  largest job (min)"]
+    tot_jobs, tot_h = 0, 0.0
+    for name, r in p["rules"].items():
+        big = r["largest"]
+        lines.append(f"{name:<18}{r['jobs']:>8}{r['core_hours']:>11.1f}{r['peak_mem_mb']:>14}  "
+                     f"{big.runtime} {big.output}")
+        tot_jobs += r["jobs"]
+        tot_h += r["core_hours"]
+    lines.append(f"{'total':<18}{tot_jobs:>8}{tot_h:>11.1f}")
+    longest = max((j.runtime for j in p["jobs"]), default=0)
+    over = [j for j in p["jobs"] if j.runtime > p["ceiling_min"]]
+    lines += ["", f"runtime ceiling (fanout.max_job_minutes): {p['ceiling_min']:g} min; longest job {longest} min; "
+                  f"{len(over)} job(s) over the ceiling" + (f" (e.g. {over[0].output})" if over else "")]
+    lines.append("wall-clock (fetch + per-layer jobs, one core per job, longest first):")
+    for c in cores:
+        lines.append(f"  {c:>6} cores: {wall_clock_hours(p, c):10.1f} h")
+    return "\n".join(lines) + "\n"

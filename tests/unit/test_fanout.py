@@ -1,0 +1,176 @@
+"""Fan-out of the cross-layer null stage (headgeom.jobs.fanout): parts cover every layer pair
+once, stay under the runtime ceiling, and give the same draws bit for bit whatever the packing."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from headgeom.core.errors import ConfigError
+from headgeom.jobs import costs, fanout
+from headgeom.jobs.families import JOBS, shard_paths
+
+QWEN25_7B = {"n_layers": 28, "d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
+QWEN3_235B = {"n_layers": 94, "d_model": 4096, "d_head": 128, "n_heads": 64, "n_kv_heads": 4}
+PAPER = {"pk": {"nulls": {"types": ["rotation", "reassign"], "samples_per_job": 10}}, "fanout": {"max_job_minutes": 120}}
+
+
+@pytest.mark.parametrize("L,max_pairs", [(2, 1), (5, 1), (5, 3), (5, 4), (5, 100), (28, 25), (94, 4), (94, 50)])
+def test_parts_cover_every_pair_once_under_the_cap(L, max_pairs):
+    parts = fanout.pair_parts(L, max_pairs)
+    pairs = [(w, r) for p in parts for w, r0, r1 in p for r in range(r0, r1)]
+    # writer-major order, each pair once
+    assert pairs == [(w, r) for w in range(L - 1) for r in range(w + 1, L)]
+    assert all(1 <= fanout.n_pairs(p) <= max_pairs for p in parts)
+    # a writer row is split only when it alone exceeds the cap; otherwise rows stay whole
+    for p in parts:
+        for w, r0, r1 in p:
+            if L - 1 - w <= max_pairs:
+                assert (r0, r1) == (w + 1, L)
+    # greedy packing: two neighbouring multi-row parts could not have been merged
+    for a, b in zip(parts, parts[1:]):
+        assert fanout.n_pairs(a) + (L - 1 - b[0][0]) > max_pairs or b[0][1] != b[0][0] + 1
+
+
+@pytest.mark.parametrize("job", ["pk_cross_layer", "pk_null_cross"])
+def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs(job):
+    for fields in (QWEN25_7B, QWEN3_235B):
+        parts = fanout.parts(job, fields, PAPER)
+        for i, p in enumerate(parts):
+            r = JOBS[job].cost(fields, PAPER, {"part": i})
+            assert r["runtime"] <= 120, (fields, p, r)
+            # the job's runtime is its pairs x the per-pair cost (an independent recomputation)
+            per_pair = costs.pair_seconds(job, fields, *((10, 2) if job == "pk_null_cross" else ()))
+            assert r["runtime"] == max(5, -(-costs.SAFETY * per_pair * fanout.n_pairs(p) // 60))
+        lower = {**PAPER, "fanout": {"max_job_minutes": 30}}
+        assert len(fanout.parts(job, fields, lower)) > len(parts)
+    # unsplit, writer layer 0 at 235B shape / the whole null stage at 7B shape ran for hours / days
+    assert costs.pk_cross_layer(QWEN3_235B)["runtime"] > 5 * 60
+    assert costs.pk_null_cross(QWEN25_7B, 10, 2)["runtime"] > 24 * 60
+
+
+def test_part_out_of_range_is_a_config_error():
+    with pytest.raises(ConfigError, match="parts 0.."):
+        fanout.part("pk_null_cross", QWEN25_7B, PAPER, 10_000)
+
+
+def test_shard_paths_are_block_then_part():
+    got = shard_paths("pk_null_cross", "m", 5, {"cross": range(2)}, parts=3)
+    assert got == [f"results/shards/pk_null_cross/m/block{b}/part{p}.parquet" for b in range(2) for p in range(3)]
+
+
+def _rows(paths):
+    """Every row, floats as their bytes (bitwise comparison; NaN equals NaN)."""
+    rows = []
+    for p in paths:
+        rows += pq.read_table(p).to_pylist()
+    return [{k: np.float64(v).tobytes() if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+
+
+def test_two_fanouts_give_bitwise_identical_draws(tmp_path):
+    """Seeds depend on (model, null, kind, layer, sample) only: the same row per pair, bit for
+    bit, whether all pairs run in one job, one pair per job or packed writer blocks; and the
+    rows of one part holding every pair are the unsplit job's rows in its order."""
+    from headgeom.io.fetch import fetch_model
+    from headgeom.jobs.pk import pk_null_cross_job
+    from synth import write_llama
+
+    L = 4
+    write_llama(tmp_path / "ck", n_layers=L)
+    fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
+    p = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "V"]}
+    quiet = lambda *_: None  # noqa: E731
+
+    def run(name, max_pairs, samples):
+        paths = []
+        for i, seg in enumerate(fanout.pair_parts(L, max_pairs)):
+            out = tmp_path / f"{name}{i}.parquet"
+            pk_null_cross_job(tmp_path / "store", samples, out, p, segments=seg, log=quiet)
+            paths.append(out)
+        return paths
+
+    whole = tmp_path / "whole.parquet"
+    pk_null_cross_job(tmp_path / "store", [0, 1], whole, p, log=quiet)
+    one = run("one", 100, [0, 1])
+    assert _rows([whole]) == _rows(one)  # same rows, same order
+    fine = run("fine", 1, [0, 1])  # one pair per job
+    packed = run("packed", 3, [0]) + run("packed_s1", 3, [1])  # writer blocks x sample blocks
+    assert len(fine) == 6 and len(packed) == 4
+
+    def keyed(rows):
+        return {(r["null"], r["sample"], r["layer_w"], r["layer_r"], r["kind"]): r for r in rows}
+
+    a, b, c = keyed(_rows([whole])), keyed(_rows(fine)), keyed(_rows(packed))
+    assert len(a) == 2 * 2 * 6 * 2 and a.keys() == b.keys() == c.keys()
+    for k in a:
+        assert a[k] == b[k] == c[k], k
+    # the shards name the pairs they hold
+    from headgeom.io.shards import read_shard
+
+    assert read_shard(fine[0])[1]["pair_segments"] == [[0, 1, 2]]
+
+
+def test_cross_parts_give_the_per_writer_rows_bitwise(tmp_path):
+    """pk_cross_layer: packed or split parts hold exactly the rows of one job per writer layer."""
+    from headgeom.io.fetch import fetch_model
+    from headgeom.jobs.pk import pk_cross_job
+    from synth import write_llama
+
+    L = 4
+    write_llama(tmp_path / "ck", n_layers=L)
+    fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
+    p = {"rank_rtol": 1e-6, "cross_kinds": ["Q", "K", "V"]}
+    quiet = lambda *_: None  # noqa: E731
+    per_writer = []
+    for w in range(L - 1):
+        per_writer.append(tmp_path / f"w{w}.parquet")
+        pk_cross_job(tmp_path / "store", w, per_writer[-1], p, log=quiet)
+    for max_pairs in (1, 2, 100):
+        paths = []
+        for i, seg in enumerate(fanout.pair_parts(L, max_pairs)):
+            paths.append(tmp_path / f"p{max_pairs}_{i}.parquet")
+            pk_cross_job(tmp_path / "store", None, paths[-1], p, segments=seg, log=quiet)
+        assert _rows(paths) == _rows(per_writer), max_pairs
+
+
+def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
+    """`headgeom costs`: rule and wildcards from the plugin's comment string, the cost model's
+    request recomputed from the manifest, jobs over their request flagged."""
+    from headgeom.cli import main
+    from headgeom.jobs import efficiency
+    from headgeom.jobs.plan import load_config
+
+    model = "qwen_7b-x"  # underscores in a model name: the trailing integers are the wildcards
+    d = tmp_path / "results" / "tensors" / model
+    d.mkdir(parents=True)
+    (d / "manifest.json").write_text(json.dumps({"fields": QWEN25_7B}))
+    cfg = load_config()
+    nulls = cfg["pk"]["nulls"]
+    want_layer = costs.pk_layer(QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]))
+    seg = fanout.part("pk_null_cross", QWEN25_7B, cfg, 1)
+    want_null = costs.pk_null_cross(QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]),
+                                n_pairs=fanout.n_pairs(seg), n_writers=len({w for w, _, _ in seg}))
+    rows = [  # the plugin's CSV: pandas index column, then its columns (steps only)
+        ("0", "11.batch", f"rule_pk_layer_wildcards_{model}_0", 60 * want_layer["runtime"] / 3, 900, want_layer["mem_mb"]),
+        ("1", "12.batch", f"rule_pk_layer_wildcards_{model}_1", 60 * want_layer["runtime"] * 2, 900, 2 * want_layer["mem_mb"]),
+        ("2", "13.batch", f"rule_pk_null_cross_wildcards_{model}_0_1", 60, want_null["mem_mb"] * 1.5, want_null["mem_mb"]),
+        ("3", "14.batch", "rule_fetch_wildcards_x", 5, 100, 4000),
+    ]
+    rep = tmp_path / "efficiency_report_x.csv"
+    with open(rep, "w") as fh:
+        fh.write(",JobID,JobName,RuleName,Elapsed_sec,MaxRSS_MB,RequestedMem_MB\n")
+        for i, jid, rule, el, rss, req in rows:
+            fh.write(f"{i},{jid},batch,{rule},{el},{rss},{req}\n")
+    res = efficiency.compare(rep, tmp_path, cfg)
+    assert set(res) == {"pk_layer", "pk_null_cross"}  # fetch is not a registry job
+    pl = res["pk_layer"]
+    assert pl["jobs"] == 2 and pl["model_runtime_max_min"] == want_layer["runtime"]
+    assert pl["time_ratio_max"] == pytest.approx(2.0) and pl["retried"] == 1
+    assert [o["wildcards"] for o in pl["over"]] == [{"model": model, "layer": "1"}]
+    nc = res["pk_null_cross"]
+    assert nc["model_mem_max_mb"] == want_null["mem_mb"] and nc["mem_ratio_max"] == pytest.approx(1.5)
+    assert nc["over"][0]["wildcards"] == {"model": model, "block": "0", "part": "1"}
+    assert main(["costs", str(rep), "-d", str(tmp_path)]) == 0

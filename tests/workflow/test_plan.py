@@ -1,0 +1,87 @@
+"""`headgeom plan` lists exactly the per-layer jobs the workflow's dry run lists, with the
+resources the rules request; and needs no weights (shape from a local checkpoint's config.json)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from headgeom.jobs import plan as P
+from headgeom.jobs.families import JOBS
+from synth import write_llama
+from tinyrun import CFG, merge, snakemake
+
+pytestmark = pytest.mark.slow
+
+_RES = re.compile(r"^    resources: (.*)$")
+
+
+def _dry_run(text: str) -> dict[str, dict]:
+    """first output -> {rule, mem_mb, runtime} of every job of a dry run."""
+    jobs, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r"^(?:local)?(?:rule|checkpoint) (\S+):$", line)
+        if m:
+            cur = {"rule": m.group(1)}
+        elif cur is not None and line.startswith("    output: ") and "output" not in cur:
+            cur["output"] = line[len("    output: "):].split(", ")[0]
+            jobs[cur["output"]] = cur
+        elif cur is not None and _RES.match(line):
+            res = dict(kv.split("=", 1) for kv in _RES.match(line).group(1).split(", ") if "=" in kv)
+            cur.update({k: int(res[k]) for k in ("mem_mb", "runtime") if k in res})
+    return jobs
+
+
+@pytest.mark.parametrize("ceiling", [120, 1e-6])
+def test_plan_matches_the_dry_run(tmp_path, snakemake_bin, root, ceiling):
+    w = tmp_path
+    write_llama(w / "ckpt", n_layers=5, closed=((0, 0, 1.5),))
+    cfg = merge({"models": {"tiny": {"source": "local", "path": str(w / "ckpt")}}, **CFG},
+                {"pk": {"nulls": {"cross_samples": 3}}, "fanout": {"max_job_minutes": ceiling}})
+    (w / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    config = P.load_config([w / "cfg.yaml"])
+
+    # before any fetch: the shape comes from the checkpoint's config.json
+    before = P.plan(config, w)
+    assert before["models"]["tiny"]["shape_from"].endswith("config.json")
+
+    snakemake(snakemake_bin, root, w, "results/tensors/tiny/manifest.json")
+    r = snakemake(snakemake_bin, root, w, "-n")
+    dry = {o: j for o, j in _dry_run(r.stdout + r.stderr).items() if j["rule"] in JOBS}
+
+    after = P.plan(config, w)
+    assert after["models"]["tiny"]["shape_from"].endswith("manifest.json")
+    for p in (before, after):
+        planned = {j.output: j for j in p["jobs"]}
+        assert planned.keys() == dry.keys()
+        for o, j in planned.items():
+            assert (j.rule, j.mem_mb, j.runtime) == (dry[o]["rule"], dry[o]["mem_mb"], dry[o]["runtime"]), o
+        for rule, agg in p["rules"].items():
+            assert agg["jobs"] == sum(1 for d in dry.values() if d["rule"] == rule)
+    # 10 layer pairs, 2 blocks of cross samples: one part each, or one pair per part
+    n_cross = sum(1 for d in dry.values() if d["rule"] == "pk_null_cross")
+    assert n_cross == (2 if ceiling == 120 else 20)
+
+
+def test_wall_clock_falls_with_cores_down_to_the_longest_job():
+    config = P.load_config([P.ROOT / "config" / "models.yaml", P.ROOT / "config" / "paper.yaml"])
+    p = P.plan(config, models=["qwen3-235b-a22b"])
+    longest = max(j.runtime for j in p["jobs"])
+    assert longest <= p["ceiling_min"]
+    walls = [P.wall_clock_hours(p, c) for c in (1, 64, 256, 1024, 4096, 100_000)]
+    assert all(a > b for a, b in zip(walls[:4], walls[1:5]))
+    total_h = sum(j.runtime for j in p["jobs"]) / 60
+    assert walls[0] == pytest.approx(total_h + 0.5)  # one core: fetch + every job in turn
+    assert walls[-1] == pytest.approx((longest + 30) / 60)  # enough cores: fetch + the longest job
+
+
+def test_makespan_against_brute_force():
+    import itertools
+
+    times = [7, 5, 4, 3, 3, 2]
+    best = min(max(sum(t for t, a in zip(times, assign) if a == k) for k in range(2))
+               for assign in itertools.product(range(2), repeat=len(times)))
+    assert best <= P.makespan(times, 2) <= 4 / 3 * best
+    assert P.makespan(times, 100) == 7 and P.makespan(times, 1) == sum(times)
