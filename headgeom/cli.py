@@ -47,7 +47,7 @@ def _claims(args) -> int:
 
 def _coverage(args, rows) -> None:
     """The coverage line under the claims table (stderr under --format csv, so the CSV stays one)."""
-    from .claims_coverage import coverage, coverage_line, load_inventory
+    from headgeom.reports.claims_coverage import coverage, coverage_line, load_inventory
 
     inv_path = Path(args.inventory) if args.inventory else Path(args.ledger).with_name("paper_numbers.yaml")
     inv = load_inventory(inv_path) if inv_path.exists() else None

@@ -34,7 +34,7 @@ def _act_layer_shards(job):
         return [
             f"results/shards/{job}/{m}/layer{l}.parquet"
             for m in ACT_MODELS
-            for l in range(n_layers(m))
+            for l in range(model_fields(m)["n_layers"])
         ]
 
     return inner
