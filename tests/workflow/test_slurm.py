@@ -190,7 +190,7 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
     assert all(j["State"] == "COMPLETED" and j["ExitCode"] == "0:0" for j in jobs), jobs
 
     # Same shards, same numbers, bit for bit; and the final targets exist in both runs.
-    assert _assert_shards_bitwise_equal(slurm_dir, local_dir) == 6  # closure, pk, pk_self x 2 layers
+    assert _assert_shards_bitwise_equal(slurm_dir, local_dir) == 8  # paper1_heads, paper1_pairs, pk, pk_self x 2 layers
     for rel in PIPELINE_TARGETS:
         assert (slurm_dir / rel).stat().st_size > 0 and (local_dir / rel).stat().st_size > 0, rel
 
