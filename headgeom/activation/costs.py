@@ -1,5 +1,5 @@
 """Job resources of the activation stage (mem_mb, runtime in minutes) from the model's shape and
-the window count. Constants measured on this project's 2-core machines (README "Job costs",
+the window count. Constants measured on this project's 2-core machines (docs/costs.md,
 `python bench/activation_costs.py`); SAFETY covers a loaded machine."""
 
 from __future__ import annotations
