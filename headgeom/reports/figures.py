@@ -20,10 +20,38 @@ def pyplot():
 
 
 def ccdf(x):
+    """Sorted finite values x_i and the fraction of values >= x_i (ties: the first copy's)."""
     x = np.sort(np.asarray(x, dtype=float)[np.isfinite(x)])
     if x.size == 0:
         return x, x
     return x, 1.0 - np.arange(x.size) / x.size
+
+
+def ccdf_steps(x):
+    """Vertices of the staircase of S(t) = fraction of values >= t, the curve the figures draw.
+
+    S is left-continuous: S(t) = (n - i)/n on (x_{i-1}, x_i] (sorted x). Drawing (x_i, S(x_i))
+    with ``step(where="post")`` puts each level on [x_i, x_{i+1}), one step too high; these
+    vertices draw each level on its own interval, drop at every x_i, and stop at (x_max, 1/n)
+    (the drop to 0 is left out so that log axes can show the curve)."""
+    x = np.sort(np.asarray(x, dtype=float)[np.isfinite(x)])
+    n = x.size
+    if n == 0:
+        return x, x
+    levels = (n - np.arange(n + 1)) / n  # S on (x_{i-1}, x_i] for i = 0..n (level n: 0)
+    xs = np.repeat(x, 2)
+    ys = np.empty(2 * n)
+    ys[0::2] = levels[:-1]
+    ys[1::2] = levels[1:]
+    return xs[:-1], ys[:-1]
+
+
+def step_ccdf(ax, values, **kw):
+    """Draw the CCDF staircase of ``values`` (ccdf_steps) on ``ax``; returns the line or None."""
+    xs, ys = ccdf_steps(values)
+    if xs.size == 0:
+        return None
+    return ax.plot(xs, ys, **kw)[0]
 
 
 def save(fig, outputs: dict[str, str], prov: dict) -> None:
@@ -48,11 +76,8 @@ def closure_ccdf(cols: dict, models: list[str], threshold: float = 0.9):
     for i, m in enumerate(models):
         sel = cols["model"] == m
         c = f"C{i}"
-        x, y = ccdf(cols["P"][sel])
-        ax.step(x, y, where="post", color=c, label=f"{m} (trained)")
-        xw, yw = ccdf(cols["P_wrong_v"][sel])
-        if xw.size:
-            ax.step(xw, yw, where="post", color=c, ls="--", alpha=0.8, label=f"{m} (wrong-V)")
+        step_ccdf(ax, cols["P"][sel], color=c, label=f"{m} (trained)")
+        step_ccdf(ax, cols["P_wrong_v"][sel], color=c, ls="--", alpha=0.8, label=f"{m} (wrong-V)")
     ax.axvline(threshold, color="k", lw=0.8, ls=":")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -68,9 +93,8 @@ def pk_rho_ccdf(cols: dict, picks: dict[str, int], fields: dict[str, dict], kind
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for i, (m, layer) in enumerate(picks.items()):
         sel = (cols["model"] == m) & (cols["layer"] == layer) & (cols["kind"] == kind)
-        x, y = ccdf(cols["rho"][sel])
         c = f"C{i}"
-        ax.step(x, y, where="post", color=c, label=f"{m} layer {layer}")
+        step_ccdf(ax, cols["rho"][sel], color=c, label=f"{m} layer {layer}")
         f = fields[m]
         ax.axvline(f["d_head"] / f["d_model"], color=c, ls=":", lw=1)
     ax.set_xlabel(f"ρ ({kind}-{kind} pairs)")

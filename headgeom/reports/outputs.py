@@ -141,7 +141,9 @@ _ENTRIES = (
     Output("paper1_capacity", T, "Paper 1", (CAP,),
            lambda d, f, m, p: _p1().capacity_table(d[CAP], m, p["strong_threshold"]), params=ST),
     Output("paper1_latent", T, "Paper 1", (HEADS,),
-           lambda d, f, m, p: _p1().latent_table(d[HEADS], m, p["strong_threshold"]), params=ST),
+           lambda d, f, m, p: _p1().latent_table(d[HEADS], m, p["strong_threshold"], int(p["bootstrap"]),
+                                                 tuple(p["large"] or ())),
+           params=ST | {"bootstrap": "paper1/bootstrap", "large": "paper1/large_endpoints"}),
     Output("paper1_anchor", T, "Paper 1", (HEADS, PAIRS),
            lambda d, f, m, p: _p1().anchor_table(d[PAIRS], d[HEADS], m, p["strong_threshold"]), params=ST),
     Output("paper1_closure_ccdf", F, "Paper 1", (HEADS,),
@@ -179,7 +181,11 @@ _ENTRIES = (
     Output("pk_conditions", T, "PK paper", ("pk", "pk_cross", "pk_null_within", "pk_null_cross"),
            lambda d, f, m, p: _pk().table_conditions(d, _conds(d, f, p), f, m, p["null_types"]), params=NULLS),
     Output("pk_fig2_rho_ccdf_nulls", F, "PK paper", ("pk", "pk_null_within"),
-           lambda d, f, m, p: _pk().fig2(d, f, m, p["null_types"]), params=NULLS),
+           lambda d, f, m, p: _pk().fig2(d, f, m, p["null_types"], int(p["random_samples"])),
+           params=NULLS | {"random_samples": "figures/pk_fig2_random_samples"}),
+    Output("pk_fig2_counts", T, "PK paper", ("pk", "pk_null_within"),
+           lambda d, f, m, p: _pk().table_fig2(d, f, m, p["null_types"], int(p["reference_draws"])),
+           params=NULLS | {"reference_draws": "figures/pk_random_reference_draws"}),
     Output("pk_fig3_r", F, "PK paper", ("pk", "pk_cross", "pk_null_within", "pk_null_cross"),
            lambda d, f, m, p: _pk().fig3(_conds(d, f, p), m), params=NULLS),
     Output("pk_fig6_depth", F, "PK paper", ("pk",), lambda d, f, m, p: _pk().fig6(d, f, m)),
@@ -216,8 +222,10 @@ CAPTIONS = {
     ),
     ('figure', 'pk_fig2_rho_ccdf_nulls'): (
         "**PK paper, Figure 2.** Fraction of writing-space pairs with overlap ≥ ρ in the layer at the upper "
-        "median of per-layer dispersion: observed (black) against each null model (median and 5-95 percentile "
-        "band over samples); dotted at d/D."
+        "median of per-layer dispersion: observed (black staircase) against each null model and random "
+        "subspaces ({{ snakemake.params.random_samples }} samples of the layer's shape; "
+        "``figures.pk_fig2_random_samples``): the curve of each sample, their median (line) and 5-95 "
+        "percentile band; dotted at d/D. Cited counts: table ``pk_fig2_counts``."
     ),
     ('figure', 'pk_fig3_r'): (
         "**PK paper, Figure 3.** r = observed SD / largest null SD for every within-layer and cross-layer "
@@ -264,7 +272,10 @@ CAPTIONS = {
     ),
     ('table', 'paper1_latent'): (
         "**Paper 1, latent closure.** Latent closure P_I(K) after isoclinic normalization, support isotropy "
-        "I_D conditional on it, and the perturbation split (a, b, w) of preserved and reduced cores."
+        "I_D conditional on it, and the perturbation split (a, b, w) of preserved and reduced cores; both AUROCs "
+        "also against layer-matched ordinary heads (the large-endpoint design; row \"pooled large\" over "
+        "``paper1.large_endpoints``), with model/layer-clustered bootstrap 95% intervals "
+        "({{ snakemake.params.bootstrap }} replicates)."
     ),
     ('table', 'paper1_layers'): (
         "**Paper 1, per layer.** Per layer: scramble shares and median differences, Haar differences and the "
@@ -293,6 +304,14 @@ CAPTIONS = {
         "**Paper 1, Table 4.** Shared-value sibling law: right heads j with P(T_j) ≥ {{ "
         "snakemake.params.strong_threshold }} and every sibling i in their KV group; median fixed-gain "
         "explanation F_ij and gain ratio ρ_ij against the next-group control."
+    ),
+    ('table', 'pk_fig2_counts'): (
+        "**PK paper, Figure 2 and §5.3 counts.** Per model, the Figure 2 layer (upper median of per-layer "
+        "dispersion): pairs, median, 95th percentile and maximum of ρ, pairs below every value and above "
+        "every value of each null's samples; over the layers with null samples, those whose median lies "
+        "below every null sample's median and whose 95th percentile lies above every null sample's; and "
+        "the sampled random-subspace reference, mean ± SD of ρ over {{ snakemake.params.reference_draws }} "
+        "random pairs (``figures.pk_random_reference_draws``), beside d/D and the analytic SD."
     ),
     ('table', 'pk_base_instruct'): (
         "**PK paper, Appendix E (base vs instruct).** Base against instruct (models with ``pair:``): absolute "

@@ -178,16 +178,64 @@ def sweep_table(heads: dict, models: list[str], sweep) -> Table:
     )
 
 
-def latent_table(heads: dict, models: list[str], threshold: float) -> Table:
+def layer_matched(heads: dict, s, threshold: float) -> np.ndarray:
+    """Layer-matched ordinary heads of the selected rows: in every layer, as many heads with
+    P < t as the layer has strong heads, hash-chosen exactly as the capacity job chooses them
+    (methods.paper1.capacity.capacity_selection), so with no strong head a layer adds none."""
+    from headgeom.methods.paper1.capacity import capacity_selection
+
+    idx = np.flatnonzero(s)
+    out = np.zeros(idx.size, dtype=bool)
+    mod = np.asarray(heads["model"])[idx]
+    lay = _a(heads, "layer", None, np.int64)[idx]
+    head = _a(heads, "head", None, np.int64)[idx]
+    P = _a(heads, "P", None)[idx]
+    PL = _a(heads, "P_latent", None)[idx]
+    for key in dict.fromkeys(zip(mod.tolist(), lay.tolist())):
+        rows = np.flatnonzero((mod == key[0]) & (lay == key[1]))
+        H = int(head[rows].max()) + 1
+        Ph, valid = np.full(H, np.nan), np.zeros(H, dtype=bool)
+        Ph[head[rows]] = P[rows]
+        valid[head[rows]] = np.isfinite(P[rows]) & np.isfinite(PL[rows])
+        _, matched, _ = capacity_selection(Ph, valid, threshold, key[0], key[1], 0)
+        out[rows] = matched[head[rows]]
+    return out
+
+
+def _clusters(heads: dict, s) -> list[list[np.ndarray]]:
+    """Row positions (within the selection) grouped by model, then by layer."""
+    mod = np.asarray(heads["model"])[s]
+    lay = _a(heads, "layer", s, np.int64)
+    return [[np.flatnonzero((mod == m) & (lay == L)) for L in np.unique(lay[mod == m])] for m in dict.fromkeys(mod.tolist())]
+
+
+def latent_table(heads: dict, models: list[str], threshold: float, n_boot: int = 0, large: tuple = ()) -> Table:
+    """Per model (+ pooled; + "pooled large" over ``large`` when given): latent closure and I_D
+    AUROCs against all heads and against layer-matched ordinary heads (the paper's large-endpoint
+    design), with model/layer-clustered bootstrap 95% intervals (n_boot replicates; 0: none)."""
+    from headgeom.core.stats import cluster_bootstrap
+
     rows = []
-    groups = [(m, _model_sel(heads, m)) for m in models]
-    if len(models) > 1:
-        groups.append(("pooled", np.isin(np.asarray(heads.get("model", [])), models)))
+    groups = _groups_pooled(heads, models)
+    large = [m for m in large if m in models]
+    if large:
+        groups.append(("pooled large", np.isin(np.asarray(heads.get("model", [])), large)))
     t = threshold
     for m, s in groups:
         P, PL, ID, a, b, w2 = (_a(heads, k, s) for k in ("P", "P_latent", "I_D", "split_a", "split_b", "split_w2"))
         strong = np.isfinite(P) & (P >= t)
         au_lat, au_id, n_lat, n_pres, n_red = _latent_aurocs(P, PL, ID, t)
+        lm = layer_matched(heads, s, t) if s.any() else np.zeros(0, dtype=bool)
+        pop = (strong | lm) & np.isfinite(PL)
+        au_lat_lm, au_id_lm, _, n_pres_lm, n_red_lm = _latent_aurocs(np.where(pop, P, NAN), PL, ID, t)
+        ci = {}
+        if n_boot and s.any():
+            cl = _clusters(heads, s)
+            rng = rng_for(m, -1, -1, 0, BOOTSTRAP + "-latent")
+            for key, pp in (("lat", P), ("lat_lm", np.where(pop, P, NAN))):
+                ci[key] = cluster_bootstrap(lambda ix, pp=pp: _latent_aurocs(pp[ix], PL[ix], ID[ix], t)[0], cl, n_boot, rng)
+                ci["id" + key[3:]] = cluster_bootstrap(lambda ix, pp=pp: _latent_aurocs(pp[ix], PL[ix], ID[ix], t)[1], cl,
+                                                       n_boot, rng)
         lat = np.isfinite(PL) & (PL >= t)
         pres, red = lat & (P >= t), lat & (P < t)
         rows.append({
@@ -198,6 +246,9 @@ def latent_table(heads: dict, models: list[str], threshold: float) -> Table:
             "ID_pres": _med(ID[pres]), "ID_red": _med(ID[red]),
             "absb_pres": _med(np.abs(b[pres])), "absb_red": _med(np.abs(b[red])),
             "w2_pres": _med(w2[pres]), "w2_red": _med(w2[red]), "a_red": _med(a[red]),
+            "matched": int(lm.sum()), "auroc_latent_lm": au_lat_lm, "auroc_ID_lm": au_id_lm,
+            "preserved_lm": n_pres_lm, "reduced_lm": n_red_lm,
+            **{f"{k}_{e}": ci.get(k, (NAN, NAN))[i] for k in ("lat", "id", "lat_lm", "id_lm") for i, e in enumerate(("lo", "hi"))},
         })
     return Table(
         name="paper1_latent",
@@ -212,10 +263,21 @@ def latent_table(heads: dict, models: list[str], threshold: float) -> Table:
             _C("absb_pres", "abs(b) pres.", "{:.3g}"), _C("absb_red", "abs(b) red.", "{:.3g}"),
             _C("w2_pres", "‖w‖² pres.", "{:.3g}"), _C("w2_red", "‖w‖² red.", "{:.3g}"),
             _C("a_red", "a red.", "{:.3g}"),
+            _C("lat_lo", "AUROC P_I 95% lo", "{:.3f}"), _C("lat_hi", "hi", "{:.3f}"),
+            _C("id_lo", "AUROC I_D 95% lo", "{:.3f}"), _C("id_hi", "hi", "{:.3f}"),
+            _C("matched", "Layer-matched ordinary"), _C("auroc_latent_lm", "AUROC P_I (layer-matched)", "{:.3f}"),
+            _C("preserved_lm", "Preserved (strong + matched)"), _C("reduced_lm", "Reduced (strong + matched)"),
+            _C("auroc_ID_lm", "AUROC I_D given P_I (layer-matched)", "{:.3f}"),
+            _C("lat_lm_lo", "AUROC P_I l.-m. 95% lo", "{:.3f}"), _C("lat_lm_hi", "hi", "{:.3f}"),
+            _C("id_lm_lo", "AUROC I_D l.-m. 95% lo", "{:.3f}"), _C("id_lm_hi", "hi", "{:.3f}"),
         ],
         rows=rows,
         notes="Preserved: P_I ≥ t and P ≥ t; reduced: P_I ≥ t and P < t. "
-              "P = ((1+a)s + b√(1-s²))² / ((1+a)² + b² + ||w||²), s = √P_I (asserted per head).",
+              "P = ((1+a)s + b√(1-s²))² / ((1+a)² + b² + ||w||²), s = √P_I (asserted per head). "
+              "Layer-matched: strong heads against as many hash-chosen ordinary heads of the same layers (the capacity "
+              "job's choice); the I_D AUROC is then taken over strong + matched heads. 95% intervals: bootstrap "
+              "resampling models, then complete layers within them (paper1.bootstrap replicates). "
+              "Pooled large: the models in paper1.large_endpoints.",
     )
 
 
@@ -235,12 +297,27 @@ def _scramble_stats(P, R, RH, strong):
     }
 
 
+def _groups_pooled(cols: dict, models: list[str]) -> list[tuple[str, np.ndarray]]:
+    """(model, selection) per model, plus ("pooled", every active model's rows) with two or more."""
+    groups = [(m, _model_sel(cols, m)) for m in models]
+    if len(models) > 1:
+        groups.append(("pooled", np.isin(np.asarray(cols.get("model", [])), models)))
+    return groups
+
+
+def _layer_keys(cols: dict, s) -> np.ndarray:
+    """One integer per (model, layer) of the selected rows (layers of different models differ)."""
+    mod = np.asarray(cols["model"])[s] if "model" in cols else np.array([])
+    lay = _a(cols, "layer", s, np.int64)
+    keys = {k: i for i, k in enumerate(dict.fromkeys(zip(mod.tolist(), lay.tolist())))}
+    return np.array([keys[k] for k in zip(mod.tolist(), lay.tolist())], dtype=np.int64)
+
+
 def scramble_table(heads: dict, models: list[str], threshold: float) -> Table:
     rows = []
-    for m in models:
-        s = _model_sel(heads, m)
+    for m, s in _groups_pooled(heads, models):
         P, R, RH, sv = (_a(heads, k, s) for k in ("P", "R_scramble", "R_haar", "sv_relerr"))
-        layer = _a(heads, "layer", s, np.int64)
+        layer = _layer_keys(heads, s)
         scr = _stack(_a(heads, "P_scramble", s, None))
         haar = _stack(_a(heads, "P_haar", s, None))
         strong = np.isfinite(P) & (P >= threshold)
@@ -280,7 +357,8 @@ def scramble_table(heads: dict, models: list[str], threshold: float) -> Table:
         ],
         rows=rows,
         notes="R = median of the head's signed-permutation draws (R_Haar: of its Haar draws). Singular values of K "
-              "are preserved in every draw (asserted; max relative error shown).",
+              "are preserved in every draw (asserted; max relative error shown). Pooled: every head of the active "
+              "models (medians over all heads / draws; layers counted per model).",
     )
 
 
@@ -562,7 +640,7 @@ def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float) 
 
 
 def fig_closure_ccdf(heads: dict, models: list[str], threshold: float, sweep):
-    from headgeom.reports.figures import ccdf
+    from headgeom.reports.figures import step_ccdf
 
     plt = pyplot()
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -571,11 +649,8 @@ def fig_closure_ccdf(heads: dict, models: list[str], threshold: float, sweep):
         s = _model_sel(heads, m)
         c = f"C{i}"
         P, Pw = _a(heads, "P", s), _a(heads, "P_wrong_v", s)
-        x, y = ccdf(P)
-        ax.step(x, y, where="post", color=c, label=f"{m} (trained)")
-        xw, yw = ccdf(Pw)
-        if xw.size:
-            ax.step(xw, yw, where="post", color=c, ls="--", alpha=0.8, label=f"{m} (wrong-V)")
+        step_ccdf(ax, P, color=c, label=f"{m} (trained)")
+        step_ccdf(ax, Pw, color=c, ls="--", alpha=0.8, label=f"{m} (wrong-V)")
         n = max(int(np.isfinite(P).sum()), 1)
         ax2.plot(ts, [100 * np.sum(P >= t) / n for t in ts], "o-", color=c, ms=3, label=f"{m} (trained)")
         if np.isfinite(Pw).any():

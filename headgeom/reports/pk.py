@@ -6,6 +6,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from headgeom.core.seeds import rng_for
 from headgeom.core.stats import empirical_p
 from headgeom.methods.nulls import NULL_MODELS
 from headgeom.methods.pk import isotropic_rho, isotropic_sd, layer_stats
@@ -409,61 +410,205 @@ def fig2_layer(ow: dict, model: str) -> int:
     return sds[len(sds) // 2][1]
 
 
-def fig2(data, fields, models, types):
+def random_subspace(rng: np.random.Generator, d_model: int, d_head: int) -> np.ndarray:
+    """Orthonormal basis (d_model x d_head) of a uniformly random d_head-dim subspace (QR of a
+    Gaussian matrix, signs fixed by R's diagonal)."""
+    Q, R = np.linalg.qr(rng.standard_normal((d_model, d_head)))
+    return Q * np.sign(np.diag(R))
+
+
+def random_layer_rho(model: str, layer: int, sample: int, n_heads: int, d_model: int, d_head: int) -> np.ndarray:
+    """ρ of every unordered pair among n_heads independent random d_head-dim subspaces of
+    R^d_model: one sample of the random-subspace reference for a layer of that shape (seeded by
+    model, layer, sample)."""
+    rng = rng_for(model, layer, -1, sample, "pk_fig2_random")
+    U = np.stack([random_subspace(rng, d_model, d_head) for _ in range(n_heads)])
+    out = [np.sum(np.einsum("ab,jac->jbc", U[i], U[i + 1:]) ** 2, axis=(1, 2)) / d_head for i in range(n_heads - 1)]
+    return np.concatenate(out) if out else np.array([])
+
+
+def random_reference(model: str, d_model: int, d_head: int, draws: int) -> np.ndarray:
+    """ρ of ``draws`` independent pairs of random d_head-dim subspaces (PK §5.3: "0.0834 ± 0.0018,
+    100 samples" at D = 768, d = 64); seeded by (model, draw)."""
+    out = np.empty(draws)
+    for k in range(draws):
+        rng = rng_for(model, -1, -1, k, "pk_random_reference")
+        U, V = random_subspace(rng, d_model, d_head), random_subspace(rng, d_model, d_head)
+        out[k] = np.sum((U.T @ V) ** 2) / d_head
+    return out
+
+
+def _ccdf_on(samples, grid) -> np.ndarray:
+    """Fraction of each sample's values >= every grid point: (samples, grid)."""
+    out = np.empty((len(samples), grid.size))
+    for k, s in enumerate(samples):
+        s = np.sort(np.asarray(s, float))
+        out[k] = 1.0 - np.searchsorted(s, grid, side="left") / s.size
+    return out
+
+
+def fig2(data, fields, models, types, random_samples: int = 30):
+    from headgeom.reports.figures import step_ccdf
+
     plt = pyplot()
     ow = observed_within(data.get("pk", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), ("model", "layer", "kind"))
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.6), squeeze=False)
     picks = {}
     for ax, m in zip(axes[0], models):
         layer = fig2_layer(ow, m)
         picks[m] = layer
-        rho = np.sort(ow[(m, layer, "O")]["rho"])
-        grid = np.linspace(0, max(rho.max(), 1e-9) * 1.3, 200)
-        for i, null in enumerate(types):
-            samples = nw.get((m, layer, "O", null), {}).get("rho", [])
-            if not samples:
-                continue
-            curves = np.array([[np.mean(np.asarray(s) >= g) for g in grid] for s in samples])
-            lo, med, hi = np.percentile(curves, [5, 50, 95], axis=0)
-            ax.fill_between(grid, lo, hi, color=f"C{i}", alpha=0.25, step="post")
-            ax.step(grid, med, where="post", color=f"C{i}", label=f"{null} (median, 5–95%)")
-        ax.step(rho, 1 - np.arange(rho.size) / rho.size, where="post", color="k", label="observed")
+        rho = ow[(m, layer, "O")]["rho"]
         f = fields[m]
+        bands = [(null, nw.get((m, layer, "O", null), {}).get("rho", []), f"C{i}") for i, null in enumerate(types)]
+        if random_samples:
+            rand = [random_layer_rho(m, layer, k, f["n_heads"], f["d_model"], f["d_head"]) for k in range(random_samples)]
+            bands.append(("random subspaces", rand, "C7"))
+        top = max([rho.max()] + [np.max(s) for _, ss, _ in bands for s in ss] + [1e-9])
+        grid = np.linspace(0, top * 1.02, 600)
+        for label, samples, color in bands:
+            if not len(samples):
+                continue
+            lo, med, hi = np.percentile(_ccdf_on(samples, grid), [5, 50, 95], axis=0)
+            ax.fill_between(grid, lo, hi, color=color, alpha=0.25, lw=0)
+            ax.plot(grid, med, color=color, lw=1.2, label=f"{label} (median, 5–95%; n = {len(samples)})")
+        step_ccdf(ax, rho, color="k", lw=1.4, label="observed")
         ax.axvline(f["d_head"] / f["d_model"], ls=":", color="gray")
         ax.set_yscale("log")
-        ax.set_title(f"{m}, layer {layer}", fontsize=9)
+        ax.set_ylim(0.5 / max(rho.size, 1), 1.5)
+        ax.set_title(f"{m}, layer {layer} ({rho.size} pairs)", fontsize=9)
         ax.set_xlabel("ρ (writing-space pairs)")
-    axes[0][0].set_ylabel("fraction of pairs ≥ ρ")
-    axes[0][0].legend(fontsize=6)
+        ax.legend(fontsize=6, loc="lower left")
+    axes[0][0].set_ylabel("fraction of pairs with overlap ≥ ρ")
     fig.tight_layout()
-    return fig, {"layers": picks}
+    return fig, {"layers": picks, "random_samples": int(random_samples)}
+
+
+def table_fig2(data, fields, models, types, reference_draws: int = 100) -> Table:
+    """Figure 2's cited counts (PK §5.3): for the Figure 2 layer of each model, the observed
+    median / p95 / max and the pairs below every value / above every value of each null (all its
+    samples pooled); over all layers with null samples, the layers whose median lies below every
+    null sample's median and whose p95 lies above every null sample's p95; and the sampled
+    random-subspace reference (mean ± SD of ρ over ``reference_draws`` random pairs) beside the
+    analytic one."""
+    ow = observed_within(data.get("pk", {}), fields)
+    nw = null_groups(data.get("pk_null_within", {}), ("model", "layer", "kind"))
+    rows = []
+    for m in models:
+        if not any(k[0] == m and k[2] == "O" for k in ow):
+            continue
+        f = fields[m]
+        layer = fig2_layer(ow, m)
+        st = ow[(m, layer, "O")]
+        rho = st["rho"]
+        row = {"model": m, "layer": layer, "pairs": int(rho.size), "median": st["median"], "p95": st["p95"],
+               "max": st["max"]}
+        for t in types:
+            samples = nw.get((m, layer, "O", t), {}).get("rho", [])
+            vals = np.concatenate([np.asarray(s, float) for s in samples]) if len(samples) else np.array([])
+            row[f"n_{t}"] = len(samples)
+            row[f"below_all_{t}"] = int(np.sum(rho < vals.min())) if vals.size else None
+            row[f"above_all_{t}"] = int(np.sum(rho > vals.max())) if vals.size else None
+        med_below = p95_above = n_lay = 0
+        for (mm, l, k), s in ow.items():
+            if mm != m or k != "O":
+                continue
+            meds = np.concatenate([np.asarray(nw.get((m, l, "O", t), {}).get("median", []), float) for t in types])
+            p95s = np.concatenate([np.asarray(nw.get((m, l, "O", t), {}).get("p95", []), float) for t in types])
+            if meds.size == 0:
+                continue
+            n_lay += 1
+            med_below += int(s["median"] < meds.min())
+            p95_above += int(s["p95"] > p95s.max())
+        row["layers_median_below"] = f"{med_below}/{n_lay}" if n_lay else "–"
+        row["layers_p95_above"] = f"{p95_above}/{n_lay}" if n_lay else "–"
+        ref = random_reference(m, f["d_model"], f["d_head"], reference_draws) if reference_draws else np.array([])
+        row.update(ref_draws=int(reference_draws), ref_mean=float(ref.mean()) if ref.size else float("nan"),
+                   ref_sd=float(ref.std(ddof=1)) if ref.size > 1 else float("nan"),
+                   iso=isotropic_rho(f["d_head"], f["d_model"]), iso_sd=isotropic_sd(f["d_head"], f["d_model"]))
+        rows.append(row)
+    cols = [Column("model", "Model"), Column("layer", "Figure 2 layer"), Column("pairs", "Pairs"),
+            Column("median", "Median ρ", "{:.3f}"), Column("p95", "p95", "{:.3f}"), Column("max", "Max", "{:.3f}")]
+    for t in types:
+        lab = NULL_MODELS[t].label
+        cols += [Column(f"n_{t}", f"{lab} samples"), Column(f"below_all_{t}", f"Pairs below all {lab} values"),
+                 Column(f"above_all_{t}", f"Pairs above all {lab} values")]
+    cols += [Column("layers_median_below", "Layers: median below every null sample's"),
+             Column("layers_p95_above", "Layers: p95 above every null sample's"),
+             Column("ref_draws", "Random draws"), Column("ref_mean", "Random ρ mean", "{:.4f}"),
+             Column("ref_sd", "Random ρ SD", "{:.5f}"), Column("iso", "d/D", "{:.4f}"),
+             Column("iso_sd", "Analytic SD", "{:.5f}")]
+    return Table("pk_fig2_counts", "Figure 2's cited counts: the Figure 2 layer against each null's values, layers whose "
+                 "quantiles pass every null sample, and the sampled random-subspace reference.", cols, rows,
+                 notes="Below / above all: observed pairs under the smallest / over the largest ρ of that null's "
+                       "samples pooled. Layer counts pool both nulls' samples. Random: ρ of independent pairs of "
+                       "uniformly random d-dimensional subspaces of R^D (mean ± SD, ddof 1).")
+
+
+def n_key(c: dict) -> str:
+    """A condition's null sample counts, e.g. 'n = 30' or 'n = 3/30' (r depends on n)."""
+    ns = sorted({int(v) for v in c["n_samples"].values() if v})
+    return "n = " + "/".join(str(n) for n in ns) if ns else "n = 0"
+
+
+MAX_LABELLED = 3  # Figure 3 labels the points below r = 1 of a column when it has at most this many
 
 
 def fig3(conds, models):
+    """r per condition, one column per (model, comparison). Conditions whose null sample count
+    differs from the most common one get their own panel (r = SD / max null SD depends on n; PK
+    Figure 3 shows Qwen3-235B layer 46, n = 3, apart); points below r = 1 are triangles labelled
+    with their condition and r."""
+    from collections import Counter
+
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(models) * len(COMPARISONS)), 3.6))
-    labels, x = [], 0
-    for m in models:
-        for scope, kind in COMPARISONS:
-            r = np.array([c["r"] for c in conds if c["model"] == m and c["scope"] == scope and c["kind"] == kind], float)
-            r = r[np.isfinite(r) & (r > 0)]
-            if r.size == 0:
-                continue
-            jitter = (np.random.default_rng(x).random(r.size) - 0.5) * 0.4
-            ax.scatter(x + jitter, r, s=6, alpha=0.6)
-            ax.hlines(np.median(r), x - 0.3, x + 0.3, color="k")
-            ax.text(x, r.max() * 1.15, str(int(np.sum(r > 1))), ha="center", fontsize=6)
-            labels.append(f"{m}\n{'W' if scope == 'within' else 'W→'}{kind if scope == 'cross' or kind != 'O' else ''}")
-            x += 1
-    ax.axhline(1, ls="--", color="gray")
-    ax.set_yscale("log")
-    ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels(labels, fontsize=6)
-    ax.set_ylabel("r = SD / max null SD")
-    ax.set_title("Dispersion against both null models (numbers: conditions with r > 1)", fontsize=9)
+    ok = [c for c in conds if c["model"] in models and np.isfinite(c["r"]) and c["r"] > 0]
+    counts = Counter(n_key(c) for c in ok)
+    groups = [k for k, _ in counts.most_common()] or ["n = 0"]
+    ncols = {g: sum(1 for m in models for sc, kd in COMPARISONS
+                    if any(c["model"] == m and c["scope"] == sc and c["kind"] == kd and n_key(c) == g for c in ok))
+             for g in groups}
+    widths = [max(ncols[g], 1) for g in groups]
+    fig, axes = plt.subplots(1, len(groups), figsize=(max(6.0, 0.55 * sum(widths) + 1.5 * len(groups)), 4.2),
+                             squeeze=False, gridspec_kw={"width_ratios": widths})
+    below = []
+    for ax, g in zip(axes[0], groups):
+        labels, x = [], 0
+        for m in models:
+            for scope, kind in COMPARISONS:
+                cs = [c for c in ok if c["model"] == m and c["scope"] == scope and c["kind"] == kind and n_key(c) == g]
+                if not cs:
+                    continue
+                r = np.array([c["r"] for c in cs], float)
+                jitter = (np.random.default_rng(x).random(r.size) - 0.5) * 0.4
+                hi = r >= 1
+                ax.scatter((x + jitter)[hi], r[hi], s=6, alpha=0.6, color=f"C{x % 10}")
+                few = int(np.sum(~hi)) <= MAX_LABELLED
+                for c, xx, rr in zip(np.array(cs, dtype=object)[~hi], (x + jitter)[~hi], r[~hi]):
+                    ax.scatter([xx], [rr], marker="v", s=36, color="C3", edgecolor="k", lw=0.5, zorder=3)
+                    where = f"layer {c['layer']}" if c["scope"] == "within" else f"{c['layer']}→{c['layer_r']}"
+                    below.append((m, scope, kind, where, rr))
+                    if few:
+                        ax.annotate(f"{where}: r = {rr:.3f}", (xx, rr), xytext=(4, -2), textcoords="offset points",
+                                    fontsize=6, color="C3")
+                if not hi.all() and not few:
+                    ax.text(x, r.min() / 1.35, f"{int(np.sum(~hi))} < 1", ha="center", va="top", fontsize=6, color="C3")
+                ax.hlines(np.median(r), x - 0.3, x + 0.3, color="k")
+                ax.text(x, r.max() * 1.15, str(int(np.sum(r > 1))), ha="center", fontsize=6)
+                tag = ("W" + ("" if kind == "O" else kind)) if scope == "within" else f"W→{kind}"
+                labels.append(f"{m}\n{tag}")
+                x += 1
+        ax.axhline(1, ls="--", color="gray")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, fontsize=6, rotation=45, ha="right", rotation_mode="anchor")
+        ax.set_xlim(-0.7, max(len(labels), 1) - 0.3)
+        ax.set_title(f"{g} samples per null" + (" (shown apart)" if g != groups[0] else ""), fontsize=8)
+    axes[0][0].set_ylabel("r = SD / max null SD")
+    fig.suptitle("Dispersion against both null models (numbers: conditions with r > 1; triangles: r < 1)", fontsize=9)
     fig.tight_layout()
-    return fig, {}
+    return fig, {"sample_groups": groups,
+                 "below_one": [{"model": m, "scope": sc, "kind": k, "where": w, "r": float(r)} for m, sc, k, w, r in below]}
 
 
 def fig6(data, fields, models):
@@ -537,25 +682,57 @@ def fig8(data, fields, models):
 
 
 def fig9(conds, fields, models):
+    """Per model two rows of heatmaps (writer layer × reader layer, one column per reading kind):
+    log10 r on a diverging scale centred at r = 1, and whether the mean ρ lies below / above every
+    null sample (a three-colour legend)."""
+    from matplotlib.colors import ListedColormap, TwoSlopeNorm
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+
     plt = pyplot()
     kinds = ("Q", "K", "V")
-    fig, axes = plt.subplots(2 * len(models), 3, figsize=(9, 5.6 * len(models)), squeeze=False)
+    cats = ListedColormap(["#3b6fb6", "#dddddd", "#c0392b"])
+    fig, axes = plt.subplots(2 * len(models), 3, figsize=(10, 6.4 * len(models)), squeeze=False, layout="constrained")
     for i, m in enumerate(models):
         L = fields[m]["n_layers"]
-        for j, kind in enumerate(kinds):
+        logs = []
+        mats = []
+        for kind in kinds:
             R = np.full((L, L), np.nan)
             S = np.full((L, L), np.nan)
             for c in conds:
                 if c["model"] == m and c["scope"] == "cross" and c["kind"] == kind:
                     R[c["layer"], c["layer_r"]] = c["r"]
                     S[c["layer"], c["layer_r"]] = -1 if c["mean_below_all"] else (1 if c["mean_above_all"] else 0)
-            im = axes[2 * i][j].imshow(np.log10(R), origin="lower", cmap="viridis")
-            fig.colorbar(im, ax=axes[2 * i][j], fraction=0.046)
-            axes[2 * i][j].set_title(f"{m} W→{kind}: log10 r", fontsize=8)
-            axes[2 * i + 1][j].imshow(S, origin="lower", cmap="coolwarm", vmin=-1, vmax=1)
-            axes[2 * i + 1][j].set_title(f"{m} W→{kind}: mean below(-1)/above(+1) all", fontsize=8)
-            for a in (axes[2 * i][j], axes[2 * i + 1][j]):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lr = np.log10(R)
+            logs.append(lr)
+            mats.append(S)
+        fin = np.concatenate([x[np.isfinite(x)] for x in logs]) if logs else np.array([])
+        span = max(float(np.abs(fin).max()) if fin.size else 1.0, 1e-3)
+        norm = TwoSlopeNorm(vcenter=0.0, vmin=-span, vmax=span)
+        for j, kind in enumerate(kinds):
+            top, bot = axes[2 * i][j], axes[2 * i + 1][j]
+            im = top.imshow(logs[j], origin="lower", cmap="RdBu_r", norm=norm)
+            bot.imshow(mats[j], origin="lower", cmap=cats, vmin=-1.5, vmax=1.5, interpolation="nearest")
+            top.set_title(f"writer O → reader {kind}", fontsize=8)
+            bot.set_title(f"writer O → reader {kind}", fontsize=8)
+            for a in (top, bot):
                 a.set_xlabel("reader layer", fontsize=7)
-                a.set_ylabel("writer layer", fontsize=7)
-    fig.tight_layout()
+                a.tick_params(labelsize=6)
+                a.xaxis.set_major_locator(MaxNLocator(integer=True))
+                a.yaxis.set_major_locator(MaxNLocator(integer=True))
+            if j == 0:
+                top.set_ylabel(f"{m}\nwriter layer", fontsize=8)
+                bot.set_ylabel(f"{m}\nwriter layer", fontsize=8)
+        cb = fig.colorbar(im, ax=list(axes[2 * i]), fraction=0.025, pad=0.02)
+        cb.set_label("log10 r (r = SD / max null SD; 0: r = 1)", fontsize=7)
+        cb.ax.tick_params(labelsize=6)
+        axes[2 * i + 1][2].legend(
+            handles=[Patch(color=cats(0), label="mean below every null sample"),
+                     Patch(color=cats(1), label="neither"),
+                     Patch(color=cats(2), label="mean above every null sample")],
+            fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    fig.suptitle("Writer → reader layer pairs: dispersion ratio r (rows 1, 3, …) and mean ρ against the nulls "
+                 "(rows 2, 4, …)", fontsize=9)
     return fig, {}
