@@ -144,8 +144,13 @@ _ENTRIES = (
            lambda d, f, m, p: _p1().latent_table(d[HEADS], m, p["strong_threshold"], int(p["bootstrap"]),
                                                  tuple(p["large"] or ())),
            params=ST | {"bootstrap": "paper1/bootstrap", "large": "paper1/large_endpoints"}),
+    Output("paper1_rank_audit", T, "Paper 1", (HEADS,),
+           lambda d, f, m, p: _p1().rank_audit_table(d[HEADS], f, m, p["tolerance"], p["rank_rtol"]),
+           params={"tolerance": "paper1/rank_tolerance", "rank_rtol": "rank_rtol"}),
     Output("paper1_anchor", T, "Paper 1", (HEADS, PAIRS),
-           lambda d, f, m, p: _p1().anchor_table(d[PAIRS], d[HEADS], m, p["strong_threshold"]), params=ST),
+           lambda d, f, m, p: _p1().anchor_table(d[PAIRS], d[HEADS], m, p["strong_threshold"],
+                                                 **{k: v for k, v in (p.get("band") or {}).items()}),
+           params=ST | {"band": "paper1/band"}),
     Output("paper1_closure_ccdf", F, "Paper 1", (HEADS,),
            lambda d, f, m, p: _p1().fig_closure_ccdf(d[HEADS], m, p["strong_threshold"], p["sweep"]),
            params=ST | {"sweep": "paper1/sweep"}),
@@ -260,7 +265,9 @@ CAPTIONS = {
     ),
     ('table', 'paper1_anchor'): (
         "**Paper 1, value anchors.** Value anchors P_V, oblique share, same-layer retrieval rank of the "
-        "trained V, and the left-zero band of strong sibling pairs."
+        "trained V, and the left-zero band of strong sibling pairs: all strong pairs, and the pairs satisfying "
+        "P_iP_j ≈ P_i both ways (F_ij, F_ji ≥ {{ snakemake.params.band.explanation }}; ranges over models with "
+        "at least {{ snakemake.params.band.min_pairs }} such pairs)."
     ),
     ('table', 'paper1_capacity'): (
         "**Paper 1, feasible capacity.** Cap_hat and attainment E of strong, layer-matched ordinary and "
@@ -280,6 +287,12 @@ CAPTIONS = {
     ('table', 'paper1_layers'): (
         "**Paper 1, per layer.** Per layer: scramble shares and median differences, Haar differences and the "
         "factorial D×K endpoint with its wrong-V control."
+    ),
+    ('table', 'paper1_rank_audit'): (
+        "**Paper 1, rank audit.** Every participating O/V factor (each head's O and its paired V): how many "
+        "have full numerical column rank at the tolerance ``paper1.rank_tolerance`` = {{ "
+        "snakemake.params.tolerance }} (rank_rtol: s_min/s_max > ``rank_rtol``; eps: > max(m, n)·ε₆₄), and the "
+        "smallest observed s_min/s_max (paper: 2.63e-4)."
     ),
     ('table', 'paper1_scramble'): (
         "**Paper 1, orientation scramble.** Trained closure against signed-permutation scrambles and the Haar "

@@ -432,6 +432,62 @@ def factorial_table(heads: dict, models: list[str]) -> Table:
     )
 
 
+# ------------------------------------------------------------------ rank audit
+
+
+def rank_tolerance(kind: str, d_model: int, d_head: int, rank_rtol: float) -> float:
+    """Relative tolerance on s/s_max: rank_rtol, or the paper's max(m, n) * eps_float64."""
+    if kind == "eps":
+        return max(d_model, d_head) * float(np.finfo(np.float64).eps)
+    if kind == "rank_rtol":
+        return float(rank_rtol)
+    raise ValueError(f"rank tolerance must be 'rank_rtol' or 'eps', not {kind!r}")
+
+
+def rank_audit_table(heads: dict, fields: dict, models: list[str], tolerance: str = "rank_rtol",
+                     rank_rtol: float = 1e-6) -> Table:
+    """All-head rank audit of the participating O/V factors (each head's O_h and the V it is paired
+    with): full numerical column rank when s_min/s_max > tolerance, and the smallest s_min/s_max."""
+    rows = []
+    tot = {"factors": 0, "full": 0, "min": []}
+    for m in models:
+        s = _model_sel(heads, m)
+        if not s.any():
+            continue
+        f = fields[m]
+        tol = rank_tolerance(tolerance, f["d_model"], f["d_head"], rank_rtol)
+        rO, rV = _a(heads, "sv_ratio_O", s), _a(heads, "sv_ratio_V", s)
+        r = np.concatenate([rO, rV])
+        fin = np.isfinite(r)
+        full = int(np.sum(fin & (r > tol)))
+        rows.append({"model": m, "heads": int(s.sum()), "factors": int(r.size), "full": _frac(full, int(r.size)),
+                     "tol": tol, "min_O": _min(rO), "min_V": _min(rV), "min": _min(r)})
+        tot["factors"] += int(r.size)
+        tot["full"] += full
+        tot["min"].append(_min(r))
+    if len(rows) > 1:
+        rows.append({"model": "pooled", "heads": sum(x["heads"] for x in rows), "factors": tot["factors"],
+                     "full": _frac(tot["full"], tot["factors"]), "tol": None,
+                     "min_O": _min(np.array([x["min_O"] for x in rows])),
+                     "min_V": _min(np.array([x["min_V"] for x in rows])), "min": _min(np.array(tot["min"]))})
+    label = "max(m, n)·ε₆₄" if tolerance == "eps" else f"rank_rtol = {rank_rtol:g}"
+    return Table(
+        name="paper1_rank_audit",
+        caption=f"Rank audit of the participating O/V factors: full numerical column rank at s_min/s_max > {label}, "
+                "and the smallest observed s_min/s_max.",
+        columns=[
+            _C("model", "Model"), _C("heads", "Heads"), _C("factors", "O/V factors"),
+            _C("full", "Full column rank"), _C("tol", "Tolerance (relative)", "{:.2e}"),
+            _C("min_O", "Min s_min/s_max (O)", "{:.3e}"), _C("min_V", "Min s_min/s_max (V)", "{:.3e}"),
+            _C("min", "Min s_min/s_max", "{:.3e}"),
+        ],
+        rows=rows,
+        notes="Factors: every head's O_h and the value factor it is paired with (one per head, so shared GQA "
+              "values count once per head). Singular values from the SVD of each factor in float64. Tolerance: "
+              "paper1.rank_tolerance (rank_rtol: the pipeline's rank; eps: max(d_model, d_head)·ε₆₄, the paper's).",
+    )
+
+
 # ------------------------------------------------------------------ capacity
 
 
@@ -596,8 +652,27 @@ def table4(pairs: dict, heads: dict, models: list[str], threshold: float) -> Tab
     )
 
 
-def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float) -> Table:
+def band_pairs(pairs: dict, sel, threshold: float, explanation: float) -> np.ndarray:
+    """Left-zero band by the paper's criterion: directed rows (i, j) of the selection whose heads are
+    both strong (P ≥ t) and whose unordered pair satisfies P_iP_j ≈ P_i and P_jP_i ≈ P_j, i.e.
+    F_ij ≥ explanation and F_ji ≥ explanation (F_ij = 1 − ||P_iP_j − P_i||²/||P_iP_j||² with
+    P_h = T_h/α_h, the fixed-scale product explanation). Both rows of a band pair are marked."""
+    idx = np.flatnonzero(sel)
+    mod = np.asarray(pairs["model"])[idx]
+    lay = _a(pairs, "layer", None, np.int64)[idx]
+    hi, hj = _a(pairs, "head_i", None, np.int64)[idx], _a(pairs, "head_j", None, np.int64)[idx]
+    Pi, Pj, F = (_a(pairs, k, None)[idx] for k in ("P_i", "P_j", "F"))
+    lookup = {(a, b, c, d): f for a, b, c, d, f in zip(mod.tolist(), lay.tolist(), hi.tolist(), hj.tolist(), F.tolist())}
+    rev = np.array([lookup.get((a, b, d, c), np.nan) for a, b, c, d in zip(mod.tolist(), lay.tolist(), hi.tolist(), hj.tolist())])
+    strong = np.isfinite(Pi) & np.isfinite(Pj) & (Pi >= threshold) & (Pj >= threshold)
+    with np.errstate(invalid="ignore"):
+        return strong & np.isfinite(F) & np.isfinite(rev) & (F >= explanation) & (rev >= explanation)
+
+
+def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float, explanation: float = 0.9,
+                 min_pairs: int = 10) -> Table:
     rows = []
+    counted = []
     for m in models:
         s = _model_sel(heads, m)
         P, an, anw, ob = (_a(heads, k, s) for k in ("P", "anchor_cos2", "anchor_cos2_wrong_v", "oblique_share"))
@@ -617,6 +692,23 @@ def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float) 
             "band_pairs": int(both.sum()) // 2, "band_cos2": _med(cos2[both]), "band_F": _med(F[both]),
             "band_lt08": _share(cos2[both] < 0.8) if both.any() else NAN,
         })
+        law = band_pairs(pairs, sp, threshold, explanation) if sp.any() else np.zeros(0, dtype=bool)
+        n_law = int(law.sum()) // 2
+        rows[-1].update(law_pairs=n_law, law_products=int(law.sum()), law_cos2=_med(cos2[law]), law_F=_med(F[law]),
+                        law_lt08=_share(cos2[law] < 0.8) if law.any() else NAN,
+                        law_counted="yes" if n_law >= min_pairs else "no")
+        if n_law >= min_pairs:
+            counted.append(rows[-1])
+    if len(models) > 1:
+        def rng_of(key):
+            v = [r[key] for r in counted if np.isfinite(r[key])]
+            return f"{min(v):.3f}–{max(v):.3f}" if v else "–"
+
+        rows.append({"model": "pooled", "strong": sum(r["strong"] for r in rows),
+                     "law_pairs": sum(r["law_pairs"] for r in rows), "law_products": sum(r["law_products"] for r in rows),
+                     "law_counted": f"{len(counted)} models", "law_cos2_range": rng_of("law_cos2"),
+                     "law_F_range": rng_of("law_F"),
+                     "law_lt08_min": min((r["law_lt08"] for r in counted if np.isfinite(r["law_lt08"])), default=NAN)})
     return Table(
         name="paper1_anchor",
         caption=f"Value anchors of strong heads (P ≥ {threshold:g}): squared cosine of T_h/α_h with the projector onto "
@@ -627,11 +719,19 @@ def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float) 
             _C("rank1", "Trained V ranked 1"), _C("cands", "Candidates"),
             _C("band_pairs", "Strong sibling pairs"), _C("band_cos2", "Median cos² (pairs)", "{:.3f}"),
             _C("band_F", "Median P_iP_j ≈ P_i explanation", "{:.3f}"), _C("band_lt08", "Share cos² < 0.8", "{:.3f}"),
+            _C("law_pairs", "Band pairs (both ways)"), _C("law_products", "Directed products"),
+            _C("law_cos2", "Band median cos²", "{:.3f}"), _C("law_F", "Band median explanation", "{:.3f}"),
+            _C("law_lt08", "Band share cos² < 0.8", "{:.3f}"), _C("law_counted", f"≥ {min_pairs} band pairs"),
+            _C("law_cos2_range", "Band median cos² (range)"), _C("law_F_range", "Band median explanation (range)"),
+            _C("law_lt08_min", "Band share cos² < 0.8 (min)", "{:.3f}"),
         ],
         rows=rows,
         notes="Oblique share = ||(I − P_V) O Vᵀ||²/||O Vᵀ||². Retrieval ranks every full-rank value factor of the layer "
               "(MHA: every head's V) by anchor cos². Band: unordered sibling pairs with both heads strong; explanation "
-              "= 1 − ||P_iP_j − P_i||²/||P_iP_j||² = F_ij over both directed products.",
+              "= 1 − ||P_iP_j − P_i||²/||P_iP_j||² = F_ij over both directed products. Band (both ways): "
+              f"strong pairs with F_ij ≥ {explanation:g} and F_ji ≥ {explanation:g} (P_iP_j ≈ P_i and P_jP_i ≈ P_j; "
+              f"paper1.band.explanation); pooled ranges over models with at least {min_pairs} band pairs "
+              "(paper1.band.min_pairs).",
     )
 
 

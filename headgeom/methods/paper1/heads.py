@@ -14,6 +14,20 @@ from headgeom.methods.paper1.siblings import pair_rows
 from headgeom.methods.paper1.split import perturbation_split, split_relerr
 
 
+def sv_ratio(X: np.ndarray) -> np.ndarray:
+    """s_min / s_max of each factor in a stack (n, d_model, d_head), from its singular values
+    (SVD of the factor itself, float64, so ratios down to ~eps are resolved; a Gram's
+    eigenvalues would stop near sqrt(eps)). NaN for a non-finite or zero factor (the rank audit)."""
+    X = np.asarray(X, dtype=np.float64)
+    out = np.full(X.shape[0], np.nan)
+    fin = np.isfinite(X).all(axis=(-1, -2))
+    if fin.any():
+        s = np.linalg.svd(X[fin], compute_uv=False)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out[fin] = np.where(s[:, 0] > 0, s[:, -1] / s[:, 0], np.nan)
+    return out
+
+
 def heads_layer(f, model: str, layer: int, params: dict, log=None):
     """Per-head columns (closure + split + scrambles + factorial + anchors) and sibling pairs."""
     identity_rtol = params.get("identity_rtol", 1e-10)
@@ -94,6 +108,7 @@ def heads_layer(f, model: str, layer: int, params: dict, log=None):
         rank[h] = retrieval_rank(sc, kv[h])
 
     pairs = pair_rows(geo, base["P"], base["alpha"], valid)
+    ratio_O, ratio_V = sv_ratio(geo.O), sv_ratio(geo.Vg)[kv]
 
     cols = dict(base)
     cols.update({
@@ -105,5 +120,6 @@ def heads_layer(f, model: str, layer: int, params: dict, log=None):
         "I_factorial": I_real, "I_factorial_ctrl": I_ctrl,
         "anchor_cos2": anchor, "anchor_cos2_wrong_v": anchor_w, "oblique_share": oblique,
         "retrieval_rank": rank, "n_value_candidates": np.full(H, int(np.sum(geo.rank_V == d))),
+        "sv_ratio_O": ratio_O, "sv_ratio_V": ratio_V,
     })
     return cols, pairs
