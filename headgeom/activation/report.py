@@ -203,6 +203,11 @@ def read_paths_fig4(shards, models, outputs: dict, params: dict) -> None:
                     bins = np.logspace(np.log10(ratio.min()), np.log10(ratio.max()) + 1e-9, 40)
                     bx.hist(ratio, bins=bins, color="C0")
                     bx.set_xscale("log")
+                    # plain tick labels: log minor labels ("4×10⁻¹6×10⁻¹") ran into each other
+                    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+                    bx.xaxis.set_major_locator(FixedLocator([0.1, 0.2, 0.5, 1, 2, 5, 10]))
+                    bx.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+                    bx.xaxis.set_minor_formatter(NullFormatter())
                     p5, p50, p95 = np.quantile(ratio, [0.05, 0.5, 0.95])
                     bx.axvspan(p5, p95, color="C1", alpha=0.2)
                     bx.axvline(p50, color="C1")
