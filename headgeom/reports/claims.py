@@ -18,7 +18,7 @@ from headgeom.core.provenance import code_version
 from headgeom.reports.tables import Column, Table
 
 REDUCERS = ("one", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct", "sumden")
-POOLED_LABELS = {"pooled", "–", "-", "", "all (final)"}
+POOLED_LABELS = {"pooled", "pooled large", "–", "-", "", "all (final)"}
 
 # statuses
 AGREES, DIFFERS, NOT_RUN, PARTIAL, NO_ROW, NOT_COMPUTED, NOT_BUILT, NOT_COMPARABLE = (

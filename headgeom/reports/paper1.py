@@ -461,7 +461,7 @@ def rank_audit_table(heads: dict, fields: dict, models: list[str], tolerance: st
         fin = np.isfinite(r)
         full = int(np.sum(fin & (r > tol)))
         rows.append({"model": m, "heads": int(s.sum()), "factors": int(r.size), "full": _frac(full, int(r.size)),
-                     "tol": tol, "min_O": _min(rO), "min_V": _min(rV), "min": _min(r)})
+                     "tol": tol, "min_O": _min(rO), "min_V": _min(rV), "min_ratio": _min(r)})
         tot["factors"] += int(r.size)
         tot["full"] += full
         tot["min"].append(_min(r))
@@ -469,7 +469,7 @@ def rank_audit_table(heads: dict, fields: dict, models: list[str], tolerance: st
         rows.append({"model": "pooled", "heads": sum(x["heads"] for x in rows), "factors": tot["factors"],
                      "full": _frac(tot["full"], tot["factors"]), "tol": None,
                      "min_O": _min(np.array([x["min_O"] for x in rows])),
-                     "min_V": _min(np.array([x["min_V"] for x in rows])), "min": _min(np.array(tot["min"]))})
+                     "min_V": _min(np.array([x["min_V"] for x in rows])), "min_ratio": _min(np.array(tot["min"]))})
     label = "max(m, n)·ε₆₄" if tolerance == "eps" else f"rank_rtol = {rank_rtol:g}"
     return Table(
         name="paper1_rank_audit",
@@ -479,7 +479,7 @@ def rank_audit_table(heads: dict, fields: dict, models: list[str], tolerance: st
             _C("model", "Model"), _C("heads", "Heads"), _C("factors", "O/V factors"),
             _C("full", "Full column rank"), _C("tol", "Tolerance (relative)", "{:.2e}"),
             _C("min_O", "Min s_min/s_max (O)", "{:.3e}"), _C("min_V", "Min s_min/s_max (V)", "{:.3e}"),
-            _C("min", "Min s_min/s_max", "{:.3e}"),
+            _C("min_ratio", "Min s_min/s_max", "{:.3e}"),
         ],
         rows=rows,
         notes="Factors: every head's O_h and the value factor it is paired with (one per head, so shared GQA "
@@ -702,13 +702,13 @@ def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float, 
     if len(models) > 1:
         def rng_of(key):
             v = [r[key] for r in counted if np.isfinite(r[key])]
-            return f"{min(v):.3f}–{max(v):.3f}" if v else "–"
+            return f"{min(v):.3f} – {max(v):.3f}" if v else "–"
 
         rows.append({"model": "pooled", "strong": sum(r["strong"] for r in rows),
                      "law_pairs": sum(r["law_pairs"] for r in rows), "law_products": sum(r["law_products"] for r in rows),
                      "law_counted": f"{len(counted)} models", "law_cos2_range": rng_of("law_cos2"),
                      "law_F_range": rng_of("law_F"),
-                     "law_lt08_min": min((r["law_lt08"] for r in counted if np.isfinite(r["law_lt08"])), default=NAN)})
+                     "law_lt08_min": 100 * min((r["law_lt08"] for r in counted if np.isfinite(r["law_lt08"])), default=NAN)})
     return Table(
         name="paper1_anchor",
         caption=f"Value anchors of strong heads (P ≥ {threshold:g}): squared cosine of T_h/α_h with the projector onto "
@@ -723,7 +723,7 @@ def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float, 
             _C("law_cos2", "Band median cos²", "{:.3f}"), _C("law_F", "Band median explanation", "{:.3f}"),
             _C("law_lt08", "Band share cos² < 0.8", "{:.3f}"), _C("law_counted", f"≥ {min_pairs} band pairs"),
             _C("law_cos2_range", "Band median cos² (range)"), _C("law_F_range", "Band median explanation (range)"),
-            _C("law_lt08_min", "Band share cos² < 0.8 (min)", "{:.3f}"),
+            _C("law_lt08_min", "Band % cos² < 0.8 (smallest)", "{:.1f}"),
         ],
         rows=rows,
         notes="Oblique share = ||(I − P_V) O Vᵀ||²/||O Vᵀ||². Retrieval ranks every full-rank value factor of the layer "

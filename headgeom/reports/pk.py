@@ -520,8 +520,9 @@ def table_fig2(data, fields, models, types, reference_draws: int = 100) -> Table
             n_lay += 1
             med_below += int(s["median"] < meds.min())
             p95_above += int(s["p95"] > p95s.max())
-        row["layers_median_below"] = f"{med_below}/{n_lay}" if n_lay else "–"
-        row["layers_p95_above"] = f"{p95_above}/{n_lay}" if n_lay else "–"
+        row["layers_nulls"] = n_lay
+        row["layers_median_below"] = med_below if n_lay else None
+        row["layers_p95_above"] = p95_above if n_lay else None
         ref = random_reference(m, f["d_model"], f["d_head"], reference_draws) if reference_draws else np.array([])
         row.update(ref_draws=int(reference_draws), ref_mean=float(ref.mean()) if ref.size else float("nan"),
                    ref_sd=float(ref.std(ddof=1)) if ref.size > 1 else float("nan"),
@@ -533,7 +534,8 @@ def table_fig2(data, fields, models, types, reference_draws: int = 100) -> Table
         lab = NULL_MODELS[t].label
         cols += [Column(f"n_{t}", f"{lab} samples"), Column(f"below_all_{t}", f"Pairs below all {lab} values"),
                  Column(f"above_all_{t}", f"Pairs above all {lab} values")]
-    cols += [Column("layers_median_below", "Layers: median below every null sample's"),
+    cols += [Column("layers_nulls", "Layers with null samples"),
+             Column("layers_median_below", "Layers: median below every null sample's"),
              Column("layers_p95_above", "Layers: p95 above every null sample's"),
              Column("ref_draws", "Random draws"), Column("ref_mean", "Random ρ mean", "{:.4f}"),
              Column("ref_sd", "Random ρ SD", "{:.5f}"), Column("iso", "d/D", "{:.4f}"),
