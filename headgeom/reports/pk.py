@@ -613,6 +613,14 @@ def fig3(conds, models):
                  "below_one": [{"model": m, "scope": sc, "kind": k, "where": w, "r": float(r)} for m, sc, k, w, r in below]}
 
 
+def _integer_layers(fig):
+    """Layer axes show whole layers (no 2.5)."""
+    from matplotlib.ticker import MaxNLocator
+
+    for a in fig.axes:
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def fig6(data, fields, models):
     plt = pyplot()
     ow = observed_within(data.get("pk", {}), fields)
@@ -629,6 +637,7 @@ def fig6(data, fields, models):
         axes[1][j].set_xlabel("layer")
     axes[0][0].set_ylabel("mean ρ (writing)")
     axes[1][0].set_ylabel("SD of ρ")
+    _integer_layers(fig)
     fig.tight_layout()
     return fig, {}
 
@@ -657,6 +666,7 @@ def fig7(data, fields, models, types):
         ax.set_xlabel("layer")
     axes[0][0].set_ylabel("ρ quantile (writing pairs)")
     axes[0][0].legend(fontsize=6)
+    _integer_layers(fig)
     fig.tight_layout()
     return fig, {}
 
@@ -679,6 +689,7 @@ def fig8(data, fields, models):
         ax.set_xlabel("layer")
     axes[0][0].set_ylabel("SD of ρ (reading pairs)")
     axes[0][0].legend(fontsize=6)
+    _integer_layers(fig)
     fig.tight_layout()
     return fig, {}
 
