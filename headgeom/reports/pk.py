@@ -423,7 +423,7 @@ def random_layer_rho(model: str, layer: int, sample: int, n_heads: int, d_model:
     model, layer, sample)."""
     rng = rng_for(model, layer, -1, sample, "pk_fig2_random")
     U = np.stack([random_subspace(rng, d_model, d_head) for _ in range(n_heads)])
-    out = [np.sum(np.einsum("ab,jac->jbc", U[i], U[i + 1:]) ** 2, axis=(1, 2)) / d_head for i in range(n_heads - 1)]
+    out = [np.sum((U[i].T @ U[i + 1:]) ** 2, axis=(1, 2)) / d_head for i in range(n_heads - 1)]
     return np.concatenate(out) if out else np.array([])
 
 
