@@ -59,21 +59,24 @@ def cluster_bootstrap(stat, clusters, n_boot: int, rng: np.random.Generator):
     ``clusters``: list (top level, e.g. models) of lists (e.g. layers) of integer index arrays
     (the rows of that layer). Each replicate resamples top clusters with replacement, then the
     layers within each drawn cluster with replacement, and keeps every row of a drawn layer (complete
-    layers: the paper's model/layer-clustered inference). Returns (2.5%, 97.5%); NaN when the
-    statistic is undefined in every replicate or there are no rows."""
+    layers: the paper's model/layer-clustered inference). ``stat`` may return one number or a vector
+    (several statistics from the same replicates). Returns (2.5%, 97.5%), each a float or an array;
+    NaN where the statistic is undefined in every replicate or there are no rows."""
     clusters = [[np.asarray(x, dtype=np.int64) for x in c if len(x)] for c in clusters]
     clusters = [c for c in clusters if c]
     if not clusters or n_boot <= 0:
         return float("nan"), float("nan")
-    vals = np.empty(n_boot)
-    for k in range(n_boot):
+    vals = []
+    for _ in range(n_boot):
         parts = []
         for ci in rng.integers(0, len(clusters), len(clusters)):
             c = clusters[ci]
             parts += [c[li] for li in rng.integers(0, len(c), len(c))]
-        vals[k] = stat(np.concatenate(parts))
-    vals = vals[np.isfinite(vals)]
-    if vals.size == 0:
-        return float("nan"), float("nan")
-    lo, hi = np.quantile(vals, [0.025, 0.975])
-    return float(lo), float(hi)
+        vals.append(np.atleast_1d(np.asarray(stat(np.concatenate(parts)), dtype=float)))
+    vals = np.stack(vals)
+    lo, hi = np.full(vals.shape[1], np.nan), np.full(vals.shape[1], np.nan)
+    for k in range(vals.shape[1]):
+        v = vals[:, k][np.isfinite(vals[:, k])]
+        if v.size:
+            lo[k], hi[k] = np.quantile(v, [0.025, 0.975])
+    return (float(lo[0]), float(hi[0])) if vals.shape[1] == 1 else (lo, hi)

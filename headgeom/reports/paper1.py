@@ -233,9 +233,8 @@ def latent_table(heads: dict, models: list[str], threshold: float, n_boot: int =
             cl = _clusters(heads, s)
             rng = rng_for(m, -1, -1, 0, BOOTSTRAP + "-latent")
             for key, pp in (("lat", P), ("lat_lm", np.where(pop, P, NAN))):
-                ci[key] = cluster_bootstrap(lambda ix, pp=pp: _latent_aurocs(pp[ix], PL[ix], ID[ix], t)[0], cl, n_boot, rng)
-                ci["id" + key[3:]] = cluster_bootstrap(lambda ix, pp=pp: _latent_aurocs(pp[ix], PL[ix], ID[ix], t)[1], cl,
-                                                       n_boot, rng)
+                lo, hi = cluster_bootstrap(lambda ix, pp=pp: _latent_aurocs(pp[ix], PL[ix], ID[ix], t)[:2], cl, n_boot, rng)
+                ci[key], ci["id" + key[3:]] = (lo[0], hi[0]), (lo[1], hi[1])
         lat = np.isfinite(PL) & (PL >= t)
         pres, red = lat & (P >= t), lat & (P < t)
         rows.append({

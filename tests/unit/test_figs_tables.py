@@ -372,3 +372,12 @@ def test_heads_layer_reports_factor_ratios():
     np.testing.assert_allclose(heads["sv_ratio_O"], [x[-1] / x[0] for x in s], rtol=1e-10)
     sv = [np.linalg.svd(f.W_V[g].T, compute_uv=False) for g in f.kv_group]
     np.testing.assert_allclose(heads["sv_ratio_V"], [x[-1] / x[0] for x in sv], rtol=1e-10)
+
+
+def test_cluster_bootstrap_vector_statistic_equals_separate_runs():
+    vals = np.array([0.1, 0.4, 0.2, 0.9, 0.5, 0.3])
+    cl = [[np.array([0, 1]), np.array([2])], [np.array([3, 4]), np.array([5])]]
+    lo, hi = stats.cluster_bootstrap(lambda ix: (vals[ix].mean(), vals[ix].max()), cl, 300, np.random.default_rng(4))
+    lo1, hi1 = stats.cluster_bootstrap(lambda ix: vals[ix].mean(), cl, 300, np.random.default_rng(4))
+    lo2, hi2 = stats.cluster_bootstrap(lambda ix: vals[ix].max(), cl, 300, np.random.default_rng(4))
+    assert (lo[0], hi[0], lo[1], hi[1]) == (lo1, hi1, lo2, hi2)
