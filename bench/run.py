@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("closure", "pk", "nulls", "fetch")
+SECTIONS = ("closure", "pk", "nulls", "fetch", "capacity")
 
 
 def parse_args(argv=None):
@@ -381,6 +381,80 @@ def bench_fetch(args) -> dict:
     return res
 
 
+# ---------------------------------------------------------------- capacity search
+
+
+def bench_capacity(args) -> dict:
+    """Paper 1's capacity search (projected ascent with SVD retraction) at paper settings' batch
+    (6 selected heads x 8 restarts per layer): per start and step, the batched ascent against the
+    per-head loop it replaced (tests/helpers/capacity_ref.py) and against its own unavoidable work
+    (one d x d SVD and the products, timed alone on the same stacked batch)."""
+    from capacity_ref import ref_projected_ascent
+
+    from headgeom.methods.paper1.capacity import projected_ascent
+
+    heads, restarts, iters = 6, 8, 20
+    mm = np.random.default_rng(0).standard_normal((2, 1024, 1024))
+    res = {"heads": heads, "restarts": restarts, "iters": iters, "shapes": {}}
+    t_mm = hb.summary(hb.interleaved({"mm": lambda: mm[0] @ mm[1]}, args.repeat)["mm"])["best_s"]
+    res["gflops_numpy_matmul_1024"] = 2 * 1024**3 / t_mm / 1e9
+    for d in (32, 64, 128):
+        r = np.random.default_rng(d)
+        n = heads * restarts
+        X0 = r.standard_normal((n, d, d))
+        sig = np.linalg.svd(X0, compute_uv=False)
+        D = np.sort(r.uniform(0.05, 1, (n, d)), axis=-1)[:, ::-1].copy()
+        out = {}
+
+        def batched():
+            out["new"] = projected_ascent(X0, D, sig, iters)
+
+        def loop():
+            out["ref"] = [ref_projected_ascent(X0[i:i + restarts], D[i:i + restarts], sig[i:i + restarts], iters)
+                          for i in range(0, n, restarts)]
+
+        Y = X0 + 0.01 * r.standard_normal(X0.shape)
+
+        def floor_svd():
+            U, _, Wt = np.linalg.svd(Y)
+            out["floor"] = (U * sig[:, None, :]) @ Wt
+
+        def floor_products():
+            X = out["floor"]
+            Z = (X * D[:, None, :]) @ X
+            XT = np.swapaxes(X, -1, -2)
+            out["prods"] = (X @ XT, XT @ X, Z @ XT, XT @ Z)
+
+        t = hb.interleaved({"batched": batched, "loop": loop, "svd": floor_svd, "products": floor_products}, args.repeat)
+        s = {k: hb.summary(v)["best_s"] for k, v in t.items()}
+        new_X, new_P = out["new"]
+        ref_P = np.concatenate([p for _, p in out["ref"]])
+        steps = n * iters
+        # the floor charges the gradient's products to every step (only accepted steps need them):
+        # an upper bound of the unavoidable work
+        per = {"batched": s["batched"] / steps, "loop": s["loop"] / steps,
+               "floor": (s["svd"] + s["products"]) / n}
+        flop = {"svd": 21 * d**3, "retraction_product": 2 * d**3, "XDX": 2 * d**3, "gradient": 6 * d**3}
+        out_d = {
+            "per_start_step_s": per,
+            "unavoidable_flop_per_start_step": flop,
+            "speedup_over_loop": per["loop"] / per["batched"],
+            "floor_share": per["floor"] / per["batched"],
+            "gflops_step": sum(flop.values()) / per["batched"] / 1e9,
+            "max_rel_diff_P_vs_loop": relerr(new_P, ref_P),
+        }
+        out_d["share_of_matmul"] = out_d["gflops_step"] / res["gflops_numpy_matmul_1024"]
+        res["shapes"][f"d{d}"] = out_d
+        log(f"capacity d={d}: {1e6 * per['batched']:.0f} us/start-step batched, {1e6 * per['loop']:.0f} loop, "
+            f"floor {1e6 * per['floor']:.0f} ({100 * out_d['floor_share']:.0f}%), max rel diff {out_d['max_rel_diff_P_vs_loop']:.1e}")
+    res["what"] = (f"capacity search, {heads} heads x {restarts} restarts stacked, {iters} steps, float64; unavoidable work "
+                   "per start and step: one d x d SVD with both singular-vector sets (counted 21 d^3, Golub-Reinsch), "
+                   "the retraction product 2 d^3, XDX 2 d^3, the gradient's products 6 d^3 (X X^T, X^T X symmetric "
+                   "at d^3 each, Z X^T and X^T Z at 2 d^3) = 31 d^3; its floor is that SVD and those products timed "
+                   "alone on the same stacked batch")
+    return res
+
+
 # ---------------------------------------------------------------- end to end
 
 
@@ -412,6 +486,19 @@ def bench_e2e(args) -> dict:
 
 def _fmt_x(v):
     return f"{v:,.0f}x" if v >= 100 else f"{v:.1f}x"
+
+
+def capacity_rows(c) -> list:
+    rows = []
+    for name, v in (c or {}).get("shapes", {}).items():
+        where = f"capacity search, {name}"
+        rows += [
+            (where, "per-head loop time / batched time per start-step", _fmt_x(v["speedup_over_loop"]), "–", None),
+            (where, "unavoidable work (SVD + products timed alone) / batched step time", f"{100 * v['floor_share']:.0f}%", "–", None),
+            (where, "step FLOP rate (31 d^3 per start-step) / numpy matmul 1024^3", f"{100 * v['share_of_matmul']:.0f}%", "–", None),
+            (where, "Cap_hat path agrees with the loop (max rel. diff of P)", f"{v['max_rel_diff_P_vs_loop']:.0e}", "≤ 1e-12", v["max_rel_diff_P_vs_loop"] <= 1e-12),
+        ]
+    return rows
 
 
 def summarize(results: dict, env: dict) -> str:
@@ -448,6 +535,7 @@ def summarize(results: dict, env: dict) -> str:
     if f:
         rows.append(("fetch, loopback hub", "bytes transferred / bytes of the needed tensors", f"{f['ratio_transferred_over_needed']:.4f}", "–", None))
         rows.append(("fetch, loopback hub", "bytes transferred / checkpoint size", f"{100 * f['share_of_checkpoint']:.1f}%", "–", None))
+    rows += capacity_rows(results.get("capacity"))
     e = results.get("e2e")
     if e:
         rows.append(("end to end", f"cold `make run` wall time (snakemake -c{e['cores']}, {e['jobs']} jobs)", f"{e['wall_s']:.0f} s" + ("" if e["returncode"] == 0 else f" (FAILED rc {e['returncode']})"), "–", e["returncode"] == 0))
@@ -477,6 +565,8 @@ def summarize(results: dict, env: dict) -> str:
                      f"{p['stage_extrapolated_full_model_s'] / 60:.0f} min on one thread.")
     if n:
         notes.append("nulls: " + n["what"] + ".")
+    if results.get("capacity"):
+        notes.append(results["capacity"]["what"] + ".")
     head = "# headgeom bench\n\n" + time.strftime("%Y-%m-%d %H:%M:%S") + "\n\n" + thr + "\n\n"
     return head + "\n".join(lines) + "\n\n" + "\n".join(f"* {x}" for x in notes) + "\n"
 
@@ -491,7 +581,8 @@ def main(args) -> int:
     unknown = set(wanted) - set(SECTIONS)
     if unknown:
         raise SystemExit(f"unknown section(s) {sorted(unknown)}; known: {SECTIONS}")
-    funcs = {"closure": bench_closure, "pk": bench_pk, "nulls": bench_nulls, "fetch": bench_fetch}
+    funcs = {"closure": bench_closure, "pk": bench_pk, "nulls": bench_nulls, "fetch": bench_fetch,
+             "capacity": bench_capacity}
     results = {}
     t0 = time.perf_counter()
     for name in wanted:

@@ -271,7 +271,8 @@ CAPTIONS = {
     ),
     ('table', 'paper1_capacity'): (
         "**Paper 1, feasible capacity.** Cap_hat and attainment E of strong, layer-matched ordinary and "
-        "hash-sampled heads (t = {{ snakemake.params.strong_threshold }})."
+        "hash-sampled heads (t = {{ snakemake.params.strong_threshold }}), and beside them the capacity "
+        "from the random starts only and E from it."
     ),
     ('table', 'paper1_factorial'): (
         "**Paper 1, factorial D×K.** Layer mean of the head interaction I_h over exhaustive donor "

@@ -15,7 +15,7 @@ from headgeom.methods.paper1.common import BOOTSTRAP, CAPACITY, EXCLUDING_FLAGS,
 from headgeom.methods.paper1.split import perturbation_split, split_relerr  # noqa: F401
 from headgeom.methods.paper1.scramble import haar_orthogonal, scramble_draws, signed_permutation, sv_relerr  # noqa: F401
 from headgeom.methods.paper1.factorial import donor_sets, factorial_S, factorial_layer, interaction  # noqa: F401
-from headgeom.methods.paper1.capacity import attainment, capacity_layer, capacity_selection, capacity_starts, feasible_capacity, hash_order, logP, logP_and_grad, projected_ascent, retract  # noqa: F401
+from headgeom.methods.paper1.capacity import attainment, capacity_layer, capacity_selection, capacity_starts, feasible_capacity, feasible_capacity_batch, hash_order, logP, logP_and_grad, projected_ascent, retract  # noqa: F401
 from headgeom.methods.paper1.anchors import anchor_scores, oblique_share, retrieval_rank  # noqa: F401
 from headgeom.methods.paper1.siblings import gamma_bound, pair_rows  # noqa: F401
 from headgeom.methods.paper1.heads import heads_layer  # noqa: F401

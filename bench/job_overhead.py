@@ -1,0 +1,114 @@
+"""Per-job overhead of a `make run` job: scheduling + interpreter + script startup, without the work.
+
+    .venv/bin/python bench/job_overhead.py [--jobs 20] [--out results/bench/job_overhead.json]
+
+Runs Snakemake (-c1, the project's interpreter) on throw-away workflows of N independent jobs
+that do no work, each variant adding one layer of what a real per-layer job pays before its
+first FLOP:
+
+* ``empty``: a ``script:`` job whose script is empty (Snakemake's scheduling, its script
+  preamble, which unpickles the job's ``snakemake`` object and so imports Snakemake, and the
+  interpreter);
+* ``job_imports``: the same with the imports workflow/scripts/job.py and a paper-1 / PK job make
+  (headgeom's registry, numpy, pyarrow, the methods), and the provenance it computes once
+  (``code_version``: source hash + git);
+
+and times, as single processes, the interpreter alone and each import set. Reports wall time
+and CPU time (user + sys of Snakemake and all its children) per job: CPU time is what the load
+of a shared machine inflates least, so `make run`'s overhead on an idle machine is about
+jobs x CPU per job / cores. Without work in the jobs, the difference to a real run's job time
+is the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+SNAKEMAKE = str(Path(PY).parent / "snakemake")
+
+JOB_IMPORTS = ("from headgeom.core.provenance import set_run, code_version; from headgeom.jobs.families import run_job; "
+               "from headgeom.jobs.logs import to_log; import headgeom.jobs.paper1, headgeom.jobs.pk, "
+               "headgeom.methods.paper1, headgeom.methods.pk, headgeom.io.shards; code_version()")
+
+
+def _cpu_children() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(cmd, **kw) -> tuple[float, float]:
+    """(wall s, CPU s of the command and its children)."""
+    c0, t0 = _cpu_children(), time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, **kw)
+    return time.perf_counter() - t0, _cpu_children() - c0
+
+
+def workflow(work: Path, n: int, body: str) -> None:
+    (work / "scripts").mkdir(parents=True)
+    (work / "scripts" / "job.py").write_text(body + "\nopen(snakemake.output[0], 'w').close()\n")
+    (work / "Snakefile").write_text(textwrap.dedent(f"""
+        rule all:
+            input: expand("out/{{i}}.txt", i=range({n}))
+
+        rule job:
+            output: "out/{{i}}.txt"
+            threads: 1
+            script: "scripts/job.py"
+        """))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--jobs", type=int, default=20)
+    p.add_argument("--repeat", type=int, default=3, help="single-process timings: best of this many")
+    p.add_argument("--out", default=str(ROOT / "results" / "bench" / "job_overhead.json"))
+    a = p.parse_args(argv)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    res = {"jobs": a.jobs, "loadavg_1m_start": os.getloadavg()[0], "single_process": {}, "snakemake": {}}
+    singles = {
+        "interpreter": "pass",
+        "snakemake_preamble": "import pickle, snakemake.iocontainers",
+        "numpy": "import numpy",
+        "job_imports": JOB_IMPORTS,
+    }
+    for name, code in singles.items():
+        runs = [timed([PY, "-c", code], env=env, cwd=ROOT) for _ in range(a.repeat)]
+        res["single_process"][name] = {"wall_s": min(w for w, _ in runs), "cpu_s": min(c for _, c in runs)}
+    for name, body in (("empty", ""), ("job_imports", JOB_IMPORTS)):
+        work = Path(tempfile.mkdtemp(prefix="headgeom-overhead-"))
+        try:
+            workflow(work, a.jobs, body)
+            wall, cpu = timed([SNAKEMAKE, "-c1", "-s", str(work / "Snakefile"), "-d", str(work)], env=env)
+            # the same workflow with nothing to do: Snakemake's own startup, DAG and exit
+            wall0, cpu0 = timed([SNAKEMAKE, "-c1", "-s", str(work / "Snakefile"), "-d", str(work)], env=env)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        res["snakemake"][name] = {"wall_s": wall, "cpu_s": cpu, "noop_wall_s": wall0, "noop_cpu_s": cpu0,
+                                  "per_job_wall_s": (wall - wall0) / a.jobs, "per_job_cpu_s": (cpu - cpu0) / a.jobs}
+    res["loadavg_1m_end"] = os.getloadavg()[0]
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    print(f"load {res['loadavg_1m_start']:.1f} -> {res['loadavg_1m_end']:.1f}")
+    for k, v in res["single_process"].items():
+        print(f"process {k:20s} wall {v['wall_s']:.3f} s  cpu {v['cpu_s']:.3f} s")
+    for k, v in res["snakemake"].items():
+        print(f"snakemake -c1, {a.jobs} {k} jobs: per job wall {v['per_job_wall_s']:.3f} s, cpu {v['per_job_cpu_s']:.3f} s "
+              f"(startup with nothing to do: wall {v['noop_wall_s']:.1f} s, cpu {v['noop_cpu_s']:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
