@@ -2,7 +2,7 @@ import json
 import re
 
 from headgeom.core.provenance import code_version
-from headgeom.jobs import costs, fanout
+from headgeom.jobs import costs, fanout, slurm_arrays
 from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS, n_parts, shard_paths
 from headgeom.reports.outputs import OUTPUTS
 
@@ -17,6 +17,8 @@ def _check_active_models():
 
 
 _check_active_models()
+# under --profile slurm: one job array per distinct resource request (headgeom/jobs/slurm_arrays.py)
+slurm_arrays.install()
 
 ACTIVE = list(config["active_models"])
 # every target of `all`; workflow/rules/outputs.smk adds each table's and figure's files
