@@ -21,9 +21,17 @@ except ImportError:
 PROFILE = REPO / "slurm"
 
 # Three rules: two `square` jobs and one `total` job go to SLURM; `all` is local.
-# Each remote job records the SLURM job id it ran under, which proves where it ran.
+# Each remote job records the SLURM job id it ran under (<array id>_<task> for an array task, as
+# sacct lists it), which proves where it ran.
 TINY_SNAKEFILE = textwrap.dedent('''
     import os
+
+
+    def slurm_id():
+        e = os.environ
+        if "SLURM_ARRAY_JOB_ID" in e:
+            return f"{e['SLURM_ARRAY_JOB_ID']}_{e['SLURM_ARRAY_TASK_ID']}"
+        return e.get("SLURM_JOB_ID", "none")
 
     localrules: all
 
@@ -36,7 +44,7 @@ TINY_SNAKEFILE = textwrap.dedent('''
         run:
             n = int(wildcards.n)
             with open(output[0], "w") as f:
-                f.write(f"{n * n} {os.environ.get('SLURM_JOB_ID', 'none')}\\n")
+                f.write(f"{n * n} {slurm_id()}\\n")
 
     rule total:
         # no resources here: the profile's default-resources apply
@@ -45,7 +53,7 @@ TINY_SNAKEFILE = textwrap.dedent('''
         run:
             s = sum(int(open(p).read().split()[0]) for p in input)
             with open(output[0], "w") as f:
-                f.write(f"{s} {os.environ.get('SLURM_JOB_ID', 'none')}\\n")
+                f.write(f"{s} {slurm_id()}\\n")
 ''')
 
 
@@ -81,8 +89,11 @@ def test_tiny_workflow_runs_through_slurm(slurm_cluster, tmp_path: Path):
     assert {j["JobID"] for j in jobs} == job_ids, jobs
     assert all(j["State"] == "COMPLETED" and j["ExitCode"] == "0:0" for j in jobs), jobs
     assert all(j["Partition"] == "debug" for j in jobs), jobs
+    # the two `square` jobs (one request) went as one array (the profile arrays every rule); an
+    # array's comment names its first job's wildcards
+    assert squares[2][1].split("_")[0] == squares[3][1].split("_")[0] and "_" in squares[2][1], squares
     comments = sorted(j["Comment"] for j in jobs)
-    assert comments == ["rule_square_wildcards_2", "rule_square_wildcards_3", "rule_total"], comments
+    assert comments[-1] == "rule_total" and set(comments[:2]) <= {"rule_square_wildcards_2", "rule_square_wildcards_3"}
 
 
 # ---------------------------------------------------------------- the real pipeline
