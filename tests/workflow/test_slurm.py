@@ -363,3 +363,43 @@ def test_out_of_memory_kill_is_retried_with_grown_memory(slurm_cluster, tmp_path
     first_log = next((work / "logs/slurm/rule_pk_layer").rglob(f"{rows[0][0]}.log")).read_text()
     assert "exceeded memory limit" in first_log, first_log[-3000:]  # killed for memory, not otherwise
     assert read_shard(work / target)[1]["run"]["attempt"] == 2
+
+
+@pytest.mark.slow
+def test_cache_hit_under_slurm_submits_nothing(slurm_cluster, tmp_path: Path):
+    """The between-workflow cache through the shipped profile (a bare `--cache`): a first work
+    directory computes fetch and one pk_layer shard on SLURM, and the jobs store them in
+    $SNAKEMAKE_OUTPUT_CACHE; in a second work directory with the same model and settings the SLURM
+    jobs find them there and compute nothing (Snakemake reads the cache inside the job, so the jobs
+    are still submitted): the files are links to the first run's, with its provenance."""
+    import os
+
+    from headgeom.io.shards import read_shard
+
+    cfg = _tiny_pipeline_config(tmp_path)
+    target = "results/shards/pk/synth/layer0.parquet"
+    (tmp_path / "cache").mkdir()
+    os.environ["SNAKEMAKE_OUTPUT_CACHE"] = str(tmp_path / "cache")
+    logs = {}
+    try:
+        for name in ("w1", "w2"):
+            (tmp_path / name).mkdir()
+            proc = run_snakemake([target, "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
+                                  "--configfile", str(cfg), "--cache"], cwd=tmp_path / name, limit_s=420)
+            logs[name] = proc.stdout + proc.stderr
+            assert proc.returncode == 0, f"{name} failed (exit {proc.returncode}):\n{logs[name][-6000:]}"
+    finally:
+        del os.environ["SNAKEMAKE_OUTPUT_CACHE"]
+    submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", logs["w1"])
+    assert len(submitted) == 2, logs["w1"][-4000:]  # fetch and pk_layer, both through SLURM
+    cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert len(cached) == 4, cached  # fetch's two files, pk_layer's two shards
+    for name in ("w1", "w2"):  # both work directories link to the cache entries
+        for rel in (target, "results/tensors/synth/manifest.json"):
+            link = tmp_path / name / rel
+            assert link.is_symlink() and link.resolve().parent == (tmp_path / "cache").resolve(), (name, rel)
+    # in w2 no job script ran: its job logs are empty (w1's are not)
+    assert (tmp_path / "w1/logs/pk/synth/layer0.log").stat().st_size > 0
+    assert all(p.stat().st_size == 0 for p in (tmp_path / "w2/logs").rglob("*.log") if "slurm" not in p.parts)
+    a, b = (read_shard(tmp_path / w / target) for w in ("w1", "w2"))
+    assert a[1] == b[1] and b[1]["run"]["slurm_job_id"] in submitted  # w1's SLURM job computed it

@@ -71,6 +71,13 @@ def job_cost(job, key):
 # by the headgeom package: with --cache the cacheable rules also get a `cache_key` param naming
 # the job's wildcards, the package source hash and the tensors' sha256 (content addressing).
 CACHE_ON = bool(workflow.workflow_settings.cache is not None)
+# Snakemake 9.27 hands `--cache` on to remote jobs (the SLURM jobstep, where the cache is read and
+# written) only when rule names were given: a bare `--cache` would cache nothing on a cluster. So a
+# bare `--cache` is turned into the list of cacheable rules (the same set a local run caches).
+if CACHE_ON and not workflow.workflow_settings.cache:
+    workflow.workflow_settings.cache = ["fetch"] + [
+        j.name for j in FAMILY_JOBS.values() if j.cache
+    ]
 
 
 def cache_key(wildcards, input):
