@@ -366,7 +366,7 @@ def test_out_of_memory_kill_is_retried_with_grown_memory(slurm_cluster, tmp_path
 
 
 @pytest.mark.slow
-def test_cache_hit_under_slurm_submits_nothing(slurm_cluster, tmp_path: Path):
+def test_cache_hit_under_slurm_computes_nothing(slurm_cluster, tmp_path: Path):
     """The between-workflow cache through the shipped profile (a bare `--cache`): a first work
     directory computes fetch and one pk_layer shard on SLURM, and the jobs store them in
     $SNAKEMAKE_OUTPUT_CACHE; in a second work directory with the same model and settings the SLURM
