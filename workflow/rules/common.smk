@@ -72,7 +72,7 @@ def job_cost(job, key):
 # the job's wildcards, the package source hash and the tensors' sha256 (content addressing).
 CACHE_ON = bool(workflow.workflow_settings.cache is not None)
 # Snakemake 9.27 hands `--cache` on to remote jobs (the SLURM jobstep, where the cache is read and
-# written) only when rule names were given: a bare `--cache` would cache nothing on a cluster. So a
+# written) only when it names the cached steps; a bare `--cache` would cache nothing on a cluster. So a
 # bare `--cache` is turned into the list of cacheable rules (the same set a local run caches).
 if CACHE_ON and not workflow.workflow_settings.cache:
     workflow.workflow_settings.cache = ["fetch"] + [
