@@ -25,10 +25,7 @@ class SafetensorsDir:
         cfg = self.path / "config.json"
         if not cfg.exists():
             raise CheckpointError(f"{self.path} has no config.json (expected an HF-layout directory)")
-        try:
-            self.config = json.loads(cfg.read_text())
-        except json.JSONDecodeError as e:
-            raise CheckpointError(f"{cfg} is not valid JSON: {e}") from e
+        self.config = read_config_json(cfg.read_bytes(), str(cfg))
         index = self.path / "model.safetensors.index.json"
         single = self.path / "model.safetensors"
         if index.exists():
@@ -169,6 +166,18 @@ def contained(root: str | Path, name, what: str, err=CheckpointError) -> Path:
     if full == base or not full.startswith(base.rstrip(os.sep) + os.sep):
         raise err(f"{what}: {name!r} leaves {root} (resolves outside it)")
     return Path(full)
+
+
+def read_config_json(raw: bytes, where: str) -> dict:
+    """A checkpoint's config.json: a JSON object (local directory or hub alike). Bytes that are
+    not UTF-8 JSON, or JSON that is not an object, are a CheckpointError naming the file."""
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise CheckpointError(f"{where} is not valid JSON: {e}") from e
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"{where} is not a JSON object (got {type(doc).__name__})")
+    return doc
 
 
 def read_weight_map(raw: bytes, where: str) -> dict[str, str]:

@@ -37,7 +37,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import numpy as np
 
-from headgeom.io.checkpoint import PICKLE_NAMES, SafetensorsDir, check_safetensors_header, read_weight_map
+from headgeom.io.checkpoint import (PICKLE_NAMES, SafetensorsDir, check_safetensors_header, read_config_json,
+                                    read_weight_map)
 from headgeom.core.errors import CheckpointError, IntegrityError
 from headgeom.io.files import sha256_bytes, sha256_file
 
@@ -312,10 +313,7 @@ class HubCheckpoint:
         if CONFIG not in self._siblings:
             raise CheckpointError(f"{repo_id}@{commit} has no config.json (expected an HF-layout repo)")
         raw_cfg = self._get_small_file(CONFIG)
-        try:
-            self.config = json.loads(raw_cfg)
-        except json.JSONDecodeError as e:
-            raise CheckpointError(f"{repo_id}@{commit}: config.json is not valid JSON: {e}") from e
+        self.config = read_config_json(raw_cfg, f"{repo_id}@{commit}: config.json")
         small = {CONFIG: raw_cfg}
         weight_map: dict[str, str] | None = None
         if INDEX in self._siblings:

@@ -25,7 +25,12 @@ SECONDS = {
 }
 # peak RSS = BASE + factor x layer MiB (measured 1150, 1600, 1290, 2030 MB with 2-3 layers)
 MEM_FACTOR = {"pk_layer": 4.0, "pk_cross_pair": 5.5, "pk_null_within_sample": 4.5}
-BASE_MB = 300
+# What a job holds before its data: under SLURM each job runs a Snakemake process (the jobstep,
+# which for an array task also decodes the array's job list) and the job's Python (numpy, pyarrow,
+# headgeom). Measured on the test cluster, whose OverMemoryKill enforces --mem per job step
+# (tests/workflow/test_slurm.py; sacct MaxRSS): batch steps of array tasks 355-471 MB (a paper1_heads
+# task asking for 451 MB was killed), a tiny layer's job step 297-299 MB. 600 MB covers both.
+BASE_MB = 600
 SAFETY = 1.5
 
 
@@ -114,7 +119,7 @@ def paper1_resources(kind: str, manifest, restarts: int = 1, iters: int = 0) -> 
     """mem_mb and runtime (minutes) of one paper1_heads / paper1_capacity job of this model."""
     fields = _fields(manifest)
     f = layer_mib(fields)
-    mem_mb = int(300 + 2.5 * f)
+    mem_mb = int(BASE_MB + 2.5 * f)
     runtime = 5 + math.ceil(0.05 * f / 60)
     if kind == "capacity":
         per_iter_s = 0.008 * (fields["d_head"] / 128) ** 2.5

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 # One place for the imports of the code under test (the package layout may move).
@@ -33,11 +33,7 @@ from headgeom.core.errors import CheckpointError, ConfigError
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
-settings.register_profile("ci", max_examples=40, deadline=5000,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-settings.register_profile("fuzz", max_examples=3000, deadline=10000,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+import fuzzprofiles  # noqa: E402,F401  (tests/helpers: the "ci" / "fuzz" hypothesis profiles)
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=12)
 json_values = st.recursive(json_scalars, lambda ch: st.lists(ch, max_size=4) | st.dictionaries(st.text(max_size=8), ch, max_size=4),

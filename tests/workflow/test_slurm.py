@@ -21,9 +21,17 @@ except ImportError:
 PROFILE = REPO / "slurm"
 
 # Three rules: two `square` jobs and one `total` job go to SLURM; `all` is local.
-# Each remote job records the SLURM job id it ran under, which proves where it ran.
+# Each remote job records the SLURM job id it ran under (<array id>_<task> for an array task, as
+# sacct lists it), which proves where it ran.
 TINY_SNAKEFILE = textwrap.dedent('''
     import os
+
+
+    def slurm_id():
+        e = os.environ
+        if "SLURM_ARRAY_JOB_ID" in e:
+            return f"{e['SLURM_ARRAY_JOB_ID']}_{e['SLURM_ARRAY_TASK_ID']}"
+        return e.get("SLURM_JOB_ID", "none")
 
     localrules: all
 
@@ -32,11 +40,11 @@ TINY_SNAKEFILE = textwrap.dedent('''
 
     rule square:
         output: "square/{n}.txt"
-        resources: mem_mb=200, runtime=5, cpus_per_task=1
+        resources: mem_mb=800, runtime=5, cpus_per_task=1  # the jobstep (Snakemake) alone holds ~300 MB
         run:
             n = int(wildcards.n)
             with open(output[0], "w") as f:
-                f.write(f"{n * n} {os.environ.get('SLURM_JOB_ID', 'none')}\\n")
+                f.write(f"{n * n} {slurm_id()}\\n")
 
     rule total:
         # no resources here: the profile's default-resources apply
@@ -45,7 +53,7 @@ TINY_SNAKEFILE = textwrap.dedent('''
         run:
             s = sum(int(open(p).read().split()[0]) for p in input)
             with open(output[0], "w") as f:
-                f.write(f"{s} {os.environ.get('SLURM_JOB_ID', 'none')}\\n")
+                f.write(f"{s} {slurm_id()}\\n")
 ''')
 
 
@@ -81,8 +89,11 @@ def test_tiny_workflow_runs_through_slurm(slurm_cluster, tmp_path: Path):
     assert {j["JobID"] for j in jobs} == job_ids, jobs
     assert all(j["State"] == "COMPLETED" and j["ExitCode"] == "0:0" for j in jobs), jobs
     assert all(j["Partition"] == "debug" for j in jobs), jobs
+    # the two `square` jobs (one request) went as one array (the profile arrays every rule); an
+    # array's comment names its first job's wildcards
+    assert squares[2][1].split("_")[0] == squares[3][1].split("_")[0] and "_" in squares[2][1], squares
     comments = sorted(j["Comment"] for j in jobs)
-    assert comments == ["rule_square_wildcards_2", "rule_square_wildcards_3", "rule_total"], comments
+    assert comments[-1] == "rule_total" and set(comments[:2]) <= {"rule_square_wildcards_2", "rule_square_wildcards_3"}
 
 
 # ---------------------------------------------------------------- the real pipeline
@@ -166,8 +177,8 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
     try:
         # (targets first: --configfile takes several values)
         proc = run_snakemake([*PIPELINE_TARGETS, "--profile", str(PROFILE), "-s", str(snakefile),
-                              "--configfile", str(cfg)], cwd=slurm_dir, limit_s=180)
-        local_out, _ = local.communicate(timeout=180)
+                              "--configfile", str(cfg)], cwd=slurm_dir, limit_s=300)
+        local_out, _ = local.communicate(timeout=300)
     finally:
         if local.poll() is None:
             local.kill()
@@ -178,16 +189,22 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
     assert local_rc == 0, f"local -c2 run failed (exit {local_rc}):\n{local_out[-8000:]}"
 
     # Exactly the per-layer/fetch jobs went through SLURM (tables and figures are localrules),
-    # and sacct (real accounting) knows every job Snakemake says it submitted.
+    # and sacct (real accounting) knows every job Snakemake says it submitted. The profile
+    # arrays every rule: the two paper1_heads and the two pk_layer jobs (one request each) go as
+    # two arrays of two tasks (<id>_1, <id>_2); fetch, alone, as a plain job.
     submitted = set(re.findall(r"has been submitted with SLURM jobid (\d+)", log))
+    arrays = re.findall(r"SLURM job ID (\d+)\. The individual task IDs are (\d+)-(\d+)", log)
+    submitted |= {f"{a}_{k}" for a, lo, hi in arrays for k in range(int(lo), int(hi) + 1)}
+    assert len(arrays) == 2 and len(submitted) == 5, (arrays, submitted)
     jobs = slurm_cluster.jobs_of_run(run_id_from_log(log), expect=len(submitted))
     assert {j["JobID"] for j in jobs} == submitted, (jobs, submitted)
-    assert sorted(j["Comment"] for j in jobs) == [
-        "rule_fetch_wildcards_synth",
-        "rule_paper1_heads_wildcards_synth_0", "rule_paper1_heads_wildcards_synth_1",
-        "rule_pk_layer_wildcards_synth_0", "rule_pk_layer_wildcards_synth_1",
-    ], jobs
     assert all(j["State"] == "COMPLETED" and j["ExitCode"] == "0:0" for j in jobs), jobs
+    from headgeom.io.shards import read_shard
+
+    for fam in ("paper1_heads", "pk"):
+        runs = [read_shard(slurm_dir / f"results/shards/{fam}/synth/layer{i}.parquet")[1]["run"] for i in (0, 1)]
+        ids = {f"{r['slurm_array_job_id']}_{r['slurm_array_task_id']}" for r in runs}
+        assert len(ids) == 2 and ids <= submitted, (fam, runs, submitted)
 
     # Same shards, same numbers, bit for bit; and the final targets exist in both runs.
     assert _assert_shards_bitwise_equal(slurm_dir, local_dir) == 8  # paper1_heads, paper1_pairs, pk, pk_self x 2 layers
@@ -238,3 +255,151 @@ def test_retry_reaches_slurm_with_grown_resources(slurm_cluster, tmp_path: Path)
     assert reports, "the profile's efficiency report was not written"
     res = efficiency.compare(reports[-1], work, load_config([cfg]))
     assert res["pk_layer"]["retried"] >= 1, json.dumps(res, default=str)
+
+
+# ---------------------------------------------------------------- job arrays
+
+# Four `square` jobs in two resource groups: with the shipped profile (slurm-array-jobs: all)
+# and headgeom's split by request, they go to SLURM as two arrays of two tasks, each array with
+# its own --mem; `total` (one job) goes as a plain job.
+ARRAY_SNAKEFILE = textwrap.dedent('''
+    import os
+
+    from headgeom.jobs import slurm_arrays
+
+    slurm_arrays.install()
+
+    localrules: all
+
+    rule all:
+        input: "total.txt"
+
+    rule square:
+        output: "square/{n}.txt"
+        resources: mem_mb=lambda wc: 800 if int(wc.n) <= 2 else 900, runtime=5, cpus_per_task=1
+        run:
+            n = int(wildcards.n)
+            env = os.environ
+            with open(output[0], "w") as f:
+                f.write(f"{n * n} {env.get('SLURM_ARRAY_JOB_ID', 'none')} "
+                        f"{env.get('SLURM_ARRAY_TASK_ID', 'none')}\\n")
+
+    rule total:
+        input: expand("square/{n}.txt", n=[1, 2, 3, 4])
+        output: "total.txt"
+        run:
+            s = sum(int(open(p).read().split()[0]) for p in input)
+            with open(output[0], "w") as f:
+                f.write(f"{s}\\n")
+''')
+
+
+@pytest.mark.slow
+def test_job_arrays_keep_each_request(slurm_cluster, tmp_path: Path):
+    """sacct shows two arrays (tasks <id>_<k>) for the four `square` jobs, split by request:
+    the 800 MB jobs in one array, the 900 MB jobs in another; every task ran inside its array."""
+    (tmp_path / "Snakefile").write_text(ARRAY_SNAKEFILE)
+    proc = run_snakemake(["--profile", str(PROFILE)], cwd=tmp_path, limit_s=180)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"snakemake failed (exit {proc.returncode}):\n{log[-6000:]}"
+    assert (tmp_path / "total.txt").read_text().split()[0] == str(1 + 4 + 9 + 16)
+
+    ran = {n: (tmp_path / f"square/{n}.txt").read_text().split() for n in (1, 2, 3, 4)}
+    assert all(r[1] != "none" and r[2] != "none" for r in ran.values()), ran
+    assert ran[1][1] == ran[2][1] != ran[3][1] == ran[4][1], ran  # two arrays, by request
+    assert {ran[1][2], ran[2][2]} == {ran[3][2], ran[4][2]} == {"1", "2"}, ran
+
+    out = subprocess.run(["sacct", "-X", "-P", "--noheader", "--name", run_id_from_log(log),
+                          "--starttime", "now-1days", "--format", "JobID,State,ReqMem"],
+                         capture_output=True, text=True, timeout=60).stdout
+    rows = [line.split("|") for line in out.splitlines()]
+    tasks = {r[0]: r for r in rows if "_" in r[0]}
+    assert len(tasks) == 4 and all(r[1] == "COMPLETED" for r in tasks.values()), rows
+    reqmem = {}
+    for n, (_, array_id, task) in ran.items():
+        reqmem[n] = int(re.match(r"(\d+)M", tasks[f"{array_id}_{task}"][2]).group(1))
+    # the request reaches SLURM per array (the plugin adds a few MB for the task list payload)
+    assert reqmem[1] == reqmem[2] and 800 <= reqmem[1] < 840, reqmem
+    assert reqmem[3] == reqmem[4] and 900 <= reqmem[3] < 940, reqmem
+
+
+@pytest.mark.slow
+def test_out_of_memory_kill_is_retried_with_grown_memory(slurm_cluster, tmp_path: Path):
+    """SLURM enforces memory on the test cluster (OverMemoryKill, .ci/slurm/slurm.conf.in). A
+    pk_layer job that needs more than its cost model's request (a test-only ballast on every
+    attempt) is killed OUT_OF_MEMORY, resubmitted by the shipped profile with twice the request,
+    and completes; the shard records attempt 2."""
+    import os
+
+    from headgeom.io.shards import read_shard
+    from headgeom.jobs.families import JOBS
+    from headgeom.jobs.plan import load_config
+
+    cfg = _tiny_pipeline_config(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    target = "results/shards/pk/synth/layer0.parquet"
+    # fetch first (its own request), so that the cost model can be read for the ballast size
+    proc = run_snakemake(["results/tensors/synth/manifest.json", "-c1", "-s", str(REPO / "Snakefile"),
+                          "--configfile", str(cfg)], cwd=work, limit_s=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    base = JOBS["pk_layer"].cost(work / "results/tensors/synth/manifest.json", load_config([cfg]))["mem_mb"]
+    # with the job step's own ~300 MB (Snakemake + Python): above the first request, below the second
+    os.environ["HEADGEOM_TEST_MEMORY_MB"] = f"pk_layer={int(base * 0.7)}"
+    try:
+        proc = run_snakemake([target, "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
+                              "--configfile", str(cfg)], cwd=work, limit_s=420)
+    finally:
+        del os.environ["HEADGEOM_TEST_MEMORY_MB"]
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"SLURM run failed (exit {proc.returncode}):\n{log[-8000:]}"
+    out = subprocess.run(["sacct", "-X", "-P", "--noheader", "--name", run_id_from_log(log),
+                          "--starttime", "now-1days", "--format", "JobID,Comment,State,ReqMem,MaxRSS"],
+                         capture_output=True, text=True, timeout=60).stdout
+    rows = [line.split("|") for line in out.splitlines() if "rule_pk_layer" in line]
+    # SLURM kills the job step; the allocation then ends FAILED (22.05) or OUT_OF_MEMORY
+    assert [r[2] for r in rows] in (["FAILED", "COMPLETED"], ["OUT_OF_MEMORY", "COMPLETED"]), rows
+    assert [int(re.match(r"(\d+)M", r[3]).group(1)) for r in rows] == [base, 2 * base], rows
+    first_log = next((work / "logs/slurm/rule_pk_layer").rglob(f"{rows[0][0]}.log")).read_text()
+    assert "exceeded memory limit" in first_log, first_log[-3000:]  # killed for memory, not otherwise
+    assert read_shard(work / target)[1]["run"]["attempt"] == 2
+
+
+@pytest.mark.slow
+def test_cache_hit_under_slurm_computes_nothing(slurm_cluster, tmp_path: Path):
+    """The between-workflow cache through the shipped profile (a bare `--cache`): a first work
+    directory computes fetch and one pk_layer shard on SLURM, and the jobs store them in
+    $SNAKEMAKE_OUTPUT_CACHE; in a second work directory with the same model and settings the SLURM
+    jobs find them there and compute nothing (Snakemake reads the cache inside the job, so the jobs
+    are still submitted): the files are links to the first run's, with its provenance."""
+    import os
+
+    from headgeom.io.shards import read_shard
+
+    cfg = _tiny_pipeline_config(tmp_path)
+    target = "results/shards/pk/synth/layer0.parquet"
+    (tmp_path / "cache").mkdir()
+    os.environ["SNAKEMAKE_OUTPUT_CACHE"] = str(tmp_path / "cache")
+    logs = {}
+    try:
+        for name in ("w1", "w2"):
+            (tmp_path / name).mkdir()
+            proc = run_snakemake([target, "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
+                                  "--configfile", str(cfg), "--cache"], cwd=tmp_path / name, limit_s=420)
+            logs[name] = proc.stdout + proc.stderr
+            assert proc.returncode == 0, f"{name} failed (exit {proc.returncode}):\n{logs[name][-6000:]}"
+    finally:
+        del os.environ["SNAKEMAKE_OUTPUT_CACHE"]
+    submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", logs["w1"])
+    assert len(submitted) == 2, logs["w1"][-4000:]  # fetch and pk_layer, both through SLURM
+    cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert len(cached) == 4, cached  # fetch's two files, pk_layer's two shards
+    for name in ("w1", "w2"):  # both work directories link to the cache entries
+        for rel in (target, "results/tensors/synth/manifest.json"):
+            link = tmp_path / name / rel
+            assert link.is_symlink() and link.resolve().parent == (tmp_path / "cache").resolve(), (name, rel)
+    # in w2 no job script ran: its job logs are empty (w1's are not)
+    assert (tmp_path / "w1/logs/pk/synth/layer0.log").stat().st_size > 0
+    assert all(p.stat().st_size == 0 for p in (tmp_path / "w2/logs").rglob("*.log") if "slurm" not in p.parts)
+    a, b = (read_shard(tmp_path / w / target) for w in ("w1", "w2"))
+    assert a[1] == b[1] and b[1]["run"]["slurm_job_id"] in submitted  # w1's SLURM job computed it

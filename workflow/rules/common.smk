@@ -2,7 +2,7 @@ import json
 import re
 
 from headgeom.core.provenance import code_version
-from headgeom.jobs import costs, fanout
+from headgeom.jobs import costs, fanout, slurm_arrays
 from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS, n_parts, shard_paths
 from headgeom.reports.outputs import OUTPUTS
 
@@ -17,6 +17,8 @@ def _check_active_models():
 
 
 _check_active_models()
+# under --profile slurm: one job array per distinct resource request (headgeom/jobs/slurm_arrays.py)
+slurm_arrays.install()
 
 ACTIVE = list(config["active_models"])
 # every target of `all`; workflow/rules/outputs.smk adds each table's and figure's files
@@ -69,6 +71,13 @@ def job_cost(job, key):
 # by the headgeom package: with --cache the cacheable rules also get a `cache_key` param naming
 # the job's wildcards, the package source hash and the tensors' sha256 (content addressing).
 CACHE_ON = bool(workflow.workflow_settings.cache is not None)
+# Snakemake 9.27 hands `--cache` on to remote jobs (the SLURM jobstep, where the cache is read and
+# written) only when it names the cached steps; a bare `--cache` would cache nothing on a cluster. So a
+# bare `--cache` is turned into the list of cacheable rules (the same set a local run caches).
+if CACHE_ON and not workflow.workflow_settings.cache:
+    workflow.workflow_settings.cache = ["fetch"] + [
+        j.name for j in FAMILY_JOBS.values() if j.cache
+    ]
 
 
 def cache_key(wildcards, input):

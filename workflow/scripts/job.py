@@ -18,5 +18,16 @@ set_run(attempt=attempt, rule=job, mem_mb=snakemake.resources.get("mem_mb"),
 # attempt of the named rule, so that a retry with grown resources can be observed.
 if attempt == 1 and job in os.environ.get("HEADGEOM_TEST_FAIL_FIRST_ATTEMPT", "").split(","):
     raise RuntimeError(f"{job}: attempt 1 failed on purpose (HEADGEOM_TEST_FAIL_FIRST_ATTEMPT)")
+# Test-only memory load (tests/workflow/test_slurm.py): on every attempt, hold <MB> of touched
+# memory for a few seconds, so that SLURM's memory enforcement kills an attempt whose request is
+# smaller and lets one with a grown request finish.
+ballast = dict(kv.split("=") for kv in os.environ.get("HEADGEOM_TEST_MEMORY_MB", "").split(",") if kv)
+if job in ballast:
+    import time
+
+    import numpy as np
+
+    held = np.ones(int(ballast[job]) * 2**20 // 8)
+    time.sleep(4)  # longer than two samples of JobAcctGatherFrequency=task=1
 run_job(job, dict(snakemake.input.items()), dict(snakemake.output.items()),
         dict(snakemake.wildcards.items()), params, log=log)
