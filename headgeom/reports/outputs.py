@@ -67,6 +67,12 @@ def _p1():
     return paper1
 
 
+def _bi():
+    from headgeom.reports import base_instruct
+
+    return base_instruct
+
+
 def _tables():
     from headgeom.reports import tables
 
@@ -175,6 +181,8 @@ _ENTRIES = (
     Output("pk_base_instruct", T, "PK paper", ("pk",),
            lambda d, f, m, p: _pk().table_base_instruct(d, f, [tuple(x) for x in p["pairs"]]),
            derived=("pairs",)),
+    Output("pk_base_instruct_pairs", T, "PK paper", ("pk",),
+           lambda d, f, m, p: _bi().table_pairs(d, [tuple(x) for x in p["pairs"]]), derived=("pairs",)),
     Output("pk_ranks", T, "PK paper", ("pk",), lambda d, f, m, p: _pk().table_ranks(d["_provs"]["pk"], m)),
     Output("pk_conditions", T, "PK paper", ("pk", "pk_cross", "pk_null_within", "pk_null_cross"),
            lambda d, f, m, p: _pk().table_conditions(d, _conds(d, f, p), f, m, p["null_types"]), params=NULLS),
@@ -297,6 +305,12 @@ CAPTIONS = {
     ('table', 'pk_base_instruct'): (
         "**PK paper, Appendix E (base vs instruct).** Base against instruct (models with ``pair:``): absolute "
         "per-layer differences of writing-space mean ρ, SD and minimum angle."
+    ),
+    ('table', 'pk_base_instruct_pairs'): (
+        "**PK paper, §5.5 (base vs instruct, per pair).** Every declared base/instruct pair (``pair:``): "
+        "writing-space pairs matched by layer and heads; max and median of |Δρ| and of |Δρ|/ρ_base (with "
+        "where the maxima occur) per layer and over all layers (row ``all``, with the range and median of "
+        "the per-layer medians), and the layers whose output-projection tensors differ (sha256)."
     ),
     ('table', 'pk_conditions'): (
         "**PK paper, every condition (Figures 3 and 9 data).** One row per layer (within-layer pairs of each "
