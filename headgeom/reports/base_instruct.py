@@ -51,7 +51,7 @@ def _summary(base, inst, layer, keys, a, b, sha, o_layers):
     known = sum(sha.get((base, l)) is not None and sha.get((inst, l)) is not None for l in o_layers)
     where = lambda i: f"L{keys[i][0]} h{keys[i][1]}-h{keys[i][2]}"  # noqa: E731
     return {"base": base, "instruct": inst, "layer": layer, "pairs": int(d.size),
-            "max_abs": float(d[k]), "max_abs_at": where(k), "max_rel_pct": float(rel[kr]), "max_rel_at": where(kr),
+            "max_abs": float(d[k]), "max_abs_at": where(k), "max_rel": float(rel[kr]), "max_rel_at": where(kr),
             "median_abs": float(np.median(d)), "median_rel_pct": float(np.nanmedian(rel)),
             "o_proj_differ": f"{differ} / {known}" if known else "–"}
 
@@ -88,7 +88,7 @@ def table_pairs(data: dict, pairs: list[tuple[str, str]]) -> Table:
     return Table("pk_base_instruct_pairs", "Base vs instruct per writing-space pair: |Δρ|, relative Δρ, their maxima and medians, and whether o_proj differs.",
                  [Column("base", "Base"), Column("instruct", "Instruct"), Column("layer", "Layer"), Column("pairs", "Pairs"),
                   Column("max_abs", "Max |Δρ|", "{:.2e}"), Column("max_abs_at", "at"),
-                  Column("max_rel_pct", "Max relative |Δρ| (%)", "{:.3f}"), Column("max_rel_at", "at"),
+                  Column("max_rel", "Max relative |Δρ| (%)", "{:.3f}"), Column("max_rel_at", "at"),
                   Column("median_abs", "Median |Δρ|", "{:.2e}"), Column("median_rel_pct", "Median relative (%)", "{:.4f}"),
                   Column("layer_median_range", "Per-layer median |Δρ| (range)"),
                   Column("median_layer_median", "Median of per-layer medians", "{:.2e}"),

@@ -385,7 +385,15 @@ def _captioned(o: Output) -> Output:
     return o if o.caption else replace(o, caption=CAPTIONS[(o.kind, o.name)])
 
 
-_ENTRIES = tuple(_captioned(o) for o in _ENTRIES)
+def _with_choices(o: Output) -> Output:
+    """Outputs reading the paper 1 per-head shards take config ``choices:`` (the reading of each
+    reconstructed choice; headgeom.reports.choices) as a param."""
+    from dataclasses import replace
+
+    return replace(o, params={**o.params, "choices": "choices"}) if HEADS in o.families else o
+
+
+_ENTRIES = tuple(_with_choices(_captioned(o)) for o in _ENTRIES)
 
 OUTPUTS: dict[tuple[str, str], Output] = {(o.kind, o.name): o for o in _ENTRIES}
 TABLES = {o.name: o for o in _ENTRIES if o.kind == "table"}
@@ -437,6 +445,10 @@ def build_output(kind: str, name: str, inputs: dict[str, list[str]], manifests: 
     (what workflow/scripts/output.py and ``headgeom audit`` call)."""
     out = output(kind, name)
     data, provs = read_inputs({f: inputs.get(f, []) for f in out.families})
+    if params.get("choices") and data.get(HEADS):
+        from headgeom.reports.choices import apply
+
+        data[HEADS] = apply(data[HEADS], params["choices"])
     fields = manifest_fields(manifests)
     built = out.build(data, fields, list(models), params)
     if kind == "table":

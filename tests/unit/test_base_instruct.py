@@ -80,7 +80,7 @@ def test_planted_pair_known_differences(planted):
     kmax = max(d, key=d.get)
     assert rows[0]["max_abs"] == pytest.approx(d[kmax], rel=1e-8)
     assert rows[0]["max_abs_at"] == f"L0 h{kmax[0]}-h{kmax[1]}"
-    assert rows[0]["max_rel_pct"] == pytest.approx(max(rel.values()), rel=1e-8)
+    assert rows[0]["max_rel"] == pytest.approx(max(rel.values()), rel=1e-8)
     assert rows[0]["median_abs"] == pytest.approx(np.median(list(d.values())), rel=1e-8, abs=1e-15)
 
     # layer 1: rotation inside the head's own span: ρ unchanged, o_proj differs
