@@ -9,7 +9,6 @@ by construction: the instruct checkpoint is the base with
 
 from __future__ import annotations
 
-import json
 from itertools import combinations
 
 import numpy as np

@@ -93,5 +93,6 @@ rule choice_sensitivity:
 
 
 ALL_TARGETS += [
-    f"results/tables/choice_sensitivity.{ext}" for ext in ("csv", "md", "tex", "prov.json")
+    f"results/tables/choice_sensitivity.{ext}"
+    for ext in ("csv", "md", "tex", "prov.json")
 ]

@@ -189,7 +189,9 @@ def OUTPUT_FILES(out):
 def OUTPUT_STAGE_MODELS(out):
     """The active models an output covers: those whose scope runs its paper's stage
     (headgeom.jobs.scopes; every active model when no scope narrows the stages)."""
-    return scopes.stage_models(config, ACTIVE, "pk" if out.paper == "PK paper" else "paper1")
+    return scopes.stage_models(
+        config, ACTIVE, "pk" if out.paper == "PK paper" else "paper1"
+    )
 
 
 def OUTPUT_PARAMS(out):
