@@ -168,6 +168,12 @@ def job_wildcards(job: str, config: dict, model: str, fields: dict) -> list[dict
     }[scope]()
 
 
+def unscoped(config: dict) -> dict:
+    """The config without any scope (the global design for every model)."""
+    models = {m: {k: v for k, v in (e or {}).items() if k != "scope"} for m, e in (config.get("models") or {}).items()}
+    return {**config, "scopes": {}, "models": models}
+
+
 def shard_paths(name: str, config: dict, model: str, fields: dict) -> list[str]:
     """Every shard of family ``name`` the model's scope schedules."""
     from headgeom.jobs.families import family

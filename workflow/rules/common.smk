@@ -37,17 +37,19 @@ def model_fields(model):
         return json.load(fh)["fields"]
 
 
-def family_shards(name, models=None):
+def family_shards(name, models=None, scoped=True):
     """Input function: every shard of one family (headgeom.jobs.families) for the models
     (default: the active ones), model by model, as each model's scope schedules them
-    (headgeom.jobs.scopes); layer counts come from the fetched manifests.
+    (headgeom.jobs.scopes; ``scoped=False``: the global design, every layer, whatever the
+    scope says); layer counts come from the fetched manifests.
     """
+    cfg = config if scoped else scopes.unscoped(config)
 
     def inner(wildcards):
         paths = []
         for m in models or ACTIVE:
-            if scopes.runs(FAMILIES[name].job, config, m):
-                paths += scopes.shard_paths(name, config, m, model_fields(m))
+            if scopes.runs(FAMILIES[name].job, cfg, m):
+                paths += scopes.shard_paths(name, cfg, m, model_fields(m))
         return paths
 
     return inner
