@@ -102,10 +102,10 @@ def model_shape(model: str, config: dict, workdir=".", shapes: dict | None = Non
 def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
     """Every per-layer job of one model, as workflow/rules/common.smk generates them (the
     model's scope included: headgeom.jobs.scopes)."""
-    mc = scopes.model_config(config, model)
     out = []
     for job in JOBS.values():
         for wc in scopes.job_wildcards(job.name, config, model, fields):
+            mc = scopes.model_config(config, model, wc.get("layer"))
             r = job.cost(fields, mc, {k: str(v) for k, v in wc.items()})
             out.append(PlannedJob(job.name, model, wc, int(r["mem_mb"]), int(r["runtime"])))
     return out

@@ -13,7 +13,10 @@ A scope holds
   ``pk``:     any key of the global ``pk`` block, plus the layer selections
               ``pk.layers`` (the within-layer pair jobs, pk_layer) and
               ``pk.nulls.within_layers`` (the within-layer null jobs); a layer selection is
-              null (every layer) or a list of layer indices and inclusive ranges "a-b".
+              null (every layer) or a list of layer indices and inclusive ranges "a-b";
+              ``pk.nulls.by_layer``: a list of ``{layers: ..., types / within_kinds /
+              within_samples / samples_per_job: ...}`` that set the within-layer nulls of those
+              layers (later entries win; e.g. more samples, or other kinds, at a few layers).
               Empty ``kinds`` / ``cross_kinds`` / ``nulls.types`` / ``nulls.within_kinds`` or a
               sample count of 0 schedules no job of that kind.
 
@@ -61,15 +64,35 @@ def stages(config: dict, model: str) -> tuple[str, ...]:
     return tuple(st)
 
 
-def model_config(config: dict, model: str) -> dict:
+def model_config(config: dict, model: str, layer: int | None = None) -> dict:
     """The config one model's jobs see: ``pk`` resolved through the model's scope (a shallow
-    copy of ``config`` otherwise; the global config is not changed)."""
+    copy of ``config`` otherwise; the global config is not changed). With ``layer``: the
+    within-layer null settings of the ``pk.nulls.by_layer`` entries naming that layer too."""
     sc = scope_of(config, model)
-    if not sc.get("pk"):
+    if not sc.get("pk") and not (layer is not None and config["pk"]["nulls"].get("by_layer")):
         return config
     out = dict(config)
-    out["pk"] = _merge(config["pk"], sc["pk"])
+    out["pk"] = _merge(config["pk"], sc.get("pk") or {})
+    if layer is not None:
+        for entry in out["pk"]["nulls"].get("by_layer") or []:
+            if in_layers(entry["layers"], int(layer)):
+                out["pk"]["nulls"] = _merge(out["pk"]["nulls"], {k: v for k, v in entry.items() if k != "layers"})
     return out
+
+
+def in_layers(spec, layer: int) -> bool:
+    """Whether a layer selection (null, indices, "a-b" ranges) holds ``layer``."""
+    if spec is None:
+        return True
+    for item in [spec] if isinstance(spec, (int, str)) else spec:
+        m = _RANGE.match(str(item))
+        if (m and int(m.group(1)) <= layer <= int(m.group(2))) or (not m and int(item) == layer):
+            return True
+    return False
+
+
+def _within_runs(nulls: dict) -> bool:
+    return bool(nulls["types"]) and bool(nulls["within_kinds"]) and int(nulls["within_samples"]) > 0
 
 
 def layer_list(spec, n_layers: int, where: str = "layers") -> list[int]:
@@ -110,8 +133,8 @@ def runs(job: str, config: dict, model: str) -> bool:
         return bool(pk["kinds"])
     if job == "pk_cross_layer":
         return bool(pk["cross_kinds"])
-    if job == "pk_null_within":
-        return bool(nulls["types"]) and bool(nulls["within_kinds"]) and nulls["within_samples"] > 0
+    if job == "pk_null_within":  # some layer may run them (job_wildcards checks layer by layer)
+        return _within_runs(nulls) or any(_within_runs({**nulls, **e}) for e in nulls.get("by_layer") or [])
     if job == "pk_null_cross":
         return bool(nulls["types"]) and bool(pk["cross_kinds"]) and nulls["cross_samples"] > 0
     return True
@@ -119,30 +142,34 @@ def runs(job: str, config: dict, model: str) -> bool:
 
 def layers(job: str, config: dict, model: str, n_layers: int) -> list[int]:
     """The layers of a per-layer job (pk_layer: ``pk.layers``; pk_null_within:
-    ``pk.nulls.within_layers``; the paper 1 jobs: every layer)."""
+    ``pk.nulls.within_layers``, and there the layers whose nulls (``by_layer`` included) have
+    types, kinds and samples; the paper 1 jobs: every layer)."""
     pk = model_config(config, model)["pk"]
     if job == "pk_layer":
         return layer_list(pk.get("layers"), n_layers, f"pk.layers of {model!r}")
     if job == "pk_null_within":
-        return layer_list(pk["nulls"].get("within_layers"), n_layers, f"pk.nulls.within_layers of {model!r}")
+        for i, e in enumerate(pk["nulls"].get("by_layer") or []):
+            layer_list(e["layers"], n_layers, f"pk.nulls.by_layer[{i}].layers of {model!r}")  # in range
+        lay = layer_list(pk["nulls"].get("within_layers"), n_layers, f"pk.nulls.within_layers of {model!r}")
+        return [l for l in lay if _within_runs(model_config(config, model, l)["pk"]["nulls"])]
     return list(range(n_layers))
 
 
-def blocks(which: str | None, config: dict, model: str) -> range:
-    """The null-sample blocks of a model (``which``: within / cross)."""
+def blocks(which: str | None, config: dict, model: str, layer: int | None = None) -> range:
+    """The null-sample blocks of a model (``which``: within / cross; within: of ``layer``)."""
     if which is None:
         return range(0)
     from headgeom.methods.nulls import n_blocks
 
-    nulls = model_config(config, model)["pk"]["nulls"]
+    nulls = model_config(config, model, layer)["pk"]["nulls"]
     return range(n_blocks(int(nulls[f"{which}_samples"]), int(nulls["samples_per_job"])))
 
 
-def samples(which: str, config: dict, model: str, block: int) -> list[int]:
+def samples(which: str, config: dict, model: str, block: int, layer: int | None = None) -> list[int]:
     """The sample indices of one block (a null job's params)."""
     from headgeom.methods.nulls import sample_range
 
-    nulls = model_config(config, model)["pk"]["nulls"]
+    nulls = model_config(config, model, layer)["pk"]["nulls"]
     return list(sample_range(int(nulls[f"{which}_samples"]), int(block), int(nulls["samples_per_job"])))
 
 
@@ -161,7 +188,7 @@ def job_wildcards(job: str, config: dict, model: str, fields: dict) -> list[dict
     lay = layers(job, config, model, fields["n_layers"])
     return {
         "layer": lambda: [{"layer": l} for l in lay],
-        "layer_block": lambda: [{"layer": l, "block": b} for l in lay for b in blk],
+        "layer_block": lambda: [{"layer": l, "block": b} for l in lay for b in blocks(j.blocks, config, model, l)],
         "block": lambda: [{"block": b} for b in blk],
         "block_part": lambda: [{"block": b, "part": p} for b in blk for p in parts],
         "part": lambda: [{"part": p} for p in parts],
@@ -182,9 +209,9 @@ def shard_paths(name: str, config: dict, model: str, fields: dict) -> list[str]:
     return [fam.path.format(model=model, **wc) for wc in job_wildcards(fam.job, config, model, fields)]
 
 
-def lookup(config: dict, model: str, dpath: str):
-    """A config value as the model's jobs see it (``pk/...`` through the scope)."""
-    node = model_config(config, model) if dpath.startswith("pk/") else config
+def lookup(config: dict, model: str, dpath: str, layer: int | None = None):
+    """A config value as the model's jobs (of ``layer``) see it (``pk/...`` through the scope)."""
+    node = model_config(config, model, layer) if dpath.startswith("pk/") else config
     for key in dpath.split("/"):
         node = node[key]
     return node
@@ -243,4 +270,7 @@ def summary_line(config: dict, model: str, fields: dict) -> str:
         else:
             parts.append("no within nulls")
         parts.append(f"cross nulls n = {p['cross_samples']}" if p["cross_samples"] else "no cross nulls")
+        by = model_config(config, model)["pk"]["nulls"].get("by_layer") or []
+        if by:
+            parts.append(f"{len(by)} per-layer null setting(s) (pk.nulls.by_layer)")
     return "; ".join(parts)

@@ -122,3 +122,32 @@ def test_no_scope_is_the_global_design():
                                       "scopes": {m: {"pk": {"nulls": {"within_samples": 2}}}}})
     n = scopes.model_config(config, m)["pk"]["nulls"]
     assert (n["within_samples"], n["types"]) == (2, ["rotation"])
+
+
+def test_by_layer_null_settings_reach_the_jobs(tmp_path, snakemake_bin, root):
+    """pk.nulls.by_layer: layer 1 gets writing-space nulls with 3 samples (one job of 3), layer 2
+    none, layer 0 the model's own (Q and K, 2 samples); the dry run, the plan and the job's
+    shard agree."""
+    from headgeom.io.shards import read_shard
+
+    write_llama(tmp_path / "ck", n_layers=3, d_model=24, n_heads=4, n_kv=2, d_head=6, closed=())
+    cfg = {"models": {"m": {"source": "local", "path": str(tmp_path / "ck")}}, "active_models": ["m"],
+           "activation": {"enabled": False},
+           "scopes": {"m": {"stages": ["pk"], "pk": {"cross_kinds": [], "nulls": {
+               "within_kinds": ["Q", "K"], "within_samples": 2, "samples_per_job": 2,
+               "by_layer": [{"layers": ["1-2"], "within_kinds": ["O"], "within_samples": 3, "samples_per_job": 3},
+                            {"layers": [2], "within_samples": 0}]}}}}}
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    snakemake(snakemake_bin, root, tmp_path, "results/tensors/m/manifest.json")
+    r = snakemake(snakemake_bin, root, tmp_path, "-n")
+    dry = {o: j for o, j in _dry_run(r.stdout + r.stderr).items() if j["rule"] == "pk_null_within"}
+    assert set(dry) == {"results/shards/pk_null_within/m/layer0/block0.parquet",
+                        "results/shards/pk_null_within/m/layer1/block0.parquet"}
+    p = P.plan(P.load_config([tmp_path / "cfg.yaml"]), tmp_path)
+    assert {j.output for j in p["jobs"] if j.rule == "pk_null_within"} == set(dry)
+    snakemake(snakemake_bin, root, tmp_path, *sorted(dry))
+    for layer, kinds, samples in ((0, ["K", "Q"], [0, 1]), (1, ["O"], [0, 1, 2])):
+        t, prov = read_shard(tmp_path / f"results/shards/pk_null_within/m/layer{layer}/block0.parquet")
+        cols = t.to_pydict()
+        assert sorted(set(cols["kind"])) == kinds and sorted(set(cols["sample"])) == samples
+        assert prov["params"]["samples"] == samples

@@ -61,7 +61,7 @@ def job_cost(job, key):
     time is retried (profile `retries`) with twice, three times, ... the request."""
 
     def inner(wildcards, input, attempt):
-        mc = scopes.model_config(config, wildcards.model)
+        mc = scopes.model_config(config, wildcards.model, _layer(wildcards))
         return costs.grow(job.cost(input.manifest, mc, wildcards), attempt)[key]
 
     return inner
@@ -150,12 +150,17 @@ def JOB_PARAMS(job):
     return params
 
 
+def _layer(wildcards):
+    """The job's layer (None for jobs without a layer wildcard)."""
+    return int(wildcards.layer) if "layer" in wildcards.keys() else None
+
+
 def scoped_param(dpath):
     """A ``pk/...`` config value as the job's model sees it (its scope; the global value
     when the model has none)."""
 
     def inner(wildcards):
-        return scopes.lookup(config, wildcards.model, dpath)
+        return scopes.lookup(config, wildcards.model, dpath, _layer(wildcards))
 
     return inner
 

@@ -28,7 +28,9 @@ def block_samples(which):
     count adds blocks and leaves the finished ones untouched."""
 
     def inner(wildcards):
-        return scopes.samples(which, config, wildcards.model, int(wildcards.block))
+        return scopes.samples(
+            which, config, wildcards.model, int(wildcards.block), _layer(wildcards)
+        )
 
     return inner
 
