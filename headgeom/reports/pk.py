@@ -240,10 +240,11 @@ def table6(conds, models) -> Table:
             null_min = c.get("null_min_angle_reassign", float("nan"))  # this table is about reassignment
             if not (c["obs_min_angle"] < null_min):
                 rows.append({"model": c["model"], "layer": c["layer"], "obs_min_angle": c["obs_min_angle"],
-                             "null_min": null_min})
+                             "null_min": null_min, "samples": (c.get("n_samples") or {}).get("reassign", "–")})
     return Table("pk_t6_min_angle_vs_reassign", "Layers whose observed minimum writing-space angle is not below every column-reassignment sample.",
                  [Column("model", "Model"), Column("layer", "Layer"), Column("obs_min_angle", "Observed min angle (°)", "{:.3f}"),
-                  Column("null_min", "Min over reassignment samples (°)", "{:.3f}")], rows)
+                  Column("null_min", "Min over reassignment samples (°)", "{:.3f}"),
+                  Column("samples", "Reassignment samples")], rows)
 
 
 def table7(data, conds, fields, models) -> Table:
