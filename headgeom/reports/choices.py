@@ -138,23 +138,25 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
                 built = [n for n in names if _rebuild(workdir, tables_dir, tmp, n, {**DEFAULTS, sw.key: alt})]
                 alt_rows = {r["id"]: r for r in build_rows(ledger, tmp, models_run)[0]}
             read = [i for i, r in base.items() if r["read"].split("[")[0].split(":")[0] in built]
+            judged = [i for i in read if base[i]["status"] in ("agrees", "differs")]
             changed = [i for i in base if i in alt_rows and alt_rows[i]["status"] != base[i]["status"]]
             rows.append({
                 "switch": f"choices.{sw.key}", "default": sw.default, "alternative": alt, "where": sw.method,
-                "tables": len(built), "claims_read": len(read), "changed": len(changed),
+                "tables": len(built), "claims_read": len(read), "claims_judged": len(judged), "changed": len(changed),
                 "claims": "; ".join(f"{i}: {base[i]['status']} → {alt_rows[i]['status']} "
                                     f"({base[i]['pipeline']} → {alt_rows[i]['pipeline']})" for i in changed) or "none",
             })
     for key, default, alts, where in OTHER_SWITCHES:
         for alt in alts:
             rows.append({"switch": key, "default": default, "alternative": alt, "where": where, "tables": 0,
-                         "claims_read": None, "changed": None,
+                         "claims_read": None, "claims_judged": None, "changed": None,
                          "claims": "not evaluated: needs the activation stage rerun with the switch"})
     return Table("choice_sensitivity",
                  "For each switch of a reconstructed choice and each alternative: the tables rebuilt, the ledger claims "
                  "they feed, and every claim whose status changes (status and pipeline value, default → alternative).",
                  [Column("switch", "Switch"), Column("default", "Default"), Column("alternative", "Alternative"),
                   Column("where", "Choice"), Column("tables", "Tables rebuilt"), Column("claims_read", "Claims read"),
+                  Column("claims_judged", "of them agreeing or differing"),
                   Column("changed", "Claims changing status"), Column("claims", "Changes")], rows,
                  notes=f"Run models: {', '.join(models_run) or 'none'}. Tables are rebuilt from the shards their "
                        "provenance lists; defaults are the pipeline's (config choices:).")
