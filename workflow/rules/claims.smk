@@ -77,7 +77,13 @@ rule choice_sensitivity:
         tables=[f"results/tables/{t}.csv" for t in CLAIMS_TABLES],
         provs=[f"results/tables/{t}.prov.json" for t in CHOICE_TABLES],
     output:
-        csv="results/tables/choice_sensitivity.csv",
+        csv=report(
+            "results/tables/choice_sensitivity.csv",
+            caption="../report/table_choice_sensitivity.rst",
+            category="Claims",
+            subcategory="Tables",
+            labels={"name": "choice_sensitivity", "kind": "table"},
+        ),
         md="results/tables/choice_sensitivity.md",
         tex="results/tables/choice_sensitivity.tex",
         prov="results/tables/choice_sensitivity.prov.json",
