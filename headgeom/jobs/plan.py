@@ -22,9 +22,8 @@ from pathlib import Path
 import yaml
 
 from headgeom.core.errors import ConfigError
-from headgeom.jobs import fanout
-from headgeom.jobs.families import FAMILIES, JOBS, n_parts
-from headgeom.methods.nulls import n_blocks
+from headgeom.jobs import fanout, scopes
+from headgeom.jobs.families import FAMILIES, JOBS
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPE_KEYS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_head")
@@ -101,24 +100,13 @@ def model_shape(model: str, config: dict, workdir=".", shapes: dict | None = Non
 
 
 def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
-    """Every per-layer job of one model, as workflow/rules/common.smk generates them."""
-    nulls = config["pk"]["nulls"]
-    blocks = {w: range(n_blocks(nulls[f"{w}_samples"], nulls["samples_per_job"])) for w in ("within", "cross")}
-    L = fields["n_layers"]
+    """Every per-layer job of one model, as workflow/rules/common.smk generates them (the
+    model's scope included: headgeom.jobs.scopes)."""
     out = []
     for job in JOBS.values():
-        scope = job.families[0].scope
-        blk = blocks.get(job.blocks, range(0))
-        parts = range(n_parts(job.name, fields, config))
-        wcs = {
-            "layer": [{"layer": l} for l in range(L)],
-            "layer_block": [{"layer": l, "block": b} for l in range(L) for b in blk],
-            "block": [{"block": b} for b in blk],
-            "block_part": [{"block": b, "part": p} for b in blk for p in parts],
-            "part": [{"part": p} for p in parts],
-        }[scope]
-        for wc in wcs:
-            r = job.cost(fields, config, {k: str(v) for k, v in wc.items()})
+        for wc in scopes.job_wildcards(job.name, config, model, fields):
+            mc = scopes.model_config(config, model, wc.get("layer"))
+            r = job.cost(fields, mc, {k: str(v) for k, v in wc.items()})
             out.append(PlannedJob(job.name, model, wc, int(r["mem_mb"]), int(r["runtime"])))
     return out
 
@@ -139,7 +127,7 @@ def plan(config: dict, workdir=".", shapes=None, models=None) -> dict:
     per_model, jobs = {}, []
     for m in models:
         fields, src = model_shape(m, config, workdir, shapes)
-        per_model[m] = {"fields": fields, "shape_from": src}
+        per_model[m] = {"fields": fields, "shape_from": src, "scope": scopes.summary_line(config, m, fields)}
         jobs += jobs_for(m, fields, config)
     rules = {}
     for j in jobs:
@@ -164,6 +152,7 @@ def render(p: dict, cores=(1, 16, 64, 256, 1024)) -> str:
         f = d["fields"]
         lines.append(f"  {m}: {f['n_layers']} layers, d_model {f['d_model']}, {f['n_heads']} q / "
                      f"{f['n_kv_heads']} kv heads, d_head {f['d_head']}  (shape: {d['shape_from']})")
+        lines.append(f"    scope: {d['scope']}")
     lines += ["", f"{'rule':<18}{'jobs':>8}{'core-h':>11}{'peak MiB/job':>14}  largest job (min)"]
     tot_jobs, tot_h = 0, 0.0
     for name, r in p["rules"].items():

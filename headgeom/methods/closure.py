@@ -114,7 +114,8 @@ def principal_coordinates(A, B, M):
 
 
 def principal_summary(D, K):
-    """Total overlap G, isotropy I_D, latent closure P_I(K), beta*."""
+    """Total overlap G, isotropy I_D, latent closure P_I(K), beta*; also the alternative
+    isotropy I_D_minmax = min_i D_i / max_i D_i (config ``choices.isotropy: min_max``)."""
     d = D.shape[-1]
     trD, trD2 = D.sum(-1), (D**2).sum(-1)
     KK = K @ K
@@ -123,6 +124,7 @@ def principal_summary(D, K):
         return {
             "G_overlap": trD2 / d,
             "I_D": trD**2 / (d * trD2),
+            "I_D_minmax": D.min(-1) / D.max(-1),
             "P_latent": ipK**2 / (_frob2(KK) * _frob2(K)),
             "beta": ipK / _frob2(K),
         }
@@ -172,7 +174,7 @@ def closure_layer(f, identity_rtol: float = 1e-10, rank_rtol: float = 1e-6) -> d
     cond = np.full(H, np.inf)
     D = np.full((H, d), np.nan)
     P_D = np.full(H, np.nan)
-    summ = {k: np.full(H, np.nan) for k in ("G_overlap", "I_D", "P_latent", "beta")}
+    summ = {k: np.full(H, np.nan) for k in ("G_overlap", "I_D", "I_D_minmax", "P_latent", "beta")}
     if full.any():
         idx = np.flatnonzero(full)
         evA, evB = np.linalg.eigvalsh(A[idx]), np.linalg.eigvalsh(B[idx])
@@ -217,6 +219,7 @@ def closure_layer(f, identity_rtol: float = 1e-10, rank_rtol: float = 1e-6) -> d
         "rank_V": rank_V,
         "G_overlap": summ["G_overlap"],
         "I_D": summ["I_D"],
+        "I_D_minmax": summ["I_D_minmax"],
         "P_latent": summ["P_latent"],
         "beta": summ["beta"],
         "identity_relerr": np.where(full, relerr, np.nan),

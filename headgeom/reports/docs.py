@@ -101,8 +101,16 @@ def config_md(schema_path: Path | None = None) -> str:
         "|---|---|---|---|",
     ]
 
+    def resolve(node: dict) -> dict:
+        """A node with its local ``$ref`` (#/$defs/...) merged in (the node's own keys win)."""
+        ref = node.get("$ref", "") if isinstance(node, dict) else ""
+        if not ref.startswith("#/$defs/"):
+            return node
+        return {**resolve(schema["$defs"][ref.removeprefix("#/$defs/")]), **{k: v for k, v in node.items() if k != "$ref"}}
+
     def walk(node: dict, prefix: str):
         for key, sub in (node.get("properties") or {}).items():
+            sub = resolve(sub)
             name = f"{prefix}{key}"
             typ = sub.get("type", "")
             typ = "/".join(typ) if isinstance(typ, list) else typ
@@ -111,6 +119,9 @@ def config_md(schema_path: Path | None = None) -> str:
             lines.append(f"| `{name}` | {typ} | {default} | {desc} |")
             if sub.get("type") == "object" and sub.get("properties"):
                 walk(sub, name + ".")
+            elif sub.get("type") == "object" and isinstance(sub.get("additionalProperties"), dict) \
+                    and "$ref" in sub["additionalProperties"]:  # a map of named entries (scopes.<model>)
+                walk(resolve(sub["additionalProperties"]), name + ".<model>.")
 
     walk(schema, "")
     return "\n".join(lines) + "\n"

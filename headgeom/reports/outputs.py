@@ -67,6 +67,12 @@ def _p1():
     return paper1
 
 
+def _bi():
+    from headgeom.reports import base_instruct
+
+    return base_instruct
+
+
 def _tables():
     from headgeom.reports import tables
 
@@ -182,6 +188,8 @@ _ENTRIES = (
     Output("pk_base_instruct", T, "PK paper", ("pk",),
            lambda d, f, m, p: _pk().table_base_instruct(d, f, [tuple(x) for x in p["pairs"]]),
            derived=("pairs",)),
+    Output("pk_base_instruct_pairs", T, "PK paper", ("pk",),
+           lambda d, f, m, p: _bi().table_pairs(d, [tuple(x) for x in p["pairs"]]), derived=("pairs",)),
     Output("pk_ranks", T, "PK paper", ("pk",), lambda d, f, m, p: _pk().table_ranks(d["_provs"]["pk"], m)),
     Output("pk_conditions", T, "PK paper", ("pk", "pk_cross", "pk_null_within", "pk_null_cross"),
            lambda d, f, m, p: _pk().table_conditions(d, _conds(d, f, p), f, m, p["null_types"]), params=NULLS),
@@ -331,6 +339,12 @@ CAPTIONS = {
         "**PK paper, Appendix E (base vs instruct).** Base against instruct (models with ``pair:``): absolute "
         "per-layer differences of writing-space mean ρ, SD and minimum angle."
     ),
+    ('table', 'pk_base_instruct_pairs'): (
+        "**PK paper, §5.5 (base vs instruct, per pair).** Every declared base/instruct pair (``pair:``): "
+        "writing-space pairs matched by layer and heads; max and median of |Δρ| and of |Δρ|/ρ_base (with "
+        "where the maxima occur) per layer and over all layers (row ``all``, with the range and median of "
+        "the per-layer medians), and the layers whose output-projection tensors differ (sha256)."
+    ),
     ('table', 'pk_conditions'): (
         "**PK paper, every condition (Figures 3 and 9 data).** One row per layer (within-layer pairs of each "
         "kind) and per writer → reader layer pair (across layers, per reading kind): pairs, mean, SD, median, "
@@ -404,7 +418,15 @@ def _captioned(o: Output) -> Output:
     return o if o.caption else replace(o, caption=CAPTIONS[(o.kind, o.name)])
 
 
-_ENTRIES = tuple(_captioned(o) for o in _ENTRIES)
+def _with_choices(o: Output) -> Output:
+    """Outputs reading the paper 1 per-head shards take config ``choices:`` (the reading of each
+    reconstructed choice; headgeom.reports.choices) as a param."""
+    from dataclasses import replace
+
+    return replace(o, params={**o.params, "choices": "choices"}) if HEADS in o.families else o
+
+
+_ENTRIES = tuple(_with_choices(_captioned(o)) for o in _ENTRIES)
 
 OUTPUTS: dict[tuple[str, str], Output] = {(o.kind, o.name): o for o in _ENTRIES}
 TABLES = {o.name: o for o in _ENTRIES if o.kind == "table"}
@@ -456,6 +478,10 @@ def build_output(kind: str, name: str, inputs: dict[str, list[str]], manifests: 
     (what workflow/scripts/output.py and ``headgeom audit`` call)."""
     out = output(kind, name)
     data, provs = read_inputs({f: inputs.get(f, []) for f in out.families})
+    if params.get("choices") and data.get(HEADS):
+        from headgeom.reports.choices import apply
+
+        data[HEADS] = apply(data[HEADS], params["choices"])
     fields = manifest_fields(manifests)
     built = out.build(data, fields, list(models), params)
     if kind == "table":

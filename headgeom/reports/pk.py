@@ -136,6 +136,12 @@ def conditions(data: dict, fields: dict, types=None) -> list[dict]:
     return rows
 
 
+def samples_text(cs) -> str:
+    """The null sample counts n behind r (every value of every condition, e.g. "30" or "3/30")."""
+    ns = sorted({n for c in cs for n in (c.get("n_samples") or {}).values() if n})
+    return "/".join(str(n) for n in ns) if ns else "–"
+
+
 # ------------------------------------------------------------------ tables
 
 
@@ -235,10 +241,11 @@ def table6(conds, models) -> Table:
             null_min = c.get("null_min_angle_reassign", float("nan"))  # this table is about reassignment
             if not (c["obs_min_angle"] < null_min):
                 rows.append({"model": c["model"], "layer": c["layer"], "obs_min_angle": c["obs_min_angle"],
-                             "null_min": null_min})
+                             "null_min": null_min, "samples": (c.get("n_samples") or {}).get("reassign", "–")})
     return Table("pk_t6_min_angle_vs_reassign", "Layers whose observed minimum writing-space angle is not below every column-reassignment sample.",
                  [Column("model", "Model"), Column("layer", "Layer"), Column("obs_min_angle", "Observed min angle (°)", "{:.3f}"),
-                  Column("null_min", "Min over reassignment samples (°)", "{:.3f}")], rows)
+                  Column("null_min", "Min over reassignment samples (°)", "{:.3f}"),
+                  Column("samples", "Reassignment samples")], rows)
 
 
 def table7(data, conds, fields, models) -> Table:
@@ -255,12 +262,13 @@ def table7(data, conds, fields, models) -> Table:
                          "mean_below_all": f"{sum(bool(c['mean_below_all']) for c in cs)} / {len(cs)}" if cs else "–",
                          "sd_range": _rng([s["sd"] for s in st.values()]),
                          "sd_above_all": f"{sum(bool(c['exceeds_all']) for c in cs)} / {len(cs)}" if cs else "–",
+                         "samples": samples_text(cs),
                          "min_angle": float(np.nanmin([s["min_angle_deg"] for s in st.values()]))})
     return Table("pk_t7_reading_within", "Overlap between same-kind reading spaces within a layer, against the null models.",
                  [Column("model", "Model"), Column("kind", "Reading"), Column("pairs", "Pairs per layer"),
                   Column("mean_range", "Mean ρ (layer range)"), Column("mean_below_all", "Layers mean below all nulls"),
                   Column("sd_range", "SD (range)"), Column("sd_above_all", "Layers SD above all nulls"),
-                  Column("min_angle", "Min angle (°)", "{:.2f}")], rows)
+                  Column("samples", "Samples per null"), Column("min_angle", "Min angle (°)", "{:.2f}")], rows)
 
 
 def table8(conds, models) -> Table:
@@ -274,11 +282,13 @@ def table8(conds, models) -> Table:
                          "exceeds_all": int(sum(bool(c["exceeds_all"]) for c in cs)),
                          "median_ratio_rotation": float(np.median([c.get("ratio_mean_sd_rotation", np.nan) for c in cs])),
                          "mean_below_all": int(sum(bool(c["mean_below_all"]) for c in cs)),
-                         "mean_above_all": int(sum(bool(c["mean_above_all"]) for c in cs))})
+                         "mean_above_all": int(sum(bool(c["mean_above_all"]) for c in cs)),
+                         "samples": samples_text(cs)})
     return Table("pk_t8_cross_nulls", "Dispersion of writer-reader overlap across layers against the null models.",
                  [Column("model", "Model"), Column("kind", "Reading"), Column("layer_pairs", "Layer pairs"),
                   Column("exceeds_all", "SD exceeds all nulls"), Column("median_ratio_rotation", "Median SD / rotation mean", "{:.1f}"),
-                  Column("mean_below_all", "Mean below all"), Column("mean_above_all", "Mean above all")], rows)
+                  Column("mean_below_all", "Mean below all"), Column("mean_above_all", "Mean above all"),
+                  Column("samples", "Samples per null")], rows)
 
 
 def table9(data, fields, models, top: int = 3) -> Table:
@@ -387,14 +397,16 @@ def table_conditions(data, conds, fields, models, types) -> Table:
             rows.append({"model": m, "scope": scope, "kind": kind, "layer": l, "layer_r": lr,
                          **{k: st[k] for k in ("n_pairs", "mean", "sd", "median", "p95", "max", "min_angle_deg",
                                                 "share_above_2iso", "share_below_half_iso")},
-                         "r": c.get("r"), **{f"p_sd_{t}": c.get(f"p_sd_{t}") for t in types},
+                         "r": c.get("r"), "n_samples": samples_text([c]) if c else "–",
+                         **{f"p_sd_{t}": c.get(f"p_sd_{t}") for t in types},
                          "mean_below_all": c.get("mean_below_all"), "mean_above_all": c.get("mean_above_all")})
     cols = [Column("model", "Model"), Column("scope", "Scope"), Column("kind", "Kind"), Column("layer", "Layer"),
             Column("layer_r", "Reader layer"), Column("n_pairs", "Pairs"), Column("mean", "Mean ρ", "{:.4f}"),
             Column("sd", "SD", "{:.4f}"), Column("median", "Median", "{:.4f}"), Column("p95", "p95", "{:.4f}"),
             Column("max", "Max", "{:.4f}"), Column("min_angle_deg", "Min angle (°)", "{:.2f}"),
             Column("share_above_2iso", "Share > 2 d/D", "{:.3f}"), Column("share_below_half_iso", "Share < d/(2D)", "{:.3f}"),
-            Column("r", "r", "{:.2f}"), *(Column(f"p_sd_{t}", f"p ({t})", "{:.3f}") for t in types),
+            Column("r", "r", "{:.2f}"), Column("n_samples", "n per null"),
+            *(Column(f"p_sd_{t}", f"p ({t})", "{:.3f}") for t in types),
             Column("mean_below_all", "Mean below all"),
             Column("mean_above_all", "Mean above all")]
     return Table("pk_conditions", "Per layer (within) and per writer→reader layer pair (across): ρ statistics and the null comparison; p = (k+1)/(n+1) for the SD.", cols, rows)

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow
 
 ALL = ("all", None)
 CLAIMS = ("claims", "results/tables/claims.csv")
+CHOICE = ("choice_sensitivity", "results/tables/choice_sensitivity.csv")
 
 
 def T(name):
@@ -41,9 +42,13 @@ AGGREGATES = {T(n) for n in TABLES} | {F(n) for n in FIGURES}
 
 
 def with_claims(jobs: set) -> set:
-    """The claims table reruns when a table the ledger reads reruns."""
+    """The claims table reruns when a table the ledger reads reruns; the choice-sensitivity
+    table too, and when a table it rebuilds (one reading the paper 1 per-head shards) reruns."""
+    from headgeom.reports.choices import affected_tables
+
     ledger = {T(t) for t in ledger_tables(load_ledger(ROOT_LEDGER))}
-    return jobs | {CLAIMS, ALL} if jobs & ledger else jobs | {ALL}
+    out = jobs | {CLAIMS, ALL} if jobs & ledger else jobs | {ALL}
+    return out | {CHOICE} if jobs & (ledger | {T(t) for t in affected_tables()}) else out
 
 
 ROOT_LEDGER = None  # set by the fixture (the repo's config/claims.yaml)
@@ -151,7 +156,7 @@ def test_model_metadata_does_not_refetch(plans):
     """fetch gets only the keys that locate a checkpoint (source, path, repo_id, revision, package)."""
     assert plans["model_notes"] == []
     # `pair` is read by the base/instruct table alone
-    _assert_plan(plans, "model_pair", with_claims({T("pk_base_instruct")}))
+    _assert_plan(plans, "model_pair", with_claims({T("pk_base_instruct"), T("pk_base_instruct_pairs")}))
 
 
 def test_small_angle_reruns_pk_writing_only(plans):
@@ -161,7 +166,7 @@ def test_small_angle_reruns_pk_writing_only(plans):
 def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
     # before its fetch (a checkpoint) the layer count is unknown: fetch + every aggregate
     _assert_plan(plans, "add_before_fetch",
-                 {("fetch", "results/tensors/tiny2/manifest.json"), CLAIMS, ALL} | AGGREGATES)
+                 {("fetch", "results/tensors/tiny2/manifest.json"), CLAIMS, CHOICE, ALL} | AGGREGATES)
     # after it: the new model's per-layer jobs (3 layers), nothing of `tiny`, and the aggregates
     L = range(3)
     new = (
@@ -172,5 +177,5 @@ def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
         | {("paper1_heads", f"results/shards/paper1_heads/tiny2/layer{l}.parquet") for l in L}
         | {("paper1_capacity", f"results/shards/paper1_capacity/tiny2/layer{l}.parquet") for l in L}
     )
-    _assert_plan(plans, "add_after_fetch", new | AGGREGATES | {CLAIMS, ALL})
+    _assert_plan(plans, "add_after_fetch", new | AGGREGATES | {CLAIMS, CHOICE, ALL})
     assert not [o for _, o in plans["add_after_fetch"] if o and "/tiny/" in o]

@@ -58,7 +58,9 @@ def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
     assert int(rows[0]["heads"]) == 8 and int(rows[0]["strong"]) == 2  # exactly the planted heads
     assert float(rows[0]["neg_alpha_share"]) == 0.5
     prov_t = json.loads((tiny / "results/tables/closure_tail.prov.json").read_text())
-    assert len(prov_t["inputs"]) == 2 and prov_t["params"] == {"strong_threshold": 0.9}
+    assert len(prov_t["inputs"]) == 2 and prov_t["params"] == {
+        "strong_threshold": 0.9, "choices": {"return_gain": "rms", "isotropy": "participation",
+                                             "factorial_contrast": "interaction"}}
     pkw = list(csv.DictReader(open(tiny / "results/tables/pk_writing.csv")))
     assert pkw[0]["D"] == "48" and pkw[0]["d"] == "12" and int(pkw[0]["layers"]) == 2
     for ext in ("md", "tex"):

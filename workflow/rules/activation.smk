@@ -102,7 +102,8 @@ rule activation_natural_return_outputs:
     input:
         manifests=[f"results/tensors/{m}/manifest.json" for m in ACT_MODELS],
         shards=_act_layer_shards("activation_natural_return"),
-        closure=family_shards("paper1_heads", ACT_MODELS),  # closure P per head
+        # closure P per head (every layer, whatever the model's scope: headgeom.jobs.scopes)
+        closure=family_shards("paper1_heads", ACT_MODELS, scoped=False),
     output:
         **ACT_TABLE("activation_natural_return"),
         **ACT_FIGURE("activation_natural_return", "fig_"),

@@ -59,3 +59,46 @@ rule claims:
 ALL_TARGETS += [
     f"results/tables/claims.{ext}" for ext in ("csv", "md", "tex", "prov.json")
 ]
+
+
+# Sensitivity to the reconstructed choices (headgeom.reports.choices): each alternative of each
+# `choices:` switch rebuilds the tables reading the paper 1 per-head shards (from the shards
+# their sidecars list) and re-reads the ledger; one row per alternative lists the claims whose
+# status changes.
+from headgeom.reports.choices import affected_tables as _choice_tables
+
+CHOICE_TABLES = [t for t in _choice_tables() if t in _BUILT_TABLES]
+
+
+rule choice_sensitivity:
+    input:
+        ledger=CLAIMS_LEDGER,
+        activation=CLAIMS_EXTRA,
+        tables=[f"results/tables/{t}.csv" for t in CLAIMS_TABLES],
+        provs=[f"results/tables/{t}.prov.json" for t in CHOICE_TABLES],
+    output:
+        csv=report(
+            "results/tables/choice_sensitivity.csv",
+            caption="../report/table_choice_sensitivity.rst",
+            category="Claims",
+            subcategory="Tables",
+            labels={"name": "choice_sensitivity", "kind": "table"},
+        ),
+        md="results/tables/choice_sensitivity.md",
+        tex="results/tables/choice_sensitivity.tex",
+        prov="results/tables/choice_sensitivity.prov.json",
+    log:
+        "logs/tables/choice_sensitivity.log",
+    localrule: True
+    conda:
+        "../../envs/headgeom.yaml"
+    params:
+        models=ACTIVE,
+    script:
+        "../scripts/choice_sensitivity.py"
+
+
+ALL_TARGETS += [
+    f"results/tables/choice_sensitivity.{ext}"
+    for ext in ("csv", "md", "tex", "prov.json")
+]

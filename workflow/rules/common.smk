@@ -2,8 +2,8 @@ import json
 import re
 
 from headgeom.core.provenance import code_version
-from headgeom.jobs import costs, fanout, slurm_arrays
-from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS, n_parts, shard_paths
+from headgeom.jobs import costs, fanout, scopes, slurm_arrays
+from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS
 from headgeom.reports.outputs import OUTPUTS
 
 
@@ -39,17 +39,19 @@ def model_fields(model):
         return json.load(fh)["fields"]
 
 
-def family_shards(name, models=None):
+def family_shards(name, models=None, scoped=True):
     """Input function: every shard of one family (headgeom.jobs.families) for the models
-    (default: the active ones), model by model; layer counts come from the fetched manifests.
+    (default: the active ones), model by model, as each model's scope schedules them
+    (headgeom.jobs.scopes; ``scoped=False``: the global design, every layer, whatever the
+    scope says); layer counts come from the fetched manifests.
     """
+    cfg = config if scoped else scopes.unscoped(config)
 
     def inner(wildcards):
         paths = []
         for m in models or ACTIVE:
-            f = model_fields(m)
-            parts = n_parts(FAMILIES[name].job, f, config)
-            paths += shard_paths(name, m, f["n_layers"], NULL_BLOCKS, parts)
+            if scopes.runs(FAMILIES[name].job, cfg, m):
+                paths += scopes.shard_paths(name, cfg, m, model_fields(m))
         return paths
 
     return inner
@@ -61,7 +63,8 @@ def job_cost(job, key):
     time is retried (profile `retries`) with twice, three times, ... the request."""
 
     def inner(wildcards, input, attempt):
-        return costs.grow(job.cost(input.manifest, config, wildcards), attempt)[key]
+        mc = scopes.model_config(config, wildcards.model, _layer(wildcards))
+        return costs.grow(job.cost(input.manifest, mc, wildcards), attempt)[key]
 
     return inner
 
@@ -139,8 +142,12 @@ def JOB_INPUTS(job):
 
 
 def JOB_PARAMS(job):
-    """The config values the job reads (and nothing else: editing another key reruns nothing)."""
-    params = {k: lookup(dpath=d, within=config) for k, d in job.params.items()}
+    """The config values the job reads (and nothing else: editing another key reruns nothing);
+    ``pk/...`` keys as the model's scope resolves them (headgeom.jobs.scopes)."""
+    params = {
+        k: scoped_param(d) if d.startswith("pk/") else lookup(dpath=d, within=config)
+        for k, d in job.params.items()
+    }
     if job.blocks:
         params["samples"] = block_samples(job.blocks)
     if job.final_model:
@@ -152,6 +159,21 @@ def JOB_PARAMS(job):
     return params
 
 
+def _layer(wildcards):
+    """The job's layer (None for jobs without a layer wildcard)."""
+    return int(wildcards.layer) if "layer" in wildcards.keys() else None
+
+
+def scoped_param(dpath):
+    """A ``pk/...`` config value as the job's model sees it (its scope; the global value
+    when the model has none)."""
+
+    def inner(wildcards):
+        return scopes.lookup(config, wildcards.model, dpath, _layer(wildcards))
+
+    return inner
+
+
 def pair_segments(job):
     """The layer pairs of one part (headgeom.jobs.fanout): params, so that a changed ceiling
     or sample block size reruns exactly the parts whose pairs changed."""
@@ -159,7 +181,8 @@ def pair_segments(job):
     def inner(wildcards, input):
         with open(input.manifest) as fh:
             f = json.load(fh)["fields"]
-        return [list(s) for s in fanout.part(job.name, f, config, int(wildcards.part))]
+        mc = scopes.model_config(config, wildcards.model)
+        return [list(s) for s in fanout.part(job.name, f, mc, int(wildcards.part))]
 
     return inner
 
@@ -177,6 +200,14 @@ def OUTPUT_FILES(out):
             labels={"name": out.name, "kind": out.kind},
         ),
     }
+
+
+def OUTPUT_STAGE_MODELS(out):
+    """The active models an output covers: those whose scope runs its paper's stage
+    (headgeom.jobs.scopes; every active model when no scope narrows the stages)."""
+    return scopes.stage_models(
+        config, ACTIVE, "pk" if out.paper == "PK paper" else "paper1"
+    )
 
 
 def OUTPUT_PARAMS(out):

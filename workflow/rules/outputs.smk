@@ -30,8 +30,10 @@ for _out in OUTPUTS.values():
         params:
             **OUTPUT_PARAMS(_out),
             output=[_out.kind, _out.name],
-            models=ACTIVE,
+            models=OUTPUT_STAGE_MODELS(_out),
         script:
             "../scripts/output.py"
 
-    ALL_TARGETS += list(_out.paths().values())
+    # an output none of whose models runs its stage (headgeom.jobs.scopes) is not built by `all`
+    if OUTPUT_STAGE_MODELS(_out):
+        ALL_TARGETS += list(_out.paths().values())

@@ -1,50 +1,48 @@
 # Helpers and constants of the PK suite rules (kept apart from the rules: snakemake --lint).
-from headgeom.methods.nulls import NULL_MODELS, n_blocks, sample_range
+from headgeom.methods.nulls import NULL_MODELS
 
 
 def _check_null_types():
-    unknown = [t for t in config["pk"]["nulls"]["types"] if t not in NULL_MODELS]
-    if unknown:
-        raise ValueError(
-            f"config: pk.nulls.types names {unknown}, which are not null models "
-            f"(known: {sorted(NULL_MODELS)}; headgeom.methods.nulls.NULL_MODELS)"
+    """Every null type named globally or in a model's scope is a null model."""
+    for where, m in [("pk.nulls.types", None)] + [
+        (f"the scope of {m!r}: pk.nulls.types", m) for m in config["models"]
+    ]:
+        types = (
+            scopes.model_config(config, m)["pk"]["nulls"]["types"]
+            if m
+            else config["pk"]["nulls"]["types"]
         )
+        unknown = [t for t in types if t not in NULL_MODELS]
+        if unknown:
+            raise ValueError(
+                f"config: {where} names {unknown}, which are not null models "
+                f"(known: {sorted(NULL_MODELS)}; headgeom.methods.nulls.NULL_MODELS)"
+            )
 
 
 _check_null_types()
 
 
-def null_blocks(which):
-    n = config["pk"]["nulls"][f"{which}_samples"]
-    return range(n_blocks(n, config["pk"]["nulls"]["samples_per_job"]))
-
-
-NULL_BLOCKS = {w: null_blocks(w) for w in ("within", "cross")}
-
-
 def block_samples(which):
-    """A block's sample indices are its params: growing the sample count adds blocks and
-    leaves the finished ones untouched."""
+    """A block's sample indices are its params (from the model's scope): growing the sample
+    count adds blocks and leaves the finished ones untouched."""
 
     def inner(wildcards):
-        nulls = config["pk"]["nulls"]
-        return list(
-            sample_range(
-                nulls[f"{which}_samples"],
-                int(wildcards.block),
-                nulls["samples_per_job"],
-            )
+        return scopes.samples(
+            which, config, wildcards.model, int(wildcards.block), _layer(wildcards)
         )
 
     return inner
 
 
 def _pairs():
-    """Declared base/instruct pairs (models[x].pair = y) with both sides active."""
+    """Declared base/instruct pairs (models[x].pair = y) with both sides active and running
+    the PK stage (headgeom.jobs.scopes)."""
+    pk_models = scopes.stage_models(config, ACTIVE, "pk")
     return sorted(
         {
             tuple(sorted((m, config["models"][m]["pair"])))
-            for m in ACTIVE
-            if config["models"][m].get("pair") in ACTIVE
+            for m in pk_models
+            if config["models"][m].get("pair") in pk_models
         }
     )

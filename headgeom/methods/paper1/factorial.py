@@ -25,6 +25,23 @@ def interaction(S: np.ndarray) -> np.ndarray:
     return diag - row_off - col_off + rest
 
 
+def contrasts(S: np.ndarray) -> dict[str, np.ndarray]:
+    """Every per-head contrast of S[i, j] = P_{D_j}(K_i) (config ``choices.factorial_contrast``):
+    interaction (the double-centred I_h above, the default); row = S[h,h] - mean_{j!=h} S[h,j]
+    (own K, the D of other donors); column = S[h,h] - mean_{i!=h} S[i,h] (own D, the K of other
+    donors)."""
+    S = np.asarray(S, dtype=np.float64)
+    n = S.shape[0]
+    if n < 2:
+        return {k: np.full(n, np.nan) for k in CONTRASTS}
+    diag = np.diag(S)
+    return {"interaction": interaction(S), "row": diag - (S.sum(1) - diag) / (n - 1),
+            "column": diag - (S.sum(0) - diag) / (n - 1)}
+
+
+CONTRASTS = ("interaction", "row", "column")
+
+
 def factorial_S(Ks: np.ndarray, Ds: np.ndarray) -> np.ndarray:
     """S[i, j] = P_{D_j}(K_i) for donors (n, d, d), (n, d)."""
     n = Ks.shape[0]
@@ -45,12 +62,14 @@ def donor_sets(kv_group: np.ndarray) -> list[np.ndarray]:
     return [np.flatnonzero(slot == s) for s in np.unique(slot)]
 
 
-def factorial_layer(Ks, Ds, valid, kv_group) -> np.ndarray:
-    """Per-head interaction I_h over each head's donor set (valid heads only; NaN otherwise)."""
+def factorial_layer(Ks, Ds, valid, kv_group, all_contrasts: bool = False):
+    """Per-head interaction I_h over each head's donor set (valid heads only; NaN otherwise).
+    ``all_contrasts``: a dict contrast name -> per-head array instead (one S per donor set)."""
     H = len(valid)
-    out = np.full(H, np.nan)
+    out = {k: np.full(H, np.nan) for k in CONTRASTS}
     for dset in donor_sets(kv_group):
         idx = dset[valid[dset]]
         if idx.size >= 2:
-            out[idx] = interaction(factorial_S(Ks[idx], Ds[idx]))
-    return out
+            for k, v in contrasts(factorial_S(Ks[idx], Ds[idx])).items():
+                out[k][idx] = v
+    return out if all_contrasts else out["interaction"]

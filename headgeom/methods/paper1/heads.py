@@ -82,16 +82,20 @@ def heads_layer(f, model: str, layer: int, params: dict, log=None):
         svr[h] = err
 
     # factorial D x K, real and after the wrong-V pairing
-    I_real = factorial_layer(Ks, Ds, valid, kv)
+    # (all contrasts from one S: config choices.factorial_contrast picks one at the tables)
+    I_all = factorial_layer(Ks, Ds, valid, kv, all_contrasts=True)
+    I_real = I_all["interaction"]
     wv = C.wrong_v_groups(kv, G)
     I_ctrl = nan()
+    I_ctrl_all = {k: nan() for k in I_all}
     if wv is not None:
         valid_w = valid & (geo.rank_V[wv] == d)
         iw = np.flatnonzero(valid_w)
         Dw, Kw = np.full((H, d), np.nan), np.full((H, d, d), np.nan)
         if iw.size:
             Dw[iw], Kw[iw] = geo.coords(iw, wv[iw])
-        I_ctrl = factorial_layer(Kw, Dw, valid_w, kv)
+        I_ctrl_all = factorial_layer(Kw, Dw, valid_w, kv, all_contrasts=True)
+        I_ctrl = I_ctrl_all["interaction"]
 
     # value anchors and same-layer retrieval
     nT2 = trace(geo.A @ geo.B[kv])
@@ -118,6 +122,8 @@ def heads_layer(f, model: str, layer: int, params: dict, log=None):
         "split_relerr": sp_err,
         "P_scramble": P_scr, "R_scramble": R_scr, "P_haar": P_haar, "R_haar": R_haar, "sv_relerr": svr,
         "I_factorial": I_real, "I_factorial_ctrl": I_ctrl,
+        **{f"I_factorial_{k}": I_all[k] for k in ("row", "column")},
+        **{f"I_factorial_ctrl_{k}": I_ctrl_all[k] for k in ("row", "column")},
         "anchor_cos2": anchor, "anchor_cos2_wrong_v": anchor_w, "oblique_share": oblique,
         "retrieval_rank": rank, "n_value_candidates": np.full(H, int(np.sum(geo.rank_V == d))),
         "sv_ratio_O": ratio_O, "sv_ratio_V": ratio_V,

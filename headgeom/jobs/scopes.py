@@ -1,0 +1,276 @@
+"""Scoped designs: which per-layer jobs run for which model and layer, with which null types,
+kinds and sample counts (issue 13, item 1).
+
+The global ``pk:`` block is the default design. A model narrows or changes it with a scope,
+given in its ``models:`` entry (``scope:``) or, for registries defined elsewhere, under the
+top-level ``scopes: {<model>: ...}`` (config/paper.yaml uses the latter so that it loads with
+or without config/models.yaml; a scope naming a model that is not configured is ignored).
+Later wins: global ``pk`` < ``models.<m>.scope`` < ``scopes.<m>``; dicts merge key by key,
+lists and scalars replace.
+
+A scope holds
+  ``stages``: which per-layer stages run for the model (``pk``, ``paper1``; default both);
+  ``pk``:     any key of the global ``pk`` block, plus the layer selections
+              ``pk.layers`` (the within-layer pair jobs, pk_layer) and
+              ``pk.nulls.within_layers`` (the within-layer null jobs); a layer selection is
+              null (every layer) or a list of layer indices and inclusive ranges "a-b";
+              ``pk.nulls.by_layer``: a list of ``{layers: ..., types / within_kinds /
+              within_samples / samples_per_job: ...}`` that set the within-layer nulls of those
+              layers (later entries win; e.g. more samples, or other kinds, at a few layers).
+              Empty ``kinds`` / ``cross_kinds`` / ``nulls.types`` / ``nulls.within_kinds`` or a
+              sample count of 0 schedules no job of that kind.
+
+``model_config(config, model)`` is the config a model's jobs see (its ``pk`` block resolved);
+the rule files (job list, params, resources, fan-out) and ``headgeom plan`` all go through
+``job_wildcards`` / ``shard_paths`` / ``lookup`` here, so the dry run and the plan agree.
+With no scopes every function returns what the global config gives (the default design)."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+from headgeom.core.errors import ConfigError
+
+STAGES = ("pk", "paper1")
+# which stage a per-layer job belongs to
+JOB_STAGE = {"pk_layer": "pk", "pk_cross_layer": "pk", "pk_null_within": "pk", "pk_null_cross": "pk",
+             "paper1_heads": "paper1", "paper1_capacity": "paper1"}
+_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+
+
+def _merge(base, edit):
+    if not isinstance(base, dict) or not isinstance(edit, dict):
+        return copy.deepcopy(edit)
+    out = dict(base)
+    for k, v in edit.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def scope_of(config: dict, model: str) -> dict:
+    """The model's scope: ``models.<m>.scope`` merged with ``scopes.<m>`` ({} when none)."""
+    entry = (config.get("models") or {}).get(model) or {}
+    return _merge(entry.get("scope") or {}, (config.get("scopes") or {}).get(model) or {})
+
+
+def stages(config: dict, model: str) -> tuple[str, ...]:
+    st = scope_of(config, model).get("stages")
+    if st is None:
+        return STAGES
+    bad = [s for s in st if s not in STAGES]
+    if bad:
+        raise ConfigError(f"config: scope of {model!r}: stages {bad} unknown (known: {', '.join(STAGES)})")
+    return tuple(st)
+
+
+def model_config(config: dict, model: str, layer: int | None = None) -> dict:
+    """The config one model's jobs see: ``pk`` resolved through the model's scope (a shallow
+    copy of ``config`` otherwise; the global config is not changed). With ``layer``: the
+    within-layer null settings of the ``pk.nulls.by_layer`` entries naming that layer too."""
+    sc = scope_of(config, model)
+    if not sc.get("pk") and not (layer is not None and config["pk"]["nulls"].get("by_layer")):
+        return config
+    out = dict(config)
+    out["pk"] = _merge(config["pk"], sc.get("pk") or {})
+    if layer is not None:
+        for entry in out["pk"]["nulls"].get("by_layer") or []:
+            if in_layers(entry["layers"], int(layer)):
+                out["pk"]["nulls"] = _merge(out["pk"]["nulls"], {k: v for k, v in entry.items() if k != "layers"})
+    return out
+
+
+def in_layers(spec, layer: int) -> bool:
+    """Whether a layer selection (null, indices, "a-b" ranges) holds ``layer``."""
+    if spec is None:
+        return True
+    for item in [spec] if isinstance(spec, (int, str)) else spec:
+        m = _RANGE.match(str(item))
+        if (m and int(m.group(1)) <= layer <= int(m.group(2))) or (not m and int(item) == layer):
+            return True
+    return False
+
+
+def _within_runs(nulls: dict) -> bool:
+    return bool(nulls["types"]) and bool(nulls["within_kinds"]) and int(nulls["within_samples"]) > 0
+
+
+def layer_list(spec, n_layers: int, where: str = "layers") -> list[int]:
+    """null -> every layer; [3, "5-7"] -> [3, 5, 6, 7] (sorted, unique). A layer outside the
+    model is an error naming the key."""
+    if spec is None:
+        return list(range(n_layers))
+    if isinstance(spec, (int, str)):
+        spec = [spec]
+    out = set()
+    for item in spec:
+        if isinstance(item, bool):
+            raise ConfigError(f"config: {where}: {item!r} is not a layer")
+        if isinstance(item, int):
+            lo = hi = item
+        else:
+            m = _RANGE.match(str(item))
+            if not m:
+                raise ConfigError(f"config: {where}: {item!r} is neither a layer index nor a range 'a-b'")
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if lo > hi:
+                raise ConfigError(f"config: {where}: empty range {item!r}")
+        if lo < 0 or hi >= n_layers:
+            raise ConfigError(f"config: {where}: layer {hi if hi >= n_layers else lo} is outside the model "
+                              f"(layers 0..{n_layers - 1})")
+        out.update(range(lo, hi + 1))
+    return sorted(out)
+
+
+def runs(job: str, config: dict, model: str) -> bool:
+    """Whether the model has any job of this kind (its stage on, and kinds / types / samples
+    not empty). ``config``: the global config."""
+    if JOB_STAGE[job] not in stages(config, model):
+        return False
+    pk = model_config(config, model)["pk"]
+    nulls = pk["nulls"]
+    if job == "pk_layer":
+        return bool(pk["kinds"])
+    if job == "pk_cross_layer":
+        return bool(pk["cross_kinds"])
+    if job == "pk_null_within":  # some layer may run them (job_wildcards checks layer by layer)
+        return _within_runs(nulls) or any(_within_runs({**nulls, **e}) for e in nulls.get("by_layer") or [])
+    if job == "pk_null_cross":
+        return bool(nulls["types"]) and bool(pk["cross_kinds"]) and nulls["cross_samples"] > 0
+    return True
+
+
+def layers(job: str, config: dict, model: str, n_layers: int) -> list[int]:
+    """The layers of a per-layer job (pk_layer: ``pk.layers``; pk_null_within:
+    ``pk.nulls.within_layers``, and there the layers whose nulls (``by_layer`` included) have
+    types, kinds and samples; the paper 1 jobs: every layer)."""
+    pk = model_config(config, model)["pk"]
+    if job == "pk_layer":
+        return layer_list(pk.get("layers"), n_layers, f"pk.layers of {model!r}")
+    if job == "pk_null_within":
+        for i, e in enumerate(pk["nulls"].get("by_layer") or []):
+            layer_list(e["layers"], n_layers, f"pk.nulls.by_layer[{i}].layers of {model!r}")  # in range
+        lay = layer_list(pk["nulls"].get("within_layers"), n_layers, f"pk.nulls.within_layers of {model!r}")
+        return [l for l in lay if _within_runs(model_config(config, model, l)["pk"]["nulls"])]
+    return list(range(n_layers))
+
+
+def blocks(which: str | None, config: dict, model: str, layer: int | None = None) -> range:
+    """The null-sample blocks of a model (``which``: within / cross; within: of ``layer``)."""
+    if which is None:
+        return range(0)
+    from headgeom.methods.nulls import n_blocks
+
+    nulls = model_config(config, model, layer)["pk"]["nulls"]
+    return range(n_blocks(int(nulls[f"{which}_samples"]), int(nulls["samples_per_job"])))
+
+
+def samples(which: str, config: dict, model: str, block: int, layer: int | None = None) -> list[int]:
+    """The sample indices of one block (a null job's params)."""
+    from headgeom.methods.nulls import sample_range
+
+    nulls = model_config(config, model, layer)["pk"]["nulls"]
+    return list(sample_range(int(nulls[f"{which}_samples"]), int(block), int(nulls["samples_per_job"])))
+
+
+def job_wildcards(job: str, config: dict, model: str, fields: dict) -> list[dict]:
+    """Every job of kind ``job`` for one model (wildcards without ``model``), in the order of
+    layer, block, part. ``fields``: the model's shape (n_layers, ...)."""
+    from headgeom.jobs.families import JOBS, n_parts
+
+    if not runs(job, config, model):
+        return []
+    j = JOBS[job]
+    scope = j.families[0].scope
+    mc = model_config(config, model)
+    blk = blocks(j.blocks, config, model)
+    parts = range(n_parts(job, fields, mc))
+    lay = layers(job, config, model, fields["n_layers"])
+    return {
+        "layer": lambda: [{"layer": l} for l in lay],
+        "layer_block": lambda: [{"layer": l, "block": b} for l in lay for b in blocks(j.blocks, config, model, l)],
+        "block": lambda: [{"block": b} for b in blk],
+        "block_part": lambda: [{"block": b, "part": p} for b in blk for p in parts],
+        "part": lambda: [{"part": p} for p in parts],
+    }[scope]()
+
+
+def unscoped(config: dict) -> dict:
+    """The config without any scope (the global design for every model)."""
+    models = {m: {k: v for k, v in (e or {}).items() if k != "scope"} for m, e in (config.get("models") or {}).items()}
+    return {**config, "scopes": {}, "models": models}
+
+
+def shard_paths(name: str, config: dict, model: str, fields: dict) -> list[str]:
+    """Every shard of family ``name`` the model's scope schedules."""
+    from headgeom.jobs.families import family
+
+    fam = family(name)
+    return [fam.path.format(model=model, **wc) for wc in job_wildcards(fam.job, config, model, fields)]
+
+
+def lookup(config: dict, model: str, dpath: str, layer: int | None = None):
+    """A config value as the model's jobs (of ``layer``) see it (``pk/...`` through the scope)."""
+    node = model_config(config, model, layer) if dpath.startswith("pk/") else config
+    for key in dpath.split("/"):
+        node = node[key]
+    return node
+
+
+def stage_models(config: dict, models, stage: str) -> list[str]:
+    """The models (in order) whose scope runs ``stage``."""
+    return [m for m in models if stage in stages(config, m)]
+
+
+def describe(config: dict, model: str, fields: dict) -> dict:
+    """What the scope schedules for one model: jobs per kind, null kinds and samples, layers."""
+    from headgeom.jobs.families import JOBS
+
+    mc = model_config(config, model)
+    pk = mc["pk"]
+    out = {"stages": list(stages(config, model)),
+           "jobs": {j: len(job_wildcards(j, config, model, fields)) for j in JOBS}}
+    if "pk" in out["stages"]:
+        n = pk["nulls"]
+        out["pk"] = {"kinds": list(pk["kinds"]), "cross_kinds": list(pk["cross_kinds"]),
+                     "layers": layers("pk_layer", config, model, fields["n_layers"]) if runs("pk_layer", config, model) else [],
+                     "null_types": list(n["types"]),
+                     "within_kinds": list(n["within_kinds"]) if runs("pk_null_within", config, model) else [],
+                     "within_samples": int(n["within_samples"]) if runs("pk_null_within", config, model) else 0,
+                     "within_layers": layers("pk_null_within", config, model, fields["n_layers"])
+                     if runs("pk_null_within", config, model) else [],
+                     "cross_samples": int(n["cross_samples"]) if runs("pk_null_cross", config, model) else 0}
+    return out
+
+
+def compact(layers) -> str:
+    """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8" ("none" when empty)."""
+    layers = sorted(layers)
+    if not layers:
+        return "none"
+    runs_, start = [], layers[0]
+    for a, b in zip(layers, layers[1:] + [None]):
+        if b != a + 1:
+            runs_.append(f"{start}" if start == a else f"{start}-{a}")
+            start = b
+    return ", ".join(runs_)
+
+
+def summary_line(config: dict, model: str, fields: dict) -> str:
+    """One line: what the model's scope schedules (``headgeom plan``)."""
+    d = describe(config, model, fields)
+    parts = [f"stages {'+'.join(d['stages']) or 'none'}"]
+    if "pk" in d:
+        p = d["pk"]
+        parts.append(f"pairs {''.join(p['kinds']) or '-'} at layers {compact(p['layers'])}; "
+                     f"across {''.join(p['cross_kinds']) or '-'}")
+        if p["within_samples"]:
+            parts.append(f"within nulls {'/'.join(p['null_types'])} on {''.join(p['within_kinds'])} at layers "
+                         f"{compact(p['within_layers'])}, n = {p['within_samples']}")
+        else:
+            parts.append("no within nulls")
+        parts.append(f"cross nulls n = {p['cross_samples']}" if p["cross_samples"] else "no cross nulls")
+        by = model_config(config, model)["pk"]["nulls"].get("by_layer") or []
+        if by:
+            parts.append(f"{len(by)} per-layer null setting(s) (pk.nulls.by_layer)")
+    return "; ".join(parts)

@@ -1,0 +1,9 @@
+# The sensitivity of the ledger to the reconstructed choices (headgeom.reports.choices).
+from pathlib import Path
+
+from headgeom.jobs.logs import to_log
+from headgeom.reports.choices import sensitivity_job
+
+log = to_log(snakemake)
+t = sensitivity_job(snakemake.input.ledger, Path.cwd(), list(snakemake.params.models), dict(snakemake.output.items()))
+log(f"[choice_sensitivity] {len(t.rows)} alternatives; {sum(r['changed'] or 0 for r in t.rows)} status changes")
