@@ -99,12 +99,15 @@ def bench_closure(args) -> dict:
         r = hb.naive_closure(O[h], Vg[(wv if wrong else kv)[h]])
         out.setdefault("naive", {})[(h, wrong)] = r
 
+    Xmm = np.random.default_rng(5).standard_normal((H * d // 2, D))  # GEMM reference: (Hd/2 x D) @ (D x Hd/2)
+    Ymm = np.ascontiguousarray(Xmm.T)
     fns = {
-        "gram_core": lambda: out.__setitem__("core", hb.gram_core(O, Vg, kv)),
+        "matmul": lambda: Xmm @ Ymm,
+        "gram_core": lambda: out.__setitem__("core", hb.gram_core(f)),
         "closure_layer": lambda: out.__setitem__("layer", closure_layer(f)),
         "factored": lambda: out.__setitem__("fm", hb.factored_closure(fm_O, fm_V)),
     }
-    hb.gram_core(O, Vg, kv)  # warm-up: first-touch page faults of the big Gram inputs
+    hb.gram_core(f)  # warm-up: first-touch page faults of the big Gram inputs
     closure_layer(f)
     times = {k: [] for k in (*fns, "naive")}
     rounds = max(args.repeat, len(naive_cases))
@@ -120,7 +123,7 @@ def bench_closure(args) -> dict:
             times["naive"].append(time.perf_counter() - t0)
         log(f"closure round {r + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items() if v))
 
-    P, alpha, g, Pw = out["core"]
+    P, alpha, g, Pw, gr = out["core"]
     lay = out["layer"]
     fP, fa, fg = out["fm"]
     n = len(fm_heads)
@@ -139,7 +142,15 @@ def bench_closure(args) -> dict:
     naive_stage = s["naive"]["best_s"] * evals
     fm_stage = s["factored"]["best_s"] * evals / (2 * n)
     core, layer = s["gram_core"]["best_s"], s["closure_layer"]["best_s"]
+    core_flops = gr.flops(("A", "B", "M_pair"))
+    rate_mm = 2 * D * (H * d // 2) ** 2 / s["matmul"]["best_s"]
     res = {
+        "unavoidable_flops": {**core_flops, "total": sum(core_flops.values()),
+                              "what": "A = O_h^T O_h per head, B = V_g^T V_g per KV group, M = V_g^T O_h for the own and "
+                                      "the wrong group, 2 D d^2 each (d^3 terms of the trace products not counted)"},
+        "gflops": {"numpy_matmul": rate_mm / 1e9, "gram_core": sum(core_flops.values()) / core / 1e9},
+        "share_of_matmul": {"gram_core": sum(core_flops.values()) / core / rate_mm,
+                            "closure_layer": sum(core_flops.values()) / layer / rate_mm},
         "shape": shape,
         "what": "per head: P, alpha*, g_T with the own V and P with the cyclic wrong-V (2H = %d evaluations)" % evals,
         "timings": s,
