@@ -152,7 +152,7 @@ def closure_layer(f, identity_rtol: float = 1e-10, rank_rtol: float = 1e-6, gram
     The principal-coordinate identity P_D(K) = P(T) is asserted for every well-conditioned
     full-rank head (AssertionError: a bug, never a property of the weights)."""
     gr = LayerGrams(f, rank_rtol) if grams is None else grams
-    H, G = f.n_heads, f.n_kv
+    H = f.n_heads
     A, Bg = gr.A, gr.B  # one value Gram per KV group, shared by its heads
     B, M = Bg[f.kv_group], gr.M_own
     nT2, ip, nT4 = closure_terms(A, B, M)
