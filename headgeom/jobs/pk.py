@@ -187,6 +187,7 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
 
     iso = isotropic_rho(f.d_head, f.d_model)
     samples = [int(x) for x in samples]
+    precision = params.get("precision", "float64")
     rows: dict = {}
     for kind in params.get("kinds", ("O", "Q", "K", "V")):
         X = factor_stack(f, kind)
@@ -194,7 +195,7 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
             continue
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
-                Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s))
+                Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s), precision)
                 B, r = orthonormal_bases(Xn, params.get("rank_rtol", 1e-6))
                 res = pk_within(B, r)
                 _null_stats_row(rows, layer_stats(res["rho"], res["min_angle_deg"], iso),
@@ -242,6 +243,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
     samples = [int(x) for x in samples]
     iso = isotropic_rho(store.fields.d_head, store.fields.d_model)
+    precision = params.get("precision", "float64")
     rows: dict = {}
     with _SpillingCache(WRITER_CACHE_MB) as writers:
         for null in params.get("types", tuple(NULL_MODELS)):
@@ -250,13 +252,15 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                 for l in writer_layers:  # one draw per writer layer and sample, kept (or spilled) for its readers
                     Xw = factor_stack(store.layer_factors(l), "O")
                     store.release()
-                    writers.put(l, orthonormal_bases(null_factors(Xw, null, rng_for(model, "null-cross-writer", null, l, s)), rtol))
+                    writers.put(l, orthonormal_bases(null_factors(Xw, null, rng_for(model, "null-cross-writer", null, l, s),
+                                                                  precision), rtol))
                     del Xw
                 for lr in sorted(writers_of):
                     fr = store.layer_factors(lr)
                     store.release()
                     readers = {kind: orthonormal_bases(null_factors(factor_stack(fr, kind), null,
-                                                                    rng_for(model, "null-cross-reader", null, kind, lr, s)), rtol)
+                                                                    rng_for(model, "null-cross-reader", null, kind, lr, s),
+                                                                    precision), rtol)
                                for kind in kinds}
                     del fr
                     stats = {}

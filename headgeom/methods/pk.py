@@ -53,7 +53,7 @@ def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6):
         inv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
     Q1 = Xf @ (W * inv[..., None, :])
     # second pass: Q1^T Q1 = I + E; dropped (zero) columns get 1 on the diagonal; Q = Q1 L^{-T}
-    G2 = np.swapaxes(Q1, -1, -2) @ Q1 + np.eye(X.shape[-1]) * (~keep)[..., None, :]
+    G2 = np.swapaxes(Q1, -1, -2) @ Q1 + np.eye(X.shape[-1], dtype=X.dtype) * (~keep)[..., None, :]
     Linv = np.linalg.inv(np.linalg.cholesky(G2))
     Q = Q1 @ np.swapaxes(Linv, -1, -2)
     ranks = np.where(finite, keep.sum(-1), -1)
@@ -109,7 +109,7 @@ def pk_within(bases: np.ndarray, ranks: np.ndarray) -> dict[str, np.ndarray]:
     if len(iu) == 0:
         return {k: np.array([], dtype=t) for k, t in
                 (("head_i", np.int64), ("head_j", np.int64), ("pk", float), ("rho", float), ("min_angle_deg", float), ("dim_i", np.int64), ("dim_j", np.int64), ("flags", object))}
-    C = upper_blocks(bases)  # (npairs, d, d), pairs in triu order
+    C = upper_blocks(bases).astype(np.float64, copy=False)  # (npairs, d, d), triu order; statistics in float64
     pk = np.einsum("pij,pij->p", C, C)
     smax = sigma_max(C)
     dims = np.minimum(ranks[iu], ranks[ju])
@@ -219,7 +219,7 @@ def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True) -> dict[s
     matrices W_O^h) and Xr (folded reading factors) also the spectral-weighted measure
     D ||R B||_F^2 / (||R||_F^2 ||B||_F^2), R = Xr^T, B = Xw."""
     nw, nr = Bw.shape[0], Br.shape[0]
-    C = cross_blocks(Bw, Br)  # (nw, nr, d, d)
+    C = cross_blocks(Bw, Br).astype(np.float64, copy=False)  # (nw, nr, d, d); statistics in float64
     pk = np.einsum("wrij,wrij->wr", C, C)
     dims = np.minimum(rw[:, None], rr[None, :])
     undefined = dims <= 0
