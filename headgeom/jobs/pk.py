@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 
+from headgeom.core.backend import backend_from
 from headgeom.core.provenance import code_version
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
@@ -188,6 +189,7 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
     iso = isotropic_rho(f.d_head, f.d_model)
     samples = [int(x) for x in samples]
     precision = params.get("precision", "float64")
+    bk = backend_from(params)
     rows: dict = {}
     for kind in params.get("kinds", ("O", "Q", "K", "V")):
         X = factor_stack(f, kind)
@@ -196,8 +198,8 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
                 Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s), precision)
-                B, r = orthonormal_bases(Xn, params.get("rank_rtol", 1e-6))
-                res = pk_within(B, r)
+                B, r = orthonormal_bases(Xn, params.get("rank_rtol", 1e-6), bk)
+                res = pk_within(B, r, bk)
                 _null_stats_row(rows, layer_stats(res["rho"], res["min_angle_deg"], iso),
                                 kind=kind, null=null, sample=s, rho=np.sort(res["rho"]).tolist())
     cols = {k: (np.array(v, dtype=object) if k in ("kind", "null", "rho") else np.array(v)) for k, v in rows.items()}
@@ -244,6 +246,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     samples = [int(x) for x in samples]
     iso = isotropic_rho(store.fields.d_head, store.fields.d_model)
     precision = params.get("precision", "float64")
+    bk = backend_from(params)
     rows: dict = {}
     with _SpillingCache(WRITER_CACHE_MB) as writers:
         for null in params.get("types", tuple(NULL_MODELS)):
@@ -253,21 +256,21 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                     Xw = factor_stack(store.layer_factors(l), "O")
                     store.release()
                     writers.put(l, orthonormal_bases(null_factors(Xw, null, rng_for(model, "null-cross-writer", null, l, s),
-                                                                  precision), rtol))
+                                                                  precision), rtol, bk))
                     del Xw
                 for lr in sorted(writers_of):
                     fr = store.layer_factors(lr)
                     store.release()
                     readers = {kind: orthonormal_bases(null_factors(factor_stack(fr, kind), null,
                                                                     rng_for(model, "null-cross-reader", null, kind, lr, s),
-                                                                    precision), rtol)
+                                                                    precision), rtol, bk)
                                for kind in kinds}
                     del fr
                     stats = {}
                     for lw in sorted(writers_of[lr]):  # each writer read once per reader layer
                         Bw, rw = writers.get(lw)
                         for kind, (Br, rr) in readers.items():
-                            res = cross_pairs(Bw, rw, Br, rr, angles=False)  # nulls compare SD and mean
+                            res = cross_pairs(Bw, rw, Br, rr, angles=False, backend=bk)  # nulls compare SD and mean
                             stats[kind, lw] = layer_stats(res["rho"], np.full(len(res["rho"]), np.nan), iso)
                         del Bw
                     for kind in kinds:  # rows in the order null, sample, reader, kind, writer

@@ -25,6 +25,8 @@ from functools import cached_property
 
 import numpy as np
 
+from headgeom.core.backend import NUMPY
+
 
 def _t(X):
     return np.swapaxes(X, -1, -2)
@@ -51,7 +53,8 @@ class LayerGrams:
     eig_A (H, d), eig_B (G, d) (ascending; non-finite Grams read as zero); rank_O (H,), rank_V (G,)
     (-1 where the Gram is not finite)."""
 
-    def __init__(self, f, rank_rtol: float = 1e-6):
+    def __init__(self, f, rank_rtol: float = 1e-6, backend=NUMPY):
+        self.bk = backend  # headgeom.core.backend: where the products run
         self.O = f.W_O
         self.W_V = f.W_V
         self.H, self.D, self.d = self.O.shape
@@ -64,11 +67,11 @@ class LayerGrams:
 
     @cached_property
     def A(self):
-        return _t(self.O) @ self.O
+        return self.bk.matmul(_t(self.O), self.O)
 
     @cached_property
     def B(self):
-        return self.W_V @ _t(self.W_V)
+        return self.bk.matmul(self.W_V, _t(self.W_V))
 
     @cached_property
     def _M_pair(self):
@@ -83,7 +86,7 @@ class LayerGrams:
         wrong = None if self.wrong_group is None else np.empty((H, d, d))
         for g, hs in enumerate(_group_slices(self.kv_group, G)):
             Wg = self.W_V[g] if wrong is None else np.concatenate([self.W_V[g], self.W_V[(g + 1) % G]])
-            R = Wg @ self.O[hs]  # (n, d or 2d, d)
+            R = self.bk.matmul(Wg, self.O[hs])  # (n, d or 2d, d)
             own[hs] = R[:, :d]
             if wrong is not None:
                 wrong[hs] = R[:, d:]
@@ -106,13 +109,13 @@ class LayerGrams:
         """M_full[h, g] = V_g^T O_h for every head and group."""
         if "_M_pair" in self.__dict__:  # keep one set of bits per block
             del self.__dict__["_M_pair"]
-        return (self._W_all[None] @ self.O).reshape(self.H, self.G, self.d, self.d)
+        return self.bk.matmul(self._W_all[None], self.O).reshape(self.H, self.G, self.d, self.d)
 
     @cached_property
     def C(self):
         """C[g, g'] = V_g^T V_g'."""
         G, d = self.G, self.d
-        return (self._W_all @ self._W_all.T).reshape(G, d, G, d).transpose(0, 2, 1, 3)
+        return self.bk.matmul(self._W_all, self._W_all.T).reshape(G, d, G, d).transpose(0, 2, 1, 3)
 
     # ------------------------------------------------------------ spectra and ranks
 
