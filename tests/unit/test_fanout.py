@@ -196,3 +196,11 @@ def test_spilled_writer_bases_give_bitwise_identical_rows(tmp_path, monkeypatch)
     pkjobs.pk_null_cross_job(tmp_path / "store", [0, 1], tmp_path / "disk.parquet", p, log=lambda *_: None)
     assert len(spilled) == 2 * 2 * 3  # nulls x samples x writer layers
     assert _rows([tmp_path / "mem.parquet"]) == _rows([tmp_path / "disk.parquet"])
+
+
+def test_null_cross_memory_is_flat_in_the_layer_count():
+    """Writer bases spill beyond the cache, so the request does not grow with writers or layers."""
+    few = costs.pk_null_cross({**QWEN25_7B, "n_layers": 7}, 10, 2)["mem_mb"]
+    many = costs.pk_null_cross(QWEN25_7B, 10, 2)["mem_mb"]
+    assert few == many <= 3000  # issue 14: <= 3 GB at 7B shape
+    assert costs.pk_null_cross(QWEN3_235B, 10, 2)["mem_mb"] == costs.pk_null_cross({**QWEN3_235B, "n_layers": 5}, 10, 2)["mem_mb"]
