@@ -90,7 +90,7 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     default: all of them). Memory is flat in the layer count: writer bases beyond
     headgeom.jobs.pk.WRITER_CACHE_MB are spilled to $TMPDIR (n_writers x 8 D H d bytes of disk),
     readers are loaded one layer at a time. Measured peak RSS at Qwen2.5-7B shape (reassign
-    null, K readers, bench/pk_job_costs.py --rss): 739 MB with 6 writer layers; the model keeps
+    null, K readers, bench/null_cross_rss.py): 739 MB with 6 writer layers; the model keeps
     the earlier 4.5 layer-sizes for one layer's draws (rotation of 28 heads) on top of the cache."""
     f = _fields(manifest)
     L = f["n_layers"]
