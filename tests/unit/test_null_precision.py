@@ -37,7 +37,7 @@ def condition_stats(f, kinds_nulls, samples, precision):
             B, r = orthonormal_bases(Xn)
             assert B.dtype == np.dtype(precision)
             res = pk_within(B, r)
-            assert res["rho"].dtype == np.float64
+            assert res["pk"].dtype == np.float64  # PK sums accumulated in float64
             st = layer_stats(res["rho"], res["min_angle_deg"], iso)
             means.append(st["mean"])
             sds.append(st["sd"])
@@ -95,3 +95,14 @@ def test_float32_nulls_match_float64_at_7b_shape():
 def test_unknown_precision_is_an_error():
     with pytest.raises(ValueError, match="unknown null precision"):
         null_factors(np.ones((2, 4, 2)), "reassign", np.random.default_rng(0), "float16")
+
+
+def test_float32_bases_give_float64_statistics():
+    """The PK sums of float32 blocks are accumulated in float64 (within and cross pairs)."""
+    from headgeom.methods.pk import cross_pairs
+
+    X = np.random.default_rng(0).standard_normal((4, 40, 5))
+    B, r = orthonormal_bases(X.astype(np.float32))
+    assert B.dtype == np.float32
+    assert pk_within(B, r)["pk"].dtype == np.float64
+    assert cross_pairs(B, r, B, r, angles=False)["pk"].dtype == np.float64
