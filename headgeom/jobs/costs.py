@@ -99,7 +99,8 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     from headgeom.jobs.pk import WRITER_CACHE_MB
 
     return _minutes(pair_seconds("pk_null_cross", f, n_samples, n_null_types) * n_pairs,
-                    BASE_MB + WRITER_CACHE_MB + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
+                    BASE_MB + min(WRITER_CACHE_MB, n_writers * 8 * f["d_model"] * f["n_heads"] * f["d_head"] / 2**20)
+                    + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
 
 
 # ---------------------------------------------------------------- paper 1 jobs
