@@ -220,15 +220,18 @@ def factored_closure(O: np.ndarray, V: np.ndarray):
     return _from_terms(nT**2, ip, nT2**2)
 
 
-def gram_core(O: np.ndarray, Vg: np.ndarray, kv_group: np.ndarray):
-    """headgeom's Gram-based closure core as closure_layer runs it: (P, alpha, g_T) with the
-    own V and P with the cyclic wrong-V, from d_head x d_head Grams only."""
-    from headgeom.methods.closure import closure_from_terms, closure_terms, grams, wrong_v_groups
+def gram_core(f):
+    """headgeom's closure core as closure_layer runs it: the layer's LayerGrams (A per head,
+    B per KV group, M for the own and the wrong group) and (P, alpha, g_T) with the own V and
+    P with the cyclic wrong-V, from d_head x d_head Grams only. Returns (P, alpha, g, P_wrong, grams)."""
+    from headgeom.methods.closure import closure_from_terms, closure_terms
+    from headgeom.methods.grams import LayerGrams
 
-    P, alpha, g, _ = closure_from_terms(*closure_terms(*grams(O, Vg[kv_group])))
-    wv = wrong_v_groups(kv_group, Vg.shape[0])
-    P_wrong = closure_from_terms(*closure_terms(*grams(O, Vg[wv])))[0] if wv is not None else None
-    return P, alpha, g, P_wrong
+    gr = LayerGrams(f)
+    P, alpha, g, _ = closure_from_terms(*closure_terms(gr.A, gr.B[gr.kv_group], gr.M_own))
+    wv = gr.wrong_group
+    P_wrong = closure_from_terms(*closure_terms(gr.A, gr.B[wv], gr.M_wrong))[0] if wv is not None else None
+    return P, alpha, g, P_wrong, gr
 
 
 def closure_flops(d_model: int, d_head: int, n_heads: int) -> dict:

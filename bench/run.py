@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("closure", "pk", "nulls", "fetch", "capacity")
+SECTIONS = ("stages", "closure", "pk", "nulls", "fetch", "capacity")
 
 
 def parse_args(argv=None):
@@ -42,6 +42,7 @@ def parse_args(argv=None):
     p.add_argument("--pk-layer-pairs", type=int, default=1, help="PK: writer->reader layer pairs timed per round (of 378)")
     p.add_argument("--scipy-pairs", type=int, default=24, help="PK: head pairs timed with scipy.linalg.subspace_angles")
     p.add_argument("--quick", action="store_true", help="nulls: skip the rotation null at the Qwen3-235B shape (~1 min/sample)")
+    p.add_argument("--precision", default="float64", choices=("float64", "float32"), help="stages: null precision")
     p.add_argument("--out", default=str(ROOT / "results" / "bench"))
     return p.parse_args(argv)
 
@@ -99,12 +100,15 @@ def bench_closure(args) -> dict:
         r = hb.naive_closure(O[h], Vg[(wv if wrong else kv)[h]])
         out.setdefault("naive", {})[(h, wrong)] = r
 
+    Xmm = np.random.default_rng(5).standard_normal((H * d // 2, D))  # GEMM reference: (Hd/2 x D) @ (D x Hd/2)
+    Ymm = np.ascontiguousarray(Xmm.T)
     fns = {
-        "gram_core": lambda: out.__setitem__("core", hb.gram_core(O, Vg, kv)),
+        "matmul": lambda: Xmm @ Ymm,
+        "gram_core": lambda: out.__setitem__("core", hb.gram_core(f)),
         "closure_layer": lambda: out.__setitem__("layer", closure_layer(f)),
         "factored": lambda: out.__setitem__("fm", hb.factored_closure(fm_O, fm_V)),
     }
-    hb.gram_core(O, Vg, kv)  # warm-up: first-touch page faults of the big Gram inputs
+    hb.gram_core(f)  # warm-up: first-touch page faults of the big Gram inputs
     closure_layer(f)
     times = {k: [] for k in (*fns, "naive")}
     rounds = max(args.repeat, len(naive_cases))
@@ -120,7 +124,7 @@ def bench_closure(args) -> dict:
             times["naive"].append(time.perf_counter() - t0)
         log(f"closure round {r + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items() if v))
 
-    P, alpha, g, Pw = out["core"]
+    P, alpha, g, Pw, gr = out["core"]
     lay = out["layer"]
     fP, fa, fg = out["fm"]
     n = len(fm_heads)
@@ -139,7 +143,15 @@ def bench_closure(args) -> dict:
     naive_stage = s["naive"]["best_s"] * evals
     fm_stage = s["factored"]["best_s"] * evals / (2 * n)
     core, layer = s["gram_core"]["best_s"], s["closure_layer"]["best_s"]
+    core_flops = gr.flops(("A", "B", "M_pair"))
+    rate_mm = 2 * D * (H * d // 2) ** 2 / s["matmul"]["best_s"]
     res = {
+        "unavoidable_flops": {**core_flops, "total": sum(core_flops.values()),
+                              "what": "A = O_h^T O_h per head, B = V_g^T V_g per KV group, M = V_g^T O_h for the own and "
+                                      "the wrong group, 2 D d^2 each (d^3 terms of the trace products not counted)"},
+        "gflops": {"numpy_matmul": rate_mm / 1e9, "gram_core": sum(core_flops.values()) / core / 1e9},
+        "share_of_matmul": {"gram_core": sum(core_flops.values()) / core / rate_mm,
+                            "closure_layer": sum(core_flops.values()) / layer / rate_mm},
         "shape": shape,
         "what": "per head: P, alpha*, g_T with the own V and P with the cyclic wrong-V (2H = %d evaluations)" % evals,
         "timings": s,
@@ -317,6 +329,120 @@ def bench_nulls(args) -> dict:
                                   "samples_per_second_per_layer": 1.0 / layer_s}
         out["shapes"][name] = row
     return out
+
+
+
+# ---------------------------------------------------------------- stages as a share of GEMM
+
+
+def _qr_flops(m: int, n: int) -> int:
+    """Householder QR of m x n (m >= n) plus forming its m x n Q (LAPACK dgeqrf + dorgqr)."""
+    return 2 * (2 * m * n * n - 2 * n**3 // 3)
+
+
+def null_sample_flops(null: str, n: int, D: int, d: int, pairs: str = "within") -> dict:
+    """FLOPs of one null draw + its bases (+ within-layer pair blocks) of one kind with n heads:
+    rotation = Haar QR (m x m, or LQ of S and an m x D Haar frame when m = n d > D) and the
+    rotating GEMM; bases = CholeskyQR2 on the Gram (4 products of 2 D d^2 per head); within
+    pairs = one d x d block per pair (2 D d^2) and the sigma_max Gram + reduction (2 d^3 + 4/3 d^3)."""
+    m = n * d
+    out = {}
+    if null == "rotation":
+        if m <= D:
+            out["haar_qr"], out["rotate_gemm"] = _qr_flops(m, m), 2 * D * m * m
+        else:
+            out["lq"], out["haar_qr"], out["rotate_gemm"] = _qr_flops(m, D) // 2, _qr_flops(m, D), 2 * D * D * m
+    out["bases"] = 8 * D * d * d * n
+    if pairs == "within":
+        npairs = n * (n - 1) // 2
+        out["pair_blocks"] = 2 * D * d * d * npairs
+        out["sigma_max"] = npairs * (2 * d**3 + 4 * d**3 // 3)
+    out["total"] = sum(out.values())
+    return out
+
+
+def bench_stages(args) -> dict:
+    """Each heavy stage's FLOP rate over numpy matmul's, timed interleaved in this process."""
+    from headgeom.methods.nulls import null_factors
+    from headgeom.methods.pk import cross_pairs, factor_stack, orthonormal_bases, pk_within
+    from headgeom.core.seeds import rng_for
+
+    s7, s235 = hb.QWEN25_7B, hb.QWEN3_235B
+    D, d, H, G, L = (s7[k] for k in ("d_model", "d_head", "n_heads", "n_kv", "n_layers"))
+    X = np.random.default_rng(5).standard_normal((H * d, D))
+    Y = np.ascontiguousarray(X.T)
+    f235 = hb.synthetic_layer(**s235, seed=1)
+    f7 = hb.synthetic_layer(**s7, seed=200)
+    f7r = hb.synthetic_layer(**s7, seed=201)
+    Xk = {k: factor_stack(f7, k) for k in ("O", "Q", "K", "V")}
+    Xr = {k: factor_stack(f7r, k) for k in ("Q", "K", "V")}
+    prec = args.precision
+
+    def null_within(null):
+        for k in ("O", "Q", "K", "V"):
+            B, r = orthonormal_bases(null_factors(Xk[k], null, rng_for("bench", null, k, 0), prec))
+            pk_within(B, r)
+
+    def null_cross_pieces():  # one writer draw, one reader draw per kind, one layer pair's blocks
+        Bw, rw = orthonormal_bases(null_factors(Xk["O"], "rotation", rng_for("bench", "w"), prec))
+        for k in ("Q", "K", "V"):
+            Br, rr = orthonormal_bases(null_factors(Xr[k], "rotation", rng_for("bench", "r", k), prec))
+            cross_pairs(Bw, rw, Br, rr, angles=False)
+
+    cache = {}
+
+    def cross_blocks_only():
+        if "w" not in cache:
+            cache["w"] = orthonormal_bases(null_factors(Xk["O"], "rotation", rng_for("bench", "w"), prec))
+            cache["r"] = {k: orthonormal_bases(null_factors(Xr[k], "rotation", rng_for("bench", "r", k), prec)) for k in ("Q", "K", "V")}
+        Bw, rw = cache["w"]
+        for k, (Br, rr) in cache["r"].items():
+            cross_pairs(Bw, rw, Br, rr, angles=False)
+
+    fns = {"matmul": lambda: X @ Y, "closure_core": lambda: hb.gram_core(f235),
+           "null_within_rotation": lambda: null_within("rotation"), "null_within_reassign": lambda: null_within("reassign"),
+           "null_cross_pieces": null_cross_pieces, "null_cross_pair_blocks": cross_blocks_only}
+    log(f"stages: {len(fns)} timings x {args.repeat} rounds, interleaved (null precision {prec})")
+    times = hb.interleaved(fns, args.repeat)
+    best = {k: min(v) for k, v in times.items()}
+    rate = 2 * D * (H * d) ** 2 / best["matmul"]
+    gr = hb.gram_core(f235)[-1]
+    nk = {"O": H, "Q": H, "K": G, "V": G}
+    fl = {"closure_core": gr.flops(("A", "B", "M_pair"))}
+    for null in ("rotation", "reassign"):
+        parts: dict = {}
+        for k, n in nk.items():
+            for a, b in null_sample_flops(null, n, D, d).items():
+                parts[a] = parts.get(a, 0) + b
+        fl[f"null_within_{null}"] = parts
+    # cross-layer null job per sample and null over the whole model: L writer draws, 3 L reader
+    # draws and L (L - 1) / 2 layer pairs of blocks (each 2 D (H d)(n d) for kinds Q, K, V)
+    pair_gemm = sum(2 * D * (H * d) * (n * d) for n in (H, G, G))
+    draw_w = null_sample_flops("rotation", H, D, d, pairs="none")["total"]
+    draw_r = sum(null_sample_flops("rotation", n, D, d, pairs="none")["total"] for n in (H, G, G))
+    npairs = L * (L - 1) // 2
+    t_draws = best["null_cross_pieces"] - best["null_cross_pair_blocks"]
+    fl["null_cross_job"] = {"draws": L * (draw_w + draw_r), "pair_gemms": npairs * pair_gemm}
+    t_cross_job = L * t_draws + npairs * best["null_cross_pair_blocks"]
+    rows = {}
+    for k in ("closure_core", "null_within_rotation", "null_within_reassign", "null_cross_job"):
+        tot = sum(v for a, v in fl[k].items() if a != "total")
+        t = t_cross_job if k == "null_cross_job" else best[k]
+        rows[k] = {"flops": {**fl[k], "total": tot}, "seconds": t, "gflops": tot / t / 1e9, "share_of_matmul": tot / t / rate}
+    res = {"matmul_gflops": rate / 1e9, "matmul_shape": [H * d, D, H * d], "precision": prec, "stages": rows,
+           "timings": {k: hb.summary(v) for k, v in times.items()},
+           "notes": {"closure_core": "Qwen3-235B layer: LayerGrams A (per head), B (per KV group), M own + wrong group "
+                                     "(2 D d^2 each), then P, alpha, g_T, P_wrong (their d^3 terms not counted)",
+                     "null_within_rotation": "Qwen2.5-7B layer, one sample, kinds O, Q, K, V: Haar QR + rotating GEMM, "
+                                             "CholeskyQR2 bases, within-layer pair blocks + sigma_max",
+                     "null_within_reassign": "as rotation without the Haar QR and the rotating GEMM",
+                     "null_cross_job": f"Qwen2.5-7B, {L} layers, one sample of the rotation null: {L} writer and {3 * L} "
+                                       f"reader draws (QR + GEMM + bases) and {npairs} layer pairs of basis GEMMs for Q, K, V; "
+                                       "time = L x (one writer + three reader draws) + pairs x (one pair's blocks), timed separately"}}
+    for k, v in rows.items():
+        log(f"stages {k}: {v['flops']['total'] / 1e9:.1f} GFLOP in {v['seconds']:.2f}s = {v['gflops']:.1f} GFLOP/s, "
+            f"{100 * v['share_of_matmul']:.0f}% of matmul ({rate / 1e9:.1f})")
+    return res
 
 
 # ---------------------------------------------------------------- fetch
@@ -503,6 +629,12 @@ def capacity_rows(c) -> list:
 
 def summarize(results: dict, env: dict) -> str:
     rows = []  # (stage, measure, value, target, ok)
+    st = results.get("stages")
+    targets = {"closure_core": 0.80, "null_within_rotation": 0.75, "null_within_reassign": 0.75, "null_cross_job": 0.75}
+    if st:
+        for k, v in st["stages"].items():
+            rows.append((f"{k} ({st['precision']})", f"{v['flops']['total'] / 1e9:.1f} GFLOP in {v['seconds']:.2f} s: FLOP rate / numpy matmul rate ({st['matmul_gflops']:.1f} GFLOP/s)",
+                         f"{100 * v['share_of_matmul']:.0f}%", f"≥ {100 * targets[k]:.0f}%", v["share_of_matmul"] >= targets[k]))
     c = results.get("closure")
     if c:
         r = c["ratios"]
@@ -550,6 +682,9 @@ def summarize(results: dict, env: dict) -> str:
            f"OMP_NUM_THREADS={env['env']['OMP_NUM_THREADS']} OPENBLAS_NUM_THREADS={env['env']['OPENBLAS_NUM_THREADS']}; "
            f"{env['affinity_cpus']} CPUs, load {env['loadavg_1m']:.2f} at start; float64")
     notes = []
+    if st:
+        for k, v in st["stages"].items():
+            notes.append(f"{k}: {st['notes'][k]}; FLOPs " + ", ".join(f"{a} {b / 1e9:.2f} G" for a, b in v["flops"].items()) + ".")
     if c:
         notes.append(f"closure: naive timed on {len(c['naive_sample'])} (head, V) evaluations and FactoredMatrix on "
                      f"{len(c['factored_heads'])} heads x (own, wrong V), both extrapolated to all {2 * c['shape']['n_heads']} evaluations; "
@@ -581,7 +716,7 @@ def main(args) -> int:
     unknown = set(wanted) - set(SECTIONS)
     if unknown:
         raise SystemExit(f"unknown section(s) {sorted(unknown)}; known: {SECTIONS}")
-    funcs = {"closure": bench_closure, "pk": bench_pk, "nulls": bench_nulls, "fetch": bench_fetch,
+    funcs = {"stages": bench_stages, "closure": bench_closure, "pk": bench_pk, "nulls": bench_nulls, "fetch": bench_fetch,
              "capacity": bench_capacity}
     results = {}
     t0 = time.perf_counter()

@@ -243,6 +243,11 @@ class TensorStore:
                 self._corrupt(f"{self.path / TENSORS} is unreadable ({e})")
         return self._fh
 
+    def release(self) -> None:
+        """Close the memory-mapped tensor file: pages read so far stop counting toward this
+        process's resident memory (jobs that read many layers call it after each layer)."""
+        self._fh = None
+
     def get(self, key: str) -> np.ndarray:
         entry = self.manifest["tensors"].get(key)
         if entry is None:

@@ -92,13 +92,20 @@ def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
 def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
                   n_writers: int | None = None) -> dict:
     """A part of ``n_pairs`` layer pairs of ``n_writers`` writer layers (headgeom.jobs.fanout;
-    default: all of them): the part's writer bases stay in memory, readers one at a time."""
+    default: all of them). Memory is flat in the layer count: writer bases beyond
+    headgeom.jobs.pk.WRITER_CACHE_MB are spilled to $TMPDIR (n_writers x 8 D H d bytes of disk),
+    readers are loaded one layer at a time. Measured peak RSS at Qwen2.5-7B shape (reassign
+    null, K readers, bench/null_cross_rss.py): 739 MB with 6 writer layers; the model keeps
+    the earlier 4.5 layer-sizes for one layer's draws (rotation of 28 heads) on top of the cache."""
     f = _fields(manifest)
     L = f["n_layers"]
     n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
     n_writers = L if n_writers is None else n_writers
+    from headgeom.jobs.pk import WRITER_CACHE_MB
+
     return _minutes(pair_seconds("pk_null_cross", f, n_samples, n_null_types) * n_pairs,
-                    BASE_MB + (1.5 * n_writers + 3) * layer_mib(f))
+                    BASE_MB + min(WRITER_CACHE_MB, n_writers * 8 * f["d_model"] * f["n_heads"] * f["d_head"] / 2**20)
+                    + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
 
 
 # ---------------------------------------------------------------- paper 1 jobs

@@ -162,7 +162,8 @@ JOBS = {
         Job(
             "pk_null_within", run_pk_null_within,
             outputs={"shard": ("pk_null_within", "layer_block")},
-            params={"types": "pk/nulls/types", "kinds": "pk/nulls/within_kinds", "rank_rtol": "rank_rtol"},
+            params={"types": "pk/nulls/types", "kinds": "pk/nulls/within_kinds", "rank_rtol": "rank_rtol",
+                    "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
             cost=_pk_cost(costs.pk_null_within),
             seed_scheme="rng_for(model, 'null-within', null, kind, layer, sample)",
             log="logs/pk_null_within/{model}/layer{layer}/block{block}.log",
@@ -171,7 +172,8 @@ JOBS = {
         Job(
             "pk_null_cross", run_pk_null_cross,
             outputs={"shard": ("pk_null_cross", "block_part")},
-            params={"types": "pk/nulls/types", "cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol"},
+            params={"types": "pk/nulls/types", "cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol",
+                    "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
             cost=_pk_cost(costs.pk_null_cross),
             seed_scheme="writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "
                         "reader: rng_for(model, 'null-cross-reader', null, kind, layer_r, sample)",

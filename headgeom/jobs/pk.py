@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 
+from headgeom.core.backend import backend_from
 from headgeom.core.provenance import code_version
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
@@ -116,6 +117,56 @@ def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) 
         + ", ".join(f"lambda_min(S)[{w}]={v:.3g}" for w, v in lams.items()) + f", {time.perf_counter() - t0:.2f}s")
 
 
+WRITER_CACHE_MB = 256  # pk_null_cross: writer bases kept in memory up to this size, the rest spilled to $TMPDIR
+
+
+class _SpillingCache:
+    """Key -> (bases, ranks), in memory up to ``budget_mb`` and in .npy files beyond it, so a
+    job's resident memory does not grow with the number of layers it holds. A spilled value
+    reads back bit for bit (np.save / np.load, no pickle)."""
+
+    def __init__(self, budget_mb: float):
+        self.budget = budget_mb * 2**20
+        self.mem, self.files, self.used = {}, {}, 0
+
+    def __enter__(self):
+        import tempfile
+
+        self._dir = tempfile.TemporaryDirectory(prefix="headgeom-spill-")
+        return self
+
+    def __exit__(self, *exc):
+        self.clear()
+        self._dir.cleanup()
+
+    def clear(self):
+        import os
+
+        self.mem.clear()
+        for path, _ in self.files.values():
+            os.unlink(path)
+        self.files.clear()
+        self.used = 0
+
+    def put(self, key, value):
+        B, r = value
+        if self.used + B.nbytes <= self.budget:
+            self.mem[key] = value
+            self.used += B.nbytes
+            return
+        import os
+
+        path = os.path.join(self._dir.name, f"{len(self.files)}.npy")
+        np.save(path, B, allow_pickle=False)
+        self.files[key] = (path, r)
+
+    def get(self, key):
+        if key in self.mem:
+            return self.mem[key]
+        path, r = self.files[key]
+        return np.load(path, allow_pickle=False), r
+
+
 def _null_stats_row(rows, stats, **keys):
     for k, v in keys.items():
         rows.setdefault(k, []).append(v)
@@ -137,6 +188,8 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
 
     iso = isotropic_rho(f.d_head, f.d_model)
     samples = [int(x) for x in samples]
+    precision = params.get("precision", "float64")
+    bk = backend_from(params)
     rows: dict = {}
     for kind in params.get("kinds", ("O", "Q", "K", "V")):
         X = factor_stack(f, kind)
@@ -144,9 +197,9 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
             continue
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
-                Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s))
-                B, r = orthonormal_bases(Xn, params.get("rank_rtol", 1e-6))
-                res = pk_within(B, r)
+                Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s), precision)
+                B, r = orthonormal_bases(Xn, params.get("rank_rtol", 1e-6), bk)
+                res = pk_within(B, r, bk)
                 _null_stats_row(rows, layer_stats(res["rho"], res["min_angle_deg"], iso),
                                 kind=kind, null=null, sample=s, rho=np.sort(res["rho"]).tolist())
     cols = {k: (np.array(v, dtype=object) if k in ("kind", "null", "rho") else np.array(v)) for k, v in rows.items()}
@@ -165,8 +218,9 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
 
     ``segments``: the part of the pair list this job covers, ``[(writer, reader_start,
     reader_stop), ...]`` (headgeom.jobs.fanout); default every pair. Writer draws are made once
-    per sample and kept; reader layers are loaded one at a time, each draw reused over the
-    part's writers. Rows come null, sample, reader, kind, writer: with every pair in one part
+    per sample and kept, in memory up to WRITER_CACHE_MB and spilled to $TMPDIR beyond it (so
+    peak memory does not grow with the layer count); reader layers are loaded one at a time,
+    each draw reused over the part's writers, each writer read once per reader layer. Rows come null, sample, reader, kind, writer: with every pair in one part
     they are the rows of the unsplit job, and any fan-out gives the same row per pair."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
     from headgeom.methods.pk import cross_pairs, factor_stack, isotropic_rho, layer_stats, orthonormal_bases
@@ -191,24 +245,38 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
     samples = [int(x) for x in samples]
     iso = isotropic_rho(store.fields.d_head, store.fields.d_model)
+    precision = params.get("precision", "float64")
+    bk = backend_from(params)
     rows: dict = {}
-    for null in params.get("types", tuple(NULL_MODELS)):
-        for s in samples:
-            writers = {l: orthonormal_bases(null_factors(factor_stack(store.layer_factors(l), "O"), null,
-                                                         rng_for(model, "null-cross-writer", null, l, s)), rtol)
-                       for l in writer_layers}
-            for lr in sorted(writers_of):
-                fr = store.layer_factors(lr)
-                for kind in kinds:
-                    Br, rr = orthonormal_bases(null_factors(factor_stack(fr, kind), null,
-                                                            rng_for(model, "null-cross-reader", null, kind, lr, s)), rtol)
-                    for lw in sorted(writers_of[lr]):
-                        Bw, rw = writers[lw]
-                        res = cross_pairs(Bw, rw, Br, rr, angles=False)  # nulls compare SD and mean
-                        res["min_angle_deg"] = np.full(len(res["rho"]), np.nan)
-                        _null_stats_row(rows, layer_stats(res["rho"], res["min_angle_deg"], iso),
-                                        layer_w=lw, layer_r=lr, kind=kind, null=null, sample=s)
-            log(f"[pk_null_cross {model}] {null} sample {s} done ({time.perf_counter() - t0:.1f}s)")
+    with _SpillingCache(WRITER_CACHE_MB) as writers:
+        for null in params.get("types", tuple(NULL_MODELS)):
+            for s in samples:
+                writers.clear()
+                for l in writer_layers:  # one draw per writer layer and sample, kept (or spilled) for its readers
+                    Xw = factor_stack(store.layer_factors(l), "O")
+                    store.release()
+                    writers.put(l, orthonormal_bases(null_factors(Xw, null, rng_for(model, "null-cross-writer", null, l, s),
+                                                                  precision), rtol, bk))
+                    del Xw
+                for lr in sorted(writers_of):
+                    fr = store.layer_factors(lr)
+                    store.release()
+                    readers = {kind: orthonormal_bases(null_factors(factor_stack(fr, kind), null,
+                                                                    rng_for(model, "null-cross-reader", null, kind, lr, s),
+                                                                    precision), rtol, bk)
+                               for kind in kinds}
+                    del fr
+                    stats = {}
+                    for lw in sorted(writers_of[lr]):  # each writer read once per reader layer
+                        Bw, rw = writers.get(lw)
+                        for kind, (Br, rr) in readers.items():
+                            res = cross_pairs(Bw, rw, Br, rr, angles=False, backend=bk)  # nulls compare SD and mean
+                            stats[kind, lw] = layer_stats(res["rho"], np.full(len(res["rho"]), np.nan), iso)
+                        del Bw
+                    for kind in kinds:  # rows in the order null, sample, reader, kind, writer
+                        for lw in sorted(writers_of[lr]):
+                            _null_stats_row(rows, stats[kind, lw], layer_w=lw, layer_r=lr, kind=kind, null=null, sample=s)
+                log(f"[pk_null_cross {model}] {null} sample {s} done ({time.perf_counter() - t0:.1f}s)")
     cols = {k: (np.array(v, dtype=object) if k in ("kind", "null") else np.array(v)) for k, v in rows.items()}
     prov = {
         "job": "pk_null_cross", "model": model, "samples": samples, "params": params,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from headgeom.methods.grams import LayerGrams
+
 # Relative size below which T (or T^2) counts as zero: P and alpha are then undefined.
 ZERO_RTOL = 1e-24
 
@@ -144,32 +146,30 @@ def wrong_v_groups(kv_group: np.ndarray, n_kv: int) -> np.ndarray | None:
 # ---------------------------------------------------------------- one layer
 
 
-def closure_layer(f, identity_rtol: float = 1e-10, rank_rtol: float = 1e-6) -> dict[str, np.ndarray]:
-    """Per-head closure columns for one layer's LayerFactors.
+def closure_layer(f, identity_rtol: float = 1e-10, rank_rtol: float = 1e-6, grams=None) -> dict[str, np.ndarray]:
+    """Per-head closure columns for one layer's LayerFactors (``grams``: the layer's
+    headgeom.methods.grams.LayerGrams when the caller shares one, e.g. paper1_heads).
 
     Flags (strings, '' = ok): nonfinite, zero_T, rank_deficient, ill_conditioned.
     The principal-coordinate identity P_D(K) = P(T) is asserted for every well-conditioned
     full-rank head (AssertionError: a bug, never a property of the weights)."""
-    H, G = f.n_heads, f.n_kv
-    O = f.W_O  # (H, D, d)
-    Vg = _t(f.W_V)  # (G, D, d)
-    A = _t(O) @ O
-    Bg = _t(Vg) @ Vg  # one value Gram per KV group, shared by its heads
-    B, M = Bg[f.kv_group], _t(Vg[f.kv_group]) @ O
+    gr = LayerGrams(f, rank_rtol) if grams is None else grams
+    H = f.n_heads
+    A, Bg = gr.A, gr.B  # one value Gram per KV group, shared by its heads
+    B, M = Bg[f.kv_group], gr.M_own
     nT2, ip, nT4 = closure_terms(A, B, M)
     P, alpha, g_T, undefined = closure_from_terms(nT2, ip, nT4)
 
-    wv = wrong_v_groups(f.kv_group, G)
+    wv = gr.wrong_group
     if wv is None:
         P_wrong = np.full(H, np.nan)
     else:  # O_h with the next group's V: A is unchanged, only M and B move
-        P_wrong = closure_from_terms(*closure_terms(A, Bg[wv], _t(Vg[wv]) @ O))[0]
+        P_wrong = closure_from_terms(*closure_terms(A, Bg[wv], gr.M_wrong))[0]
 
     d = f.d_head
     finite = np.isfinite(A).all((-1, -2)) & np.isfinite(B).all((-1, -2)) & np.isfinite(M).all((-1, -2))
-    rank_O, rank_V = np.full(H, -1), np.full(H, -1)  # -1: not computable (non-finite weights)
-    if finite.any():
-        rank_O[finite], rank_V[finite] = gram_rank(A[finite], rank_rtol), gram_rank(B[finite], rank_rtol)
+    # -1: not computable (non-finite weights); the spectra are LayerGrams' cached ones
+    rank_O, rank_V = np.where(finite, gr.rank_O, -1), np.where(finite, gr.rank_V[f.kv_group], -1)
     full = (rank_O == d) & (rank_V == d) & ~undefined & finite
     cond = np.full(H, np.inf)
     D = np.full((H, d), np.nan)
@@ -177,8 +177,7 @@ def closure_layer(f, identity_rtol: float = 1e-10, rank_rtol: float = 1e-6) -> d
     summ = {k: np.full(H, np.nan) for k in ("G_overlap", "I_D", "I_D_minmax", "P_latent", "beta")}
     if full.any():
         idx = np.flatnonzero(full)
-        evA, evB = np.linalg.eigvalsh(A[idx]), np.linalg.eigvalsh(B[idx])
-        cond[idx] = np.sqrt(evA[:, -1] / evA[:, 0]) * np.sqrt(evB[:, -1] / evB[:, 0])
+        cond[idx] = gr.cond(idx, f.kv_group[idx])
         Dh, Kh = principal_coordinates(A[idx], B[idx], M[idx])
         D[idx], P_D[idx] = Dh, P_of(Kh, Dh)
         for k, v in principal_summary(Dh, Kh).items():

@@ -29,12 +29,13 @@ def unstack(S: np.ndarray, n: int) -> np.ndarray:
     return np.ascontiguousarray(S.reshape(D, n, m // n).swapaxes(0, 1))
 
 
-def haar_stiefel(m: int, r: int, rng: np.random.Generator) -> np.ndarray:
+def haar_stiefel(m: int, r: int, rng: np.random.Generator, dtype=np.float64) -> np.ndarray:
     """m x r matrix with orthonormal columns, Haar distributed (QR of a Gaussian with the
-    sign of R's diagonal fixed, Mezzadri 2007)."""
-    Z = rng.standard_normal((m, r))
+    sign of R's diagonal fixed, Mezzadri 2007). The Gaussian is always drawn in float64 (the
+    same stream whatever ``dtype``); the QR runs in ``dtype`` (float32 null mode)."""
+    Z = rng.standard_normal((m, r)).astype(dtype, copy=False)
     Q, R = np.linalg.qr(Z)
-    return Q * np.sign(np.where(np.diag(R) == 0, 1.0, np.diag(R)))
+    return Q * np.sign(np.where(np.diag(R) == 0, 1.0, np.diag(R))).astype(dtype, copy=False)
 
 
 def rotate_spectrum(S: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -45,9 +46,9 @@ def rotate_spectrum(S: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     L Y^T with Y Haar on the m x D Stiefel manifold: the same distribution for less work."""
     D, m = S.shape
     if m <= D:
-        return S @ haar_stiefel(m, m, rng)
+        return S @ haar_stiefel(m, m, rng, S.dtype)
     L = np.linalg.qr(S.T, mode="r").T  # S^T = Q R  ->  S = R^T Q^T
-    return L @ haar_stiefel(m, D, rng).T
+    return L @ haar_stiefel(m, D, rng, S.dtype).T
 
 
 def reassign_columns(S: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -85,9 +86,17 @@ def null_model(name: str) -> NullModel:
         raise ValueError(f"unknown null {name!r}; known: {tuple(NULL_MODELS)}") from None
 
 
-def null_factors(X: np.ndarray, null: str, rng: np.random.Generator) -> np.ndarray:
-    """One null draw of per-head factors (n, D, d)."""
-    return unstack(null_model(null).sampler(stack(X), rng), X.shape[0])
+PRECISIONS = {"float64": np.float64, "float32": np.float32}
+
+
+def null_factors(X: np.ndarray, null: str, rng: np.random.Generator, precision: str = "float64") -> np.ndarray:
+    """One null draw of per-head factors (n, D, d), in ``precision`` (``pk.nulls.precision``:
+    float32 draws, bases and products; the statistics are accumulated in float64 by pk)."""
+    try:
+        dtype = PRECISIONS[precision]
+    except KeyError:
+        raise ValueError(f"unknown null precision {precision!r}; known: {tuple(PRECISIONS)}") from None
+    return unstack(null_model(null).sampler(stack(X.astype(dtype, copy=False)), rng), X.shape[0])
 
 
 def sample_range(n_samples: int, block: int, per_job: int) -> range:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from headgeom.core.backend import NUMPY
+
 KINDS = ("O", "Q", "K", "V")
 SINE_FORM_BELOW_DEG = 1.0
 
@@ -33,7 +35,7 @@ def factor_stack(f, kind: str) -> np.ndarray:
     return reading_matrix(W, f.norm_gain, f.norm_type)
 
 
-def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6):
+def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY):
     """Per head: orthonormal basis of Im X (columns), numerical rank at rtol * s_max.
 
     From the d x d Gram: X^T X = W diag(s^2) W^T, Q1 = X W_r diag(1/s_r) over the kept
@@ -45,28 +47,29 @@ def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6):
     non-finite weights gets rank -1 and a zero basis (its pairs become NaN + flag)."""
     finite = np.isfinite(X).all(axis=(-1, -2))
     Xf = np.where(finite[:, None, None], X, 0.0)
-    w, W = np.linalg.eigh(np.swapaxes(Xf, -1, -2) @ Xf)
+    mm = backend.matmul
+    w, W = np.linalg.eigh(mm(np.swapaxes(Xf, -1, -2), Xf))
     w, W = w[..., ::-1], W[..., ::-1]  # largest singular value first, dropped columns last
     s = np.sqrt(np.clip(w, 0.0, None))
     keep = (s > rank_rtol * s[..., :1]) & finite[:, None]
     with np.errstate(divide="ignore"):
         inv = np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)
-    Q1 = Xf @ (W * inv[..., None, :])
+    Q1 = mm(Xf, W * inv[..., None, :])
     # second pass: Q1^T Q1 = I + E; dropped (zero) columns get 1 on the diagonal; Q = Q1 L^{-T}
-    G2 = np.swapaxes(Q1, -1, -2) @ Q1 + np.eye(X.shape[-1]) * (~keep)[..., None, :]
+    G2 = mm(np.swapaxes(Q1, -1, -2), Q1) + np.eye(X.shape[-1], dtype=X.dtype) * (~keep)[..., None, :]
     Linv = np.linalg.inv(np.linalg.cholesky(G2))
-    Q = Q1 @ np.swapaxes(Linv, -1, -2)
+    Q = mm(Q1, np.swapaxes(Linv, -1, -2))
     ranks = np.where(finite, keep.sum(-1), -1)
     return Q, ranks
 
 
-def cross_blocks(Ua: np.ndarray, Ub: np.ndarray) -> np.ndarray:
+def cross_blocks(Ua: np.ndarray, Ub: np.ndarray, backend=NUMPY) -> np.ndarray:
     """All U_a^T U_b blocks, (na, nb, da, db), from one GEMM over the stacked bases."""
     na, D, da = Ua.shape
     nb, _, db = Ub.shape
     Sa = np.ascontiguousarray(np.swapaxes(Ua, 0, 1).reshape(D, na * da))
     Sb = np.ascontiguousarray(np.swapaxes(Ub, 0, 1).reshape(D, nb * db))
-    C = Sa.T @ Sb
+    C = backend.matmul(Sa.T, Sb)
     return C.reshape(na, da, nb, db).transpose(0, 2, 1, 3)
 
 
@@ -77,14 +80,14 @@ def sigma_max(C: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(np.linalg.eigvalsh(G)[..., -1], 0.0, None))
 
 
-def upper_blocks(bases: np.ndarray) -> np.ndarray:
+def upper_blocks(bases: np.ndarray, backend=NUMPY) -> np.ndarray:
     """U_i^T U_j for i < j (triu order): one GEMM per head against the heads after it,
     half the work of the full stacked Gram."""
     n, D, d = bases.shape
     S = np.ascontiguousarray(np.swapaxes(bases, 0, 1).reshape(D, n * d))
     out = []
     for i in range(n - 1):
-        C = bases[i].T @ S[:, (i + 1) * d:]  # (d, (n-i-1) d)
+        C = backend.matmul(bases[i].T, S[:, (i + 1) * d:])  # (d, (n-i-1) d)
         out.append(C.reshape(d, n - i - 1, d).transpose(1, 0, 2))
     return np.concatenate(out) if out else np.empty((0, d, d))
 
@@ -102,14 +105,14 @@ def min_angle_deg(smax: float) -> float:
     return float(np.degrees(np.arccos(np.clip(smax, -1.0, 1.0))))
 
 
-def pk_within(bases: np.ndarray, ranks: np.ndarray) -> dict[str, np.ndarray]:
+def pk_within(bases: np.ndarray, ranks: np.ndarray, backend=NUMPY) -> dict[str, np.ndarray]:
     """Unordered pairs i<j of one kind within a layer."""
     n = bases.shape[0]
     iu, ju = np.triu_indices(n, k=1)
     if len(iu) == 0:
         return {k: np.array([], dtype=t) for k, t in
                 (("head_i", np.int64), ("head_j", np.int64), ("pk", float), ("rho", float), ("min_angle_deg", float), ("dim_i", np.int64), ("dim_j", np.int64), ("flags", object))}
-    C = upper_blocks(bases)  # (npairs, d, d), pairs in triu order
+    C = upper_blocks(bases, backend).astype(np.float64, copy=False)  # (npairs, d, d), triu order; statistics in float64
     pk = np.einsum("pij,pij->p", C, C)
     smax = sigma_max(C)
     dims = np.minimum(ranks[iu], ranks[ju])
@@ -211,7 +214,7 @@ def layer_spaces(f, kinds, rank_rtol: float = 1e-6) -> dict:
 # ---------------------------------------------------------------- across layers
 
 
-def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True) -> dict[str, np.ndarray]:
+def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=NUMPY) -> dict[str, np.ndarray]:
     """Every writer head (bases Bw, ranks rw) with every reader head (Br, rr).
 
     One GEMM over the stacked bases gives all (d x d) blocks; rho = PK / min(dim);
@@ -219,7 +222,7 @@ def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True) -> dict[s
     matrices W_O^h) and Xr (folded reading factors) also the spectral-weighted measure
     D ||R B||_F^2 / (||R||_F^2 ||B||_F^2), R = Xr^T, B = Xw."""
     nw, nr = Bw.shape[0], Br.shape[0]
-    C = cross_blocks(Bw, Br)  # (nw, nr, d, d)
+    C = cross_blocks(Bw, Br, backend).astype(np.float64, copy=False)  # (nw, nr, d, d); statistics in float64
     pk = np.einsum("wrij,wrij->wr", C, C)
     dims = np.minimum(rw[:, None], rr[None, :])
     undefined = dims <= 0
@@ -238,7 +241,7 @@ def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True) -> dict[s
         out["min_angle_deg"] = ang
     if Xw is not None and Xr is not None:
         D = Xw.shape[1]
-        RB = cross_blocks(Xw, Xr)  # blocks Xw_i^T Xr_j = (R_j B_i)^T: same Frobenius norm
+        RB = cross_blocks(Xw, Xr, backend)  # blocks Xw_i^T Xr_j = (R_j B_i)^T: same Frobenius norm
         num = np.einsum("wrij,wrij->wr", RB, RB)
         nw2 = np.einsum("wij,wij->w", Xw, Xw)
         nr2 = np.einsum("rij,rij->r", Xr, Xr)

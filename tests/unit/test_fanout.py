@@ -174,3 +174,33 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     assert nc["model_mem_max_mb"] == want_null["mem_mb"] and nc["mem_ratio_max"] == pytest.approx(1.5)
     assert nc["over"][0]["wildcards"] == {"model": model, "block": "0", "part": "1"}
     assert main(["costs", str(rep), "-d", str(tmp_path)]) == 0
+
+
+def test_spilled_writer_bases_give_bitwise_identical_rows(tmp_path, monkeypatch):
+    """pk_null_cross keeps writer bases in memory up to WRITER_CACHE_MB and spills the rest to
+    disk: every writer spilled gives the same rows, bit for bit, in the same order."""
+    from headgeom.io.fetch import fetch_model
+    from headgeom.jobs import pk as pkjobs
+    from synth import write_llama
+
+    write_llama(tmp_path / "ck", n_layers=4)
+    fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
+    p = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "K"]}
+    spilled = []
+    real_save = np.save
+    monkeypatch.setattr(np, "save", lambda path, *a, **k: (spilled.append(path), real_save(path, *a, **k)))
+    monkeypatch.setattr(pkjobs, "WRITER_CACHE_MB", 1e6)
+    pkjobs.pk_null_cross_job(tmp_path / "store", [0, 1], tmp_path / "mem.parquet", p, log=lambda *_: None)
+    assert spilled == []
+    monkeypatch.setattr(pkjobs, "WRITER_CACHE_MB", 0)
+    pkjobs.pk_null_cross_job(tmp_path / "store", [0, 1], tmp_path / "disk.parquet", p, log=lambda *_: None)
+    assert len(spilled) == 2 * 2 * 3  # nulls x samples x writer layers
+    assert _rows([tmp_path / "mem.parquet"]) == _rows([tmp_path / "disk.parquet"])
+
+
+def test_null_cross_memory_is_flat_in_the_layer_count():
+    """Writer bases spill beyond the cache, so the request does not grow with writers or layers."""
+    few = costs.pk_null_cross({**QWEN25_7B, "n_layers": 7}, 10, 2)["mem_mb"]
+    many = costs.pk_null_cross(QWEN25_7B, 10, 2)["mem_mb"]
+    assert few == many <= 3000  # issue 14: <= 3 GB at 7B shape
+    assert costs.pk_null_cross(QWEN3_235B, 10, 2)["mem_mb"] == costs.pk_null_cross({**QWEN3_235B, "n_layers": 5}, 10, 2)["mem_mb"]

@@ -154,7 +154,8 @@ def test_job_resources_scale_with_shape(tmp_path):
     assert r["runtime"] == int(-(-1.5 * SECONDS["pk_cross_pair"] * 27 // 60))  # measured cost x 27 later layers
     assert 1150 <= resources("pk_layer", ref)["mem_mb"] < 1600  # measured peak 1150 MB (+ the jobstep under SLURM)
     nc = resources("pk_null_cross", ref, n_samples=1)
-    assert nc["mem_mb"] > 9000 and nc["runtime"] > 60
+    # writers spill beyond the cache: measured peak 739 MB at 7 and at 28 layers (docs/performance.md)
+    assert 739 <= nc["mem_mb"] <= 3000 and nc["runtime"] > 60
     tiny = manifest(d_model=64, d_head=16, n_heads=4, n_kv_heads=2)
     r = resources("pk_null_cross", tiny)  # a tiny model: the fixed part (Snakemake + Python) and the floors
     assert r["runtime"] == 5 and costs.BASE_MB <= r["mem_mb"] < costs.BASE_MB + 10, r

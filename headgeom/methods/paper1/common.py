@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from headgeom.methods import closure as C
+from headgeom.methods.grams import LayerGrams
 
 
 SCRAMBLE, HAAR, CAPACITY, MATCHED, SAMPLE, BOOTSTRAP = "scramble", "haar", "capacity", "matched", "sample", "bootstrap"
@@ -34,25 +35,17 @@ def trace(X):
 
 
 class LayerGeometry:
-    """All Grams of one layer: A (H,d,d), B (G,d,d), M (H,G,d,d) = V_g^T O_h, C (G,G,d,d)."""
+    """All Grams of one layer: A (H,d,d), B (G,d,d), M (H,G,d,d) = V_g^T O_h, C (G,G,d,d);
+    a view of the layer's LayerGrams (headgeom.methods.grams), shared with closure_layer."""
 
-    def __init__(self, f, rank_rtol: float = 1e-6):
-        O = f.W_O  # (H, D, d)
-        Vg = np.swapaxes(f.W_V, -1, -2)  # (G, D, d)
-        H, Dm, d = O.shape
-        G = Vg.shape[0]
-        self.H, self.G, self.d, self.d_model = H, G, d, Dm
-        self.kv_group = np.asarray(f.kv_group)
-        self.O, self.Vg = O, Vg
-        self.A = mT(O) @ O
-        Vall = np.ascontiguousarray(Vg.transpose(1, 0, 2).reshape(Dm, G * d))
-        self.M = (Vall.T[None] @ O).reshape(H, G, d, d)  # M[h, g] = V_g^T O_h
-        self.C = (Vall.T @ Vall).reshape(G, d, G, d).transpose(0, 2, 1, 3)  # C[g, g'] = V_g^T V_g'
-        self.B = np.stack([self.C[g, g] for g in range(G)]) if G else np.zeros((0, d, d))
-        finA = np.isfinite(self.A).all((-1, -2))
-        finB = np.isfinite(self.B).all((-1, -2))
-        self.rank_O = np.where(finA, C.gram_rank(np.where(finA[:, None, None], self.A, 0.0), rank_rtol), -1)
-        self.rank_V = np.where(finB, C.gram_rank(np.where(finB[:, None, None], self.B, 0.0), rank_rtol), -1)
+    def __init__(self, f, rank_rtol: float = 1e-6, grams=None):
+        g = LayerGrams(f, rank_rtol) if grams is None else grams
+        self.grams = g
+        self.H, self.G, self.d, self.d_model = g.H, g.G, g.d, g.D
+        self.kv_group = g.kv_group
+        self.O, self.Vg = g.O, np.swapaxes(g.W_V, -1, -2)  # Vg: (G, D, d)
+        self.A, self.M, self.C, self.B = g.A, g.M_full, g.C, g.B
+        self.rank_O, self.rank_V = g.rank_O, g.rank_V
 
     def own_M(self):
         return self.M[np.arange(self.H), self.kv_group]

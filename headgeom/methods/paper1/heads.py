@@ -37,8 +37,8 @@ def heads_layer(f, model: str, layer: int, params: dict, log=None):
     split_rtol = float(params.get("split_rtol", 1e-8))
     sv_rtol = float(params.get("sv_rtol", 1e-12))
 
-    base = C.closure_layer(f, identity_rtol=identity_rtol, rank_rtol=rank_rtol)
-    geo = LayerGeometry(f, rank_rtol)
+    geo = LayerGeometry(f, rank_rtol)  # its LayerGrams (full M first) serves the closure too
+    base = C.closure_layer(f, identity_rtol=identity_rtol, rank_rtol=rank_rtol, grams=geo.grams)
     H, G, d = geo.H, geo.G, geo.d
     kv = geo.kv_group
     valid = valid_heads(base, geo)

@@ -1,0 +1,162 @@
+"""The Grams of one layer's OV circuits, kept factored (METHODS §1).
+
+``LayerGrams`` plays the part TransformerLens' ``FactoredMatrix`` plays for ``model.OV``: the
+d_model x d_model operators T_h = O_h V_g^T are never formed; everything the closure and the
+paper-1 suite need comes from d_head x d_head Grams
+
+    A_h = O_h^T O_h (per head),  B_g = V_g^T V_g (per KV group),  M_hg = V_g^T O_h,
+    C_gg' = V_g^T V_g' (per pair of groups),
+
+computed once per layer, each by one BLAS product, and cached with what is derived from them
+(eigenvalues of A and B, ranks, condition numbers). ``headgeom.methods.closure.closure_layer``
+and ``headgeom.methods.paper1.common.LayerGeometry`` share one object, so every value of a
+layer comes from the same bits.
+
+Cost: the closure needs A (H Grams), B (G), and M for the own and the cyclic wrong group (2H):
+``M_pair`` computes both with one product per KV group, [V_g V_g+1]^T O_h for the group's heads.
+The paper-1 suite needs M for every (head, group) and C (``M_full``, ``C``): one product
+[V_1 ... V_G]^T O_h per head. Which product computes a block does not change its bits with the
+BLAS this project pins (each entry is the same dot product over d_model); tests check that the
+two routes agree."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from headgeom.core.backend import NUMPY
+
+
+def _t(X):
+    return np.swapaxes(X, -1, -2)
+
+
+def _group_slices(kv_group: np.ndarray, G: int):
+    """Per KV group, the heads in it: a slice when they are contiguous (GQA/MQA/MHA as
+    adapters lay them out), else an index array."""
+    out = []
+    for g in range(G):
+        hs = np.flatnonzero(kv_group == g)
+        if hs.size and hs[-1] - hs[0] + 1 == hs.size:
+            out.append(slice(int(hs[0]), int(hs[-1]) + 1))
+        else:
+            out.append(hs)
+    return out
+
+
+class LayerGrams:
+    """Grams of one layer (``f``: headgeom.core.factors.LayerFactors), computed on first use.
+
+    Attributes: O (H, D, d) = W_O; W_V (G, d, D) (V_g = W_V[g]^T); A (H, d, d); B (G, d, d);
+    M_own, M_wrong (H, d, d) = V_g(h)^T O_h, V_wrong(h)^T O_h; M_full (H, G, d, d); C (G, G, d, d);
+    eig_A (H, d), eig_B (G, d) (ascending; non-finite Grams read as zero); rank_O (H,), rank_V (G,)
+    (-1 where the Gram is not finite)."""
+
+    def __init__(self, f, rank_rtol: float = 1e-6, backend=NUMPY):
+        self.bk = backend  # headgeom.core.backend: where the products run
+        self.O = f.W_O
+        self.W_V = f.W_V
+        self.H, self.D, self.d = self.O.shape
+        self.G = self.W_V.shape[0]
+        self.kv_group = np.asarray(f.kv_group)
+        self.rank_rtol = rank_rtol
+        self.wrong_group = None if self.G < 2 else (self.kv_group + 1) % self.G
+
+    # ------------------------------------------------------------ products
+
+    @cached_property
+    def A(self):
+        return self.bk.matmul(_t(self.O), self.O)
+
+    @cached_property
+    def B(self):
+        return self.bk.matmul(self.W_V, _t(self.W_V))
+
+    @cached_property
+    def _M_pair(self):
+        """(M_own, M_wrong): one product per KV group, [V_g V_g+1]^T O_h for its heads (from
+        M_full instead when that is already computed: the same bits, no second product)."""
+        if "M_full" in self.__dict__:
+            h = np.arange(self.H)
+            own = self.M_full[h, self.kv_group]
+            return own, (None if self.wrong_group is None else self.M_full[h, self.wrong_group])
+        H, d, G = self.H, self.d, self.G
+        own = np.empty((H, d, d))
+        wrong = None if self.wrong_group is None else np.empty((H, d, d))
+        for g, hs in enumerate(_group_slices(self.kv_group, G)):
+            Wg = self.W_V[g] if wrong is None else np.concatenate([self.W_V[g], self.W_V[(g + 1) % G]])
+            R = self.bk.matmul(Wg, self.O[hs])  # (n, d or 2d, d)
+            own[hs] = R[:, :d]
+            if wrong is not None:
+                wrong[hs] = R[:, d:]
+        return own, wrong
+
+    @property
+    def M_own(self):
+        return self._M_pair[0]
+
+    @property
+    def M_wrong(self):
+        return self._M_pair[1]
+
+    @cached_property
+    def _W_all(self):
+        return np.ascontiguousarray(self.W_V.reshape(self.G * self.d, self.D))  # rows: V_1^T ... V_G^T
+
+    @cached_property
+    def M_full(self):
+        """M_full[h, g] = V_g^T O_h for every head and group."""
+        if "_M_pair" in self.__dict__:  # keep one set of bits per block
+            del self.__dict__["_M_pair"]
+        return self.bk.matmul(self._W_all[None], self.O).reshape(self.H, self.G, self.d, self.d)
+
+    @cached_property
+    def C(self):
+        """C[g, g'] = V_g^T V_g'."""
+        G, d = self.G, self.d
+        return self.bk.matmul(self._W_all, self._W_all.T).reshape(G, d, G, d).transpose(0, 2, 1, 3)
+
+    # ------------------------------------------------------------ spectra and ranks
+
+    @cached_property
+    def finite_A(self):
+        return np.isfinite(self.A).all((-1, -2))
+
+    @cached_property
+    def finite_B(self):
+        return np.isfinite(self.B).all((-1, -2))
+
+    @cached_property
+    def eig_A(self):
+        return np.linalg.eigvalsh(np.where(self.finite_A[:, None, None], self.A, 0.0))
+
+    @cached_property
+    def eig_B(self):
+        return np.linalg.eigvalsh(np.where(self.finite_B[:, None, None], self.B, 0.0))
+
+    @staticmethod
+    def _rank(ev, rtol):
+        s = np.sqrt(np.clip(ev, 0, None))
+        return np.sum(s > rtol * s[..., -1:], axis=-1)
+
+    @cached_property
+    def rank_O(self):
+        return np.where(self.finite_A, self._rank(self.eig_A, self.rank_rtol), -1)
+
+    @cached_property
+    def rank_V(self):
+        return np.where(self.finite_B, self._rank(self.eig_B, self.rank_rtol), -1)
+
+    def cond(self, heads, groups):
+        """cond(O_h) cond(V_g) from the cached spectra (singular values are sqrt of Gram eigenvalues)."""
+        a, b = self.eig_A[heads], self.eig_B[groups]
+        return np.sqrt(a[:, -1] / a[:, 0]) * np.sqrt(b[:, -1] / b[:, 0])
+
+    def flops(self, which=("A", "B", "M_pair")) -> dict:
+        """Multiply-add FLOPs (2 per multiply-add) of the products: what a stage cannot avoid."""
+        D, d, H, G = self.D, self.d, self.H, self.G
+        per = {"A": 2 * D * d * d * H, "B": 2 * D * d * d * G,
+               "M_pair": 2 * D * d * d * H * (1 if self.wrong_group is None else 2),
+               "M_full": 2 * D * d * d * H * G, "C": 2 * D * (G * d) ** 2}
+        return {k: per[k] for k in which}
