@@ -48,6 +48,39 @@ def test_perturbation_split_reproduces_P(d):
         assert sp["w2"] >= -1e-12 and np.isclose(sp["c"], D.mean())
 
 
+def test_perturbation_split_scale_bounds_P_and_equals_it_without_cancellation():
+    """scale = (|1+a||s| + |b||t|)^2 / den >= P_split (triangle inequality on the numerator), with
+    equality when (1+a)s and bt have the same sign: split_relerr's denominator is the size of the
+    numerator's terms, not something larger (a larger one would hide a broken identity)."""
+    equal = 0
+    for d in (3, 6, 16):
+        for _ in range(30):
+            K = rng.standard_normal((d, d))
+            D = rng.uniform(0.01, 1.0, d)
+            sp = P1.perturbation_split(K, D)
+            assert sp["scale"] >= sp["P_split"] * (1 - 1e-12)
+            if (1 + sp["a"]) * sp["s"] >= 0 and sp["b"] * sp["t"] >= 0:
+                equal += 1
+                assert np.isclose(sp["scale"], sp["P_split"], rtol=1e-12)
+    assert equal >= 10  # the equality case was exercised
+
+
+def test_perturbation_split_sign_convention_when_K2_is_orthogonal_to_K():
+    """sigma = 1 when <K^2, K> = 0 exactly (METHODS §1). For this integer K (found by search),
+    <K^2, K> = 0 exactly in floating point, so s = 0, u = y = K/||K|| and
+    b = <KEK, K> / (c ||K^2|| ||K||) = -4 / (...) < 0, computed here directly; sigma = -1 would
+    flip b's sign (P_split, which squares the numerator, would not see it)."""
+    K = np.array([[0.0, 0.0, 0.0], [2.0, -2.0, 0.0], [-2.0, 0.0, 2.0]])
+    D = np.array([0.75, 0.5, 0.25])
+    assert np.sum((K @ K) * K) == 0.0
+    sp = P1.perturbation_split(K, D)
+    c = D.mean()
+    E = np.diag(D - c)
+    b = np.sum((K @ E @ K) * K) / (c * np.linalg.norm(K @ K) * np.linalg.norm(K))
+    assert sp["s"] == 0 and np.isclose(sp["t"], 1.0) and b < 0
+    assert np.isclose(sp["b"], b, rtol=1e-12)
+
+
 def test_perturbation_split_batched_equals_single():
     K = rng.standard_normal((5, 7, 7))
     D = rng.uniform(0.1, 0.9, (5, 7))
