@@ -74,6 +74,10 @@ def _plan(args) -> int:
     try:
         shapes = dict(s.split("=", 1) for s in args.shape or [])
         cfg = P.load_config(args.configfile or [])
+        if args.unscoped:
+            from headgeom.jobs.scopes import unscoped
+
+            cfg = unscoped(cfg)
         p = P.plan(cfg, args.directory, shapes, args.models)
     except (HeadgeomError, ValueError) as e:
         print(f"headgeom plan: {e}", file=sys.stderr)
@@ -151,6 +155,9 @@ def main(argv=None) -> int:
     p.add_argument("--cores", nargs="+", type=int, help="core counts to estimate wall-clock for")
     p.add_argument("--nodes", nargs="+", type=int, help="node counts (x --cores-per-node)")
     p.add_argument("--cores-per-node", type=int, default=64)
+    p.add_argument("--unscoped", action="store_true",
+                   help="ignore the config's per-model scopes: the global design on every model and layer "
+                        "(e.g. the full null suite on every Qwen3-235B layer, which the PK paper could not afford)")
     p.set_defaults(func=_plan)
 
     k = sub.add_parser("costs", help="the SLURM efficiency report beside the cost model",

@@ -34,3 +34,19 @@ def test_qwen25_7b_reading_and_cross_nulls_no_writing_nulls_no_paper1():
     # the instruct twin: writing-space pairs only
     assert {r for m, r in by if m == Q7I} == {"pk_layer"} and by[(Q7I, "pk_layer")] == 28
     assert "within nulls rotation/reassign on QK at layers 0-27, n = 30" in p["models"][Q7]["scope"]
+
+
+def test_plan_cli_unscoped_prices_the_full_suite_the_paper_could_not_afford(capsys):
+    """`headgeom plan --unscoped`: the global design on every Qwen3-235B layer (nulls on every layer
+    with 30 samples, cross-layer pairs and nulls), beside the paper's scoped design."""
+    from headgeom.cli import main
+
+    files = [str(P.ROOT / "config" / "models.yaml"), str(P.ROOT / "config" / "paper.yaml")]
+
+    def null_within_jobs(*extra):
+        assert main(["plan", "--configfile", *files, "--models", Q3, *extra]) == 0
+        line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("pk_null_within"))
+        return int(line.split()[1])
+
+    assert null_within_jobs() == 1
+    assert null_within_jobs("--unscoped") == 94 * 3  # every layer, 30 samples in blocks of 10
