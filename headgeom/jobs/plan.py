@@ -23,7 +23,7 @@ import yaml
 
 from headgeom.core.errors import ConfigError
 from headgeom.jobs import fanout
-from headgeom.jobs.families import FAMILIES, JOBS, n_parts
+from headgeom.jobs.families import FAMILIES, JOBS, activation_dir, activation_models, n_parts
 from headgeom.methods.nulls import n_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +42,9 @@ class PlannedJob:
 
     @property
     def output(self) -> str:
+        if self.rule == "activation_forward":
+            w = self.wildcards
+            return f"results/activations/{self.model}/{w['corpus']}/{w['nwin']}x{w['win']}"
         fam = next(f for f in FAMILIES.values() if f.job == self.rule)
         return fam.path.format(model=self.model, **self.wildcards)
 
@@ -106,7 +109,10 @@ def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
     blocks = {w: range(n_blocks(nulls[f"{w}_samples"], nulls["samples_per_job"])) for w in ("within", "cross")}
     L = fields["n_layers"]
     out = []
+    act = model in activation_models(config)
     for job in JOBS.values():
+        if job.activations and not act:
+            continue
         scope = job.families[0].scope
         blk = blocks.get(job.blocks, range(0))
         parts = range(n_parts(job.name, fields, config))
@@ -120,6 +126,15 @@ def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
         for wc in wcs:
             r = job.cost(fields, config, {k: str(v) for k, v in wc.items()})
             out.append(PlannedJob(job.name, model, wc, int(r["mem_mb"]), int(r["runtime"])))
+    if act:  # the forward pass: one job per distinct (corpus, windows) of the activation sections
+        from headgeom.activation.costs import forward_resources
+
+        for section in dict.fromkeys(activation_dir(config, s, model) for s in ("paper1", "read_paths")):
+            corpus, shape = section.split("/")[-2:]
+            n, w = (int(x) for x in shape.split("x"))
+            r = forward_resources(fields, n * w)
+            out.append(PlannedJob("activation_forward", model, {"corpus": corpus, "nwin": n, "win": w},
+                                  int(r["mem_mb"]), int(r["runtime"])))
     return out
 
 

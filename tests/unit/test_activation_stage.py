@@ -104,13 +104,16 @@ def test_synthetic_end_to_end(synth, tmp_path):
     assert np.allclose(r["e_tot"], r["e_lin"] + r["e_norm"] + 2 * r["e_cross"])
     assert ((r["share"] >= 0) & (r["share"] <= 1 + 1e-12)).all()
     out = {k: str(tmp_path / f"t.{k}") for k in ("csv", "md", "tex", "prov")}
-    report.natural_return_table(nat, clo, ["synth"], out, {"high_quantile": 0.75, "low_quantile": 0.5})
+    c, _ = read_shards(clo)
+    report.natural_return_table(n, c, ["synth"], {"high_quantile": 0.75, "low_quantile": 0.5}).write(out, [], {})
     assert "synth" in Path(out["csv"]).read_text()
-    report.read_paths_table(rp, ["synth"], out, {})
+    report.read_paths_table(r, ["synth"], {}).write(out, [], {})
     figs = {k: str(tmp_path / f"f.{k}") for k in ("png", "pdf", "prov")}
-    report.read_paths_fig4(rp, ["synth"], figs, {})
-    report.read_paths_fig5(rp, ["synth"], figs, {})
-    report.natural_return_figure(nat, clo, ["synth"], figs, {})
+    from headgeom.reports.figures import save
+
+    for fig in (report.read_paths_fig4(r, ["synth"], {}), report.read_paths_fig5(r, ["synth"], {}),
+                report.natural_return_figure(n, c, ["synth"], {})):
+        save(fig, figs, {"figure": "test"})
     assert Path(figs["png"]).stat().st_size > 1000
     # deterministic: a second forward pass writes identical activations
     act2 = tmp_path / "acts2"

@@ -3,7 +3,13 @@ import re
 
 from headgeom.core.provenance import code_version
 from headgeom.jobs import costs, fanout
-from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS, n_parts, shard_paths
+from headgeom.jobs.families import (
+    FAMILIES,
+    JOBS as FAMILY_JOBS,
+    activation_dir,
+    n_parts,
+    shard_paths,
+)
 from headgeom.reports.outputs import OUTPUTS
 
 
@@ -114,7 +120,8 @@ def job_attempt(wildcards, attempt):
 
 
 def JOB_INPUTS(job):
-    """The tensor store of the job's model (and of its lineage's final checkpoint)."""
+    """The tensor store of the job's model (and of its lineage's final checkpoint; and the
+    forward pass's activations for the activation stage's jobs)."""
     store = {
         "manifest": "results/tensors/{model}/manifest.json",
         "tensors": "results/tensors/{model}/tensors.safetensors",
@@ -126,6 +133,8 @@ def JOB_INPUTS(job):
         store["final_tensors"] = (
             lambda wc: f"results/tensors/{p1_final(wc.model)}/tensors.safetensors"
         )
+    if job.activations:
+        store["acts"] = activation_dir(config, job.activations)
     return store
 
 

@@ -30,8 +30,9 @@ for _out in OUTPUTS.values():
         params:
             **OUTPUT_PARAMS(_out),
             output=[_out.kind, _out.name],
-            models=ACTIVE,
+            models=OUTPUT_MODELS[_out.builder_models],
         script:
             "../scripts/output.py"
 
-    ALL_TARGETS += list(_out.paths().values())
+    if OUTPUT_MODELS[_out.shard_models]:  # (empty: the activation stage is off)
+        ALL_TARGETS += list(_out.paths().values())
