@@ -155,3 +155,39 @@ def test_audit_recomputes_an_activation_number(act_run):
     assert res["ok"] and not res["integrity"], text
     assert "MATCH" in text and "MISMATCH" not in text
     assert "results/shards/activation_read_paths/synth/layer0.parquet" in text
+
+
+def test_missing_corpus_is_one_error_naming_it(act_run, snakemake_bin, root, tmp_path):
+    c = copy_run(act_run, tmp_path / "run")
+    (c / "cfg_missing.yaml").write_text(yaml.safe_dump(merge(yaml.safe_load((c / "cfg.yaml").read_text()),
+                                                             {"texts": {"toy": {"path": "gone.txt"}}})))
+    r = snakemake(snakemake_bin, root, c, "--keep-going", configfiles=("cfg_missing.yaml",), ok=False)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert re.search(r"CorpusError: corpus 'toy'.*gone\.txt.*does not exist", out), out[-3000:]
+    # the weight-space stages had nothing to redo and are untouched
+    assert "rule paper1_heads" not in out and "rule pk_layer" not in out
+
+
+def test_architecture_the_stage_cannot_run_is_named_and_weight_space_still_runs(snakemake_bin, root, tmp_path):
+    """A GPT-2 checkpoint: the weight-space adapters read it, the activation stage has no hook
+    map for it. With --keep-going the forward job fails with an error naming the model and its
+    architecture, and the weight-space tables are still built."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=64, n_embd=32, n_layer=2, n_head=4)).save_pretrained(
+        tmp_path / "g2", safe_serialization=True)
+    (tmp_path / "text.txt").write_text(TEXT)
+    cfg = merge(CFG, {**ACT_CFG, "models": {"g2": {"source": "local", "path": "g2"}}, "active_models": ["g2"],
+                      "activation": {**ACT_CFG["activation"], "models": ["g2"]}})
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    r = snakemake(snakemake_bin, root, tmp_path, "results/tables/closure_tail.csv", "results/tables/paper1_table2.csv",
+                  "results/tables/activation_natural_return.csv", "--keep-going", ok=False)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert re.search(r"ModelRunError: model 'g2'.*model_type 'gpt2'.*weight-space stages still run", out), out[-3000:]
+    for t in ("closure_tail", "paper1_table2"):
+        assert "g2" in (tmp_path / f"results/tables/{t}.csv").read_text()
+    assert not (tmp_path / "results/tables/activation_natural_return.csv").exists()
