@@ -71,7 +71,7 @@ def act_run(tmp_path_factory, snakemake_bin, root):
     (w / "text.txt").write_text(TEXT)
     (w / "text2.txt").write_text(TEXT.replace("parish", "county"))
     (w / "cfg.yaml").write_text(yaml.safe_dump(merge(CFG, ACT_CFG)))
-    snakemake(snakemake_bin, root, w)
+    snakemake(snakemake_bin, root, w, timeout=1500)  # every rule: about a minute or two on 2 idle cores
     return w
 
 
@@ -161,7 +161,7 @@ def test_missing_corpus_is_one_error_naming_it(act_run, snakemake_bin, root, tmp
     c = copy_run(act_run, tmp_path / "run")
     (c / "cfg_missing.yaml").write_text(yaml.safe_dump(merge(yaml.safe_load((c / "cfg.yaml").read_text()),
                                                              {"texts": {"toy": {"path": "gone.txt"}}})))
-    r = snakemake(snakemake_bin, root, c, "--keep-going", configfiles=("cfg_missing.yaml",), ok=False)
+    r = snakemake(snakemake_bin, root, c, "--keep-going", configfiles=("cfg_missing.yaml",), ok=False, timeout=1200)
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert re.search(r"CorpusError: corpus 'toy'.*gone\.txt.*does not exist", out), out[-3000:]
@@ -184,10 +184,22 @@ def test_architecture_the_stage_cannot_run_is_named_and_weight_space_still_runs(
                       "activation": {**ACT_CFG["activation"], "models": ["g2"]}})
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     r = snakemake(snakemake_bin, root, tmp_path, "results/tables/closure_tail.csv", "results/tables/paper1_table2.csv",
-                  "results/tables/activation_natural_return.csv", "--keep-going", ok=False)
+                  "results/tables/activation_natural_return.csv", "--keep-going", ok=False, timeout=1200)
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert re.search(r"ModelRunError: model 'g2'.*model_type 'gpt2'.*weight-space stages still run", out), out[-3000:]
     for t in ("closure_tail", "paper1_table2"):
         assert "g2" in (tmp_path / f"results/tables/{t}.csv").read_text()
     assert not (tmp_path / "results/tables/activation_natural_return.csv").exists()
+
+
+def test_plan_lists_the_activation_jobs_the_workflow_runs(act_run, snakemake_bin, root):
+    """`headgeom plan` (no Snakemake) and a forced dry run agree on the activation jobs."""
+    from headgeom.jobs.plan import load_config, plan
+
+    cfg = load_config([act_run / "cfg.yaml"])
+    planned = {(j.rule, j.output) for j in plan(cfg, workdir=act_run)["jobs"] if j.rule.startswith("activation")}
+    r = snakemake(snakemake_bin, root, act_run, "-n", "--forceall")
+    ran = {(r_, o) for r_, o in dry_run_jobs(r.stdout + r.stderr) if r_.startswith("activation")}
+    assert planned == ran == layer_jobs("activation_natural_return") | layer_jobs("activation_read_paths") | {
+        forward("2x24"), forward("3x24")}
