@@ -79,7 +79,8 @@ def natural_return_table(nat: dict, clo: dict, models, params: dict) -> Table:
         "activation_natural_return",
         "Paper 1 natural return: high-closure decile vs layer-matched low-closure heads on real text "
         "(medians of the squared directional alignment of y with Ty; g_y = RMS return magnitude)",
-        [Column("model", "Model"), Column("pairs", "Pairs"), Column("eligible_layers", "Eligible layers"),
+        [Column("model", "Model"), Column("pairs", "Pairs"), Column("heads", "Heads"),
+         Column("eligible_layers", "Eligible layers"),
          Column("align_high", "High", "{:.3f}"), Column("align_wrong_v", "Wrong-V", "{:.2e}"),
          Column("align_low", "Low", "{:.3f}"), Column("layers_both_positive", "Layers both > 0"),
          Column("g_y_high", "g_y high", "{:.3f}"), Column("g_y_low", "g_y low", "{:.3f}")],

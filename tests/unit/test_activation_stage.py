@@ -70,9 +70,23 @@ def test_synthetic_end_to_end(synth, tmp_path):
     assert ((r["share"] >= 0) & (r["share"] <= 1 + 1e-12)).all()
     out = {k: str(tmp_path / f"t.{k}") for k in ("csv", "md", "tex", "prov")}
     c, _ = read_shards(clo)
-    report.natural_return_table(n, c, ["synth"], {"high_quantile": 0.75, "low_quantile": 0.5}).write(out, [], {})
+    tables = {"activation_natural_return": report.natural_return_table(n, c, ["synth"], {"high_quantile": 0.75,
+                                                                                        "low_quantile": 0.5}),
+              "activation_read_paths": report.read_paths_table(r, ["synth"], {})}
+    tables["activation_natural_return"].write(out, [], {})
     assert "synth" in Path(out["csv"]).read_text()
-    report.read_paths_table(r, ["synth"], {}).write(out, [], {})
+    tables["activation_read_paths"].write(out, [], {})
+    # every column and row key the claims ledger reads from these tables is in them
+    from headgeom.reports.claims import load_ledger
+
+    ledger = [e for e in load_ledger(Path(__file__).resolve().parents[2] / "config/claims.yaml")
+              if e.get("table") in tables]
+    assert len(ledger) > 40
+    for e in ledger:
+        keys = {col.key for col in tables[e["table"]].columns}
+        wanted = set(e.get("values") or [e["column"]])
+        wanted |= {k for row in (e.get("rows") or [e.get("row") or {}]) for k in row}
+        assert wanted <= keys, (e["id"], wanted - keys)
     figs = {k: str(tmp_path / f"f.{k}") for k in ("png", "pdf", "prov")}
     from headgeom.reports.figures import save
 
