@@ -50,7 +50,7 @@ def family_shards(name, models=None):
 
     def inner(wildcards):
         paths = []
-        for m in models or ACTIVE:
+        for m in ACTIVE if models is None else models:
             f = model_fields(m)
             parts = n_parts(FAMILIES[name].job, f, config)
             paths += shard_paths(name, m, f["n_layers"], NULL_BLOCKS, parts)
