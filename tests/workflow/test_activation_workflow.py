@@ -161,7 +161,8 @@ def test_missing_corpus_is_one_error_naming_it(act_run, snakemake_bin, root, tmp
     c = copy_run(act_run, tmp_path / "run")
     (c / "cfg_missing.yaml").write_text(yaml.safe_dump(merge(yaml.safe_load((c / "cfg.yaml").read_text()),
                                                              {"texts": {"toy": {"path": "gone.txt"}}})))
-    r = snakemake(snakemake_bin, root, c, "--keep-going", configfiles=("cfg_missing.yaml",), ok=False, timeout=1200)
+    r = snakemake(snakemake_bin, root, c, "--keep-going", "--show-failed-logs", configfiles=("cfg_missing.yaml",),
+                  ok=False, timeout=1200)
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert re.search(r"CorpusError: corpus 'toy'.*gone\.txt.*does not exist", out), out[-3000:]
@@ -184,7 +185,8 @@ def test_architecture_the_stage_cannot_run_is_named_and_weight_space_still_runs(
                       "activation": {**ACT_CFG["activation"], "models": ["g2"]}})
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     r = snakemake(snakemake_bin, root, tmp_path, "results/tables/closure_tail.csv", "results/tables/paper1_table2.csv",
-                  "results/tables/activation_natural_return.csv", "--keep-going", ok=False, timeout=1200)
+                  "results/tables/activation_natural_return.csv", "--keep-going", "--show-failed-logs", ok=False,
+                  timeout=1200)
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert re.search(r"ModelRunError: model 'g2'.*model_type 'gpt2'.*weight-space stages still run", out), out[-3000:]
