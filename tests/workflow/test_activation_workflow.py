@@ -196,12 +196,14 @@ def test_architecture_the_stage_cannot_run_is_named_and_weight_space_still_runs(
 
 
 def test_plan_lists_the_activation_jobs_the_workflow_runs(act_run, snakemake_bin, root):
-    """`headgeom plan` (no Snakemake) and a forced dry run agree on the activation jobs."""
+    """`headgeom plan` (no Snakemake) and a dry run that forces the activation rules agree on
+    the activation jobs (--forceall would rerun fetch, a checkpoint, and hide the per-layer jobs)."""
     from headgeom.jobs.plan import load_config, plan
 
     cfg = load_config([act_run / "cfg.yaml"])
     planned = {(j.rule, j.output) for j in plan(cfg, workdir=act_run)["jobs"] if j.rule.startswith("activation")}
-    r = snakemake(snakemake_bin, root, act_run, "-n", "--forceall")
+    r = snakemake(snakemake_bin, root, act_run, "-n", "--forcerun", "activation_forward", "activation_natural_return",
+                  "activation_read_paths")
     ran = {(r_, o) for r_, o in dry_run_jobs(r.stdout + r.stderr) if r_.startswith("activation")}
     assert planned == ran == layer_jobs("activation_natural_return") | layer_jobs("activation_read_paths") | {
         forward("2x24"), forward("3x24")}
