@@ -197,6 +197,9 @@ def read_paths_fig4(rp: dict, models, params: dict):
                     bins = np.logspace(np.log10(ratio.min()), np.log10(ratio.max()) + 1e-9, 40)
                     bx.hist(ratio, bins=bins, color="C0")
                     bx.set_xscale("log")
+                    from matplotlib.ticker import NullFormatter
+
+                    bx.xaxis.set_minor_formatter(NullFormatter())  # minor log ticks unlabelled (they overlap)
                     p5, p50, p95 = np.quantile(ratio, [0.05, 0.5, 0.95])
                     bx.axvspan(p5, p95, color="C1", alpha=0.2)
                     bx.axvline(p50, color="C1")
