@@ -23,10 +23,10 @@ validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schem
 include: "workflow/rules/common.smk"
 include: "workflow/rules/paper1_common.smk"
 include: "workflow/rules/pk_suite_common.smk"
+include: "workflow/rules/activation_common.smk"
 include: "workflow/rules/fetch.smk"
 include: "workflow/rules/jobs.smk"
 include: "workflow/rules/outputs.smk"
-include: "workflow/rules/activation_common.smk"
 include: "workflow/rules/activation.smk"
 include: "workflow/rules/claims.smk"
 

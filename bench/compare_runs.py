@@ -1,6 +1,6 @@
 """Compare the numbers of two pipeline runs: every Parquet shard and every CSV table.
 
-    .venv/bin/python bench/compare_runs.py OLD_ROOT NEW_ROOT [--moved closure=paper1_heads]
+    .venv/bin/python bench/compare_runs.py OLD_ROOT NEW_ROOT [--moved closure=paper1_heads] [--by-family]
 
 OLD_ROOT and NEW_ROOT are working directories of `make run` (each with results/shards and
 results/tables). File hashes differ between any two code versions (provenance records the
@@ -12,6 +12,11 @@ code), so this compares data only:
 * ``--moved OLD=NEW``: a family of OLD_ROOT that NEW_ROOT no longer writes (its values now
   live in another family's shards of the same model and layer): each old shard's columns are
   compared with the same columns of the new family's shard, rows matched by key.
+* ``--by-family``: shards matched by family and model instead of by path. All shards of one
+  (family, model) are concatenated on each side and their rows matched by the key columns, so
+  two runs that split a family into different files (another fan-out: parts, null blocks)
+  compare. Rows whose keys repeat (e.g. samples without their block) are matched as a sorted
+  multiset of whole rows (floats by their bits). ``--moved`` works the same way per family.
 * CSV tables (results/tables/*.csv), matched by name: every cell as text (the tables write
   floats with repr, so equal text is equal bits).
 
@@ -68,8 +73,36 @@ def _order(cols: dict, keys: list[str]) -> np.ndarray | None:
     return np.array(sorted(range(n), key=lambda i: tuple(str(x) for x in rows[i])), dtype=np.int64)
 
 
+def _bits_key(v):
+    """A sort key that orders any cell, floats by their bits (NaN as one value)."""
+    if isinstance(v, float):
+        return ("f", "nan") if np.isnan(v) else ("f", np.float64(v).tobytes().hex())
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return ("l", tuple(_bits_key(x) for x in list(v)))
+    return (type(v).__name__, str(v))
+
+
+def _concat(paths: list[Path]) -> dict[str, np.ndarray]:
+    """The rows of several shards of one family, one after the other."""
+    parts = [_table(p) for p in paths]
+    cols = list(dict.fromkeys(c for t in parts for c in t))
+    out = {}
+    for c in cols:
+        vals = [t[c] for t in parts if c in t]
+        if len(vals) != len(parts):
+            raise ValueError(f"column {c!r} is in some shards of the family and not in others")
+        out[c] = np.concatenate(vals)
+    return out
+
+
 def compare_shard(old: Path, new: Path, label: str, diffs: list, only_old_columns: bool = False) -> int:
-    a, b = _table(old), _table(new)
+    return compare_columns(_table(old), _table(new), label, diffs, only_old_columns)
+
+
+def compare_columns(a: dict, b: dict, label: str, diffs: list, only_old_columns: bool = False,
+                    whole_rows: bool = False) -> int:
+    """Compare two sets of rows: matched by the key columns, or (whole_rows, when the keys
+    repeat) as sorted multisets of whole rows."""
     keys = [k for k in KEYS if k in a and k in b]
     cols_a = set(a) if only_old_columns else set(a) | set(b)
     missing = sorted(c for c in cols_a if c not in a or c not in b)
@@ -80,7 +113,11 @@ def compare_shard(old: Path, new: Path, label: str, diffs: list, only_old_column
         diffs.append(f"{label}: {na} rows old, {nb} rows new")
         return 0
     oa, ob = _order(a, keys), _order(b, keys)
-    if oa is None or ob is None:  # keys not unique: compare in stored order
+    if (oa is None or ob is None) and whole_rows:  # keys repeat: sort whole rows (shared columns)
+        shared = sorted(cols_a - set(missing))
+        oa, ob = (np.array(sorted(range(n), key=lambda i: tuple(_bits_key(t[c][i]) for c in [*keys, *shared])),
+                           dtype=np.int64) for t, n in ((a, na), (b, nb)))
+    elif oa is None or ob is None:  # keys not unique: compare in stored order
         oa = ob = np.arange(na)
     n = 0
     for c in sorted(cols_a - set(missing)):
@@ -117,44 +154,96 @@ def main(argv=None) -> int:
     ap.add_argument("old", type=Path)
     ap.add_argument("new", type=Path)
     ap.add_argument("--moved", action="append", default=[], metavar="OLD_FAMILY=NEW_FAMILY")
+    ap.add_argument("--by-family", action="store_true",
+                    help="match shards by family and model (rows by key), not by path: runs with a different fan-out")
     args = ap.parse_args(argv)
     moved = dict(m.split("=", 1) for m in args.moved)
     diffs: list[str] = []
-    counts = {"shards": 0, "shard values": 0, "moved shards": 0, "moved values": 0, "tables": 0, "table values": 0}
+    if args.by_family:
+        counts = {"families": 0, "shards old": 0, "shards new": 0, "rows": 0, "shard values": 0,
+                  "moved families": 0, "moved values": 0}
+        compare_families(args.old, args.new, moved, counts, diffs)
+    else:
+        counts = {"shards": 0, "shard values": 0, "moved shards": 0, "moved values": 0}
+        compare_paths(args.old, args.new, moved, counts, diffs)
+    counts |= {"tables": 0, "table values": 0}
+    compare_tables(args.old, args.new, counts, diffs)
+    print(", ".join(f"{k}: {v}" for k, v in counts.items()))
+    print(f"differences: {len(diffs)}")
+    for d in diffs[:200]:
+        print("  " + d)
+    return 1 if diffs else 0
 
-    sa = {p.relative_to(args.old).as_posix() for p in (args.old / "results" / "shards").rglob("*.parquet")}
-    sb = {p.relative_to(args.new).as_posix() for p in (args.new / "results" / "shards").rglob("*.parquet")}
+
+def _by_family(root: Path) -> dict[tuple[str, str], list[Path]]:
+    """(family, model) -> its shards, from results/shards/<family>/<model>/...parquet."""
+    out: dict[tuple[str, str], list[Path]] = {}
+    for p in sorted((root / "results" / "shards").rglob("*.parquet")):
+        fam, model = p.relative_to(root / "results" / "shards").parts[:2]
+        out.setdefault((fam, model), []).append(p)
+    return out
+
+
+def compare_families(old: Path, new: Path, moved: dict, counts: dict, diffs: list) -> None:
+    fa, fb = _by_family(old), _by_family(new)
+    for fam, model in sorted(set(fa) | set(fb)):
+        label = f"{fam}/{model}"
+        if (fam, model) in fa and (fam, model) in fb:
+            target, key = "families", "shard values"
+            a_paths, b_paths, only_old = fa[(fam, model)], fb[(fam, model)], False
+        elif (fam, model) in fa and fam in moved:
+            if (moved[fam], model) not in fb:
+                diffs.append(f"{label}: moved to {moved[fam]}, but {moved[fam]}/{model} is missing")
+                continue
+            target, key = "moved families", "moved values"
+            a_paths, b_paths, only_old = fa[(fam, model)], fb[(moved[fam], model)], True
+            label = f"{label} -> {moved[fam]}/{model}"
+        else:
+            diffs.append(f"{label}: only in {'old' if (fam, model) in fa else 'new'}")
+            continue
+        try:
+            a, b = _concat(a_paths), _concat(b_paths)
+        except ValueError as e:
+            diffs.append(f"{label}: {e}")
+            continue
+        counts[target] += 1
+        counts["shards old"] += len(a_paths)
+        counts["shards new"] += len(b_paths)
+        counts["rows"] += len(next(iter(a.values()))) if a else 0
+        counts[key] += compare_columns(a, b, label, diffs, only_old_columns=only_old, whole_rows=True)
+
+
+def compare_paths(old: Path, new: Path, moved: dict, counts: dict, diffs: list) -> None:
+
+    sa = {p.relative_to(old).as_posix() for p in (old / "results" / "shards").rglob("*.parquet")}
+    sb = {p.relative_to(new).as_posix() for p in (new / "results" / "shards").rglob("*.parquet")}
     for rel in sorted(sa | sb):
         fam = rel.split("/")[2]
         if rel in sa and rel in sb:
             counts["shards"] += 1
-            counts["shard values"] += compare_shard(args.old / rel, args.new / rel, rel, diffs)
+            counts["shard values"] += compare_shard(old / rel, new / rel, rel, diffs)
         elif rel in sa and fam in moved:
             target = rel.replace(f"results/shards/{fam}/", f"results/shards/{moved[fam]}/", 1)
             if target not in sb:
                 diffs.append(f"{rel}: moved to {moved[fam]}, but {target} is missing")
                 continue
             counts["moved shards"] += 1
-            counts["moved values"] += compare_shard(args.old / rel, args.new / target, f"{rel} -> {target}", diffs,
+            counts["moved values"] += compare_shard(old / rel, new / target, f"{rel} -> {target}", diffs,
                                                     only_old_columns=True)
         else:
             diffs.append(f"{rel}: only in {'old' if rel in sa else 'new'}")
 
-    ta = {p.name for p in (args.old / "results" / "tables").glob("*.csv")}
-    tb = {p.name for p in (args.new / "results" / "tables").glob("*.csv")}
+
+def compare_tables(old: Path, new: Path, counts: dict, diffs: list) -> None:
+    ta = {p.name for p in (old / "results" / "tables").glob("*.csv")}
+    tb = {p.name for p in (new / "results" / "tables").glob("*.csv")}
     for name in sorted(ta | tb):
         if name in ta and name in tb:
             counts["tables"] += 1
-            counts["table values"] += compare_csv(args.old / "results/tables" / name,
-                                                  args.new / "results/tables" / name, f"tables/{name}", diffs)
+            counts["table values"] += compare_csv(old / "results/tables" / name,
+                                                  new / "results/tables" / name, f"tables/{name}", diffs)
         else:
             diffs.append(f"tables/{name}: only in {'old' if name in ta else 'new'}")
-
-    print(", ".join(f"{k}: {v}" for k, v in counts.items()))
-    print(f"differences: {len(diffs)}")
-    for d in diffs[:200]:
-        print("  " + d)
-    return 1 if diffs else 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,9 @@ BASE_MB = 1500  # python + torch + transformers imported
 
 
 def _fields(manifest) -> dict:
+    """A model's shape: a manifest path, or already its ``fields`` dict (``headgeom plan``)."""
+    if isinstance(manifest, dict):
+        return manifest
     with open(manifest) as fh:
         return json.load(fh)["fields"]
 
@@ -53,3 +56,10 @@ def natural_return_resources(manifest, n_tokens: int) -> dict:
     f = _fields(manifest)
     mem = BASE_MB / 2 + 3 * activation_mib(f, n_tokens)
     return {"mem_mb": int(math.ceil(mem)), "runtime": 5}
+
+
+def gpus(device: str) -> int:
+    """GPUs the forward job asks a scheduler for (resource `gpu`; the SLURM profile turns it into
+    sbatch --gpus): one when config activation.device is cuda[:N], none on cpu. Whether CUDA is
+    actually there is checked where the job runs (headgeom.activation.forward.device_for)."""
+    return 1 if str(device).startswith("cuda") else 0

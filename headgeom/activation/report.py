@@ -1,5 +1,6 @@
-"""Output builders of the activation stage: each takes shard paths + params and writes its
-table (csv/md/tex + provenance) or figure (png/pdf + provenance).
+"""Output builders of the activation stage (entries of headgeom.reports.outputs): each takes the
+concatenated shard columns + params and returns its Table or matplotlib figure; the registry
+writes them with provenance.
 
   natural_return_table / natural_return_figure   paper 1's natural-return paragraph
   read_paths_table                               the PK paper's §5.4 numbers
@@ -11,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..reports.figures import pyplot as _plt, save
-from ..io.shards import read_shards
+from ..reports.figures import pyplot as _plt
 from ..reports.tables import Column, Table
 from .natural_return import population
 
@@ -73,15 +73,14 @@ def natural_return_rows(nat: dict, clo: dict, models, high_q: float = 0.9, low_q
     return rows, pops
 
 
-def natural_return_table(nat_shards, closure_shards, models, outputs: dict, params: dict) -> None:
-    nat, p1 = read_shards(nat_shards)
-    clo, p2 = read_shards(closure_shards)
+def natural_return_table(nat: dict, clo: dict, models, params: dict) -> Table:
     rows, _ = natural_return_rows(nat, clo, models, params.get("high_quantile", 0.9), params.get("low_quantile", 0.5))
     t = Table(
         "activation_natural_return",
         "Paper 1 natural return: high-closure decile vs layer-matched low-closure heads on real text "
         "(medians of the squared directional alignment of y with Ty; g_y = RMS return magnitude)",
-        [Column("model", "Model"), Column("pairs", "Pairs"), Column("eligible_layers", "Eligible layers"),
+        [Column("model", "Model"), Column("pairs", "Pairs"), Column("heads", "Heads"),
+         Column("eligible_layers", "Eligible layers"),
          Column("align_high", "High", "{:.3f}"), Column("align_wrong_v", "Wrong-V", "{:.2e}"),
          Column("align_low", "Low", "{:.3f}"), Column("layers_both_positive", "Layers both > 0"),
          Column("g_y_high", "g_y high", "{:.3f}"), Column("g_y_low", "g_y low", "{:.3f}")],
@@ -91,12 +90,10 @@ def natural_return_table(nat_shards, closure_shards, models, outputs: dict, para
                "eligible layers. Wrong-V is undefined (NaN) for MQA models (one KV group)."),
         aggregation="headgeom.activation.report.natural_return_table",
     )
-    t.write(outputs, p1 + p2, params)
+    return t
 
 
-def natural_return_figure(nat_shards, closure_shards, models, outputs: dict, params: dict) -> None:
-    nat, p1 = read_shards(nat_shards)
-    clo, p2 = read_shards(closure_shards)
+def natural_return_figure(nat: dict, clo: dict, models, params: dict):
     _, pops = natural_return_rows(nat, clo, models, params.get("high_quantile", 0.9), params.get("low_quantile", 0.5))
     plt = _plt()
     fig, ax = plt.subplots(figsize=(1.9 * max(len(models), 2) + 1, 3.6))
@@ -117,8 +114,7 @@ def natural_return_figure(nat_shards, closure_shards, models, outputs: dict, par
     ax.set_yscale("log")
     ax.set_ylabel("alignment of y with Ty")
     ax.set_title("Natural return: high (blue), wrong-V (red), layer-matched low (grey)")
-    save(fig, outputs, {"figure": "activation_natural_return", "inputs": p1 + p2, "params": params})
-    plt.close(fig)
+    return fig
 
 
 # ------------------------------------------------------------------ PK read paths
@@ -157,8 +153,7 @@ def read_paths_rows(rp: dict, models) -> list[dict]:
     return rows
 
 
-def read_paths_table(shards, models, outputs: dict, params: dict) -> None:
-    rp, provs = read_shards(shards)
+def read_paths_table(rp: dict, models, params: dict) -> Table:
     rows = read_paths_rows(rp, models)
     f3, f2 = "{:.3f}", "{:.2f}"
     t = Table(
@@ -179,11 +174,10 @@ def read_paths_table(shards, models, outputs: dict, params: dict) -> None:
         notes="Energies are token means of squared norms; rel. RMS = sqrt(E||n||^2 / E||t||^2).",
         aggregation="headgeom.activation.report.read_paths_table",
     )
-    t.write(outputs, provs, params)
+    return t
 
 
-def read_paths_fig4(shards, models, outputs: dict, params: dict) -> None:
-    rp, provs = read_shards(shards)
+def read_paths_fig4(rp: dict, models, params: dict):
     plt = _plt()
     n = max(len(models), 1)
     fig, axes = plt.subplots(2 * n, 3, figsize=(10, 5.2 * n), squeeze=False)
@@ -218,12 +212,10 @@ def read_paths_fig4(shards, models, outputs: dict, params: dict) -> None:
             bx.set_xlabel("share / ρ")
     fig.suptitle("Figure 4: measured projected energy share vs ρ (hexbin, log counts; dashed: isotropic writes)")
     fig.tight_layout()
-    save(fig, outputs, {"figure": "activation_fig4", "inputs": provs, "params": params})
-    plt.close(fig)
+    return fig
 
 
-def read_paths_fig5(shards, models, outputs: dict, params: dict) -> None:
-    rp, provs = read_shards(shards)
+def read_paths_fig5(rp: dict, models, params: dict):
     plt = _plt()
     n = max(len(models), 1)
     fig, axes = plt.subplots(n, 2, figsize=(9, 3.4 * n), squeeze=False)
@@ -251,5 +243,4 @@ def read_paths_fig5(shards, models, outputs: dict, params: dict) -> None:
         bx.set_ylabel("E||linear term||²")
     fig.suptitle("Figure 5: per-layer-pair Spearman of share with ρ; V linear-term energy vs ρ")
     fig.tight_layout()
-    save(fig, outputs, {"figure": "activation_fig5", "inputs": provs, "params": params})
-    plt.close(fig)
+    return fig

@@ -55,6 +55,9 @@ class Job:
     final_model: bool = False  # also reads the lineage's final checkpoint (params gain `final_model`)
     fanout: str | None = None  # "pairs": layer pairs split into parts (headgeom.jobs.fanout; params gain `pairs`)
     cache: bool = True  # eligible for Snakemake's between-workflow cache under --cache (docs/cluster.md)
+    activations: str | None = None  # "paper1" / "read_paths": also reads that section's forward-pass activations
+    #   (config activation.<section>: corpus, n_windows, window; inputs gain `acts`, the forward job's directory
+    #   results/activations/{model}/<corpus>/<n_windows>x<window>, written by the rule activation_forward)
     families: tuple = field(init=False, default=())
 
     def __post_init__(self):
@@ -107,6 +110,18 @@ def run_paper1_capacity(inputs, outputs, wildcards, params, log):
                  params, log=log)
 
 
+def run_activation_natural_return(inputs, outputs, wildcards, params, log):
+    from headgeom.activation.jobs import natural_return_job
+
+    natural_return_job(_store(inputs), inputs["acts"], int(wildcards["layer"]), outputs["shard"], params, log=log)
+
+
+def run_activation_read_paths(inputs, outputs, wildcards, params, log):
+    from headgeom.activation.jobs import read_paths_job
+
+    read_paths_job(_store(inputs), inputs["acts"], int(wildcards["layer"]), outputs["shard"], params, log=log)
+
+
 # ------------------------------------------------------------------ cost models
 
 
@@ -133,6 +148,40 @@ def _paper1_cost(kind):
     def cost(manifest, config, wildcards=None):
         cap = config["paper1"]["capacity"]
         return costs.paper1_resources(kind, manifest, cap["restarts"], cap["iters"])
+
+    return cost
+
+
+def activation_models(config) -> list[str]:
+    """The active models the activation stage runs for (activation.enabled, activation.models:
+    null = every active model); its jobs and outputs exist for these alone."""
+    act = config.get("activation") or {}
+    if not act.get("enabled", False):
+        return []
+    active = list(config["active_models"])
+    return [m for m in active if m in (act.get("models") or active)]
+
+
+def activation_tokens(config, section: str) -> int:
+    """Tokens a section of the activation stage runs (config activation.<section>)."""
+    a = config["activation"][section]
+    return int(a["n_windows"]) * int(a["window"])
+
+
+def activation_dir(config, section: str, model: str = "{model}") -> str:
+    """The forward job's output directory that a section's jobs read."""
+    a = config["activation"][section]
+    return f"results/activations/{model}/{a['corpus']}/{a['n_windows']}x{a['window']}"
+
+
+def _activation_cost(kind):
+    def cost(manifest, config, wildcards=None):
+        from headgeom.activation import costs as act_costs
+
+        if kind == "natural_return":
+            return act_costs.natural_return_resources(manifest, activation_tokens(config, "paper1"))
+        return act_costs.read_paths_resources(manifest, activation_tokens(config, "read_paths"),
+                                              len(config["activation"]["read_paths"]["kinds"]))
 
     return cost
 
@@ -202,6 +251,29 @@ JOBS = {
             seed_scheme="rng_for(model, layer, head, restart, purpose) for scrambles and capacity restarts",
             log="logs/paper1/capacity/{model}/layer{layer}.log",
             final_model=True,
+        ),
+        # activation stage (METHODS §3; headgeom.activation): per-layer analysis of the forward pass's
+        # activations (the forward job itself is workflow/rules/activation.smk's activation_forward)
+        Job(
+            "activation_natural_return", run_activation_natural_return,
+            outputs={"shard": ("activation_natural_return", "layer")},
+            params={"endpoint": "activation/paper1/endpoint"},
+            cost=_activation_cost("natural_return"),
+            seed_scheme="none (deterministic; windows fixed by corpus, n_windows, window, bos)",
+            log="logs/activation/natural_return/{model}/layer{layer}.log",
+            cache=False,  # its input is the forward pass's directory, which the cache key does not cover
+            activations="paper1",
+        ),
+        Job(
+            "activation_read_paths", run_activation_read_paths,
+            outputs={"shard": ("activation_read_paths", "layer")},
+            params={"kinds": "activation/read_paths/kinds", "eps_exact": "activation/read_paths/eps_exact",
+                    "rank_rtol": "rank_rtol"},
+            cost=_activation_cost("read_paths"),
+            seed_scheme="none (deterministic; windows fixed by corpus, n_windows, window, bos)",
+            log="logs/activation/read_paths/{model}/layer{layer}.log",
+            cache=False,
+            activations="read_paths",
         ),
     )
 }

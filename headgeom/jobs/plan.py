@@ -23,7 +23,7 @@ import yaml
 
 from headgeom.core.errors import ConfigError
 from headgeom.jobs import fanout, scopes
-from headgeom.jobs.families import FAMILIES, JOBS
+from headgeom.jobs.families import FAMILIES, JOBS, activation_dir, activation_models
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPE_KEYS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_head")
@@ -41,6 +41,9 @@ class PlannedJob:
 
     @property
     def output(self) -> str:
+        if self.rule == "activation_forward":
+            w = self.wildcards
+            return f"results/activations/{self.model}/{w['corpus']}/{w['nwin']}x{w['win']}"
         fam = next(f for f in FAMILIES.values() if f.job == self.rule)
         return fam.path.format(model=self.model, **self.wildcards)
 
@@ -103,11 +106,21 @@ def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
     """Every per-layer job of one model, as workflow/rules/common.smk generates them (the
     model's scope included: headgeom.jobs.scopes)."""
     out = []
+    act = model in activation_models(config)
     for job in JOBS.values():
         for wc in scopes.job_wildcards(job.name, config, model, fields):
             mc = scopes.model_config(config, model, wc.get("layer"))
             r = job.cost(fields, mc, {k: str(v) for k, v in wc.items()})
             out.append(PlannedJob(job.name, model, wc, int(r["mem_mb"]), int(r["runtime"])))
+    if act:  # the forward pass: one job per distinct (corpus, windows) of the activation sections
+        from headgeom.activation.costs import forward_resources
+
+        for section in dict.fromkeys(activation_dir(config, s, model) for s in ("paper1", "read_paths")):
+            corpus, shape = section.split("/")[-2:]
+            n, w = (int(x) for x in shape.split("x"))
+            r = forward_resources(fields, n * w)
+            out.append(PlannedJob("activation_forward", model, {"corpus": corpus, "nwin": n, "win": w},
+                                  int(r["mem_mb"]), int(r["runtime"])))
     return out
 
 

@@ -124,7 +124,12 @@ def layer_list(spec, n_layers: int, where: str = "layers") -> list[int]:
 
 def runs(job: str, config: dict, model: str) -> bool:
     """Whether the model has any job of this kind (its stage on, and kinds / types / samples
-    not empty). ``config``: the global config."""
+    not empty). ``config``: the global config. The activation stage's jobs run for the models of
+    ``activation.models`` (headgeom.jobs.families.activation_models), not through scopes."""
+    from headgeom.jobs.families import JOBS, activation_models
+
+    if JOBS[job].activations:
+        return model in activation_models(config)
     if JOB_STAGE[job] not in stages(config, model):
         return False
     pk = model_config(config, model)["pk"]

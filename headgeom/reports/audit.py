@@ -294,6 +294,11 @@ def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, ou
         final = model_name(params.get("final_model", model), p)
         inputs = {"manifest": str(tensors / model / "manifest.json"),
                   "final_manifest": str(tensors / final / "manifest.json")}
+        if job.activations:  # the forward pass's directory the shard was computed from (its provenance)
+            act = prov.get("activations") or {}
+            win = act.get("windows") or {}
+            rel = f"results/activations/{model}/{act.get('corpus')}/{win.get('n_windows')}x{win.get('window')}"
+            inputs["acts"] = str(inside(workdir, rel, "activations of the shard"))
         outputs = {}
         for f in job.families:
             rel = p.replace(f"results/shards/{fam.name}/", f"results/shards/{f.name}/", 1)

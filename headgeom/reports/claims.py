@@ -29,36 +29,9 @@ AGREES, DIFFERS, NOT_RUN, PARTIAL, NO_ROW, NOT_COMPUTED, NOT_BUILT, NOT_COMPARAB
 # ------------------------------------------------------------------ the ledger
 
 
-ACTIVATION_LEDGER = "claims_activation.yaml"
-ACTIVATION_PENDING = "activation stage (issue 12)"
-
-
 def load_ledger(path) -> list[dict]:
-    """Read config/claims.yaml into a flat list of entries (paper filled in, checked), merged with
-    claims_activation.yaml beside it when that file exists (see merge_activation)."""
-    out = _load_one(path)
-    extra = Path(path).with_name(ACTIVATION_LEDGER)
-    if extra.exists() and Path(path).name != ACTIVATION_LEDGER:
-        out = merge_activation(out, _load_one(extra), extra)
-    return out
-
-
-def merge_activation(base: list[dict], extra: list[dict], where) -> list[dict]:
-    """The activation ledger's entries join the main ledger's. An entry whose id is already in the
-    main ledger replaces it only when that one is a placeholder waiting for the activation stage
-    (its reason names ACTIVATION_PENDING); any other repeated id is an error."""
-    ids = {e["id"]: i for i, e in enumerate(base)}
-    out = list(base)
-    for e in extra:
-        i = ids.get(e["id"])
-        if i is None:
-            out.append(e)
-        elif ACTIVATION_PENDING in str(out[i].get("reason", "")):
-            out[i] = e
-        else:
-            raise ValueError(f"{where}: claim id {e['id']!r} is already in the main ledger and is not an "
-                             f"activation placeholder")
-    return out
+    """Read config/claims.yaml into a flat list of entries (paper filled in, checked)."""
+    return _load_one(path)
 
 
 def _load_one(path) -> list[dict]:

@@ -63,6 +63,9 @@ def outputs_md() -> str:
             keys += f", `pk.nulls.{j.blocks}_samples`, `pk.nulls.samples_per_job`"
         if j.fanout:
             keys += ", `fanout.max_job_minutes` (pairs per part)"
+        if j.activations:
+            a = f"activation.{j.activations}"
+            keys += f", `{a}.corpus`, `{a}.n_windows`, `{a}.window` (the forward pass it reads)"
         lines.append(f"| `{f.name}` | `{j.name}` | `{f.path}` | {j.seed_scheme} | {keys} |")
     for paper in dict.fromkeys(o.paper for o in OUTPUTS.values()):
         lines += ["", f"## {paper}", "", "| output | files | reads | config keys | caption |", "|---|---|---|---|---|"]

@@ -38,7 +38,10 @@ class Output:
     caption: str = ""  # reST (Jinja: snakemake.params); default: CAPTIONS[(kind, name)]
     params: dict = field(default_factory=dict)  # param name -> config dpath
     derived: tuple = ()  # params the rule file computes: "pairs" (declared base/instruct pairs)
-    shard_models: str = "active"  # whose shards: "active" or "lineages" (paper1.lineages' checkpoints)
+    shard_models: str = "active"  # whose shards: "active", "lineages" (paper1.lineages' checkpoints) or
+    #   "activation" (the models the activation stage runs for: activation.enabled / activation.models)
+    builder_models: str = "active"  # the models the builder gets (same choices); an output whose
+    #   shard_models list is empty (activation stage off) is not a target of `all`
 
     def paths(self) -> dict[str, str]:
         if self.kind == "table":
@@ -106,6 +109,18 @@ def build_paper1_table3(d, f, models, p):
     lineages = p["lineages"] or {m: [m] for m in models}
     return _p1().table3(d["paper1_capacity"], lineages, p["strong_threshold"], int(p["bootstrap"]),
                         default_lineages=not p["lineages"])
+
+
+def _act():
+    from headgeom.activation import report
+
+    return report
+
+
+NAT, RP = "activation_natural_return", "activation_read_paths"
+ACT_NAT_PARAMS = {"endpoint": "activation/paper1/endpoint", "high_quantile": "activation/paper1/high_quantile",
+                  "low_quantile": "activation/paper1/low_quantile"}
+ACT = {"shard_models": "activation", "builder_models": "activation"}
 
 
 # ------------------------------------------------------------------ the registry
@@ -208,6 +223,15 @@ _ENTRIES = (
            params=NULLS),
     Output("pk_fig9_cross_heatmaps", F, "PK paper", ("pk_cross", "pk_null_cross"),
            lambda d, f, m, p: _pk().fig9(_conds(d, f, p), f, m), params=NULLS),
+    # ---------------------------------------------------------------- activation stage (METHODS §3)
+    # paper 1's natural return reads the closure P of the paper 1 per-head shards to pick its heads
+    Output(NAT, T, "Paper 1", (NAT, HEADS),
+           lambda d, f, m, p: _act().natural_return_table(d[NAT], d[HEADS], m, p), params=ACT_NAT_PARAMS, **ACT),
+    Output(NAT, F, "Paper 1", (NAT, HEADS),
+           lambda d, f, m, p: _act().natural_return_figure(d[NAT], d[HEADS], m, p), params=ACT_NAT_PARAMS, **ACT),
+    Output(RP, T, "PK paper", (RP,), lambda d, f, m, p: _act().read_paths_table(d[RP], m, p), **ACT),
+    Output("activation_fig4", F, "PK paper", (RP,), lambda d, f, m, p: _act().read_paths_fig4(d[RP], m, p), **ACT),
+    Output("activation_fig5", F, "PK paper", (RP,), lambda d, f, m, p: _act().read_paths_fig5(d[RP], m, p), **ACT),
 )
 
 
@@ -263,6 +287,34 @@ CAPTIONS = {
     ('figure', 'pk_rho_ccdf'): (
         "**PK paper.** CCDF of ρ over the {{ snakemake.params.kind }}-{{ snakemake.params.kind }} pairs of "
         "one layer per model (``figures.pk_rho_layer`` = {{ snakemake.params.layer }}); dotted at d/D."
+    ),
+    ('table', 'activation_natural_return'): (
+        "**Paper 1, natural return on real text (activation stage).** Per model: the high-closure heads (P at "
+        "or above the {{ snakemake.params.high_quantile }} quantile) paired with layer-matched low-closure heads "
+        "(P at or below the {{ snakemake.params.low_quantile }} quantile) in eligible layers; medians of the "
+        "alignment of the natural post-O outputs y with their return T y (endpoint {{ snakemake.params.endpoint "
+        "}}) for high heads, their cyclic wrong-V control and the low heads; layers where both contrasts are "
+        "positive; median RMS return magnitude g_y of high and low heads."
+    ),
+    ('figure', 'activation_natural_return'): (
+        "**Paper 1, natural return on real text.** Per-head alignment of y with T y: high-closure heads "
+        "(blue), their wrong-V control (red) and layer-matched low-closure heads (grey), medians marked."
+    ),
+    ('table', 'activation_read_paths'): (
+        "**PK paper, §5.4 read paths on real text (activation stage).** Per model and reading kind (Q/K/V), "
+        "over every writer head of layer l and reader head of a later layer: linear against normalization "
+        "term of the first-order response (ratios, relative RMS error, cross-term signs), projected energy "
+        "share tr(P_V C)/tr C of actual writes against ρ (Spearman, Pearson, share/ρ quantiles, per layer "
+        "pair), linear-term energy against ρ, and composition scores against ρ."
+    ),
+    ('figure', 'activation_fig4'): (
+        "**PK paper, Figure 4.** Measured projected energy share of actual writes against ρ (hexbin, log "
+        "counts; dashed: isotropic writes, share = ρ) per reading kind, and the distribution of share/ρ "
+        "(median and 5-95 percentile band)."
+    ),
+    ('figure', 'activation_fig5'): (
+        "**PK paper, Figure 5.** Spearman correlation of share with ρ per writer → reader layer pair, per "
+        "reading kind; V linear-term energy against ρ."
     ),
     ('table', 'closure_tail'): (
         "**Paper 1, Table 2 shape (walking skeleton).** Strong closure tail per model: layers, heads, share "

@@ -20,42 +20,7 @@ from headgeom.io.shards import read_shards, write_shard
 from headgeom.io.store import TensorStore
 from headgeom.methods.closure import closure_layer
 
-TEXT = ("The parish register records that the poet was baptized in April. " * 40).strip()
-ALPHA = 1.5
-
-
-def _char_tokenizer(path: Path):
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    chars = sorted(set(TEXT + "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,"))
-    vocab = {"<unk>": 0, "<s>": 1, **{c: i + 2 for i, c in enumerate(chars)}}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", unk_token="<unk>")
-    fast.save_pretrained(path)
-    return len(vocab)
-
-
-def write_synthetic_llama(path: Path) -> None:
-    """A 2-layer Llama (GQA 4 q / 2 kv heads) saved by transformers itself, with an exactly
-    closed full-rank head planted in layer 0, head 0 (T^2 = ALPHA T)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    vocab = _char_tokenizer(path)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-5,
-                      bos_token_id=1, eos_token_id=None, pad_token_id=None, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    m = LlamaForCausalLM(cfg).float()
-    with torch.no_grad():
-        att = m.model.layers[0].self_attn
-        V = att.v_proj.weight[:8].double().numpy().T  # group 0's V (d_model x d_head)
-        O = V @ np.linalg.inv(V.T @ V) * ALPHA
-        att.o_proj.weight[:, :8] = torch.as_tensor(O, dtype=torch.float32)
-        for layer in m.model.layers:
-            layer.input_layernorm.weight.copy_(1 + 0.1 * torch.randn(32))
-    m.save_pretrained(path, safe_serialization=True)
+from synth_hf import ALPHA, TEXT, write_synthetic_llama
 
 
 @pytest.fixture(scope="module")
@@ -104,13 +69,30 @@ def test_synthetic_end_to_end(synth, tmp_path):
     assert np.allclose(r["e_tot"], r["e_lin"] + r["e_norm"] + 2 * r["e_cross"])
     assert ((r["share"] >= 0) & (r["share"] <= 1 + 1e-12)).all()
     out = {k: str(tmp_path / f"t.{k}") for k in ("csv", "md", "tex", "prov")}
-    report.natural_return_table(nat, clo, ["synth"], out, {"high_quantile": 0.75, "low_quantile": 0.5})
+    c, _ = read_shards(clo)
+    tables = {"activation_natural_return": report.natural_return_table(n, c, ["synth"], {"high_quantile": 0.75,
+                                                                                        "low_quantile": 0.5}),
+              "activation_read_paths": report.read_paths_table(r, ["synth"], {})}
+    tables["activation_natural_return"].write(out, [], {})
     assert "synth" in Path(out["csv"]).read_text()
-    report.read_paths_table(rp, ["synth"], out, {})
+    tables["activation_read_paths"].write(out, [], {})
+    # every column and row key the claims ledger reads from these tables is in them
+    from headgeom.reports.claims import load_ledger
+
+    ledger = [e for e in load_ledger(Path(__file__).resolve().parents[2] / "config/claims.yaml")
+              if e.get("table") in tables]
+    assert len(ledger) > 40
+    for e in ledger:
+        keys = {col.key for col in tables[e["table"]].columns}
+        wanted = set(e.get("values") or [e["column"]])
+        wanted |= {k for row in (e.get("rows") or [e.get("row") or {}]) for k in row}
+        assert wanted <= keys, (e["id"], wanted - keys)
     figs = {k: str(tmp_path / f"f.{k}") for k in ("png", "pdf", "prov")}
-    report.read_paths_fig4(rp, ["synth"], figs, {})
-    report.read_paths_fig5(rp, ["synth"], figs, {})
-    report.natural_return_figure(nat, clo, ["synth"], figs, {})
+    from headgeom.reports.figures import save
+
+    for fig in (report.read_paths_fig4(r, ["synth"], {}), report.read_paths_fig5(r, ["synth"], {}),
+                report.natural_return_figure(n, c, ["synth"], {})):
+        save(fig, figs, {"figure": "test"})
     assert Path(figs["png"]).stat().st_size > 1000
     # deterministic: a second forward pass writes identical activations
     act2 = tmp_path / "acts2"

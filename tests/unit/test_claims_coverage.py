@@ -1,6 +1,6 @@
 """Coverage of the claims ledger: the inventory of the papers' printed numbers
 (config/paper_numbers.yaml), its checks against the paper files and the ledger, the numeric-token
-audit, the coverage line of `headgeom claims`, and the merge of config/claims_activation.yaml."""
+audit, the coverage line of `headgeom claims`, and the activation stage's ledger entries."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from headgeom.reports.claims import ACTIVATION_PENDING, build_rows, load_ledger, reduce_values
+from headgeom.reports.claims import build_rows, load_ledger, reduce_values
+from headgeom.reports.outputs import OUTPUTS
 from headgeom.reports.claims_coverage import (coverage, coverage_line, inventory_numbers, inventory_problems, load_inventory,
                                       numbers_in, token_audit)
 from headgeom.cli import main as cli_main
@@ -36,9 +37,14 @@ def test_every_ledger_row_has_a_printed_number_and_back():
     assert inventory_problems(inv, {r["id"]: r["paper_value"] for r in rows}) == []
     c = coverage(rows, inv)
     assert c["unlisted"] == 0 and c["numbers"] == len(inventory_numbers(inv)) > 700
-    # activation numbers wait for issue 12 under one reason, so that its ledger can replace them
+    # activation numbers: one set of entries, each reading an activation-stage table, except the
+    # run's setup (windows, tokens), which is config and says so
     act = [e for e in ledger if ".act." in e["id"]]
-    assert act and all(ACTIVATION_PENDING in e["reason"] for e in act)
+    act_tables = {o.name for o in OUTPUTS.values() if o.kind == "table" and o.shard_models == "activation"}
+    assert len(act) > 40 and not [e for e in act if "issue 12" in str(e.get("reason", ""))]
+    untabled = [e["id"] for e in act if e.get("table") not in act_tables]
+    assert untabled == ["pk.act.setup", "p1.act.setup"] and all("setup" in ledger_e["reason"] for ledger_e in act
+                                                                  if ledger_e["id"] in untabled)
 
 
 @needs_papers
@@ -182,33 +188,6 @@ numbers:
 
 
 # ------------------------------------------------------------------ the activation ledger
-
-
-def test_activation_ledger_is_merged(tmp_path):
-    (tmp_path / "claims.yaml").write_text(f"""
-claims:
-  pk:
-    - {{id: pk.act.x, where: "§5.4", model: gpt2-124m, value: 0.77, reason: "not computed: {ACTIVATION_PENDING}"}}
-    - {{id: pk.other, where: T1, model: gpt2-124m, value: 1, reason: "not computed: other"}}
-""")
-    assert [e["id"] for e in load_ledger(tmp_path / "claims.yaml")] == ["pk.act.x", "pk.other"]
-    (tmp_path / "claims_activation.yaml").write_text("""
-claims:
-  pk:
-    - {id: pk.act.x, where: "§5.4", model: gpt2-124m, table: activation_paths, column: spearman_Q, value: 0.77}
-    - {id: pk.act.new, where: "§5.4", model: gpt2-124m, table: activation_paths, column: pearson_Q, value: 0.67}
-""")
-    led = {e["id"]: e for e in load_ledger(tmp_path / "claims.yaml")}
-    assert list(led) == ["pk.act.x", "pk.other", "pk.act.new"]
-    assert led["pk.act.x"]["table"] == "activation_paths" and led["pk.act.new"]["paper"] == "pk"
-    # an id that is not a placeholder for the activation stage may not be replaced
-    (tmp_path / "claims_activation.yaml").write_text("""
-claims:
-  pk:
-    - {id: pk.other, where: T1, model: gpt2-124m, table: t, column: c, value: 1}
-""")
-    with pytest.raises(ValueError, match="pk.other"):
-        load_ledger(tmp_path / "claims.yaml")
 
 
 def test_sumden_and_values_without_a_table(tmp_path):

@@ -62,3 +62,47 @@ def test_moved_family_is_matched_by_key_on_the_old_columns(tmp_path, capsys):
     assert "shards: 1, shard values: 18, moved shards: 1, moved values: 15" in capsys.readouterr().out
     bad = _run(tmp_path / "bad", [0.1, 0.2, 0.31], moved=True, extra_cols=True)
     assert compare_runs.main([str(old), str(bad), "--moved", "closure=heads"]) == 1
+
+
+def _fanned(root: Path, values, parts, sample_dup=False):
+    """A cross-layer family written in `parts` files (another fan-out splits the same rows
+    differently); sample_dup: two rows per key (a key column the family does not store)."""
+    n = len(values)
+    cols = {"model": np.array(["m"] * n, dtype=object), "layer_w": np.repeat(np.arange(n // 2), 2).astype(np.int64),
+            "layer_r": np.tile(np.array([5, 6]), n // 2).astype(np.int64), "rho": np.asarray(values, float)}
+    if sample_dup:
+        cols["layer_r"] = np.full(n, 5, dtype=np.int64)
+    bounds = np.linspace(0, n, parts + 1).astype(int)
+    for p, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        write_shard(root / f"results/shards/pk_cross/m/part{p}.parquet", {k: v[a:b] for k, v in cols.items()},
+                    {"job": "x"})
+    (root / "results/tables").mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def test_by_family_matches_runs_with_a_different_fan_out(tmp_path, capsys):
+    vals = [0.1, float("nan"), 0.3, 0.4, 0.5, 0.6]
+    old = _fanned(tmp_path / "old", vals, parts=3)
+    new = _fanned(tmp_path / "new", vals, parts=1)
+    assert compare_runs.main([str(old), str(new)]) == 1  # by path: part1, part2 only in old
+    assert "part1.parquet: only in old" in capsys.readouterr().out
+    assert compare_runs.main([str(old), str(new), "--by-family"]) == 0
+    out = capsys.readouterr().out
+    assert "families: 1, shards old: 3, shards new: 1, rows: 6, shard values: 24" in out and "differences: 0" in out
+    bad = _fanned(tmp_path / "bad", [0.1, float("nan"), 0.3, np.nextafter(0.4, 1.0), 0.5, 0.6], parts=2)
+    assert compare_runs.main([str(old), str(bad), "--by-family"]) == 1
+    assert "pk_cross/m: column 'rho': 1 of 6 values differ" in capsys.readouterr().out
+    short = _fanned(tmp_path / "short", vals[:4], parts=1)
+    assert compare_runs.main([str(old), str(short), "--by-family"]) == 1
+    assert "6 rows old, 4 rows new" in capsys.readouterr().out
+
+
+def test_by_family_matches_repeated_keys_as_whole_rows(tmp_path, capsys):
+    old = _fanned(tmp_path / "old", [0.1, 0.2, 0.3, 0.4], parts=2, sample_dup=True)
+    # the same rows in another order across other files: equal as a multiset of rows
+    new = _fanned(tmp_path / "new", [0.2, 0.1, 0.4, 0.3], parts=1, sample_dup=True)
+    assert compare_runs.main([str(old), str(new), "--by-family"]) == 0
+    capsys.readouterr()
+    # a value moved from one key to another is a difference even though the value set is the same
+    moved = _fanned(tmp_path / "moved", [0.3, 0.2, 0.1, 0.4], parts=1, sample_dup=True)
+    assert compare_runs.main([str(old), str(moved), "--by-family"]) == 1

@@ -81,10 +81,14 @@ def test_shipped_ledger_is_well_formed(root):
 @pytest.mark.slow
 def test_ledger_reads_columns_the_pipeline_writes(tmp_path_factory, snakemake_bin, root):
     """Every table, row key and column the ledger reads exists in the pipeline's tables."""
+    from headgeom.reports.outputs import TABLES
+
     run = tiny_run(tmp_path_factory, snakemake_bin, root)
     for e in load_ledger(root / "config/claims.yaml"):
         if "table" not in e:
             continue
+        if TABLES[e["table"]].shard_models == "activation":
+            continue  # no activation stage on the tiny run: tests/unit/test_activation_stage.py checks these
         path = run / f"results/tables/{e['table']}.csv"
         assert path.exists(), (e["id"], e["table"])
         header = next(csv.reader(open(path)))

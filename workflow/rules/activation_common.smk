@@ -1,40 +1,24 @@
-# Helpers of workflow/rules/activation.smk (the activation stage; headgeom/activation).
-from headgeom.activation.costs import (
-    forward_resources as _act_fwd_res,
-    natural_return_resources as _act_nat_res,
-    read_paths_resources as _act_rp_res,
-)
+# Helpers of workflow/rules/activation.smk (the activation stage; headgeom/activation). The
+# per-layer analysis jobs and the tables/figures are in the registries
+# (headgeom.jobs.families, headgeom.reports.outputs); only the forward pass is a rule of its own.
+from headgeom.activation.costs import forward_resources as _act_fwd_res
+from headgeom.activation.costs import gpus as _act_gpus
 
-ACT = config.get("activation", {})
-# plain output paths; the lead wires these into the output registry (headgeom.reports.outputs)
-ACT_TABLE = lambda t: {
-    ext: f"results/tables/{t}.{ext}" for ext in ("csv", "md", "tex")
-} | {"prov": f"results/tables/{t}.prov.json"}
-ACT_FIGURE = lambda f, pre: {
-    f"{pre}{ext}": f"figures/{f}.{ext}" for ext in ("png", "pdf")
-} | {f"{pre}prov": f"figures/{f}.prov.json"}
-ACT_MODELS = (
-    [m for m in ACTIVE if m in (ACT.get("models") or ACTIVE)]
-    if ACT.get("enabled", False)
-    else []
-)
+from headgeom.jobs.families import activation_models
 
-
-def _act_win(which):
-    a = config["activation"][which]
-    return f"results/activations/{{model}}/{a['corpus']}/{a['n_windows']}x{a['window']}"
+# the models the activation stage runs for (its outputs' shard_models "activation")
+ACT_MODELS = activation_models(config)
+OUTPUT_MODELS["activation"] = ACT_MODELS
 
 
 def _act_tokens(wc):
     return int(wc.nwin) * int(wc.win)
 
 
-def _act_layer_shards(job):
-    def inner(wildcards):
-        return [
-            f"results/shards/{job}/{m}/layer{l}.parquet"
-            for m in ACT_MODELS
-            for l in range(model_fields(m)["n_layers"])
-        ]
-
-    return inner
+def _act_corpus_file(wildcards):
+    """A local corpus file is an input of the forward job: editing the text reruns it. A missing
+    one is left to the job, whose error names the corpus (headgeom.activation.CorpusError)."""
+    entry = config["texts"][wildcards.corpus]
+    if entry.get("source") == "local" and Path(entry["path"]).is_file():
+        return [entry["path"]]
+    return []

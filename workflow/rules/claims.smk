@@ -2,7 +2,7 @@
 # config) beside the pipeline's value where that model has been run; "not run" for the rest.
 #   results/tables/claims.{csv,md,tex,prov.json}
 # Reads the CSVs of the tables the ledger names (those this workflow builds), so it reruns when
-# any of them, the ledger (with claims_activation.yaml beside it), or the active models change.
+# any of them, the ledger or the active models change.
 from headgeom.reports.claims import (
     ledger_tables as _ledger_tables,
     load_ledger as _load_ledger,
@@ -21,18 +21,11 @@ _BUILT_TABLES = {
 CLAIMS_TABLES = [
     t for t in _ledger_tables(_load_ledger(CLAIMS_LEDGER)) if t in _BUILT_TABLES
 ]
-# the activation ledger beside it, merged in by load_ledger when present (issue 12)
-CLAIMS_EXTRA = [
-    str(p)
-    for p in [Path(CLAIMS_LEDGER).with_name("claims_activation.yaml")]
-    if p.exists()
-]
 
 
 rule claims:
     input:
         ledger=CLAIMS_LEDGER,
-        activation=CLAIMS_EXTRA,
         tables=[f"results/tables/{t}.csv" for t in CLAIMS_TABLES],
     output:
         csv=report(

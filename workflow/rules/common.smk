@@ -3,7 +3,7 @@ import re
 
 from headgeom.core.provenance import code_version
 from headgeom.jobs import costs, fanout, scopes, slurm_arrays
-from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS
+from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS, activation_dir
 from headgeom.reports.outputs import OUTPUTS
 
 
@@ -49,7 +49,7 @@ def family_shards(name, models=None, scoped=True):
 
     def inner(wildcards):
         paths = []
-        for m in models or ACTIVE:
+        for m in ACTIVE if models is None else models:
             if scopes.runs(FAMILIES[name].job, cfg, m):
                 paths += scopes.shard_paths(name, cfg, m, model_fields(m))
         return paths
@@ -126,7 +126,8 @@ def job_attempt(wildcards, attempt):
 
 
 def JOB_INPUTS(job):
-    """The tensor store of the job's model (and of its lineage's final checkpoint)."""
+    """The tensor store of the job's model (and of its lineage's final checkpoint; and the
+    forward pass's activations for the activation stage's jobs)."""
     store = {
         "manifest": "results/tensors/{model}/manifest.json",
         "tensors": "results/tensors/{model}/tensors.safetensors",
@@ -138,6 +139,8 @@ def JOB_INPUTS(job):
         store["final_tensors"] = (
             lambda wc: f"results/tensors/{p1_final(wc.model)}/tensors.safetensors"
         )
+    if job.activations:
+        store["acts"] = activation_dir(config, job.activations)
     return store
 
 
@@ -208,6 +211,14 @@ def OUTPUT_STAGE_MODELS(out):
     return scopes.stage_models(
         config, ACTIVE, "pk" if out.paper == "PK paper" else "paper1"
     )
+
+
+def OUTPUT_BUILDER_MODELS(out):
+    """The models an output's builder covers: the active models whose scope runs its stage, or
+    (activation outputs, lineage outputs) the models of that kind (OUTPUT_MODELS)."""
+    if out.builder_models == "active":
+        return OUTPUT_STAGE_MODELS(out)
+    return OUTPUT_MODELS[out.builder_models]
 
 
 def OUTPUT_PARAMS(out):

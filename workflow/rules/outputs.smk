@@ -13,7 +13,12 @@ for _out in OUTPUTS.values():
             f"{_out.kind}_{_out.name}"
         input:
             **{
-                fam: family_shards(fam, OUTPUT_MODELS[_out.shard_models])
+                # the activation outputs read closure shards of every layer, whatever a scope says
+                fam: family_shards(
+                    fam,
+                    OUTPUT_MODELS[_out.shard_models],
+                    scoped=_out.shard_models != "activation",
+                )
                 for fam in _out.families
             },
             manifests=[
@@ -30,10 +35,11 @@ for _out in OUTPUTS.values():
         params:
             **OUTPUT_PARAMS(_out),
             output=[_out.kind, _out.name],
-            models=OUTPUT_STAGE_MODELS(_out),
+            models=OUTPUT_BUILDER_MODELS(_out),
         script:
             "../scripts/output.py"
 
-    # an output none of whose models runs its stage (headgeom.jobs.scopes) is not built by `all`
-    if OUTPUT_STAGE_MODELS(_out):
+    # not a target of `all` when none of its models runs its stage (headgeom.jobs.scopes), or the
+    # activation stage is off
+    if OUTPUT_BUILDER_MODELS(_out):
         ALL_TARGETS += list(_out.paths().values())

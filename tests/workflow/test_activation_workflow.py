@@ -1,0 +1,209 @@
+"""The activation stage inside the workflow, on a synthetic Llama checkpoint transformers runs
+(tests/helpers/synth_hf.py) with a local corpus: one complete run (every rule), then Snakemake's
+own dry runs after each activation edit list exactly the jobs that read what was edited (the
+pattern of test_rebuild.py): a corpus edit (its config entry, or the text file itself) reruns
+the forward passes, the activation jobs and their tables and figures, nothing of the weight-space
+stages; a window edit reruns only the section it belongs to. Also: `activation.device: cuda`
+asks the scheduler for a GPU for the forward rule alone, and `headgeom audit` recomputes an
+activation table's number from its shards."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+import yaml
+
+from headgeom.jobs.families import JOBS
+from headgeom.reports.audit import audit
+from headgeom.reports.claims import ledger_tables, load_ledger
+from headgeom.reports.outputs import OUTPUTS
+from synth_hf import TEXT, write_synthetic_llama
+from tinyrun import CFG, copy_run, dry_run_jobs, dry_runs, merge, snakemake
+
+pytestmark = pytest.mark.slow
+
+ALL = ("all", None)
+CLAIMS = ("claims", "results/tables/claims.csv")
+ACT_CFG = {
+    "models": {"synth": {"source": "local", "path": "ckpt"}},
+    "active_models": ["synth"],
+    "texts": {"toy": {"source": "local", "path": "text.txt"}},
+    "activation": {"enabled": True, "models": ["synth"],
+                   "paper1": {"corpus": "toy", "n_windows": 2, "window": 24},
+                   "read_paths": {"corpus": "toy", "n_windows": 3, "window": 24}},
+}
+LAYERS = (0, 1)
+
+
+def out_job(kind, name):
+    o = OUTPUTS[(kind, name)]
+    return (f"{kind}_{name}", o.main)
+
+
+def outputs_reading(family):
+    return {out_job(k, n) for (k, n), o in OUTPUTS.items() if family in o.families}
+
+
+def layer_jobs(job):
+    return {(job, JOBS[job].families[0].path.format(model="synth", layer=l)) for l in LAYERS}
+
+
+def forward(shape):
+    return ("activation_forward", f"results/activations/synth/toy/{shape}")
+
+
+NAT = layer_jobs("activation_natural_return") | outputs_reading("activation_natural_return")
+RP = layer_jobs("activation_read_paths") | outputs_reading("activation_read_paths")
+
+
+def with_claims(root, jobs: set) -> set:
+    tables = {("table_" + t, f"results/tables/{t}.csv") for t in ledger_tables(load_ledger(root / "config/claims.yaml"))}
+    return jobs | {CLAIMS, ALL} if jobs & tables else jobs | {ALL}
+
+
+@pytest.fixture(scope="module")
+def act_run(tmp_path_factory, snakemake_bin, root):
+    w = tmp_path_factory.mktemp("actrun")
+    (w / "ckpt").mkdir()
+    write_synthetic_llama(w / "ckpt")
+    (w / "text.txt").write_text(TEXT)
+    (w / "text2.txt").write_text(TEXT.replace("parish", "county"))
+    (w / "cfg.yaml").write_text(yaml.safe_dump(merge(CFG, ACT_CFG)))
+    snakemake(snakemake_bin, root, w, timeout=1500)  # every rule: about a minute or two on 2 idle cores
+    return w
+
+
+@pytest.fixture(scope="module")
+def plans(act_run, snakemake_bin, root):
+    return dry_runs(snakemake_bin, root, act_run, {
+        "unchanged": {},
+        "corpus_entry": {"texts": {"toy": {"path": "text2.txt"}}},
+        "p1_window": {"activation": {"paper1": {"window": 20}}},
+        "rp_windows": {"activation": {"read_paths": {"n_windows": 4}}},
+        "device": {"activation": {"device": "cuda"}},
+    })
+
+
+def _assert_plan(got_list, expected, name):
+    got = set(got_list)
+    assert len(got) == len(got_list), f"{name}: a job listed twice: {got_list}"
+    missing, extra = sorted(expected - got, key=str), sorted(got - expected, key=str)
+    assert not missing and not extra, f"{name}: missing {missing}, unexpected {extra}"
+
+
+def test_the_run_built_the_activation_outputs(act_run):
+    for o in OUTPUTS.values():
+        if o.shard_models == "activation":
+            assert (act_run / o.main).stat().st_size > 0, o.main
+    csv = (act_run / "results/tables/activation_natural_return.csv").read_text()
+    assert "synth" in csv
+
+
+def test_nothing_to_do_without_an_edit(plans):
+    assert plans["unchanged"][0] == []
+
+
+def test_corpus_entry_edit_reruns_the_activation_stage_only(plans, root):
+    expected = {forward("2x24"), forward("3x24")} | NAT | RP
+    _assert_plan(plans["corpus_entry"][0], with_claims(root, expected), "corpus_entry")
+
+
+def test_paper1_window_edit_reruns_the_natural_return_only(plans, root):
+    _assert_plan(plans["p1_window"][0], with_claims(root, {forward("2x20")} | NAT), "p1_window")
+
+
+def test_read_paths_window_edit_reruns_the_read_paths_only(plans, root):
+    _assert_plan(plans["rp_windows"][0], with_claims(root, {forward("4x24")} | RP), "rp_windows")
+
+
+def test_corpus_file_edit_reruns_the_activation_stage_only(act_run, snakemake_bin, root, tmp_path):
+    c = copy_run(act_run, tmp_path / "run")
+    (c / "text.txt").write_text(TEXT + " An edited closing sentence.")
+    r = snakemake(snakemake_bin, root, c, "-n")
+    expected = {forward("2x24"), forward("3x24")} | NAT | RP
+    _assert_plan(dry_run_jobs(r.stdout + r.stderr), with_claims(root, expected), "corpus_file")
+
+
+def test_cuda_device_asks_a_gpu_for_the_forward_rule_alone(plans, root):
+    """The resources each job of the dry run would be submitted with (the SLURM plugin turns
+    `gpu` into sbatch --gpus): gpu=1 on activation_forward, no gpu anywhere else."""
+    jobs, text = plans["device"]
+    _assert_plan(jobs, with_claims(root, {forward("2x24"), forward("3x24")} | NAT | RP), "device")
+    blocks = re.split(r"\n(?=(?:local)?(?:rule|checkpoint) )", text)
+    seen = 0
+    for b in blocks:
+        m = re.match(r"(?:local)?(?:rule|checkpoint) (\S+):", b)
+        if not m:
+            continue
+        res = re.search(r"^    resources: (.*)$", b, re.M)
+        gpu = re.search(r"\bgpu=(\d+)", res.group(1)).group(1) if res and "gpu=" in res.group(1) else "0"
+        if m.group(1) == "activation_forward":
+            assert gpu == "1", b
+            seen += 1
+        else:
+            assert gpu == "0", b
+    assert seen == 2
+
+
+def test_audit_recomputes_an_activation_number(act_run):
+    buf = io.StringIO()
+    res = audit(act_run, "activation_read_paths", {"model": "synth", "kind": "V"}, "share_rho_spearman",
+                out=lambda *a: print(*a, file=buf))
+    text = buf.getvalue()
+    assert res["ok"] and not res["integrity"], text
+    assert "MATCH" in text and "MISMATCH" not in text
+    assert "results/shards/activation_read_paths/synth/layer0.parquet" in text
+
+
+def test_missing_corpus_is_one_error_naming_it(act_run, snakemake_bin, root, tmp_path):
+    c = copy_run(act_run, tmp_path / "run")
+    (c / "cfg_missing.yaml").write_text(yaml.safe_dump(merge(yaml.safe_load((c / "cfg.yaml").read_text()),
+                                                             {"texts": {"toy": {"path": "gone.txt"}}})))
+    r = snakemake(snakemake_bin, root, c, "--keep-going", "--show-failed-logs", configfiles=("cfg_missing.yaml",),
+                  ok=False, timeout=1200)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert re.search(r"CorpusError: corpus 'toy'.*gone\.txt.*does not exist", out), out[-3000:]
+    # the weight-space stages had nothing to redo and are untouched
+    assert "rule paper1_heads" not in out and "rule pk_layer" not in out
+
+
+def test_architecture_the_stage_cannot_run_is_named_and_weight_space_still_runs(snakemake_bin, root, tmp_path):
+    """A GPT-2 checkpoint: the weight-space adapters read it, the activation stage has no hook
+    map for it. With --keep-going the forward job fails with an error naming the model and its
+    architecture, and the weight-space tables are still built."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=64, n_embd=32, n_layer=2, n_head=4)).save_pretrained(
+        tmp_path / "g2", safe_serialization=True)
+    (tmp_path / "text.txt").write_text(TEXT)
+    cfg = merge(CFG, {**ACT_CFG, "models": {"g2": {"source": "local", "path": "g2"}}, "active_models": ["g2"],
+                      "activation": {**ACT_CFG["activation"], "models": ["g2"]}})
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    r = snakemake(snakemake_bin, root, tmp_path, "results/tables/closure_tail.csv", "results/tables/paper1_table2.csv",
+                  "results/tables/activation_natural_return.csv", "--keep-going", "--show-failed-logs", ok=False,
+                  timeout=1200)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0
+    assert re.search(r"ModelRunError: model 'g2'.*model_type 'gpt2'.*weight-space stages still run", out), out[-3000:]
+    for t in ("closure_tail", "paper1_table2"):
+        assert "g2" in (tmp_path / f"results/tables/{t}.csv").read_text()
+    assert not (tmp_path / "results/tables/activation_natural_return.csv").exists()
+
+
+def test_plan_lists_the_activation_jobs_the_workflow_runs(act_run, snakemake_bin, root):
+    """`headgeom plan` (no Snakemake) and a dry run that forces the activation rules agree on
+    the activation jobs (--forceall would rerun fetch, a checkpoint, and hide the per-layer jobs)."""
+    from headgeom.jobs.plan import load_config, plan
+
+    cfg = load_config([act_run / "cfg.yaml"])
+    planned = {(j.rule, j.output) for j in plan(cfg, workdir=act_run)["jobs"] if j.rule.startswith("activation")}
+    r = snakemake(snakemake_bin, root, act_run, "-n", "--forcerun", "activation_forward", "activation_natural_return",
+                  "activation_read_paths")
+    ran = {(r_, o) for r_, o in dry_run_jobs(r.stdout + r.stderr) if r_.startswith("activation")}
+    assert planned == ran == layer_jobs("activation_natural_return") | layer_jobs("activation_read_paths") | {
+        forward("2x24"), forward("3x24")}
