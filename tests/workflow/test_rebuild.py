@@ -182,3 +182,31 @@ def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
     )
     _assert_plan(plans, "add_after_fetch", new | AGGREGATES | {CLAIMS, CHOICE, ALL})
     assert not [o for _, o in plans["add_after_fetch"] if o and "/tiny/" in o]
+
+
+def test_cuda_device_asks_a_gpu_for_the_backend_null_jobs_alone(tmp_path_factory, snakemake_bin, root):
+    """`device: cuda` (with `backend: torch`) reruns the null jobs, which read it, and only they ask
+    for a GPU (resource `gpu`, which the SLURM plugin turns into sbatch --gpus); every other job of
+    the dry run asks for none."""
+    import re
+
+    from headgeom.jobs.families import JOBS
+
+    # every per-layer job rerun (--forcerun), so that the ones that must not ask for a GPU are listed too
+    r = snakemake(snakemake_bin, root, tiny_run(tmp_path_factory, snakemake_bin, root), "-n",
+                  "--forcerun", *JOBS, "--config", "device=cuda", "backend=torch")
+    text = r.stdout + r.stderr
+    seen = set()
+    for b in re.split(r"\n(?=(?:local)?(?:rule|checkpoint) )", text):
+        m = re.match(r"(?:local)?(?:rule|checkpoint) (\S+):", b)
+        if not m:
+            continue
+        res = re.search(r"^    resources: (.*)$", b, re.M)
+        gpu = re.search(r"\bgpu=(\d+)", res.group(1)).group(1) if res and "gpu=" in res.group(1) else "0"
+        if m.group(1) in ("pk_null_within", "pk_null_cross"):
+            assert gpu == "1", b
+            seen.add(m.group(1))
+        else:
+            assert gpu == "0", b
+    assert seen == {"pk_null_within", "pk_null_cross"}, text[-3000:]
+    assert {"pk_layer", "paper1_heads"} <= set(re.findall(r"^rule (\S+):", text, re.M))  # listed, gpu=0

@@ -17,7 +17,8 @@ def _act_tokens(wc):
 
 def _act_corpus_file(wildcards):
     """A local corpus file is an input of the forward job: editing the text reruns it. A missing
-    one is left to the job, whose error names the corpus (headgeom.activation.CorpusError)."""
+    one is left to the job, whose error names the corpus (headgeom.activation.CorpusError).
+    """
     entry = config["texts"][wildcards.corpus]
     if entry.get("source") == "local" and Path(entry["path"]).is_file():
         return [entry["path"]]

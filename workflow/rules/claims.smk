@@ -66,7 +66,6 @@ CHOICE_TABLES = [t for t in _choice_tables() if t in _BUILT_TABLES]
 rule choice_sensitivity:
     input:
         ledger=CLAIMS_LEDGER,
-        activation=CLAIMS_EXTRA,
         tables=[f"results/tables/{t}.csv" for t in CLAIMS_TABLES],
         provs=[f"results/tables/{t}.prov.json" for t in CHOICE_TABLES],
     output:

@@ -213,6 +213,14 @@ def OUTPUT_STAGE_MODELS(out):
     )
 
 
+def job_gpus(job):
+    """GPUs a per-layer job asks a scheduler for (resource `gpu`; the SLURM plugin turns it into
+    sbatch --gpus): one for the jobs that run their kernels through the configured backend
+    (they read `device`) when `device` is cuda[:N]; none otherwise. Whether CUDA is really
+    there is checked where the job runs (headgeom.core.backend)."""
+    return int("device" in job.params.values() and str(config["device"]).startswith("cuda"))
+
+
 def OUTPUT_BUILDER_MODELS(out):
     """The models an output's builder covers: the active models whose scope runs its stage, or
     (activation outputs, lineage outputs) the models of that kind (OUTPUT_MODELS)."""

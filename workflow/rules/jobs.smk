@@ -22,6 +22,7 @@ for _job in FAMILY_JOBS.values():
             mem_mb=job_cost(_job, "mem_mb"),
             runtime=job_cost(_job, "runtime"),
             cpus_per_task=1,
+            gpu=job_gpus(_job),
             attempt=job_attempt,
         params:
             **JOB_PARAMS(_job),
