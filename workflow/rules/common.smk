@@ -218,7 +218,9 @@ def job_gpus(job):
     sbatch --gpus): one for the jobs that run their kernels through the configured backend
     (they read `device`) when `device` is cuda[:N]; none otherwise. Whether CUDA is really
     there is checked where the job runs (headgeom.core.backend)."""
-    return int("device" in job.params.values() and str(config["device"]).startswith("cuda"))
+    return int(
+        "device" in job.params.values() and str(config["device"]).startswith("cuda")
+    )
 
 
 def OUTPUT_BUILDER_MODELS(out):
