@@ -168,13 +168,19 @@ def contained(root: str | Path, name, what: str, err=CheckpointError) -> Path:
     return Path(full)
 
 
+def _json_doc(raw: bytes, failure: str):
+    """JSON from bytes someone else wrote; anything unreadable (not UTF-8, not JSON, nested
+    past the recursion limit) is a CheckpointError starting with ``failure``."""
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise CheckpointError(f"{failure}: {e}") from e
+
+
 def read_config_json(raw: bytes, where: str) -> dict:
     """A checkpoint's config.json: a JSON object (local directory or hub alike). Bytes that are
     not UTF-8 JSON, or JSON that is not an object, are a CheckpointError naming the file."""
-    try:
-        doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-        raise CheckpointError(f"{where} is not valid JSON: {e}") from e
+    doc = _json_doc(raw, f"{where} is not valid JSON")
     if not isinstance(doc, dict):
         raise CheckpointError(f"{where} is not a JSON object (got {type(doc).__name__})")
     return doc
@@ -183,10 +189,7 @@ def read_config_json(raw: bytes, where: str) -> dict:
 def read_weight_map(raw: bytes, where: str) -> dict[str, str]:
     """The ``weight_map`` of a model.safetensors.index.json: a JSON object of tensor name ->
     shard file name (both strings). Anything else is a CheckpointError naming the file."""
-    try:
-        doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-        raise CheckpointError(f"{where}: the shard index is not valid JSON: {e}") from e
+    doc = _json_doc(raw, f"{where}: the shard index is not valid JSON")
     wm = doc.get("weight_map") if isinstance(doc, dict) else None
     if not isinstance(wm, dict) or not wm:
         raise CheckpointError(f"{where}: the shard index has no weight_map object of tensor name -> shard file")
@@ -217,10 +220,7 @@ def check_safetensors_header(raw: bytes, file_size: int | None, where: str) -> d
     base = 8 + len(raw)
     if base > file_size:
         raise CheckpointError(f"{where}: the safetensors header ({len(raw)} bytes) runs past the end of the file")
-    try:
-        header = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-        raise CheckpointError(f"{where}: safetensors header is not JSON: {e}") from e
+    header = _json_doc(raw, f"{where}: safetensors header is not JSON")
     if not isinstance(header, dict):
         raise CheckpointError(f"{where}: safetensors header is not a JSON object")
     out, spans = {}, []

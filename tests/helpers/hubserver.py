@@ -420,3 +420,24 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(302, b"", headers, head=head, kind="resolve")
             return
         self._send_file(f, {**base, "ETag": f'"{f.blob_id}"'}, head=head, kind="resolve")
+
+
+def isolate_hub_client(home: Path, monkeypatch, retry_base_s: float) -> None:
+    """A clean huggingface_hub environment for a test: private HF_HOME (cache, no saved token of
+    this machine), online, no token, the loopback servers reachable past any proxy, and
+    headgeom's hub retries ``retry_base_s`` apart. The caller closes huggingface_hub's session
+    before and after (``close_session``) so clients pick the environment up."""
+    from huggingface_hub import constants
+
+    import headgeom.io.hub as hub
+
+    monkeypatch.setenv("HF_HOME", str(home))
+    for var in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HOME", str(home))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
+    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
+    monkeypatch.setattr(hub, "RETRY_BASE_S", retry_base_s)

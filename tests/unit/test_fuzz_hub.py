@@ -24,9 +24,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import fuzzprofiles  # noqa: F401  (tests/helpers: the "ci" / "fuzz" hypothesis profiles)
-from hubserver import FakeHub
+from hubserver import FakeHub, isolate_hub_client
 
-import headgeom.io.hub as hub
 from headgeom.core.errors import HeadgeomError
 from headgeom.io.fetch import fetch_model
 from headgeom.io.store import TensorStore
@@ -129,19 +128,9 @@ def apply(ops):
 @pytest.fixture
 def hub_env(tmp_path, monkeypatch):
     """A clean huggingface_hub environment (private HF_HOME, online, no token, fast retries)."""
-    from huggingface_hub import close_session, constants
+    from huggingface_hub import close_session
 
-    home = tmp_path / "hf_home"
-    monkeypatch.setenv("HF_HOME", str(home))
-    for var in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_HOME", str(home))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
-    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
-    monkeypatch.setattr(hub, "RETRY_BASE_S", 0.001)
+    isolate_hub_client(tmp_path / "hf_home", monkeypatch, retry_base_s=0.001)
     close_session()
     yield monkeypatch
     close_session()

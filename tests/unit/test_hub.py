@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
 
-from hubserver import FakeHub  # noqa: E402
+from hubserver import FakeHub, isolate_hub_client  # noqa: E402
 
 import headgeom.io.hub as hub  # noqa: E402
 from headgeom.adapters import adapter_for  # noqa: E402
@@ -98,19 +98,10 @@ def repos(tmp_path_factory):
 @pytest.fixture
 def env(tmp_path, monkeypatch):
     """A clean huggingface_hub environment: private HF_HOME, online, no token, fast retries."""
-    from huggingface_hub import close_session, constants
+    from huggingface_hub import close_session
 
     home = tmp_path / "hf_home"
-    monkeypatch.setenv("HF_HOME", str(home))
-    for var in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.setattr(constants, "HF_HOME", str(home))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))  # no saved token of this machine
-    monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
-    monkeypatch.setattr(hub, "RETRY_BASE_S", 0.02)
+    isolate_hub_client(home, monkeypatch, retry_base_s=0.02)
     close_session()  # the next client picks up this environment (proxies)
     yield home
     close_session()

@@ -212,13 +212,28 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
         assert (slurm_dir / rel).stat().st_size > 0 and (local_dir / rel).stat().st_size > 0, rel
 
 
+def _profile_run_with(target: str, cfg: Path, work: Path, var: str, value: str) -> str:
+    """The pipeline target through the shipped profile with a test-only variable set (sbatch
+    exports it to the jobs); the run must succeed. Returns Snakemake's output."""
+    import os
+
+    os.environ[var] = value
+    try:
+        proc = run_snakemake([target, "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
+                              "--configfile", str(cfg)], cwd=work, limit_s=420)
+    finally:
+        del os.environ[var]
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"SLURM run failed (exit {proc.returncode}):\n{log[-8000:]}"
+    return log
+
+
 @pytest.mark.slow
 def test_retry_reaches_slurm_with_grown_resources(slurm_cluster, tmp_path: Path):
     """A pk_layer job that fails its first attempt (test-only trigger) is resubmitted by the
     shipped profile (retries) with twice the cost model's memory: sacct shows both submissions'
     ReqMem; the shard records attempt 2; the efficiency report reads back with `headgeom costs`."""
     import json
-    import os
 
     from headgeom.io.shards import read_shard
     from headgeom.jobs import efficiency
@@ -229,14 +244,7 @@ def test_retry_reaches_slurm_with_grown_resources(slurm_cluster, tmp_path: Path)
     work = tmp_path / "work"
     work.mkdir()
     target = "results/shards/pk/synth/layer0.parquet"
-    os.environ["HEADGEOM_TEST_FAIL_FIRST_ATTEMPT"] = "pk_layer"
-    try:
-        proc = run_snakemake([target, "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
-                              "--configfile", str(cfg)], cwd=work, limit_s=420)
-    finally:
-        del os.environ["HEADGEOM_TEST_FAIL_FIRST_ATTEMPT"]
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"SLURM run failed (exit {proc.returncode}):\n{log[-8000:]}"
+    log = _profile_run_with(target, cfg, work, "HEADGEOM_TEST_FAIL_FIRST_ATTEMPT", "pk_layer")
 
     base = JOBS["pk_layer"].cost(work / "results/tensors/synth/manifest.json", load_config([cfg]))
     run_id = run_id_from_log(log)
@@ -329,7 +337,6 @@ def test_out_of_memory_kill_is_retried_with_grown_memory(slurm_cluster, tmp_path
     pk_layer job that needs more than its cost model's request (a test-only ballast on every
     attempt) is killed OUT_OF_MEMORY, resubmitted by the shipped profile with twice the request,
     and completes; the shard records attempt 2."""
-    import os
 
     from headgeom.io.shards import read_shard
     from headgeom.jobs.families import JOBS
@@ -345,14 +352,7 @@ def test_out_of_memory_kill_is_retried_with_grown_memory(slurm_cluster, tmp_path
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     base = JOBS["pk_layer"].cost(work / "results/tensors/synth/manifest.json", load_config([cfg]))["mem_mb"]
     # with the job step's own ~300 MB (Snakemake + Python): above the first request, below the second
-    os.environ["HEADGEOM_TEST_MEMORY_MB"] = f"pk_layer={int(base * 0.7)}"
-    try:
-        proc = run_snakemake([target, "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
-                              "--configfile", str(cfg)], cwd=work, limit_s=420)
-    finally:
-        del os.environ["HEADGEOM_TEST_MEMORY_MB"]
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"SLURM run failed (exit {proc.returncode}):\n{log[-8000:]}"
+    log = _profile_run_with(target, cfg, work, "HEADGEOM_TEST_MEMORY_MB", f"pk_layer={int(base * 0.7)}")
     out = subprocess.run(["sacct", "-X", "-P", "--noheader", "--name", run_id_from_log(log),
                           "--starttime", "now-1days", "--format", "JobID,Comment,State,ReqMem,MaxRSS"],
                          capture_output=True, text=True, timeout=60).stdout
