@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow
 
 ALL = ("all", None)
 CLAIMS = ("claims", "results/tables/claims.csv")
+CHOICE = ("choice_sensitivity", "results/tables/choice_sensitivity.csv")  # re-reads the ledger's tables
 ACT_CFG = {
     "models": {"synth": {"source": "local", "path": "ckpt"}},
     "active_models": ["synth"],
@@ -60,7 +61,7 @@ RP = layer_jobs("activation_read_paths") | outputs_reading("activation_read_path
 
 def with_claims(root, jobs: set) -> set:
     tables = {("table_" + t, f"results/tables/{t}.csv") for t in ledger_tables(load_ledger(root / "config/claims.yaml"))}
-    return jobs | {CLAIMS, ALL} if jobs & tables else jobs | {ALL}
+    return jobs | {CLAIMS, CHOICE, ALL} if jobs & tables else jobs | {ALL}
 
 
 @pytest.fixture(scope="module")
