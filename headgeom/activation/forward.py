@@ -86,6 +86,19 @@ def device_for(name: str):
     raise ModelRunError(f"activation.device must be cpu or cuda[:N], not {name!r}")
 
 
+@contextmanager
+def _quiet_gguf_loader():
+    """transformers' GGUF loader draws its own tqdm bar (not governed by disable_progress_bar), which
+    fills a job log with carriage-return frames; silence it for the load."""
+    from functools import partial
+    from unittest import mock
+
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    with mock.patch.object(gguf_utils, "tqdm", partial(gguf_utils.tqdm, disable=True)):
+        yield
+
+
 def _load(path: Path, model_name: str, device):
     import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer

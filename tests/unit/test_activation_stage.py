@@ -223,3 +223,17 @@ def test_hf_corpus_through_loopback_hub(tmp_path, monkeypatch):
         with pytest.raises(CorpusError, match="corpus 'gone'.*could not fetch"):
             load_corpus("gone", {"source": "hf", "repo_id": "tiny-org/tiny-text", "revision": "main", "file": "nope.txt"})
         close_session()
+
+
+def test_gguf_loader_draws_no_progress_bar(capfd):
+    """transformers' GGUF loader has its own tqdm bar (not governed by its disable_progress_bar);
+    the forward job's load silences it, so a job log holds lines, not bar frames."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    from headgeom.activation.forward import _quiet_gguf_loader
+
+    with _quiet_gguf_loader():
+        list(gguf_utils.tqdm(range(50), desc="Converting and de-quantizing GGUF tensors..."))
+    assert "Converting" not in capfd.readouterr().err
+    list(gguf_utils.tqdm(range(50), desc="Converting and de-quantizing GGUF tensors..."))  # restored after
+    assert "Converting" in capfd.readouterr().err
