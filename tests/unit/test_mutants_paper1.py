@@ -96,7 +96,7 @@ def test_coords_of_no_heads_are_empty_with_the_right_shapes():
     assert D.shape == (0, 5) and K.shape == (0, 5, 5)
 
 
-@pytest.mark.parametrize("kv,G", [([0, 0, 1, 1], 2), ([0, 0, 0, 0], 1)])
+@pytest.mark.parametrize("kv,G", [pytest.param([0, 0, 1, 1], 2, id="GQA"), pytest.param([0, 0, 0, 0], 1, id="MQA")])
 def test_valid_heads_excludes_a_head_flagged_by_the_closure_or_deficient_in_the_geometry(kv, G):
     """valid_heads takes the union of the closure's exclusions (its flags, also inside a
     comma-separated list such as MQA's 'rank_deficient,wrong_v_undefined_G1') and the
