@@ -219,6 +219,11 @@ def test_capacity_selection_against_hand_computed_groups():
         assert st.dtype == bool and mt.dtype == bool and sm.dtype == bool
         assert np.array_equal(st, strong_want) and np.array_equal(mt, matched_want)
         assert np.array_equal(sm, sample_want)
+    # two heads, one exactly at the threshold: it is strong, so the other is its matched head, in
+    # a layer whose hash order (computed here) would put the threshold head first
+    layer = next(L for L in range(100) if _hash_sorted("fin", L, [0, 1], "matched")[0] == 0)
+    st, mt, _ = P1.capacity_selection([thr, 0.2], [True, True], thr, "fin", layer, 0)
+    assert st.tolist() == [True, False] and mt.tolist() == [False, True]
 
 
 def test_attainment_is_computed_in_float64():
@@ -248,7 +253,7 @@ def test_capacity_layer_columns_against_explicit_operators():
     assert out["final_model"].dtype == object and out["final_model"].tolist() == ["fin"] * n
     assert out["restarts"].dtype == np.int64 and out["restarts"].tolist() == [2] * n
     assert out["iters"].dtype == np.int64 and out["iters"].tolist() == [6] * n
-    assert out["flags"].tolist() == [""] * n
+    assert out["flags"].dtype == object and out["flags"].tolist() == [""] * n  # object strings, as final_model
     for k in ("P", "R", "cap", "cap_trained_start", "cap_random", "E", "E_random", "sv_relerr", "P_final"):
         assert out[k].dtype == np.float64 and np.all(np.isfinite(out[k])), k
     for r, h in enumerate(out["head"]):
