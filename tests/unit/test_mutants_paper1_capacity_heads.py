@@ -377,7 +377,7 @@ def test_heads_layer_columns_against_explicit_computations():
     assert np.isnan(cols["P_scramble"][0]).all() and len(cols["P_scramble"][0]) == 8
 
 
-def test_heads_layer_params_and_their_defaults(monkeypatch):
+def test_heads_layer_params_and_their_defaults():
     f = _layer(H=4, G=2, seed=32)
     cols, _ = P1.heads_layer(f, "m", 0, dict(HEAD_PARAMS, scramble_draws=3, haar_draws=1))
     assert all(len(cols["P_scramble"][h]) == 3 and len(cols["P_haar"][h]) == 1 for h in range(4))
