@@ -325,9 +325,10 @@ CAPTIONS = {
     ),
     ('table', 'paper1_anchor'): (
         "**Paper 1, value anchors.** Value anchors P_V, oblique share, same-layer retrieval rank of the "
-        "trained V, and the left-zero band of strong sibling pairs: all strong pairs, and the pairs satisfying "
-        "P_iP_j ≈ P_i both ways (F_ij, F_ji ≥ {{ snakemake.params.band.explanation }}; ranges over models with "
-        "at least {{ snakemake.params.band.min_pairs }} such pairs)."
+        "trained V, and the left-zero band of strong sibling pairs: all strong pairs, and the band pairs by "
+        "``paper1.band.membership`` = {{ snakemake.params.band.membership }} (explanation: P_iP_j ≈ P_i both ways, "
+        "F_ij, F_ji ≥ {{ snakemake.params.band.explanation }}; strong: every strong pair); ranges over models with "
+        "at least {{ snakemake.params.band.min_pairs }} such pairs."
     ),
     ('table', 'paper1_capacity'): (
         "**Paper 1, feasible capacity.** Cap_hat and attainment E of strong, layer-matched ordinary and "

@@ -21,6 +21,7 @@ from functools import partial
 
 import numpy as np
 
+from headgeom.core.errors import ConfigError
 from headgeom.core.stats import auroc, hierarchical_bootstrap
 from headgeom.methods.paper1 import BOOTSTRAP
 from headgeom.core.seeds import rng_for
@@ -664,11 +665,20 @@ def table4(pairs: dict, heads: dict, models: list[str], threshold: float) -> Tab
     )
 
 
-def band_pairs(pairs: dict, sel, threshold: float, explanation: float) -> np.ndarray:
-    """Left-zero band by the paper's criterion: directed rows (i, j) of the selection whose heads are
-    both strong (P ≥ t) and whose unordered pair satisfies P_iP_j ≈ P_i and P_jP_i ≈ P_j, i.e.
-    F_ij ≥ explanation and F_ji ≥ explanation (F_ij = 1 − ||P_iP_j − P_i||²/||P_iP_j||² with
-    P_h = T_h/α_h, the fixed-scale product explanation). Both rows of a band pair are marked."""
+BAND_MEMBERSHIP = ("explanation", "strong")
+
+
+def band_pairs(pairs: dict, sel, threshold: float, explanation: float, membership: str = "explanation") -> np.ndarray:
+    """Left-zero band: directed rows (i, j) of the selection in the band. Both rows of a band pair
+    are marked. ``membership`` (config paper1.band.membership):
+      explanation  the paper's criterion: both heads strong (P ≥ t) and the unordered pair satisfies
+                   P_iP_j ≈ P_i and P_jP_i ≈ P_j, i.e. F_ij ≥ explanation and F_ji ≥ explanation
+                   (F_ij = 1 − ||P_iP_j − P_i||²/||P_iP_j||² with P_h = T_h/α_h, the fixed-scale
+                   product explanation);
+      strong       both heads strong and F defined both ways (the earlier reading; ``explanation``
+                   unused)."""
+    if membership not in BAND_MEMBERSHIP:
+        raise ConfigError(f"config: paper1.band.membership: {membership!r} is not one of {', '.join(BAND_MEMBERSHIP)}")
     idx = np.flatnonzero(sel)
     mod = np.asarray(pairs["model"])[idx]
     lay = _a(pairs, "layer", None, np.int64)[idx]
@@ -676,13 +686,15 @@ def band_pairs(pairs: dict, sel, threshold: float, explanation: float) -> np.nda
     Pi, Pj, F = (_a(pairs, k, None)[idx] for k in ("P_i", "P_j", "F"))
     lookup = {(a, b, c, d): f for a, b, c, d, f in zip(mod.tolist(), lay.tolist(), hi.tolist(), hj.tolist(), F.tolist())}
     rev = np.array([lookup.get((a, b, d, c), np.nan) for a, b, c, d in zip(mod.tolist(), lay.tolist(), hi.tolist(), hj.tolist())])
-    strong = np.isfinite(Pi) & np.isfinite(Pj) & (Pi >= threshold) & (Pj >= threshold)
+    strong = np.isfinite(Pi) & np.isfinite(Pj) & (Pi >= threshold) & (Pj >= threshold) & np.isfinite(F) & np.isfinite(rev)
+    if membership == "strong":
+        return strong
     with np.errstate(invalid="ignore"):
-        return strong & np.isfinite(F) & np.isfinite(rev) & (F >= explanation) & (rev >= explanation)
+        return strong & (F >= explanation) & (rev >= explanation)
 
 
 def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float, explanation: float = 0.9,
-                 min_pairs: int = 10) -> Table:
+                 min_pairs: int = 10, membership: str = "explanation") -> Table:
     rows = []
     counted = []
     for m in models:
@@ -704,7 +716,7 @@ def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float, 
             "band_pairs": int(both.sum()) // 2, "band_cos2": _med(cos2[both]), "band_F": _med(F[both]),
             "band_lt08": _share(cos2[both] < 0.8) if both.any() else NAN,
         })
-        law = band_pairs(pairs, sp, threshold, explanation) if sp.any() else np.zeros(0, dtype=bool)
+        law = band_pairs(pairs, sp, threshold, explanation, membership) if sp.any() else np.zeros(0, dtype=bool)
         n_law = int(law.sum()) // 2
         rows[-1].update(law_pairs=n_law, law_products=int(law.sum()), law_cos2=_med(cos2[law]), law_F=_med(F[law]),
                         law_lt08=_share(cos2[law] < 0.8) if law.any() else NAN,
@@ -740,10 +752,12 @@ def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float, 
         rows=rows,
         notes="Oblique share = ||(I − P_V) O Vᵀ||²/||O Vᵀ||². Retrieval ranks every full-rank value factor of the layer "
               "(MHA: every head's V) by anchor cos². Band: unordered sibling pairs with both heads strong; explanation "
-              "= 1 − ||P_iP_j − P_i||²/||P_iP_j||² = F_ij over both directed products. Band (both ways): "
-              f"strong pairs with F_ij ≥ {explanation:g} and F_ji ≥ {explanation:g} (P_iP_j ≈ P_i and P_jP_i ≈ P_j; "
-              f"paper1.band.explanation); pooled ranges over models with at least {min_pairs} band pairs "
-              "(paper1.band.min_pairs).",
+              "= 1 − ||P_iP_j − P_i||²/||P_iP_j||² = F_ij over both directed products. Band (both ways; "
+              f"paper1.band.membership: {membership}): "
+              + (f"strong pairs with F_ij ≥ {explanation:g} and F_ji ≥ {explanation:g} (P_iP_j ≈ P_i and P_jP_i ≈ P_j; "
+                 "paper1.band.explanation)" if membership == "explanation" else
+                 "every strong pair (both heads strong; no explanation threshold)")
+              + f"; pooled ranges over models with at least {min_pairs} band pairs (paper1.band.min_pairs).",
     )
 
 
