@@ -284,6 +284,67 @@ def test_band_needs_both_directions_and_both_heads_strong():
     assert band.tolist() == [True, True, False, False, False, False]
 
 
+def _membership_layer(D=30, d=4, seed=0, c=0.3, big=6.0):
+    """Group 0: three exactly closed heads O_h = a_h (V (VᵀV)⁻¹ + N_h), VᵀN_h = 0 (P_iP_j = P_i: a band
+    pair under either membership). Group 1: head 3 exactly closed with a heavy last oblique column
+    N_3 e_d; head 4 = a (V (VᵀV)⁻¹ M + N_4) with M = diag(1, .., 1, c) and N_4 e_d = 0, so its own
+    closure stays 1 (its scaled direction carries no oblique energy) while P_3P_4 = P_3 M-ish misses
+    P_3 badly (the heavy column is scaled by c): strong pair, P_4P_3 = P_4, P_3P_4 ≉ P_3. Head 5 random."""
+    r = np.random.default_rng(seed)
+    W_V = r.standard_normal((2, d, D))
+    W_O = r.standard_normal((6, D, d))
+    for g, spec in ((0, ((0, 1.3, ""), (1, -0.7, ""), (2, 2.1, ""))), (1, ((3, 0.9, "heavy"), (4, 1.1, "scaled")))):
+        V = W_V[g].T
+        Q = np.eye(D) - V @ np.linalg.solve(V.T @ V, V.T)
+        for h, a, kind in spec:
+            N, M = Q @ r.standard_normal((D, d)), np.eye(d)
+            if kind == "heavy":
+                N[:, -1] *= big
+            if kind == "scaled":
+                N[:, -1], N[:, :-1], M[-1, -1] = 0.0, big * N[:, :-1], c
+            W_O[h] = a * (V @ np.linalg.inv(V.T @ V) @ M + N)
+    return LayerFactors(W_Q=r.standard_normal((6, d, D)), W_K=r.standard_normal((2, d, D)), W_V=W_V, W_O=W_O,
+                        kv_group=np.array([0, 0, 0, 1, 1, 1]), norm_gain=np.ones(D), norm_type="rmsnorm")
+
+
+def test_band_membership_switch_planted():
+    from headgeom.core.errors import ConfigError
+
+    f = _membership_layer()
+    # independent: explicit operators, closure and fixed-scale explanation
+    T = [f.W_O[h] @ f.W_V[f.kv_group[h]] for h in range(6)]
+    alpha = [np.sum((t @ t) * t) / np.sum(t * t) for t in T]
+    Pcl = [np.sum((t @ t) * t) ** 2 / (np.sum((t @ t) ** 2) * np.sum(t * t)) for t in T]
+
+    def expl(i, j):
+        Pi, Pj = T[i] / alpha[i], T[j] / alpha[j]
+        return 1 - np.sum((Pi @ Pj - Pi) ** 2) / np.sum((Pi @ Pj) ** 2)
+
+    assert min(Pcl[:5]) > 0.99 and Pcl[5] < 0.9
+    assert expl(3, 4) < 0.5 and expl(4, 3) > 0.99  # one way only
+    assert all(expl(i, j) > 0.99 for i in range(3) for j in range(3) if i != j)
+    heads, pairs = P1.heads_layer(f, "m", 0, PARAMS)
+    heads, pairs = _with_model(heads, "m"), _with_model(pairs, "m")
+    sel = np.ones(len(pairs["F"]), bool)
+
+    def unordered(mask):
+        return {tuple(sorted((int(i), int(j)))) for i, j in zip(pairs["head_i"][mask], pairs["head_j"][mask])}
+
+    assert unordered(R.band_pairs(pairs, sel, 0.9, 0.9)) == {(0, 1), (0, 2), (1, 2)}
+    assert unordered(R.band_pairs(pairs, sel, 0.9, 0.9, "explanation")) == {(0, 1), (0, 2), (1, 2)}
+    assert unordered(R.band_pairs(pairs, sel, 0.9, 0.9, "strong")) == {(0, 1), (0, 2), (1, 2), (3, 4)}
+    cos2 = {(i, j): np.sum(T[i] * T[j]) ** 2 / (np.sum(T[i] ** 2) * np.sum(T[j] ** 2))
+            for i, j in ((0, 1), (0, 2), (1, 2), (3, 4))}
+    for membership, want in (("explanation", [(0, 1), (0, 2), (1, 2)]), ("strong", list(cos2))):
+        row = R.anchor_table(pairs, heads, ["m"], 0.9, explanation=0.9, min_pairs=1, membership=membership).rows[0]
+        assert row["law_pairs"] == len(want) and row["law_products"] == 2 * len(want)
+        assert row["law_cos2"] == pytest.approx(np.median([cos2[k] for k in want]))
+        # the all-strong-pairs columns do not depend on the switch
+        assert row["band_pairs"] == 4
+    with pytest.raises(ConfigError, match="membership"):
+        R.band_pairs(pairs, sel, 0.9, 0.9, "both")
+
+
 # ------------------------------------------------------------------ layer-matched AUROC, clustered bootstrap
 
 
