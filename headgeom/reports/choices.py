@@ -84,6 +84,7 @@ class ShardSwitch:
     family: str  # shard family recomputed
     job_param: str  # the job's param
     table_param: str | None = None  # the same value as a param of the tables reading the family
+    fallback: object = None  # the job's default (no shards: the alternatives are the other values)
 
 
 TABLE_SWITCHES = (
@@ -95,9 +96,9 @@ TABLE_SWITCHES = (
 )
 SHARD_SWITCHES = (
     ShardSwitch("activation.paper1.endpoint", ("pooled", "median_cos2"), "METHODS §3 natural-return endpoint",
-                "activation_natural_return", "endpoint", "endpoint"),
+                "activation_natural_return", "endpoint", "endpoint", "pooled"),
     ShardSwitch("activation.read_paths.eps_exact", (True, False), "METHODS §3 norm epsilon in J(x)",
-                "activation_read_paths", "eps_exact"),
+                "activation_read_paths", "eps_exact", fallback=True),
 )
 # choices that need new forward passes (listed, not evaluated here)
 NOT_EVALUATED = (
@@ -249,7 +250,7 @@ def _alternatives(workdir: Path, tables_dir: Path):
         aggs = [a for a in (_agg(workdir, tables_dir, n) for n in sw.tables) if a is not None]
         default = next((_get(a.params, sw.param) for a in aggs if _get(a.params, sw.param) is not None), sw.fallback)
         for alt in sw.values:
-            if aggs and default is not None and _fmt(alt) == _fmt(default):
+            if default is not None and _fmt(alt) == _fmt(default):
                 continue
             def build(tmp, sw=sw, alt=alt, aggs=aggs):
                 for agg in aggs:
@@ -260,9 +261,9 @@ def _alternatives(workdir: Path, tables_dir: Path):
         aggs = [a for a in (_agg(workdir, tables_dir, n) for n in _family_tables(sw.family)) if a is not None]
         aggs = [a for a in aggs if a.groups.get(sw.family)]
         default = next((_get(r.get("provenance") or {}, ("params", sw.job_param)) for a in aggs for r in a.inputs
-                        if r["path"] in a.groups.get(sw.family, [])), None)
+                        if r["path"] in a.groups.get(sw.family, [])), sw.fallback)
         for alt in sw.values:
-            if aggs and default is not None and _fmt(alt) == _fmt(default):
+            if default is not None and _fmt(alt) == _fmt(default):
                 continue
             def build(tmp, sw=sw, alt=alt, aggs=aggs):
                 if not aggs:
