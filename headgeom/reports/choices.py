@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
