@@ -145,6 +145,44 @@ def _latent_aurocs(P, PL, ID, t):
     return au_lat, au_id, int(lat.sum()), int(pres.sum()), int(red.sum())
 
 
+def _tie_groups(sorted_vals: np.ndarray) -> np.ndarray:
+    """Group index of each value of a sorted array (equal values share one)."""
+    g = np.zeros(sorted_vals.size, dtype=np.int64)
+    if sorted_vals.size > 1:
+        g[1:] = np.cumsum(sorted_vals[1:] != sorted_vals[:-1])
+    return g
+
+
+def _mann_whitney(g: np.ndarray, pos, neg) -> float:
+    """AUROC of the rows marked pos against those marked neg, rows in sorted score order with tie
+    groups g: (Σ_pos #neg below + ½ #neg tied) / (n_pos n_neg); NaN if a class is empty."""
+    n_pos, n_neg = int(pos.sum()), int(neg.sum())
+    if not n_pos or not n_neg:
+        return NAN
+    nc = np.bincount(g[neg], minlength=int(g[-1]) + 1).astype(float)
+    below = np.cumsum(nc) - nc
+    return float(np.sum(below[g[pos]] + 0.5 * nc[g[pos]]) / (n_pos * n_neg))
+
+
+def sweep_aurocs(P, PL, ID, ts) -> list[float]:
+    """[AUROC P_I (t_0), AUROC I_D given P_I (t_0), AUROC P_I (t_1), ...]: the two AUROCs of
+    ``_latent_aurocs`` at every threshold, from one sort of each score (the bootstrap's statistic;
+    rankdata per threshold would sort 2 x len(ts) times per replicate)."""
+    d = np.isfinite(P) & np.isfinite(PL)
+    P, PL, ID = P[d], PL[d], ID[d]
+    fid = np.isfinite(ID)
+    o1 = np.argsort(PL, kind="stable")
+    o2 = np.argsort(np.where(fid, ID, np.inf), kind="stable")
+    g1, g2 = _tie_groups(PL[o1]), _tie_groups(np.where(fid, ID, np.inf)[o2])
+    out = []
+    for t in ts:
+        pos = P >= t
+        out.append(_mann_whitney(g1, pos[o1], ~pos[o1]))
+        lat = (PL >= t) & fid
+        out.append(_mann_whitney(g2, (lat & pos)[o2], (lat & ~pos)[o2]))
+    return out
+
+
 def _sweep_intervals(heads: dict, s, m: str, P, PL, ID, ts: list[float], n_boot: int) -> dict:
     """{t: (lat_lo, lat_hi, id_lo, id_hi)}: model/layer-clustered percentile intervals of the two
     AUROCs at every threshold, all from the same replicates (resampling models, then complete
@@ -154,13 +192,8 @@ def _sweep_intervals(heads: dict, s, m: str, P, PL, ID, ts: list[float], n_boot:
     if not n_boot or not s.any():
         return {t: (NAN,) * 4 for t in ts}
 
-    def stat(ix):
-        out = []
-        for t in ts:
-            out += list(_latent_aurocs(P[ix], PL[ix], ID[ix], t)[:2])
-        return out
-
-    lo, hi = cluster_bootstrap(stat, _clusters(heads, s), n_boot, rng_for(m, -1, -1, 0, BOOTSTRAP + "-sweep"))
+    lo, hi = cluster_bootstrap(lambda ix: sweep_aurocs(P[ix], PL[ix], ID[ix], ts), _clusters(heads, s), n_boot,
+                               rng_for(m, -1, -1, 0, BOOTSTRAP + "-sweep"))
     lo, hi = np.atleast_1d(lo), np.atleast_1d(hi)
     return {t: (lo[2 * k], hi[2 * k], lo[2 * k + 1], hi[2 * k + 1]) for k, t in enumerate(ts)}
 

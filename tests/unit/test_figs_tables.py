@@ -548,3 +548,28 @@ def test_cluster_bootstrap_vector_statistic_equals_separate_runs():
     lo1, hi1 = stats.cluster_bootstrap(lambda ix: vals[ix].mean(), cl, 300, np.random.default_rng(4))
     lo2, hi2 = stats.cluster_bootstrap(lambda ix: vals[ix].max(), cl, 300, np.random.default_rng(4))
     assert (lo[0], hi[0], lo[1], hi[1]) == (lo1, hi1, lo2, hi2)
+
+
+def test_sweep_aurocs_equal_brute_force_mann_whitney_at_every_threshold():
+    """The bootstrap's one-sort AUROCs against explicit pair counting, with ties, NaNs and
+    thresholds that empty a class."""
+    r = np.random.default_rng(4)
+    n = 60
+    P, PL, ID = r.uniform(0.5, 1, n), np.round(r.uniform(0.6, 1, n), 1), np.round(r.uniform(0, 1, n), 1)
+    P[::9], PL[::7], ID[::5] = np.nan, np.nan, np.nan
+    ts = [0.7, 0.8, 0.9, 0.95, 2.0]
+
+    def brute(a, b):
+        if not len(a) or not len(b):
+            return np.nan
+        return np.mean([(x > y) + 0.5 * (x == y) for x in a for y in b])
+
+    got = R.sweep_aurocs(P, PL, ID, ts)
+    want = []
+    for t in ts:
+        d = np.isfinite(P) & np.isfinite(PL)
+        want.append(brute(PL[d & (P >= t)], PL[d & (P < t)]))
+        lat = d & (PL >= t) & np.isfinite(ID)
+        want.append(brute(ID[lat & (P >= t)], ID[lat & (P < t)]))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    assert np.isnan(got[-1]) and np.isnan(got[-2])  # t = 2: no strong head
