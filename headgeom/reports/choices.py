@@ -14,20 +14,29 @@ numbers exactly:
                               row            S[h,h] - mean_{j!=h} S[h,j] (own K, other donors' D)
                               column         S[h,h] - mean_{i!=h} S[i,h] (own D, other donors' K)
 
-The activation stage's choices are config switches of their own that rerun forward passes
-(``activation.paper1.endpoint``: pooled / median_cos2; ``activation.read_paths.eps_exact``); the
-sensitivity table lists them as not evaluated (it rebuilds tables from existing shards only).
+Choices that are table params elsewhere in the config (``TABLE_SWITCHES``: paper 1's left-zero
+band membership and its threshold τ) are evaluated the same way: the tables taking that param are
+rebuilt with each alternative value.
+
+Choices of the activation stage's per-layer analysis jobs (``SHARD_SWITCHES``: the natural-return
+endpoint, ``activation.paper1.endpoint`` pooled / median_cos2; the norm epsilon in J(x),
+``activation.read_paths.eps_exact``) change shards, not tables: for each alternative those shards
+are recomputed into a temporary directory from the stored forward-pass activations their
+provenance names (headgeom.reports.audit.recompute_shards, the job's own code), and the tables
+reading them rebuilt from the recomputed shards. No forward pass is rerun. Window cutting
+(``activation.bos``; the consecutive cut has no alternative implemented) would need new forward
+passes and is listed as not evaluated (``NOT_EVALUATED``).
 
 ``sensitivity(workdir, ledger, models)`` rebuilds, for every alternative, the tables that read
-the switched columns from the shards their provenance sidecars list (headgeom.reports.audit),
-beside copies of every other table, evaluates the ledger on both sets (headgeom.reports.claims)
-and reports each claim whose status differs."""
+what it switches from the shards their provenance sidecars list (headgeom.reports.audit), beside
+copies of every other table, evaluates the ledger on both sets (headgeom.reports.claims) and
+reports each claim whose status differs."""
 
 from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -52,10 +61,51 @@ SWITCHES = (
            "METHODS §1 factorial D x K contrast", ("I_factorial", "I_factorial_ctrl")),
 )
 DEFAULTS = {s.key: s.default for s in SWITCHES}
-# choices elsewhere that need a rerun of another stage (listed, not evaluated here)
-OTHER_SWITCHES = (
-    ("activation.paper1.endpoint", "pooled", ("median_cos2",), "METHODS §3 natural-return endpoint"),
-    ("activation.read_paths.eps_exact", "true", ("false",), "METHODS §3 norm epsilon in J(x)"),
+
+
+@dataclass(frozen=True)
+class TableSwitch:
+    """A reconstructed choice that table builders take as a param: evaluated by rebuilding them."""
+    key: str  # config key, dotted
+    values: tuple  # values tried (the configured one, read from the table's sidecar, is skipped)
+    method: str
+    tables: tuple  # the tables taking it
+    param: tuple  # where it sits in those tables' params
+    fallback: object = None  # the builder's default, for a sidecar written before the param existed
+
+
+@dataclass(frozen=True)
+class ShardSwitch:
+    """A reconstructed choice of a per-layer analysis job: evaluated by recomputing its shards
+    (from stored inputs, with the job's own code) and rebuilding the tables reading them."""
+    key: str
+    values: tuple
+    method: str
+    family: str  # shard family recomputed
+    job_param: str  # the job's param
+    table_param: str | None = None  # the same value as a param of the tables reading the family
+    fallback: object = None  # the job's default (no shards: the alternatives are the other values)
+
+
+TABLE_SWITCHES = (
+    TableSwitch("paper1.band.membership", ("explanation", "strong"),
+                "paper 1 left-zero band membership (P_iP_j ≈ P_i both ways, or both heads strong)",
+                ("paper1_anchor",), ("band", "membership"), "explanation"),
+    TableSwitch("paper1.band.explanation", (0.8, 0.85, 0.9, 0.95),
+                "paper 1 left-zero band: τ of ≈ (F_ij and F_ji ≥ τ)", ("paper1_anchor",), ("band", "explanation"), 0.9),
+)
+SHARD_SWITCHES = (
+    ShardSwitch("activation.paper1.endpoint", ("pooled", "median_cos2"), "METHODS §3 natural-return endpoint",
+                "activation_natural_return", "endpoint", "endpoint", "pooled"),
+    ShardSwitch("activation.read_paths.eps_exact", (True, False), "METHODS §3 norm epsilon in J(x)",
+                "activation_read_paths", "eps_exact", fallback=True),
+)
+# choices that need new forward passes (listed, not evaluated here)
+NOT_EVALUATED = (
+    ("activation.bos", "true", ("false",), "METHODS §3 window cutting (BOS prepended to every window)",
+     "not evaluated: the windows are cut before the forward pass, so each alternative needs new forward "
+     "passes (rerun the activation stage with the switch); the consecutive cut itself has no alternative "
+     "implemented"),
 )
 
 
@@ -99,25 +149,132 @@ def apply(cols: dict, choices: dict | None) -> dict:
 # ------------------------------------------------------------------ sensitivity
 
 
-def affected_tables() -> list[str]:
+def _choice_tables() -> list[str]:
     """Tables whose builder reads the paper1_heads shards (and so the switched columns)."""
     from headgeom.reports.outputs import TABLES
 
     return [n for n, o in TABLES.items() if "paper1_heads" in o.families]
 
 
-def _rebuild(workdir: Path, tables_dir: Path, out_dir: Path, name: str, choices: dict) -> bool:
+def _family_tables(family: str) -> list[str]:
+    from headgeom.reports.outputs import TABLES
+
+    return [n for n, o in TABLES.items() if family in o.families]
+
+
+def affected_tables() -> list[str]:
+    """Every table some switch rebuilds (the rule's inputs are their sidecars)."""
+    names = _choice_tables() + [t for sw in TABLE_SWITCHES for t in sw.tables]
+    names += [t for sw in SHARD_SWITCHES for t in _family_tables(sw.family)]
+    return list(dict.fromkeys(names))
+
+
+def _get(d: dict, path: tuple):
+    for k in path:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def _set(d: dict, path: tuple, value) -> dict:
+    out = dict(d)
+    if len(path) == 1:
+        out[path[0]] = value
+    else:
+        out[path[0]] = _set(dict(out.get(path[0]) or {}), path[1:], value)
+    return out
+
+
+def _fmt(v) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def _agg(workdir: Path, tables_dir: Path, name: str):
     from headgeom.reports import audit
 
     prov = tables_dir / f"{name}.prov.json"
     if not prov.exists():
-        return False
+        return None
     sidecar = audit.load_sidecar(prov, workdir)
     _, rows = audit.read_csv(tables_dir / f"{name}.csv")
-    agg = audit.aggregation_from_sidecar(name, sidecar, rows)
-    agg = replace(agg, params={**agg.params, "choices": choices})
-    audit.run_aggregation(agg, workdir, workdir, out_dir)
-    return True
+    return audit.aggregation_from_sidecar(name, sidecar, rows)
+
+
+def _build(workdir: Path, agg, out_dir: Path, params: dict, roots: dict | None = None) -> None:
+    """Build ``agg``'s table into out_dir with ``params``; shards of a family in ``roots`` are read
+    from that root (recomputed ones), the rest from the workdir."""
+    from headgeom.reports.audit import table_output
+    from headgeom.reports.outputs import build_output
+
+    roots = roots or {}
+    outputs = {ext: str(out_dir / f"{agg.name}.{ext}") for ext in ("csv", "md", "tex")}
+    outputs["prov"] = str(out_dir / f"{agg.name}.prov.json")
+    manifests = [str(workdir / "results" / "tensors" / m / "manifest.json") for m in agg.models]
+    inputs = {fam: [str(Path(roots.get(fam, workdir)) / p) for p in agg.groups.get(fam, [])]
+              for fam in table_output(agg.name).families}
+    build_output("table", agg.name, inputs, manifests, agg.models, outputs, params)
+
+
+def _recompute(workdir: Path, aggs: list, sw: ShardSwitch, value, root: Path) -> int:
+    """Recompute every shard of ``sw.family`` the tables list, with the job param set to ``value``,
+    into root/<same relative path>. Returns the number of shards."""
+    from headgeom.reports.audit import recompute_shards
+
+    recs = {}
+    for agg in aggs:
+        for rec in agg.inputs:
+            if rec["path"] in agg.groups.get(sw.family, []):
+                prov = dict(rec.get("provenance") or {})
+                prov["params"] = {**(prov.get("params") or {}), sw.job_param: value}
+                recs[rec["path"]] = prov
+    recompute_shards(list(recs), recs, workdir, root, log=lambda *a, **k: None)
+    return len(recs)
+
+
+def _alternatives(workdir: Path, tables_dir: Path):
+    """(switch, where, default, alternative, build(out_dir) -> tables rebuilt) for every alternative."""
+    heads_tables = _choice_tables()
+    for sw in SWITCHES:
+        for alt in sw.alternatives[1:]:
+            def build(tmp, sw=sw, alt=alt):
+                built = []
+                for n in heads_tables:
+                    agg = _agg(workdir, tables_dir, n)
+                    if agg is not None:
+                        _build(workdir, agg, tmp, {**agg.params, "choices": {**DEFAULTS, sw.key: alt}})
+                        built.append(n)
+                return built
+            yield f"choices.{sw.key}", sw.method, sw.default, alt, build
+    for sw in TABLE_SWITCHES:
+        aggs = [a for a in (_agg(workdir, tables_dir, n) for n in sw.tables) if a is not None]
+        default = next((_get(a.params, sw.param) for a in aggs if _get(a.params, sw.param) is not None), sw.fallback)
+        for alt in sw.values:
+            if default is not None and _fmt(alt) == _fmt(default):
+                continue
+            def build(tmp, sw=sw, alt=alt, aggs=aggs):
+                for agg in aggs:
+                    _build(workdir, agg, tmp, _set(agg.params, sw.param, alt))
+                return [a.name for a in aggs]
+            yield sw.key, sw.method, "–" if default is None else _fmt(default), alt, build
+    for sw in SHARD_SWITCHES:
+        aggs = [a for a in (_agg(workdir, tables_dir, n) for n in _family_tables(sw.family)) if a is not None]
+        aggs = [a for a in aggs if a.groups.get(sw.family)]
+        default = next((_get(r.get("provenance") or {}, ("params", sw.job_param)) for a in aggs for r in a.inputs
+                        if r["path"] in a.groups.get(sw.family, [])), sw.fallback)
+        for alt in sw.values:
+            if default is not None and _fmt(alt) == _fmt(default):
+                continue
+            def build(tmp, sw=sw, alt=alt, aggs=aggs):
+                if not aggs:
+                    return []
+                root = tmp / "recomputed"
+                _recompute(workdir, aggs, sw, alt, root)
+                for agg in aggs:
+                    params = _set(agg.params, (sw.table_param,), alt) if sw.table_param else dict(agg.params)
+                    _build(workdir, agg, tmp, params, {sw.family: root})
+                return [a.name for a in aggs]
+            yield sw.key, sw.method, "–" if default is None else _fmt(default), alt, build
 
 
 def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=None) -> Table:
@@ -126,31 +283,28 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
     workdir = Path(workdir)
     tables_dir = Path(tables_dir or workdir / "results" / "tables")
     base = {r["id"]: r for r in build_rows(ledger, tables_dir, models_run)[0]}
-    names = affected_tables()
     rows = []
-    for sw in SWITCHES:
-        for alt in sw.alternatives[1:]:
-            with tempfile.TemporaryDirectory(prefix="headgeom-choices-") as tmp:
-                tmp = Path(tmp)
-                for f in tables_dir.iterdir():
-                    if f.suffix in (".csv", ".md") and f.is_file():
-                        shutil.copyfile(f, tmp / f.name)
-                built = [n for n in names if _rebuild(workdir, tables_dir, tmp, n, {**DEFAULTS, sw.key: alt})]
-                alt_rows = {r["id"]: r for r in build_rows(ledger, tmp, models_run)[0]}
-            read = [i for i, r in base.items() if r["read"].split("[")[0].split(":")[0] in built]
-            judged = [i for i in read if base[i]["status"] in ("agrees", "differs")]
-            changed = [i for i in base if i in alt_rows and alt_rows[i]["status"] != base[i]["status"]]
-            rows.append({
-                "switch": f"choices.{sw.key}", "default": sw.default, "alternative": alt, "where": sw.method,
-                "tables": len(built), "claims_read": len(read), "claims_judged": len(judged), "changed": len(changed),
-                "claims": "; ".join(f"{i}: {base[i]['status']} → {alt_rows[i]['status']} "
-                                    f"({base[i]['pipeline']} → {alt_rows[i]['pipeline']})" for i in changed) or "none",
-            })
-    for key, default, alts, where in OTHER_SWITCHES:
+    for key, where, default, alt, build in _alternatives(workdir, tables_dir):
+        with tempfile.TemporaryDirectory(prefix="headgeom-choices-") as tmp:
+            tmp = Path(tmp)
+            for f in tables_dir.iterdir():
+                if f.suffix in (".csv", ".md") and f.is_file():
+                    shutil.copyfile(f, tmp / f.name)
+            built = build(tmp)
+            alt_rows = {r["id"]: r for r in build_rows(ledger, tmp, models_run)[0]}
+        read = [i for i, r in base.items() if r["read"].split("[")[0].split(":")[0] in built]
+        judged = [i for i in read if base[i]["status"] in ("agrees", "differs")]
+        changed = [i for i in base if i in alt_rows and alt_rows[i]["status"] != base[i]["status"]]
+        rows.append({
+            "switch": key, "default": default, "alternative": _fmt(alt), "where": where,
+            "tables": len(built), "claims_read": len(read), "claims_judged": len(judged), "changed": len(changed),
+            "claims": "; ".join(f"{i}: {base[i]['status']} → {alt_rows[i]['status']} "
+                                f"({base[i]['pipeline']} → {alt_rows[i]['pipeline']})" for i in changed) or "none",
+        })
+    for key, default, alts, where, why in NOT_EVALUATED:
         for alt in alts:
             rows.append({"switch": key, "default": default, "alternative": alt, "where": where, "tables": 0,
-                         "claims_read": None, "claims_judged": None, "changed": None,
-                         "claims": "not evaluated: needs the activation stage rerun with the switch"})
+                         "claims_read": None, "claims_judged": None, "changed": None, "claims": why})
     return Table("choice_sensitivity",
                  "For each switch of a reconstructed choice and each alternative: the tables rebuilt, the ledger claims "
                  "they feed, and every claim whose status changes (status and pipeline value, default → alternative).",
@@ -159,7 +313,10 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
                   Column("claims_judged", "of them agreeing or differing"),
                   Column("changed", "Claims changing status"), Column("claims", "Changes")], rows,
                  notes=f"Run models: {', '.join(models_run) or 'none'}. Tables are rebuilt from the shards their "
-                       "provenance lists; defaults are the pipeline's (config choices:).")
+                       "provenance lists; defaults are the run's (config choices:, paper1.band, and the activation "
+                       "jobs' params). Activation switches recompute the analysis shards from the stored "
+                       "forward-pass activations (no new forward pass); window cutting needs new forward passes "
+                       "and is not evaluated.")
 
 
 def sensitivity_job(ledger_path, workdir, models_run: list[str], outputs: dict) -> Table:
@@ -170,7 +327,10 @@ def sensitivity_job(ledger_path, workdir, models_run: list[str], outputs: dict) 
     t = sensitivity(workdir, load_ledger(ledger_path), models_run)
     write_set(outputs, {"csv": t.csv(), "md": t.markdown(), "tex": t.latex()}, {
         "table": t.name, "aggregation": "headgeom.reports.choices.sensitivity",
-        "params": {"models": list(models_run), "switches": {s.key: list(s.alternatives) for s in SWITCHES}},
+        "params": {"models": list(models_run), "switches": {
+            **{f"choices.{s.key}": list(s.alternatives) for s in SWITCHES},
+            **{s.key: list(s.values) for s in (*TABLE_SWITCHES, *SHARD_SWITCHES)},
+            **{k: "not evaluated" for k, *_ in NOT_EVALUATED}}},
         "code": code_version(), "columns": [c.key for c in t.columns],
         "ledger": {"path": str(ledger_path), "sha256": sha256_file(ledger_path)},
         "inputs": [],

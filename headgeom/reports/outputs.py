@@ -152,7 +152,8 @@ _ENTRIES = (
     Output("paper1_table4", T, "Paper 1", (PAIRS,),
            lambda d, f, m, p: _p1().table4(d[PAIRS], d.get(HEADS, {}), m, p["strong_threshold"]), params=ST),
     Output("paper1_sweep", T, "Paper 1", (HEADS,),
-           lambda d, f, m, p: _p1().sweep_table(d[HEADS], m, p["sweep"]), params={"sweep": "paper1/sweep"}),
+           lambda d, f, m, p: _p1().sweep_table(d[HEADS], m, p["sweep"], int(p.get("bootstrap") or 0)),
+           params={"sweep": "paper1/sweep", "bootstrap": "paper1/bootstrap"}),
     Output("paper1_scramble", T, "Paper 1", (HEADS,),
            lambda d, f, m, p: _p1().scramble_table(d[HEADS], m, p["strong_threshold"]), params=ST),
     Output("paper1_layers", T, "Paper 1", (HEADS,),
@@ -160,7 +161,8 @@ _ENTRIES = (
     Output("paper1_factorial", T, "Paper 1", (HEADS,),
            lambda d, f, m, p: _p1().factorial_table(d[HEADS], m)),
     Output("paper1_capacity", T, "Paper 1", (CAP,),
-           lambda d, f, m, p: _p1().capacity_table(d[CAP], m, p["strong_threshold"]), params=ST),
+           lambda d, f, m, p: _p1().capacity_table(d[CAP], m, p["strong_threshold"], int(p.get("bootstrap") or 0)),
+           params=ST | {"bootstrap": "paper1/bootstrap"}),
     Output("paper1_latent", T, "Paper 1", (HEADS,),
            lambda d, f, m, p: _p1().latent_table(d[HEADS], m, p["strong_threshold"], int(p["bootstrap"]),
                                                  tuple(p["large"] or ())),
@@ -325,14 +327,16 @@ CAPTIONS = {
     ),
     ('table', 'paper1_anchor'): (
         "**Paper 1, value anchors.** Value anchors P_V, oblique share, same-layer retrieval rank of the "
-        "trained V, and the left-zero band of strong sibling pairs: all strong pairs, and the pairs satisfying "
-        "P_iP_j ≈ P_i both ways (F_ij, F_ji ≥ {{ snakemake.params.band.explanation }}; ranges over models with "
-        "at least {{ snakemake.params.band.min_pairs }} such pairs)."
+        "trained V, and the left-zero band of strong sibling pairs: all strong pairs, and the band pairs by "
+        "``paper1.band.membership`` = {{ snakemake.params.band.membership }} (explanation: P_iP_j ≈ P_i both ways, "
+        "F_ij, F_ji ≥ {{ snakemake.params.band.explanation }}; strong: every strong pair); ranges over models with "
+        "at least {{ snakemake.params.band.min_pairs }} such pairs."
     ),
     ('table', 'paper1_capacity'): (
         "**Paper 1, feasible capacity.** Cap_hat and attainment E of strong, layer-matched ordinary and "
         "hash-sampled heads (t = {{ snakemake.params.strong_threshold }}), and beside them the capacity "
-        "from the random starts only and E from it."
+        "from the random starts only and E from it; layer-clustered bootstrap 95% intervals of the closure "
+        "and capacity gaps ({{ snakemake.params.bootstrap }} replicates, ``paper1.bootstrap``)."
     ),
     ('table', 'paper1_factorial'): (
         "**Paper 1, factorial D×K.** Layer mean of the head interaction I_h over exhaustive donor "
@@ -361,7 +365,8 @@ CAPTIONS = {
     ),
     ('table', 'paper1_sweep'): (
         "**Paper 1, threshold sweep.** Tail size, controls reaching t, and the latent-closure and I_D AUROCs "
-        "at each threshold of ``paper1.sweep``."
+        "at each threshold of ``paper1.sweep``, with model/layer-clustered bootstrap 95% intervals "
+        "({{ snakemake.params.bootstrap }} replicates, ``paper1.bootstrap``)."
     ),
     ('table', 'paper1_table2'): (
         "**Paper 1, Table 2.** Strong closure tail per model with the cyclic wrong-V control and return gain "
@@ -372,7 +377,8 @@ CAPTIONS = {
         "**Paper 1, Table 3.** Trajectories: closure P, scramble median R, feasible capacity Cap_hat and "
         "attainment E per checkpoint of each lineage (groups fixed at the final checkpoint; t = {{ "
         "snakemake.params.strong_threshold }}), with the attainment gap and its hierarchical-bootstrap "
-        "interval ({{ snakemake.params.bootstrap }} replicates)."
+        "interval ({{ snakemake.params.bootstrap }} replicates), and the same intervals for the closure and "
+        "capacity gaps."
     ),
     ('table', 'paper1_table4'): (
         "**Paper 1, Table 4.** Shared-value sibling law: right heads j with P(T_j) ≥ {{ "

@@ -21,6 +21,7 @@ from functools import partial
 
 import numpy as np
 
+from headgeom.core.errors import ConfigError
 from headgeom.core.stats import auroc, hierarchical_bootstrap
 from headgeom.methods.paper1 import BOOTSTRAP
 from headgeom.core.seeds import rng_for
@@ -144,24 +145,81 @@ def _latent_aurocs(P, PL, ID, t):
     return au_lat, au_id, int(lat.sum()), int(pres.sum()), int(red.sum())
 
 
-def sweep_table(heads: dict, models: list[str], sweep) -> Table:
+def _tie_groups(sorted_vals: np.ndarray) -> np.ndarray:
+    """Group index of each value of a sorted array (equal values share one)."""
+    g = np.zeros(sorted_vals.size, dtype=np.int64)
+    if sorted_vals.size > 1:
+        g[1:] = np.cumsum(sorted_vals[1:] != sorted_vals[:-1])
+    return g
+
+
+def _mann_whitney(g: np.ndarray, pos, neg) -> float:
+    """AUROC of the rows marked pos against those marked neg, rows in sorted score order with tie
+    groups g: (Σ_pos #neg below + ½ #neg tied) / (n_pos n_neg); NaN if a class is empty."""
+    n_pos, n_neg = int(pos.sum()), int(neg.sum())
+    if not n_pos or not n_neg:
+        return NAN
+    nc = np.bincount(g[neg], minlength=int(g[-1]) + 1).astype(float)
+    below = np.cumsum(nc) - nc
+    return float(np.sum(below[g[pos]] + 0.5 * nc[g[pos]]) / (n_pos * n_neg))
+
+
+def sweep_aurocs(P, PL, ID, ts) -> list[float]:
+    """[AUROC P_I (t_0), AUROC I_D given P_I (t_0), AUROC P_I (t_1), ...]: the two AUROCs of
+    ``_latent_aurocs`` at every threshold, from one sort of each score (the bootstrap's statistic;
+    rankdata per threshold would sort 2 x len(ts) times per replicate)."""
+    d = np.isfinite(P) & np.isfinite(PL)
+    P, PL, ID = P[d], PL[d], ID[d]
+    fid = np.isfinite(ID)
+    o1 = np.argsort(PL, kind="stable")
+    o2 = np.argsort(np.where(fid, ID, np.inf), kind="stable")
+    g1, g2 = _tie_groups(PL[o1]), _tie_groups(np.where(fid, ID, np.inf)[o2])
+    out = []
+    for t in ts:
+        pos = P >= t
+        out.append(_mann_whitney(g1, pos[o1], ~pos[o1]))
+        lat = (PL >= t) & fid
+        out.append(_mann_whitney(g2, (lat & pos)[o2], (lat & ~pos)[o2]))
+    return out
+
+
+def _sweep_intervals(heads: dict, s, m: str, P, PL, ID, ts: list[float], n_boot: int) -> dict:
+    """{t: (lat_lo, lat_hi, id_lo, id_hi)}: model/layer-clustered percentile intervals of the two
+    AUROCs at every threshold, all from the same replicates (resampling models, then complete
+    layers within them; core.stats.cluster_bootstrap)."""
+    from headgeom.core.stats import cluster_bootstrap
+
+    if not n_boot or not s.any():
+        return {t: (NAN,) * 4 for t in ts}
+
+    lo, hi = cluster_bootstrap(lambda ix: sweep_aurocs(P[ix], PL[ix], ID[ix], ts), _clusters(heads, s), n_boot,
+                               rng_for(m, -1, -1, 0, BOOTSTRAP + "-sweep"))
+    lo, hi = np.atleast_1d(lo), np.atleast_1d(hi)
+    return {t: (lo[2 * k], hi[2 * k], lo[2 * k + 1], hi[2 * k + 1]) for k, t in enumerate(ts)}
+
+
+def sweep_table(heads: dict, models: list[str], sweep, n_boot: int = 0) -> Table:
     rows = []
     groups = [(m, _model_sel(heads, m)) for m in models]
     if len(models) > 1:
         groups.append(("pooled", np.isin(np.asarray(heads.get("model", [])), models)))
+    ts = _sweep_values(sweep)
     for m, s in groups:
         P, Pw, PL, ID = (_a(heads, k, s) for k in ("P", "P_wrong_v", "P_latent", "I_D"))
         scr = _stack(_a(heads, "P_scramble", s, None))
         haar = _stack(_a(heads, "P_haar", s, None))
         n_def = int(np.isfinite(P).sum())
-        for t in _sweep_values(sweep):
+        ci = _sweep_intervals(heads, s, m, P, PL, ID, ts, n_boot)
+        for t in ts:
             au_lat, au_id, n_lat, n_pres, n_red = _latent_aurocs(P, PL, ID, t)
+            lat_lo, lat_hi, id_lo, id_hi = ci[t]
             rows.append({
                 "model": m, "t": t, "strong": int(np.sum(np.isfinite(P) & (P >= t))),
                 "strong_pct": 100.0 * np.sum(np.isfinite(P) & (P >= t)) / n_def if n_def else NAN,
                 "wrong_v": int(np.sum(np.isfinite(Pw) & (Pw >= t))) if np.isfinite(Pw).any() else None,
                 "scramble": int(np.sum(np.isfinite(scr) & (scr >= t))), "haar": int(np.sum(np.isfinite(haar) & (haar >= t))),
                 "auroc_latent": au_lat, "latent_n": n_lat, "preserved": n_pres, "reduced": n_red, "auroc_ID": au_id,
+                "lat_lo": lat_lo, "lat_hi": lat_hi, "id_lo": id_lo, "id_hi": id_hi,
             })
     return Table(
         name="paper1_sweep",
@@ -172,9 +230,13 @@ def sweep_table(heads: dict, models: list[str], sweep) -> Table:
             _C("wrong_v", "Wrong-V ≥ t"), _C("scramble", "Scramble draws ≥ t"), _C("haar", "Haar draws ≥ t"),
             _C("auroc_latent", "AUROC P_I", "{:.3f}"), _C("latent_n", "P_I≥t"),
             _C("preserved", "Preserved"), _C("reduced", "Reduced"), _C("auroc_ID", "AUROC I_D given P_I", "{:.3f}"),
+            _C("lat_lo", "AUROC P_I 95% lo", "{:.3f}"), _C("lat_hi", "hi", "{:.3f}"),
+            _C("id_lo", "AUROC I_D 95% lo", "{:.3f}"), _C("id_hi", "hi", "{:.3f}"),
         ],
         rows=rows,
-        notes="AUROC = P(score of positive > negative) + ½ P(tie); – when a class is empty.",
+        notes="AUROC = P(score of positive > negative) + ½ P(tie); – when a class is empty. 95% intervals: "
+              "model/layer-clustered percentile bootstrap (resampling models, then complete layers within them; "
+              "paper1.bootstrap replicates, every threshold from the same replicates; – with 0 replicates).",
     )
 
 
@@ -490,7 +552,26 @@ def rank_audit_table(heads: dict, fields: dict, models: list[str], tolerance: st
 # ------------------------------------------------------------------ capacity
 
 
-def capacity_table(cap: dict, models: list[str], threshold: float) -> Table:
+def _gap_intervals(cap: dict, s, m: str, n_boot: int) -> tuple:
+    """Layer-clustered percentile intervals (complete layers resampled within the model;
+    core.stats.cluster_bootstrap) of the closure gap and the capacity gap, each the strong median
+    minus the matched median: (closure lo, hi, capacity lo, hi)."""
+    from headgeom.core.stats import cluster_bootstrap
+
+    if not n_boot or not s.any():
+        return (NAN,) * 4
+    P, cp = _a(cap, "P", s), _a(cap, "cap", s)
+    st, mt = _a(cap, "is_strong", s, bool), _a(cap, "is_matched", s, bool)
+
+    def stat(ix):
+        a, b = st[ix], mt[ix]
+        return [_med(P[ix][a]) - _med(P[ix][b]), _med(cp[ix][a]) - _med(cp[ix][b])]
+
+    lo, hi = cluster_bootstrap(stat, _clusters(cap, s), n_boot, rng_for(m, -1, -1, 0, BOOTSTRAP + "-capacity"))
+    return lo[0], hi[0], lo[1], hi[1]
+
+
+def capacity_table(cap: dict, models: list[str], threshold: float, n_boot: int = 0) -> Table:
     rows = []
     for m in models:
         s = _model_sel(cap, m)
@@ -509,6 +590,7 @@ def capacity_table(cap: dict, models: list[str], threshold: float) -> Table:
         hi = sm & np.isfinite(cp) & (cp >= 0.9)
         closure_gap = _med(P[st]) - _med(P[mt])
         cap_gap = _med(cp[st]) - _med(cp[mt])
+        p_lo, p_hi, c_lo, c_hi = _gap_intervals(cap, s, m, n_boot)
         rows.append({
             "model": m, "n_strong": int(st.sum()), "cap_strong": _med(cp[st]), "E_strong": _med(E[st]),
             "n_matched": int(mt.sum()), "cap_matched": _med(cp[mt]), "E_matched": _med(E[mt]),
@@ -520,6 +602,7 @@ def capacity_table(cap: dict, models: list[str], threshold: float) -> Table:
             "cap_random_strong": _med(cr[st]), "E_random_strong": _med(Er[st]),
             "cap_random_matched": _med(cr[mt]), "E_random_matched": _med(Er[mt]),
             "cap_random_sample": _med(cr[sm]),
+            "closure_gap_lo": p_lo, "closure_gap_hi": p_hi, "cap_gap_lo": c_lo, "cap_gap_hi": c_hi,
         })
     return Table(
         name="paper1_capacity",
@@ -539,13 +622,16 @@ def capacity_table(cap: dict, models: list[str], threshold: float) -> Table:
             _C("cap_random_matched", "Cap matched, random starts", "{:.3f}"),
             _C("E_random_matched", "E matched, random starts", "{:.3f}"),
             _C("cap_random_sample", "Cap sample, random starts", "{:.3f}"),
+            _C("closure_gap_lo", "Closure gap 95% lo", "{:.3f}"), _C("closure_gap_hi", "hi", "{:.3f}"),
+            _C("cap_gap_lo", "Capacity gap 95% lo", "{:.3f}"), _C("cap_gap_hi", "hi", "{:.3f}"),
         ],
         rows=rows,
         notes="Medians over heads; gaps are strong minus matched medians. Cap_hat is a constructive lower bound "
               "(trained K + random restarts, config paper1.capacity); E is not clipped. Since Cap_hat includes the "
               "trained K's start, E ≤ 1 by construction; the 'random starts' columns use only the Haar-random "
               "restarts (Cap from them alone, E = (P - R)/(Cap_random - R)), so E > 1 there means the trained "
-              "orientation beats every random-start ascent. They need restarts ≥ 2 (else –).",
+              "orientation beats every random-start ascent. They need restarts ≥ 2 (else –). Gap 95% intervals: "
+              "percentile bootstrap resampling complete layers of the model (paper1.bootstrap replicates; – with 0).",
     )
 
 
@@ -561,7 +647,7 @@ def _layer_gap(units):
 
 def table3(cap: dict, lineages: dict[str, list[str]], threshold: float, n_boot: int, default_lineages: bool = False) -> Table:
     rows = []
-    finals = {}
+    finals, finals_pc = {}, {}
     for name, members in lineages.items():
         final = members[-1]
         sf = _model_sel(cap, final)
@@ -579,8 +665,13 @@ def table3(cap: dict, lineages: dict[str, list[str]], threshold: float, n_boot: 
             p_gap, _ = _layer_gap(_traj_units(cs, layer, eligible, "P", st, mt))
             c_gap, _ = _layer_gap(_traj_units(cs, layer, eligible, "cap", st, mt))
             _, lo, hi = hierarchical_bootstrap([ue], n_boot, rng_for(name, m, -1, 0, BOOTSTRAP))
+            up = _traj_units(cs, layer, eligible, "P", st, mt)
+            uc = _traj_units(cs, layer, eligible, "cap", st, mt)
+            _, p_lo, p_hi = hierarchical_bootstrap([up], n_boot, rng_for(name, m, -1, 0, BOOTSTRAP + "-closure"))
+            _, c_lo, c_hi = hierarchical_bootstrap([uc], n_boot, rng_for(name, m, -1, 0, BOOTSTRAP + "-capacity"))
             if pos == len(members) - 1:
                 finals[name] = ue
+                finals_pc[name] = (up, uc)
             rows.append({
                 "lineage": name, "checkpoint": m, "step": pos, "layers": len(eligible),
                 "n_strong": int((st & el).sum()), "n_matched": int((mt & el).sum()),
@@ -589,17 +680,24 @@ def table3(cap: dict, lineages: dict[str, list[str]], threshold: float, n_boot: 
                 "cap_s": _med(cs["cap"][st & el]), "cap_o": _med(cs["cap"][mt & el]),
                 "E_s": _med(cs["E"][st & el]), "E_o": _med(cs["E"][mt & el]),
                 "p_gap": p_gap, "c_gap": c_gap, "e_gap": e_gap, "e_lo": lo, "e_hi": hi,
+                "p_lo": p_lo, "p_hi": p_hi, "c_lo": c_lo, "c_hi": c_hi,
                 "e_pos": _frac(int(np.sum(np.array(per_layer) > 0)), len(per_layer)),
             })
     if len(finals) > 1:
         point, lo, hi = hierarchical_bootstrap(list(finals.values()), n_boot, rng_for("all-lineages", "final", -1, 0, BOOTSTRAP))
         per_layer = [a.mean() - b.mean() for u in finals.values() for a, b in u if a.size and b.size]
+        _, p_lo, p_hi = hierarchical_bootstrap([u for u, _ in finals_pc.values()], n_boot,
+                                                rng_for("all-lineages", "final", -1, 0, BOOTSTRAP + "-closure"))
+        _, c_lo, c_hi = hierarchical_bootstrap([u for _, u in finals_pc.values()], n_boot,
+                                                rng_for("all-lineages", "final", -1, 0, BOOTSTRAP + "-capacity"))
         rows.append({"lineage": "all (final)", "checkpoint": "–", "step": None, "layers": len(per_layer),
+                     "p_lo": p_lo, "p_hi": p_hi, "c_lo": c_lo, "c_hi": c_hi,
                      "e_gap": point, "e_lo": lo, "e_hi": hi,
                      "e_pos": _frac(int(np.sum(np.array(per_layer) > 0)), len(per_layer))})
     note = ("Groups (strong P ≥ t, layer-matched ordinary) are fixed at the final checkpoint of each lineage; eligible "
             "layers hold both. Gaps: mean over eligible layers of (strong mean − ordinary mean); E-gap 95% interval: "
-            "hierarchical bootstrap over layers then heads (and lineages for the pooled row).")
+            "hierarchical bootstrap over layers then heads (and lineages for the pooled row); the closure- and "
+            "capacity-gap intervals the same, from their own replicates.")
     if default_lineages:
         note += " No paper1.lineages configured: each active model is shown as a one-checkpoint lineage (its endpoint)."
     return Table(
@@ -615,6 +713,8 @@ def table3(cap: dict, lineages: dict[str, list[str]], threshold: float, n_boot: 
             _C("p_gap", "Closure gap", "{:.3f}"), _C("c_gap", "Capacity gap", "{:.3f}"),
             _C("e_gap", "Attainment gap", "{:.3f}"), _C("e_lo", "95% lo", "{:.3f}"), _C("e_hi", "95% hi", "{:.3f}"),
             _C("e_pos", "Layers E-gap > 0"),
+            _C("p_lo", "Closure gap 95% lo", "{:.3f}"), _C("p_hi", "hi", "{:.3f}"),
+            _C("c_lo", "Capacity gap 95% lo", "{:.3f}"), _C("c_hi", "hi", "{:.3f}"),
         ],
         rows=rows,
         notes=note,
@@ -664,11 +764,20 @@ def table4(pairs: dict, heads: dict, models: list[str], threshold: float) -> Tab
     )
 
 
-def band_pairs(pairs: dict, sel, threshold: float, explanation: float) -> np.ndarray:
-    """Left-zero band by the paper's criterion: directed rows (i, j) of the selection whose heads are
-    both strong (P ≥ t) and whose unordered pair satisfies P_iP_j ≈ P_i and P_jP_i ≈ P_j, i.e.
-    F_ij ≥ explanation and F_ji ≥ explanation (F_ij = 1 − ||P_iP_j − P_i||²/||P_iP_j||² with
-    P_h = T_h/α_h, the fixed-scale product explanation). Both rows of a band pair are marked."""
+BAND_MEMBERSHIP = ("explanation", "strong")
+
+
+def band_pairs(pairs: dict, sel, threshold: float, explanation: float, membership: str = "explanation") -> np.ndarray:
+    """Left-zero band: directed rows (i, j) of the selection in the band. Both rows of a band pair
+    are marked. ``membership`` (config paper1.band.membership):
+      explanation  the paper's criterion: both heads strong (P ≥ t) and the unordered pair satisfies
+                   P_iP_j ≈ P_i and P_jP_i ≈ P_j, i.e. F_ij ≥ explanation and F_ji ≥ explanation
+                   (F_ij = 1 − ||P_iP_j − P_i||²/||P_iP_j||² with P_h = T_h/α_h, the fixed-scale
+                   product explanation);
+      strong       both heads strong and F defined both ways (the earlier reading; ``explanation``
+                   unused)."""
+    if membership not in BAND_MEMBERSHIP:
+        raise ConfigError(f"config: paper1.band.membership: {membership!r} is not one of {', '.join(BAND_MEMBERSHIP)}")
     idx = np.flatnonzero(sel)
     mod = np.asarray(pairs["model"])[idx]
     lay = _a(pairs, "layer", None, np.int64)[idx]
@@ -676,13 +785,15 @@ def band_pairs(pairs: dict, sel, threshold: float, explanation: float) -> np.nda
     Pi, Pj, F = (_a(pairs, k, None)[idx] for k in ("P_i", "P_j", "F"))
     lookup = {(a, b, c, d): f for a, b, c, d, f in zip(mod.tolist(), lay.tolist(), hi.tolist(), hj.tolist(), F.tolist())}
     rev = np.array([lookup.get((a, b, d, c), np.nan) for a, b, c, d in zip(mod.tolist(), lay.tolist(), hi.tolist(), hj.tolist())])
-    strong = np.isfinite(Pi) & np.isfinite(Pj) & (Pi >= threshold) & (Pj >= threshold)
+    strong = np.isfinite(Pi) & np.isfinite(Pj) & (Pi >= threshold) & (Pj >= threshold) & np.isfinite(F) & np.isfinite(rev)
+    if membership == "strong":
+        return strong
     with np.errstate(invalid="ignore"):
-        return strong & np.isfinite(F) & np.isfinite(rev) & (F >= explanation) & (rev >= explanation)
+        return strong & (F >= explanation) & (rev >= explanation)
 
 
 def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float, explanation: float = 0.9,
-                 min_pairs: int = 10) -> Table:
+                 min_pairs: int = 10, membership: str = "explanation") -> Table:
     rows = []
     counted = []
     for m in models:
@@ -704,7 +815,7 @@ def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float, 
             "band_pairs": int(both.sum()) // 2, "band_cos2": _med(cos2[both]), "band_F": _med(F[both]),
             "band_lt08": _share(cos2[both] < 0.8) if both.any() else NAN,
         })
-        law = band_pairs(pairs, sp, threshold, explanation) if sp.any() else np.zeros(0, dtype=bool)
+        law = band_pairs(pairs, sp, threshold, explanation, membership) if sp.any() else np.zeros(0, dtype=bool)
         n_law = int(law.sum()) // 2
         rows[-1].update(law_pairs=n_law, law_products=int(law.sum()), law_cos2=_med(cos2[law]), law_F=_med(F[law]),
                         law_lt08=_share(cos2[law] < 0.8) if law.any() else NAN,
@@ -740,10 +851,12 @@ def anchor_table(pairs: dict, heads: dict, models: list[str], threshold: float, 
         rows=rows,
         notes="Oblique share = ||(I − P_V) O Vᵀ||²/||O Vᵀ||². Retrieval ranks every full-rank value factor of the layer "
               "(MHA: every head's V) by anchor cos². Band: unordered sibling pairs with both heads strong; explanation "
-              "= 1 − ||P_iP_j − P_i||²/||P_iP_j||² = F_ij over both directed products. Band (both ways): "
-              f"strong pairs with F_ij ≥ {explanation:g} and F_ji ≥ {explanation:g} (P_iP_j ≈ P_i and P_jP_i ≈ P_j; "
-              f"paper1.band.explanation); pooled ranges over models with at least {min_pairs} band pairs "
-              "(paper1.band.min_pairs).",
+              "= 1 − ||P_iP_j − P_i||²/||P_iP_j||² = F_ij over both directed products. Band (both ways; "
+              f"paper1.band.membership: {membership}): "
+              + (f"strong pairs with F_ij ≥ {explanation:g} and F_ji ≥ {explanation:g} (P_iP_j ≈ P_i and P_jP_i ≈ P_j; "
+                 "paper1.band.explanation)" if membership == "explanation" else
+                 "every strong pair (both heads strong; no explanation threshold)")
+              + f"; pooled ranges over models with at least {min_pairs} band pairs (paper1.band.min_pairs).",
     )
 
 

@@ -62,3 +62,77 @@ def test_apply_picks_the_alternative_columns_and_default_is_identity():
         CH.apply(cols, {"isotropy": "nope"})
     with pytest.raises(ConfigError, match="rerun the paper1_heads"):
         CH.apply({"g_T": cols["g_T"], "alpha": cols["alpha"]}, {"isotropy": "min_max"})
+
+
+# ------------------------------------------------------------------ table-param switches (the band)
+
+
+def _anchor_workdir(root, c=0.74):
+    """A workdir holding the paper1_anchor table (with its sidecar) built from the shards of one
+    planted layer (tests/unit/test_figs_tables.py::_membership_layer): three exactly closed siblings
+    in group 0 (a band pair under every reading) and in group 1 a strong pair with F_34 ≈ 0.886,
+    F_43 = 1 (in the band at τ ≤ 0.85 and under membership 'strong', not at the default τ = 0.9)."""
+    import json
+
+    from headgeom.io.shards import write_shard
+    from headgeom.methods import paper1 as P1
+    from headgeom.reports.outputs import TABLES, build_output
+    from test_figs_tables import PARAMS, _membership_layer, _with_model
+
+    heads, pairs = P1.heads_layer(_membership_layer(c=c), "m", 0, PARAMS)
+    paths = {}
+    for fam, cols in (("paper1_heads", _with_model(heads, "m")), ("paper1_pairs", _with_model(pairs, "m"))):
+        rel = f"results/shards/{fam}/m/layer0.parquet"
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        write_shard(root / rel, cols, {"model": "m", "layer": 0, "params": {}})
+        paths[fam] = rel
+    man = root / "results/tensors/m/manifest.json"
+    man.parent.mkdir(parents=True)
+    man.write_text(json.dumps({"fields": {}}))
+    tables = root / "results/tables"
+    tables.mkdir(parents=True)
+    outputs = {ext: str(tables / f"paper1_anchor.{ext}") for ext in ("csv", "md", "tex")}
+    outputs["prov"] = str(tables / "paper1_anchor.prov.json")
+    params = {"strong_threshold": 0.9, "band": {"membership": "explanation", "explanation": 0.9, "min_pairs": 1},
+              "choices": dict(CH.DEFAULTS)}
+    assert set(TABLES["paper1_anchor"].params) == set(params)
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(root)  # sidecars record shard paths relative to the working directory, as in a run
+    try:
+        build_output("table", "paper1_anchor", {f: [p] for f, p in paths.items()}, [str(man)], ["m"], outputs, params)
+    finally:
+        os.chdir(cwd)
+    return pairs
+
+
+def test_band_switches_move_exactly_the_band_claims(tmp_path):
+    import yaml
+
+    from headgeom.reports.claims import load_ledger
+
+    pairs = _anchor_workdir(tmp_path)
+    F = {(int(i), int(j)): float(f) for i, j, f in zip(pairs["head_i"], pairs["head_j"], pairs["F"])}
+    assert 0.85 < F[(3, 4)] < 0.9 and F[(4, 3)] > 0.99  # the planted pair sits between the thresholds
+    ledger = {"claims": {"p1": [
+        {"id": "band.3", "model": "m", "table": "paper1_anchor", "column": "law_pairs", "value": 3},
+        {"id": "band.4", "model": "m", "table": "paper1_anchor", "column": "law_pairs", "value": 4},
+        {"id": "strong.4", "model": "m", "table": "paper1_anchor", "column": "band_pairs", "value": 4},
+    ]}}
+    (tmp_path / "claims.yaml").write_text(yaml.safe_dump(ledger))
+    t = CH.sensitivity(tmp_path, load_ledger(tmp_path / "claims.yaml"), ["m"])
+    rows = {(r["switch"], r["alternative"]): r for r in t.rows}
+    moved = "band.3: agrees → differs (3 → 4); band.4: differs → agrees (3 → 4)"
+    assert rows[("paper1.band.membership", "strong")]["claims"] == moved
+    assert rows[("paper1.band.membership", "strong")]["default"] == "explanation"
+    assert ("paper1.band.membership", "explanation") not in rows  # the run's own reading is not an alternative
+    assert ("paper1.band.explanation", "0.9") not in rows
+    for tau, change in (("0.8", moved), ("0.85", moved), ("0.95", "none")):
+        r = rows[("paper1.band.explanation", tau)]
+        assert (r["claims"], r["default"], r["tables"], r["claims_read"]) == (change, "0.9", 1, 3)
+    # the weight-space choices rebuild the same table and move nothing here
+    assert rows[("choices.return_gain", "fitted")]["changed"] == 0
+    # no activation tables in this workdir: those switches rebuild nothing
+    assert rows[("activation.paper1.endpoint", "median_cos2")]["tables"] == 0
+    assert rows[("activation.bos", "false")]["claims"].startswith("not evaluated")

@@ -284,6 +284,67 @@ def test_band_needs_both_directions_and_both_heads_strong():
     assert band.tolist() == [True, True, False, False, False, False]
 
 
+def _membership_layer(D=30, d=4, seed=0, c=0.3, big=6.0):
+    """Group 0: three exactly closed heads O_h = a_h (V (VᵀV)⁻¹ + N_h), VᵀN_h = 0 (P_iP_j = P_i: a band
+    pair under either membership). Group 1: head 3 exactly closed with a heavy last oblique column
+    N_3 e_d; head 4 = a (V (VᵀV)⁻¹ M + N_4) with M = diag(1, .., 1, c) and N_4 e_d = 0, so its own
+    closure stays 1 (its scaled direction carries no oblique energy) while P_3P_4 = P_3 M-ish misses
+    P_3 badly (the heavy column is scaled by c): strong pair, P_4P_3 = P_4, P_3P_4 ≉ P_3. Head 5 random."""
+    r = np.random.default_rng(seed)
+    W_V = r.standard_normal((2, d, D))
+    W_O = r.standard_normal((6, D, d))
+    for g, spec in ((0, ((0, 1.3, ""), (1, -0.7, ""), (2, 2.1, ""))), (1, ((3, 0.9, "heavy"), (4, 1.1, "scaled")))):
+        V = W_V[g].T
+        Q = np.eye(D) - V @ np.linalg.solve(V.T @ V, V.T)
+        for h, a, kind in spec:
+            N, M = Q @ r.standard_normal((D, d)), np.eye(d)
+            if kind == "heavy":
+                N[:, -1] *= big
+            if kind == "scaled":
+                N[:, -1], N[:, :-1], M[-1, -1] = 0.0, big * N[:, :-1], c
+            W_O[h] = a * (V @ np.linalg.inv(V.T @ V) @ M + N)
+    return LayerFactors(W_Q=r.standard_normal((6, d, D)), W_K=r.standard_normal((2, d, D)), W_V=W_V, W_O=W_O,
+                        kv_group=np.array([0, 0, 0, 1, 1, 1]), norm_gain=np.ones(D), norm_type="rmsnorm")
+
+
+def test_band_membership_switch_planted():
+    from headgeom.core.errors import ConfigError
+
+    f = _membership_layer()
+    # independent: explicit operators, closure and fixed-scale explanation
+    T = [f.W_O[h] @ f.W_V[f.kv_group[h]] for h in range(6)]
+    alpha = [np.sum((t @ t) * t) / np.sum(t * t) for t in T]
+    Pcl = [np.sum((t @ t) * t) ** 2 / (np.sum((t @ t) ** 2) * np.sum(t * t)) for t in T]
+
+    def expl(i, j):
+        Pi, Pj = T[i] / alpha[i], T[j] / alpha[j]
+        return 1 - np.sum((Pi @ Pj - Pi) ** 2) / np.sum((Pi @ Pj) ** 2)
+
+    assert min(Pcl[:5]) > 0.99 and Pcl[5] < 0.9
+    assert expl(3, 4) < 0.5 and expl(4, 3) > 0.99  # one way only
+    assert all(expl(i, j) > 0.99 for i in range(3) for j in range(3) if i != j)
+    heads, pairs = P1.heads_layer(f, "m", 0, PARAMS)
+    heads, pairs = _with_model(heads, "m"), _with_model(pairs, "m")
+    sel = np.ones(len(pairs["F"]), bool)
+
+    def unordered(mask):
+        return {tuple(sorted((int(i), int(j)))) for i, j in zip(pairs["head_i"][mask], pairs["head_j"][mask])}
+
+    assert unordered(R.band_pairs(pairs, sel, 0.9, 0.9)) == {(0, 1), (0, 2), (1, 2)}
+    assert unordered(R.band_pairs(pairs, sel, 0.9, 0.9, "explanation")) == {(0, 1), (0, 2), (1, 2)}
+    assert unordered(R.band_pairs(pairs, sel, 0.9, 0.9, "strong")) == {(0, 1), (0, 2), (1, 2), (3, 4)}
+    cos2 = {(i, j): np.sum(T[i] * T[j]) ** 2 / (np.sum(T[i] ** 2) * np.sum(T[j] ** 2))
+            for i, j in ((0, 1), (0, 2), (1, 2), (3, 4))}
+    for membership, want in (("explanation", [(0, 1), (0, 2), (1, 2)]), ("strong", list(cos2))):
+        row = R.anchor_table(pairs, heads, ["m"], 0.9, explanation=0.9, min_pairs=1, membership=membership).rows[0]
+        assert row["law_pairs"] == len(want) and row["law_products"] == 2 * len(want)
+        assert row["law_cos2"] == pytest.approx(np.median([cos2[k] for k in want]))
+        # the all-strong-pairs columns do not depend on the switch
+        assert row["band_pairs"] == 4
+    with pytest.raises(ConfigError, match="membership"):
+        R.band_pairs(pairs, sel, 0.9, 0.9, "both")
+
+
 # ------------------------------------------------------------------ layer-matched AUROC, clustered bootstrap
 
 
@@ -341,6 +402,112 @@ def test_layer_matched_auroc():
     assert t.rows[2]["auroc_latent"] == pytest.approx(np.mean([(p > q) + 0.5 * (p == q) for p in pos for q in allneg]))
 
 
+def _sweep_heads(flip_layers=(), n_layers=6, models=("a", "b")):
+    """Every layer: 3 strong heads (P 0.95) and 5 ordinary (P 0.3), all with P_latent ≥ 0.9 so both
+    AUROCs are defined at t = 0.9. Within a layer P_latent and I_D rank strong above ordinary,
+    except in the layers of ``flip_layers``, where both orders are reversed: every layer has the
+    same within-layer AUROC (1 or 0), so the only variance is between layers."""
+    cols = {k: [] for k in ("model", "layer", "head", "P", "P_latent", "I_D", "P_wrong_v")}
+    for m in models:
+        for L in range(n_layers):
+            for h in range(8):
+                strong = h < 3
+                up = strong != (L in flip_layers)
+                for k, v in (("model", m), ("layer", L), ("head", h), ("P", 0.95 if strong else 0.3),
+                             ("P_latent", (0.99 if up else 0.92) - 0.001 * h), ("I_D", (0.9 if up else 0.4) - 0.01 * h),
+                             ("P_wrong_v", 0.01)):
+                    cols[k].append(v)
+    out = {k: np.asarray(v) for k, v in cols.items()}
+    n = out["P"].size
+    out["P_scramble"] = np.empty(n, dtype=object)
+    out["P_haar"] = np.empty(n, dtype=object)
+    for i in range(n):
+        out["P_scramble"][i], out["P_haar"][i] = np.full(2, 0.01), np.full(2, 0.01)
+    return out
+
+
+def _sweep_row(t, model="pooled", t_val=0.9):
+    return next(r for r in t.rows if r["model"] == model and r["t"] == t_val)
+
+
+def test_sweep_intervals_are_layer_clustered_and_widen_with_between_layer_variance():
+    models = ["a", "b"]
+    same = _sweep_row(R.sweep_table(_sweep_heads(), models, [0.9], n_boot=400))
+    # every layer separates perfectly: every replicate gives 1, the interval is the point
+    assert same["auroc_latent"] == same["auroc_ID"] == 1.0
+    assert (same["lat_lo"], same["lat_hi"], same["id_lo"], same["id_hi"]) == (1.0, 1.0, 1.0, 1.0)
+    widths = []
+    for flip in ((0,), (0, 1, 2)):
+        row = _sweep_row(R.sweep_table(_sweep_heads(flip), models, [0.9], n_boot=400))
+        # independent point value: the brute-force Mann-Whitney over the pooled heads
+        h = _sweep_heads(flip)
+        pos, neg = h["P_latent"][h["P"] >= 0.9], h["P_latent"][h["P"] < 0.9]
+        assert row["auroc_latent"] == pytest.approx(np.mean([(p > q) + 0.5 * (p == q) for p in pos for q in neg]))
+        assert row["lat_lo"] < row["auroc_latent"] < row["lat_hi"] and row["id_lo"] < row["auroc_ID"] < row["id_hi"]
+        widths.append(row["lat_hi"] - row["lat_lo"])
+    # half the layers flipped is more between-layer variance than one in six: a wider interval
+    assert widths[1] > widths[0] > 0
+    # per-model rows get intervals too; none without replicates
+    assert np.isfinite(_sweep_row(R.sweep_table(_sweep_heads((0,)), models, [0.9], n_boot=200), "a")["lat_lo"])
+    row0 = _sweep_row(R.sweep_table(_sweep_heads((0,)), models, [0.9]))
+    assert all(np.isnan(row0[k]) for k in ("lat_lo", "lat_hi", "id_lo", "id_hi"))
+    # complete layers: one model, layer 0 separating, layer 1 reversed. A replicate is {0,0} (AUROC 1),
+    # {1,1} (0), each with probability 1/4, or {0,1}: the interval is exactly (0, 1); resampling
+    # heads instead would almost never reach either end
+    row = _sweep_row(R.sweep_table(_sweep_heads((1,), n_layers=2, models=("a",)), ["a"], [0.9], n_boot=400), "a")
+    assert (row["lat_lo"], row["lat_hi"], row["id_lo"], row["id_hi"]) == (0.0, 1.0, 0.0, 1.0)
+
+
+def _capacity_cols(spread, n_layers=8, seed=3, layers=None):
+    """One model; every layer 2 strong heads (P = 0.9 + δ_L) and 2 matched (P 0.2), capacity
+    0.95 + δ_L/4 and 0.9: the closure and capacity gaps vary between layers by δ_L ~ spread.
+    ``layers``: instead, (strong P, matched P, strong cap, matched cap) per layer."""
+    r = np.random.default_rng(seed)
+    cols = {k: [] for k in ("model", "layer", "head", "P", "R", "cap", "E", "is_strong", "is_matched", "is_sample")}
+    if layers is None:
+        layers = [(0.9 + d, 0.2, 0.95 + d / 4, 0.9) for d in (spread * r.uniform(-1, 1) for _ in range(n_layers))]
+    for L, (ps, pm, cs, cm) in enumerate(layers):
+        for h, (st, P, cp) in enumerate(((True, ps, cs),) * 2 + ((False, pm, cm),) * 2):
+            for k, v in (("model", "m"), ("layer", L), ("head", h), ("P", min(P, 1.0)), ("R", 0.01), ("cap", cp),
+                         ("E", 0.5), ("is_strong", st), ("is_matched", not st), ("is_sample", h == 0)):
+                cols[k].append(v)
+    return {k: np.asarray(v) for k, v in cols.items()}
+
+
+def test_capacity_gap_intervals_widen_with_between_layer_variance():
+    widths = []
+    for spread in (0.0, 0.02, 0.08):
+        cap = _capacity_cols(spread)
+        row = R.capacity_table(cap, ["m"], 0.9, n_boot=400).rows[0]
+        st, mt = cap["is_strong"], cap["is_matched"]
+        # independent point values: medians of the planted groups
+        assert row["closure_gap"] == pytest.approx(np.median(cap["P"][st]) - np.median(cap["P"][mt]))
+        assert row["closure_gap_lo"] <= row["closure_gap"] <= row["closure_gap_hi"]
+        assert row["cap_gap_lo"] <= row["cap_gap"] <= row["cap_gap_hi"]
+        widths.append((row["closure_gap_hi"] - row["closure_gap_lo"], row["cap_gap_hi"] - row["cap_gap_lo"]))
+    assert widths[0] == (0.0, 0.0)  # identical layers: every replicate is the point
+    assert widths[2][0] > widths[1][0] > 0 and widths[2][1] > widths[1][1] > 0
+    assert np.isnan(R.capacity_table(_capacity_cols(0.05), ["m"], 0.9).rows[0]["cap_gap_lo"])  # no replicates
+    # complete layers: with two layers a replicate is {0,0}, {1,1} (each with probability 1/4, so
+    # the 2.5/97.5% quantiles) or {0,1} (gap between them): the interval is exactly the two layers'
+    # own gaps. Resampling heads would pair layer 0's strong with layer 1's matched (gap 0.75, 0.5)
+    row = R.capacity_table(_capacity_cols(0, layers=[(0.95, 0.9, 0.99, 0.98), (0.5, 0.2, 0.9, 0.6)]), ["m"], 0.9,
+                           n_boot=400).rows[0]
+    assert (row["closure_gap_lo"], row["closure_gap_hi"]) == pytest.approx((0.05, 0.3))
+    assert (row["cap_gap_lo"], row["cap_gap_hi"]) == pytest.approx((0.01, 0.3))
+
+
+def test_table3_gap_intervals_widen_with_between_layer_variance():
+    widths = []
+    for spread in (0.0, 0.02, 0.08):
+        cap = _capacity_cols(spread)
+        row = R.table3(cap, {"m": ["m"]}, 0.9, 400).rows[0]
+        assert row["p_lo"] <= row["p_gap"] <= row["p_hi"] and row["c_lo"] <= row["c_gap"] <= row["c_hi"]
+        widths.append((row["p_hi"] - row["p_lo"], row["c_hi"] - row["c_lo"]))
+    assert widths[0] == pytest.approx((0.0, 0.0), abs=1e-12)
+    assert widths[2][0] > widths[1][0] > 0 and widths[2][1] > widths[1][1] > 0
+
+
 # ------------------------------------------------------------------ rank audit
 
 
@@ -381,3 +548,28 @@ def test_cluster_bootstrap_vector_statistic_equals_separate_runs():
     lo1, hi1 = stats.cluster_bootstrap(lambda ix: vals[ix].mean(), cl, 300, np.random.default_rng(4))
     lo2, hi2 = stats.cluster_bootstrap(lambda ix: vals[ix].max(), cl, 300, np.random.default_rng(4))
     assert (lo[0], hi[0], lo[1], hi[1]) == (lo1, hi1, lo2, hi2)
+
+
+def test_sweep_aurocs_equal_brute_force_mann_whitney_at_every_threshold():
+    """The bootstrap's one-sort AUROCs against explicit pair counting, with ties, NaNs and
+    thresholds that empty a class."""
+    r = np.random.default_rng(4)
+    n = 60
+    P, PL, ID = r.uniform(0.5, 1, n), np.round(r.uniform(0.6, 1, n), 1), np.round(r.uniform(0, 1, n), 1)
+    P[::9], PL[::7], ID[::5] = np.nan, np.nan, np.nan
+    ts = [0.7, 0.8, 0.9, 0.95, 2.0]
+
+    def brute(a, b):
+        if not len(a) or not len(b):
+            return np.nan
+        return np.mean([(x > y) + 0.5 * (x == y) for x in a for y in b])
+
+    got = R.sweep_aurocs(P, PL, ID, ts)
+    want = []
+    for t in ts:
+        d = np.isfinite(P) & np.isfinite(PL)
+        want.append(brute(PL[d & (P >= t)], PL[d & (P < t)]))
+        lat = d & (PL >= t) & np.isfinite(ID)
+        want.append(brute(ID[lat & (P >= t)], ID[lat & (P < t)]))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    assert np.isnan(got[-1]) and np.isnan(got[-2])  # t = 2: no strong head
