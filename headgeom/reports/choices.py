@@ -23,9 +23,12 @@ endpoint, ``activation.paper1.endpoint`` pooled / median_cos2; the norm epsilon 
 ``activation.read_paths.eps_exact``) change shards, not tables: for each alternative those shards
 are recomputed into a temporary directory from the stored forward-pass activations their
 provenance names (headgeom.reports.audit.recompute_shards, the job's own code), and the tables
-reading them rebuilt from the recomputed shards. No forward pass is rerun. Window cutting
-(``activation.bos``; the consecutive cut has no alternative implemented) would need new forward
-passes and is listed as not evaluated (``NOT_EVALUATED``).
+reading them rebuilt from the recomputed shards. No forward pass is rerun for them. Window cutting
+(``FORWARD_SWITCHES``: ``activation.bos``, a BOS prepended to every window or not; the consecutive
+non-overlapping cut itself has no alternative implemented) changes the forward pass: each forward
+pass behind the activation shards is rerun with the alternative into a temporary workdir (the run's
+tensor store linked in; model and corpus entries from the config), and every activation shard is
+recomputed from it.
 
 ``sensitivity(workdir, ledger, models)`` rebuilds, for every alternative, the tables that read
 what it switches from the shards their provenance sidecars list (headgeom.reports.audit), beside
@@ -100,13 +103,25 @@ SHARD_SWITCHES = (
     ShardSwitch("activation.read_paths.eps_exact", (True, False), "METHODS §3 norm epsilon in J(x)",
                 "activation_read_paths", "eps_exact", fallback=True),
 )
-# choices that need new forward passes (listed, not evaluated here)
-NOT_EVALUATED = (
-    ("activation.bos", "true", ("false",), "METHODS §3 window cutting (BOS prepended to every window)",
-     "not evaluated: the windows are cut before the forward pass, so each alternative needs new forward "
-     "passes (rerun the activation stage with the switch); the consecutive cut itself has no alternative "
-     "implemented"),
+
+
+@dataclass(frozen=True)
+class ForwardSwitch:
+    """A reconstructed choice of the forward pass (how windows are cut): evaluated by rerunning the
+    forward passes the activation shards were computed from with the alternative, into a temporary
+    directory, then recomputing every activation shard from them and rebuilding their tables."""
+    key: str  # config key, dotted
+    values: tuple
+    method: str
+    param: str  # the forward job's param
+    fallback: object = None
+
+
+FORWARD_SWITCHES = (
+    ForwardSwitch("activation.bos", (True, False), "METHODS §3 window cutting (BOS prepended to every window)",
+                  "bos", True),
 )
+ACTIVATION_FAMILIES = ("activation_natural_return", "activation_read_paths")
 
 
 def _check(choices: dict) -> dict:
@@ -232,7 +247,48 @@ def _recompute(workdir: Path, aggs: list, sw: ShardSwitch, value, root: Path) ->
     return len(recs)
 
 
-def _alternatives(workdir: Path, tables_dir: Path):
+def _forward_dirs(aggs: list) -> dict[str, tuple[str, str]]:
+    """results/activations/<model>/<corpus>/<n>x<w> -> (model, corpus) for every forward pass the
+    activation shards these tables read were computed from (their provenance)."""
+    out = {}
+    for agg in aggs:
+        for rec in agg.inputs:
+            if not any(rec["path"] in agg.groups.get(f, []) for f in ACTIVATION_FAMILIES):
+                continue
+            prov = rec.get("provenance") or {}
+            act = prov.get("activations") or {}
+            win = act.get("windows") or {}
+            model = prov.get("model")
+            out[f"results/activations/{model}/{act.get('corpus')}/{win.get('n_windows')}x{win.get('window')}"] = (
+                model, act.get("corpus"))
+    return out
+
+
+def _rerun_forward(workdir: Path, aggs: list, sw: ForwardSwitch, value, sources: dict, tmp: Path) -> Path:
+    """Rerun every forward pass behind ``aggs`` with the forward param set to ``value`` into a
+    scratch workdir (tmp/work, the run's tensor store linked in); return that workdir."""
+    import json
+
+    from headgeom.activation.jobs import FORWARD_SUMMARY, forward_job
+    from headgeom.reports.audit import inside
+
+    work = tmp / "work"
+    (work / "results").mkdir(parents=True)
+    (work / "results" / "tensors").symlink_to((workdir / "results" / "tensors").resolve(), target_is_directory=True)
+    for rel, (model, corpus) in _forward_dirs(aggs).items():
+        summary = json.loads((inside(workdir, rel, "activations of the shard") / FORWARD_SUMMARY).read_text())
+        entry = (sources.get("models") or {}).get(model)
+        corpus_entry = (sources.get("texts") or {}).get(corpus)
+        if entry is None or corpus_entry is None:
+            raise ConfigError(f"choice_sensitivity: {sw.key} needs the config entries of model {model!r} and corpus "
+                              f"{corpus!r} to rerun the forward pass {rel}")
+        params = {**summary.get("params", {}), sw.param: value}
+        forward_job(model, entry, workdir / "results" / "tensors" / model, corpus, corpus_entry, work / rel, params,
+                    log=lambda *a, **k: None)
+    return work
+
+
+def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None):
     """(switch, where, default, alternative, build(out_dir) -> tables rebuilt) for every alternative."""
     heads_tables = _choice_tables()
     for sw in SWITCHES:
@@ -275,23 +331,65 @@ def _alternatives(workdir: Path, tables_dir: Path):
                     _build(workdir, agg, tmp, params, {sw.family: root})
                 return [a.name for a in aggs]
             yield sw.key, sw.method, "–" if default is None else _fmt(default), alt, build
+    act_tables = list(dict.fromkeys(t for f in ACTIVATION_FAMILIES for t in _family_tables(f)))
+    aggs = [a for a in (_agg(workdir, tables_dir, n) for n in act_tables) if a is not None]
+    aggs = [a for a in aggs if any(a.groups.get(f) for f in ACTIVATION_FAMILIES)]
+    for sw in FORWARD_SWITCHES:
+        defaults = {_get(_forward_params(workdir, rel), (sw.param,)) for rel in _forward_dirs(aggs)}
+        default = defaults.pop() if len(defaults) == 1 else None
+        default = sw.fallback if default is None else default
+        for alt in sw.values:
+            if default is not None and _fmt(alt) == _fmt(default):
+                continue
+            def build(tmp, sw=sw, alt=alt, aggs=aggs):
+                if not aggs:
+                    return []
+                if sources is None:  # a caller without the config's entries: listed, not evaluated
+                    return None
+                from headgeom.reports.audit import recompute_shards
+
+                work = _rerun_forward(workdir, aggs, sw, alt, sources, tmp)
+                root = tmp / "recomputed"
+                recs = {r["path"]: r.get("provenance") or {} for a in aggs for r in a.inputs
+                        if any(r["path"] in a.groups.get(f, []) for f in ACTIVATION_FAMILIES)}
+                recompute_shards(list(recs), recs, work, root, log=lambda *a, **k: None)
+                for agg in aggs:
+                    _build(workdir, agg, tmp, dict(agg.params), {f: root for f in ACTIVATION_FAMILIES})
+                return [a.name for a in aggs]
+            yield sw.key, sw.method, "–" if default is None else _fmt(default), alt, build
 
 
-def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=None) -> Table:
+def _forward_params(workdir: Path, rel: str) -> dict:
+    import json
+
+    from headgeom.activation.jobs import FORWARD_SUMMARY
+
+    p = workdir / rel / FORWARD_SUMMARY
+    return json.loads(p.read_text()).get("params", {}) if p.exists() else {}
+
+
+def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=None, sources: dict | None = None) -> Table:
+    """``sources``: the config's ``models:`` and ``texts:`` entries (``{"models": ..., "texts": ...}``),
+    which the forward switches need to rerun forward passes."""
     from headgeom.reports.claims import build_rows
 
     workdir = Path(workdir)
     tables_dir = Path(tables_dir or workdir / "results" / "tables")
     base = {r["id"]: r for r in build_rows(ledger, tables_dir, models_run)[0]}
     rows = []
-    for key, where, default, alt, build in _alternatives(workdir, tables_dir):
+    for key, where, default, alt, build in _alternatives(workdir, tables_dir, sources):
         with tempfile.TemporaryDirectory(prefix="headgeom-choices-") as tmp:
             tmp = Path(tmp)
             for f in tables_dir.iterdir():
                 if f.suffix in (".csv", ".md") and f.is_file():
                     shutil.copyfile(f, tmp / f.name)
             built = build(tmp)
-            alt_rows = {r["id"]: r for r in build_rows(ledger, tmp, models_run)[0]}
+            alt_rows = {} if built is None else {r["id"]: r for r in build_rows(ledger, tmp, models_run)[0]}
+        if built is None:
+            rows.append({"switch": key, "default": default, "alternative": _fmt(alt), "where": where, "tables": 0,
+                         "claims_read": None, "claims_judged": None, "changed": None,
+                         "claims": "not evaluated: the config's models: and texts: entries were not given"})
+            continue
         read = [i for i, r in base.items() if r["read"].split("[")[0].split(":")[0] in built]
         judged = [i for i in read if base[i]["status"] in ("agrees", "differs")]
         changed = [i for i in base if i in alt_rows and alt_rows[i]["status"] != base[i]["status"]]
@@ -301,10 +399,6 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
             "claims": "; ".join(f"{i}: {base[i]['status']} → {alt_rows[i]['status']} "
                                 f"({base[i]['pipeline']} → {alt_rows[i]['pipeline']})" for i in changed) or "none",
         })
-    for key, default, alts, where, why in NOT_EVALUATED:
-        for alt in alts:
-            rows.append({"switch": key, "default": default, "alternative": alt, "where": where, "tables": 0,
-                         "claims_read": None, "claims_judged": None, "changed": None, "claims": why})
     return Table("choice_sensitivity",
                  "For each switch of a reconstructed choice and each alternative: the tables rebuilt, the ledger claims "
                  "they feed, and every claim whose status changes (status and pipeline value, default → alternative).",
@@ -315,22 +409,21 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
                  notes=f"Run models: {', '.join(models_run) or 'none'}. Tables are rebuilt from the shards their "
                        "provenance lists; defaults are the run's (config choices:, paper1.band, and the activation "
                        "jobs' params). Activation switches recompute the analysis shards from the stored "
-                       "forward-pass activations (no new forward pass); window cutting needs new forward passes "
-                       "and is not evaluated.")
+                       "forward-pass activations; the window-cutting switch reruns the forward passes (into a "
+                       "temporary directory) and then recomputes every activation shard.")
 
 
-def sensitivity_job(ledger_path, workdir, models_run: list[str], outputs: dict) -> Table:
+def sensitivity_job(ledger_path, workdir, models_run: list[str], outputs: dict, sources: dict | None = None) -> Table:
     from headgeom.core.provenance import code_version
     from headgeom.io.files import sha256_file, write_set
     from headgeom.reports.claims import load_ledger
 
-    t = sensitivity(workdir, load_ledger(ledger_path), models_run)
+    t = sensitivity(workdir, load_ledger(ledger_path), models_run, sources=sources)
     write_set(outputs, {"csv": t.csv(), "md": t.markdown(), "tex": t.latex()}, {
         "table": t.name, "aggregation": "headgeom.reports.choices.sensitivity",
         "params": {"models": list(models_run), "switches": {
             **{f"choices.{s.key}": list(s.alternatives) for s in SWITCHES},
-            **{s.key: list(s.values) for s in (*TABLE_SWITCHES, *SHARD_SWITCHES)},
-            **{k: "not evaluated" for k, *_ in NOT_EVALUATED}}},
+            **{s.key: list(s.values) for s in (*TABLE_SWITCHES, *SHARD_SWITCHES, *FORWARD_SWITCHES)}}},
         "code": code_version(), "columns": [c.key for c in t.columns],
         "ledger": {"path": str(ledger_path), "sha256": sha256_file(ledger_path)},
         "inputs": [],

@@ -210,6 +210,23 @@ def test_plan_lists_the_activation_jobs_the_workflow_runs(act_run, snakemake_bin
         forward("2x24"), forward("3x24")}
 
 
+def _swap_claims(default_run, alt_run, table: str, row: dict, sw: str, tag: str = "") -> list[dict]:
+    """Two ledger claims on the table cell the switch moves most: one stating the default run's
+    value, one the alternative run's (12 significant digits)."""
+    import csv
+
+    pick = lambda rows: next(r for r in rows if all(r[k] == v for k, v in row.items()))  # noqa: E731
+    a = _numeric(pick(csv.DictReader(open(default_run / f"results/tables/{table}.csv"))))
+    b = _numeric(pick(csv.DictReader(open(alt_run / f"results/tables/{table}.csv"))))
+    rel = {k: abs(a[k] - b[k]) / max(abs(a[k]), 1e-300) for k in a if k in b and a[k] == a[k] and b[k] == b[k]}
+    col = max(rel, key=rel.get)
+    assert rel[col] > 1e-9, f"{table}: the switch changes nothing the test can see ({rel})"
+    return [{"id": f"{sw}{tag}.default", "model": "synth", "table": table, "row": row, "column": col,
+             "value": f"{a[col]:.12g}"},
+            {"id": f"{sw}{tag}.alternative", "model": "synth", "table": table, "row": row, "column": col,
+             "value": f"{b[col]:.12g}"}]
+
+
 def _numeric(row: dict) -> dict:
     out = {}
     for k, v in row.items():
@@ -225,8 +242,6 @@ def test_sensitivity_evaluates_the_activation_switches_as_a_rerun_would(act_run,
     activations with each alternative (endpoint median_cos2, eps_exact false). Reference: the
     pipeline itself rerun with those switches on a copy of the run. Claims stating the default
     and the rerun's values swap status, at 12 significant digits, and nothing else moves."""
-    import csv
-
     from headgeom.reports import choices as CH
 
     c = copy_run(act_run, tmp_path / "run")
@@ -235,19 +250,8 @@ def test_sensitivity_evaluates_the_activation_switches_as_a_rerun_would(act_run,
     (c / "cfg_alt.yaml").write_text(yaml.safe_dump(alt))
     snakemake(snakemake_bin, root, c, "results/tables/activation_natural_return.csv",
               "results/tables/activation_read_paths.csv", configfiles=("cfg_alt.yaml",), timeout=1200)
-    claims = []
-    for table, row, sw in (("activation_natural_return", {"model": "synth"}, "activation.paper1.endpoint"),
-                           ("activation_read_paths", {"kind": "V"}, "activation.read_paths.eps_exact")):
-        pick = lambda rows: next(r for r in rows if all(r[k] == v for k, v in row.items()))  # noqa: E731
-        a = _numeric(pick(csv.DictReader(open(act_run / f"results/tables/{table}.csv"))))
-        b = _numeric(pick(csv.DictReader(open(c / f"results/tables/{table}.csv"))))
-        rel = {k: abs(a[k] - b[k]) / max(abs(a[k]), 1e-300) for k in a if k in b and a[k] == a[k] and b[k] == b[k]}
-        col = max(rel, key=rel.get)
-        assert rel[col] > 1e-9, f"{table}: the switch changes nothing the test can see ({rel})"
-        claims += [{"id": f"{sw}.default", "model": "synth", "table": table, "row": row, "column": col,
-                    "value": f"{a[col]:.12g}"},
-                   {"id": f"{sw}.alternative", "model": "synth", "table": table, "row": row, "column": col,
-                    "value": f"{b[col]:.12g}"}]
+    claims = [*_swap_claims(act_run, c, "activation_natural_return", {"model": "synth"}, "activation.paper1.endpoint"),
+              *_swap_claims(act_run, c, "activation_read_paths", {"kind": "V"}, "activation.read_paths.eps_exact")]
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": {"p1": claims}}))
     t = CH.sensitivity(act_run, load_ledger(tmp_path / "claims.yaml"), ["synth"])
     rows = {(r["switch"], r["alternative"]): r for r in t.rows}
@@ -258,3 +262,31 @@ def test_sensitivity_evaluates_the_activation_switches_as_a_rerun_would(act_run,
     assert rows[("choices.return_gain", "fitted")]["changed"] == 0
     # the run itself is untouched (the recomputed shards live in a temporary directory)
     assert "median_cos2" not in (act_run / "results/tables/activation_natural_return.md").read_text()
+
+
+def test_sensitivity_reruns_the_forward_pass_for_window_cutting(act_run, snakemake_bin, root, tmp_path, monkeypatch):
+    """The window-cutting switch (activation.bos false: no BOS prepended) changes the forward pass:
+    choice_sensitivity reruns it into a temporary directory and recomputes every activation shard.
+    Reference: the pipeline rerun with activation.bos false on a copy of the run; claims stating
+    the default and the rerun's values (both activation tables) swap status, nothing else moves."""
+    from headgeom.reports import choices as CH
+
+    c = copy_run(act_run, tmp_path / "run")
+    cfg = yaml.safe_load((c / "cfg.yaml").read_text())
+    (c / "cfg_alt.yaml").write_text(yaml.safe_dump(merge(cfg, {"activation": {"bos": False}})))
+    snakemake(snakemake_bin, root, c, "results/tables/activation_natural_return.csv",
+              "results/tables/activation_read_paths.csv", configfiles=("cfg_alt.yaml",), timeout=1200)
+    claims = [*_swap_claims(act_run, c, "activation_natural_return", {"model": "synth"}, "activation.bos", ".nr"),
+              *_swap_claims(act_run, c, "activation_read_paths", {"kind": "V"}, "activation.bos", ".rp")]
+    (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": {"p1": claims}}))
+    monkeypatch.chdir(act_run)  # the config's relative model and corpus paths, as in the rule's job
+    before = sorted(p.relative_to(act_run) for p in act_run.rglob("*") if p.is_file())
+    t = CH.sensitivity(act_run, load_ledger(tmp_path / "claims.yaml"), ["synth"],
+                       sources={"models": cfg["models"], "texts": cfg["texts"]})
+    r = next(r for r in t.rows if r["switch"] == "activation.bos")
+    assert (r["default"], r["alternative"], r["tables"], r["changed"]) == ("true", "false", 2, 4), r
+    for tag in (".nr", ".rp"):
+        assert (f"activation.bos{tag}.default: agrees → differs" in r["claims"]
+                and f"activation.bos{tag}.alternative: differs → agrees" in r["claims"]), r["claims"]
+    # the run is untouched: the new forward passes and shards lived in a temporary directory
+    assert sorted(p.relative_to(act_run) for p in act_run.rglob("*") if p.is_file()) == before

@@ -86,6 +86,9 @@ rule choice_sensitivity:
         "../../envs/headgeom.yaml"
     params:
         models=ACTIVE,
+        # the forward-pass switch (activation.bos) reruns forward passes: model and corpus entries
+        model_entries=lookup(dpath="models", within=config),
+        texts=lookup(dpath="texts", within=config, default={}),
     script:
         "../scripts/choice_sensitivity.py"
 

@@ -5,5 +5,7 @@ from headgeom.jobs.logs import to_log
 from headgeom.reports.choices import sensitivity_job
 
 log = to_log(snakemake)
-t = sensitivity_job(snakemake.input.ledger, Path.cwd(), list(snakemake.params.models), dict(snakemake.output.items()))
+sources = {"models": dict(snakemake.params.model_entries), "texts": dict(snakemake.params.texts)}
+t = sensitivity_job(snakemake.input.ledger, Path.cwd(), list(snakemake.params.models), dict(snakemake.output.items()),
+                    sources=sources)
 log(f"[choice_sensitivity] {len(t.rows)} alternatives; {sum(r['changed'] or 0 for r in t.rows)} status changes")
