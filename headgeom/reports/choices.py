@@ -368,37 +368,56 @@ def _forward_params(workdir: Path, rel: str) -> dict:
     return json.loads(p.read_text()).get("params", {}) if p.exists() else {}
 
 
-def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=None, sources: dict | None = None) -> Table:
+def _evaluate(workdir: Path, tables_dir: Path, sources, ledger, models_run, base: dict, i: int) -> dict:
+    """The row of alternative ``i`` of ``_alternatives`` (its tables rebuilt in a temporary
+    directory beside copies of every other table, the ledger re-read there)."""
+    from headgeom.reports.claims import build_rows
+
+    key, where, default, alt, build = next(x for j, x in enumerate(_alternatives(workdir, tables_dir, sources))
+                                           if j == i)
+    with tempfile.TemporaryDirectory(prefix="headgeom-choices-") as tmp:
+        tmp = Path(tmp)
+        for f in tables_dir.iterdir():
+            if f.suffix in (".csv", ".md") and f.is_file():
+                shutil.copyfile(f, tmp / f.name)
+        built = build(tmp)
+        alt_rows = {} if built is None else {r["id"]: r for r in build_rows(ledger, tmp, models_run)[0]}
+    if built is None:
+        return {"switch": key, "default": default, "alternative": _fmt(alt), "where": where, "tables": 0,
+                "claims_read": None, "claims_judged": None, "changed": None,
+                "claims": "not evaluated: the config's models: and texts: entries were not given"}
+    read = [i for i, r in base.items() if r["read"].split("[")[0].split(":")[0] in built]
+    judged = [i for i in read if base[i]["status"] in ("agrees", "differs")]
+    changed = [i for i in base if i in alt_rows and alt_rows[i]["status"] != base[i]["status"]]
+    return {
+        "switch": key, "default": default, "alternative": _fmt(alt), "where": where,
+        "tables": len(built), "claims_read": len(read), "claims_judged": len(judged), "changed": len(changed),
+        "claims": "; ".join(f"{i}: {base[i]['status']} → {alt_rows[i]['status']} "
+                            f"({base[i]['pipeline']} → {alt_rows[i]['pipeline']})" for i in changed) or "none",
+    }
+
+
+def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=None, sources: dict | None = None,
+                workers: int = 1) -> Table:
     """``sources``: the config's ``models:`` and ``texts:`` entries (``{"models": ..., "texts": ...}``),
-    which the forward switches need to rerun forward passes."""
+    which the forward switches need to rerun forward passes. ``workers`` > 1 evaluates the
+    alternatives in that many processes (each is independent; rows keep their order)."""
+    from functools import partial
+
     from headgeom.reports.claims import build_rows
 
     workdir = Path(workdir)
     tables_dir = Path(tables_dir or workdir / "results" / "tables")
     base = {r["id"]: r for r in build_rows(ledger, tables_dir, models_run)[0]}
-    rows = []
-    for key, where, default, alt, build in _alternatives(workdir, tables_dir, sources):
-        with tempfile.TemporaryDirectory(prefix="headgeom-choices-") as tmp:
-            tmp = Path(tmp)
-            for f in tables_dir.iterdir():
-                if f.suffix in (".csv", ".md") and f.is_file():
-                    shutil.copyfile(f, tmp / f.name)
-            built = build(tmp)
-            alt_rows = {} if built is None else {r["id"]: r for r in build_rows(ledger, tmp, models_run)[0]}
-        if built is None:
-            rows.append({"switch": key, "default": default, "alternative": _fmt(alt), "where": where, "tables": 0,
-                         "claims_read": None, "claims_judged": None, "changed": None,
-                         "claims": "not evaluated: the config's models: and texts: entries were not given"})
-            continue
-        read = [i for i, r in base.items() if r["read"].split("[")[0].split(":")[0] in built]
-        judged = [i for i in read if base[i]["status"] in ("agrees", "differs")]
-        changed = [i for i in base if i in alt_rows and alt_rows[i]["status"] != base[i]["status"]]
-        rows.append({
-            "switch": key, "default": default, "alternative": _fmt(alt), "where": where,
-            "tables": len(built), "claims_read": len(read), "claims_judged": len(judged), "changed": len(changed),
-            "claims": "; ".join(f"{i}: {base[i]['status']} → {alt_rows[i]['status']} "
-                                f"({base[i]['pipeline']} → {alt_rows[i]['pipeline']})" for i in changed) or "none",
-        })
+    n = sum(1 for _ in _alternatives(workdir, tables_dir, sources))
+    one = partial(_evaluate, workdir, tables_dir, sources, ledger, models_run, base)
+    if workers > 1 and n > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(min(workers, n)) as pool:
+            rows = pool.map(one, range(n), chunksize=1)
+    else:
+        rows = [one(i) for i in range(n)]
     return Table("choice_sensitivity",
                  "For each switch of a reconstructed choice and each alternative: the tables rebuilt, the ledger claims "
                  "they feed, and every claim whose status changes (status and pipeline value, default → alternative).",
@@ -413,12 +432,13 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
                        "temporary directory) and then recomputes every activation shard.")
 
 
-def sensitivity_job(ledger_path, workdir, models_run: list[str], outputs: dict, sources: dict | None = None) -> Table:
+def sensitivity_job(ledger_path, workdir, models_run: list[str], outputs: dict, sources: dict | None = None,
+                    workers: int = 1) -> Table:
     from headgeom.core.provenance import code_version
     from headgeom.io.files import sha256_file, write_set
     from headgeom.reports.claims import load_ledger
 
-    t = sensitivity(workdir, load_ledger(ledger_path), models_run, sources=sources)
+    t = sensitivity(workdir, load_ledger(ledger_path), models_run, sources=sources, workers=workers)
     write_set(outputs, {"csv": t.csv(), "md": t.markdown(), "tex": t.latex()}, {
         "table": t.name, "aggregation": "headgeom.reports.choices.sensitivity",
         "params": {"models": list(models_run), "switches": {

@@ -136,3 +136,5 @@ def test_band_switches_move_exactly_the_band_claims(tmp_path):
     # no activation tables in this workdir: those switches rebuild nothing
     assert rows[("activation.paper1.endpoint", "median_cos2")]["tables"] == 0
     assert rows[("activation.bos", "false")]["tables"] == 0
+    # the alternatives are independent: evaluated in two processes, the same rows in the same order
+    assert CH.sensitivity(tmp_path, load_ledger(tmp_path / "claims.yaml"), ["m"], workers=2).rows == t.rows

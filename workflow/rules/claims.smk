@@ -84,6 +84,7 @@ rule choice_sensitivity:
     localrule: True
     conda:
         "../../envs/headgeom.yaml"
+    threads: 2  # the alternatives are independent: evaluated in parallel (the run's serial tail)
     params:
         models=ACTIVE,
         # the forward-pass switch (activation.bos) reruns forward passes: model and corpus entries
