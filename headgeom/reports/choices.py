@@ -414,7 +414,8 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
     if workers > 1 and n > 1:
         import multiprocessing
 
-        with multiprocessing.get_context("spawn").Pool(min(workers, n)) as pool:
+        # fork: the rule's script runs as __main__, which a spawned worker would execute again
+        with multiprocessing.get_context("fork").Pool(min(workers, n)) as pool:
             rows = pool.map(one, range(n), chunksize=1)
     else:
         rows = [one(i) for i in range(n)]
