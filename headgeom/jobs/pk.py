@@ -197,7 +197,7 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
             continue
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
-                Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s), precision)
+                Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s), precision, bk)
                 B, r = orthonormal_bases(Xn, params.get("rank_rtol", 1e-6), bk)
                 res = pk_within(B, r, bk)
                 _null_stats_row(rows, layer_stats(res["rho"], res["min_angle_deg"], iso),
@@ -256,14 +256,14 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                     Xw = factor_stack(store.layer_factors(l), "O")
                     store.release()
                     writers.put(l, orthonormal_bases(null_factors(Xw, null, rng_for(model, "null-cross-writer", null, l, s),
-                                                                  precision), rtol, bk))
+                                                                  precision, bk), rtol, bk))
                     del Xw
                 for lr in sorted(writers_of):
                     fr = store.layer_factors(lr)
                     store.release()
                     readers = {kind: orthonormal_bases(null_factors(factor_stack(fr, kind), null,
                                                                     rng_for(model, "null-cross-reader", null, kind, lr, s),
-                                                                    precision), rtol, bk)
+                                                                    precision, bk), rtol, bk)
                                for kind in kinds}
                     del fr
                     stats = {}
