@@ -185,7 +185,7 @@ def bench_closure(args) -> dict:
 def bench_pk(args) -> dict:
     import scipy.linalg
 
-    from headgeom.methods.pk import cross_blocks, cross_pairs, layer_spaces
+    from headgeom.methods.pk import cross_blocks, cross_pairs, layer_spaces, stacked
 
     shape = hb.QWEN25_7B
     D, d, H, G, L = (shape[k] for k in ("d_model", "d_head", "n_heads", "n_kv", "n_layers"))
@@ -210,11 +210,12 @@ def bench_pk(args) -> dict:
     sample = [(k, int(rng.integers(H)), int(rng.integers(heads[k]))) for k in kinds for _ in range(per_kind[k])]
     res_hg: dict = {}
 
-    def run_cross(weighted: bool):
+    def run_cross(weighted: bool):  # the writer stacked once per call, as pk_cross_job does once per writer
+        Sw, SXw = stacked(Bw), (stacked(Xw) if weighted else None)
         for sp in spaces:
             for k in kinds:
                 Xr, Br, rr = sp[k]
-                r = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr) if weighted else cross_pairs(Bw, rw, Br, rr)
+                r = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, Sw=Sw, SXw=SXw) if weighted else cross_pairs(Bw, rw, Br, rr, Sw=Sw)
                 res_hg[k] = r
 
     scipy_theta = {}
@@ -378,7 +379,7 @@ def null_sample_flops(null: str, n: int, D: int, d: int, pairs: str = "within") 
 def bench_stages(args) -> dict:
     """Each heavy stage's FLOP rate over numpy matmul's, timed interleaved in this process."""
     from headgeom.methods.nulls import null_factors
-    from headgeom.methods.pk import cross_pairs, factor_stack, orthonormal_bases, pk_within
+    from headgeom.methods.pk import cross_pairs, factor_stack, orthonormal_bases, pk_within, stacked
     from headgeom.core.seeds import rng_for
 
     s7, s235 = hb.QWEN25_7B, hb.QWEN3_235B
@@ -399,9 +400,10 @@ def bench_stages(args) -> dict:
 
     def null_cross_pieces():  # one writer draw, one reader draw per kind, one layer pair's blocks
         Bw, rw = orthonormal_bases(null_factors(Xk["O"], "rotation", rng_for("bench", "w"), prec))
+        Sw = stacked(Bw)
         for k in ("Q", "K", "V"):
             Br, rr = orthonormal_bases(null_factors(Xr[k], "rotation", rng_for("bench", "r", k), prec))
-            cross_pairs(Bw, rw, Br, rr, angles=False)
+            cross_pairs(Bw, rw, Br, rr, angles=False, Sw=Sw)
 
     cache = {}
 
@@ -410,8 +412,9 @@ def bench_stages(args) -> dict:
             cache["w"] = orthonormal_bases(null_factors(Xk["O"], "rotation", rng_for("bench", "w"), prec))
             cache["r"] = {k: orthonormal_bases(null_factors(Xr[k], "rotation", rng_for("bench", "r", k), prec)) for k in ("Q", "K", "V")}
         Bw, rw = cache["w"]
+        Sw = stacked(Bw)  # as pk_null_cross_job: once per writer and reader layer
         for k, (Br, rr) in cache["r"].items():
-            cross_pairs(Bw, rw, Br, rr, angles=False)
+            cross_pairs(Bw, rw, Br, rr, angles=False, Sw=Sw)
 
     fns = {"matmul": lambda: X @ Y, "closure_core": lambda: hb.gram_core(f235),
            "null_within_rotation": lambda: null_within("rotation"), "null_within_reassign": lambda: null_within("reassign"),

@@ -63,12 +63,23 @@ def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY):
     return Q, ranks
 
 
-def cross_blocks(Ua: np.ndarray, Ub: np.ndarray, backend=NUMPY) -> np.ndarray:
-    """All U_a^T U_b blocks, (na, nb, da, db), from one GEMM over the stacked bases."""
+def stacked(U: np.ndarray) -> np.ndarray:
+    """(n, D, d) per-head factors -> the (D, n d) matrix [U_1 ... U_n] (a copy). A caller that
+    pairs one set of heads with many others stacks it once and passes it to cross_blocks /
+    cross_pairs (``Sa``, ``Sw``, ``SXw``): the same bits, without a copy per call."""
+    n, D, d = U.shape
+    return np.ascontiguousarray(np.swapaxes(U, 0, 1).reshape(D, n * d))
+
+
+def cross_blocks(Ua: np.ndarray, Ub: np.ndarray, backend=NUMPY, Sa: np.ndarray | None = None) -> np.ndarray:
+    """All U_a^T U_b blocks, (na, nb, da, db), from one GEMM over the stacked bases (``Sa``:
+    Ua already stacked, ``stacked(Ua)``)."""
     na, D, da = Ua.shape
     nb, _, db = Ub.shape
-    Sa = np.ascontiguousarray(np.swapaxes(Ua, 0, 1).reshape(D, na * da))
-    Sb = np.ascontiguousarray(np.swapaxes(Ub, 0, 1).reshape(D, nb * db))
+    Sa = stacked(Ua) if Sa is None else Sa
+    if Sa.shape != (D, na * da):
+        raise ValueError(f"cross_blocks: stacked Ua {Sa.shape} is not ({D}, {na * da})")
+    Sb = stacked(Ub)
     C = backend.matmul(Sa.T, Sb)
     return C.reshape(na, da, nb, db).transpose(0, 2, 1, 3)
 
@@ -237,15 +248,17 @@ def layer_spaces(f, kinds, rank_rtol: float = 1e-6) -> dict:
 # ---------------------------------------------------------------- across layers
 
 
-def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=NUMPY) -> dict[str, np.ndarray]:
+def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=NUMPY,
+                Sw=None, SXw=None) -> dict[str, np.ndarray]:
     """Every writer head (bases Bw, ranks rw) with every reader head (Br, rr).
 
     One GEMM over the stacked bases gives all (d x d) blocks; rho = PK / min(dim);
     min angle from sigma_max (sine form below 1 degree). With the raw factors Xw (writing
     matrices W_O^h) and Xr (folded reading factors) also the spectral-weighted measure
-    D ||R B||_F^2 / (||R||_F^2 ||B||_F^2), R = Xr^T, B = Xw."""
+    D ||R B||_F^2 / (||R||_F^2 ||B||_F^2), R = Xr^T, B = Xw.
+    ``Sw``, ``SXw``: Bw and Xw already stacked (``stacked``), when one writer meets many readers."""
     nw, nr = Bw.shape[0], Br.shape[0]
-    C = cross_blocks(Bw, Br, backend).astype(np.float64, copy=False)  # (nw, nr, d, d); statistics in float64
+    C = cross_blocks(Bw, Br, backend, Sa=Sw).astype(np.float64, copy=False)  # (nw, nr, d, d); statistics in float64
     pk = np.einsum("wrij,wrij->wr", C, C)
     dims = np.minimum(rw[:, None], rr[None, :])
     undefined = dims <= 0
@@ -255,7 +268,7 @@ def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=N
            "pk": np.where(undefined, np.nan, pk).ravel(), "rho": rho.ravel(),
            "dim_w": np.repeat(rw, nr), "dim_r": np.tile(rr, nw)}
     if angles:
-        smax = sigma_max(C.reshape(nw * nr, *C.shape[2:]))
+        smax = sigma_max(C).reshape(nw * nr)  # per block of the strided view: no copy of C
         ang = np.degrees(np.arccos(np.clip(smax, -1.0, 1.0)))
         ang[undefined.ravel()] = np.nan
         for p in np.flatnonzero(ang < SINE_FORM_BELOW_DEG):
@@ -264,7 +277,7 @@ def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=N
         out["min_angle_deg"] = ang
     if Xw is not None and Xr is not None:
         D = Xw.shape[1]
-        RB = cross_blocks(Xw, Xr, backend)  # blocks Xw_i^T Xr_j = (R_j B_i)^T: same Frobenius norm
+        RB = cross_blocks(Xw, Xr, backend, Sa=SXw)  # blocks Xw_i^T Xr_j = (R_j B_i)^T: same Frobenius norm
         num = np.einsum("wrij,wrij->wr", RB, RB)
         nw2 = np.einsum("wij,wij->w", Xw, Xw)
         nr2 = np.einsum("rij,rij->r", Xr, Xr)
