@@ -104,7 +104,9 @@ def upper_blocks(bases: np.ndarray, backend=NUMPY) -> np.ndarray:
     OpenBLAS); the big products replace n - 1 thin ones."""
     n, D, d = bases.shape
     npairs = n * (n - 1) // 2
-    out = np.empty((npairs, d, d), dtype=bases.dtype)
+    # memory laid out (row of the block, pair, column), as the concatenation of per-head products
+    # was: the pair sums of pk_within (einsum) and its sigma_max Grams then add in the same order
+    out = np.empty((d, npairs, d), dtype=bases.dtype).transpose(1, 0, 2)
     if npairs == 0:
         return out
     S = np.ascontiguousarray(np.swapaxes(bases, 0, 1).reshape(D, n * d))
