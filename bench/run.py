@@ -7,7 +7,9 @@
 Writes results/bench/{env,closure,pk,nulls,fetch[,e2e]}.json and results/bench/summary.md and
 prints the table of ratios with their targets. Each ratio is of two timings from this process,
 interleaved round-robin so both sides see the same background load, each side's best of its
-repeats (the machine is shared: a best-of is the least disturbed run). Math is float64.
+repeats (the machine is shared: a best-of is the least disturbed run). Math is float64. The
+stage and PK shares of the matmul rate are timed by this process's CPU time when it runs one
+BLAS thread (--clock; wall time otherwise): other jobs' load moves it far less than wall time.
 
 BLAS threads: --threads N (default 1, what a pipeline job gets: Snakemake sets
 OPENBLAS_NUM_THREADS to the rule's threads: 1) is exported as OMP/OPENBLAS/MKL_NUM_THREADS
