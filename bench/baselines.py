@@ -97,18 +97,24 @@ def thread_settings() -> dict:
 # ---------------------------------------------------------------- timing
 
 
-def interleaved(fns: dict[str, Callable[[], object]], repeat: int, warmup: bool = True) -> dict[str, list[float]]:
-    """Wall times of each function, run round-robin ``repeat`` times (after one untimed
-    warm-up round when ``warmup``), so all of them see the same background load."""
+def interleaved(fns: dict[str, Callable[[], object]], repeat: int, warmup: bool = True,
+                clock: str = "wall") -> dict[str, list[float]]:
+    """Times of each function, run round-robin ``repeat`` times (after one untimed warm-up
+    round when ``warmup``), so all of them see the same background load. ``clock``: "wall"
+    (time.perf_counter) or "cpu" (time.process_time, this process's CPU seconds: with one BLAS
+    thread, the time the work got the core, which other processes' load changes far less)."""
+    if clock not in ("wall", "cpu"):
+        raise ValueError(f"clock {clock!r} is not 'wall' or 'cpu'")
+    now = time.perf_counter if clock == "wall" else time.process_time
     if warmup:
         for fn in fns.values():
             fn()
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeat):
         for k, fn in fns.items():
-            t0 = time.perf_counter()
+            t0 = now()
             fn()
-            times[k].append(time.perf_counter() - t0)
+            times[k].append(now() - t0)
     return times
 
 

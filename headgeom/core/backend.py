@@ -1,10 +1,12 @@
 """Where the big products of the heavy kernels run: numpy (default) or torch on CPU or CUDA
 (config keys ``backend`` and ``device``).
 
-Only the GEMMs go through the backend (LayerGrams' Gram products, the stacked-basis products of
-pk.cross_blocks, the products of pk.orthonormal_bases); the small d x d LAPACK steps (eigh,
-Cholesky) stay in numpy. Inputs and outputs are numpy arrays, so results are compared with the
-numpy path directly: float64 torch on CPU agrees with numpy to 1e-12 relative (tests)."""
+Through the backend go the GEMMs (LayerGrams' Gram products, the stacked-basis products of
+pk.cross_blocks / pk.upper_blocks, the products of pk.orthonormal_bases) and the Haar rotation of
+the rotation null (``haar_apply``: the QR of the Gaussian and its product with the layer matrix);
+the small d x d LAPACK steps (eigh, Cholesky) stay in numpy. Inputs and outputs are numpy arrays,
+so results are compared with the numpy path directly: float64 torch on CPU agrees with numpy to
+1e-12 relative (tests)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 from headgeom.core.errors import ConfigError
 
 BACKENDS = ("numpy", "torch")
+HAAR_NB = 128  # block size of the compact-WY Householder QR of the rotation null (dgeqrt / dgemqrt)
 DEVICES = ("cpu", "cuda")
 
 
@@ -43,6 +46,47 @@ class Backend:
         ta = t.as_tensor(np.asarray(a), device=self.device)
         tb = t.as_tensor(np.asarray(b), device=self.device)
         return (ta @ tb).cpu().numpy()
+
+    def haar_apply(self, C: np.ndarray, Z: np.ndarray, transpose: bool = False) -> np.ndarray:
+        """C @ Q (``transpose``: C @ Q^T) for Q the sign-fixed Q factor of the Gaussian Z (m x r,
+        m >= r; Q m x r with R's diagonal made positive, nulls.haar_stiefel's matrix), without
+        forming Q on numpy: Z = Q R by LAPACK's blocked Householder QR in compact WY form
+        (dgeqrt, block HAAR_NB) and C @ Q as Q^T C^T by dgemqrt, the reflectors applied in
+        blocks with GEMMs (Q is never formed: dorgqr + a GEMM cost twice the LAPACK work).
+        Not transposed: C is D x m with Z square. Transposed: C is D x r (r = D < m).
+        On torch: torch.linalg.qr (LAPACK/MKL on CPU, cuSOLVER on CUDA) and a matmul."""
+        m, r = Z.shape
+        if m < r or (not transpose and m != r) or C.shape[1] != (m if not transpose else r):
+            raise ValueError(f"haar_apply: C {C.shape} and Z {Z.shape} do not fit (transpose={transpose})")
+        if self.name == "torch":
+            t = self._torch
+            Q, R = t.linalg.qr(t.as_tensor(np.asarray(Z), device=self.device))
+            dR = t.diagonal(R)
+            Q = Q * t.sign(t.where(dR == 0, t.ones_like(dR), dR))
+            Ct = t.as_tensor(np.asarray(C), device=self.device)
+            return (Ct @ (Q.T if transpose else Q)).cpu().numpy()
+        from scipy.linalg import lapack
+
+        geqrt, gemqrt = lapack.get_lapack_funcs(("geqrt", "gemqrt"), (Z,))
+        a, T, info = geqrt(max(1, min(HAAR_NB, r)), np.array(Z, order="F"), overwrite_a=1)
+        if info != 0:
+            raise RuntimeError(f"LAPACK {geqrt.typecode}geqrt failed (info {info}) on a {m} x {r} Gaussian")
+        dR = np.diag(a)
+        sgn = np.sign(np.where(dR == 0, 1.0, dR)).astype(C.dtype, copy=False)
+        if not transpose:  # (C Q)^T = Q^T C^T, C^T Fortran-ordered: C's bytes, no transposed copy
+            W = np.array(C.T, order="F")
+            trans = "T"
+        else:  # (C diag(s) Q^T)^T = Q_full [diag(s) C^T; 0]
+            W = np.zeros((m, r), dtype=C.dtype, order="F")
+            W[:r] = sgn[:, None] * C.T
+            trans = "N"
+        out, info = gemqrt(a, T, W, side="L", trans=trans, overwrite_c=1)
+        if info != 0:
+            raise RuntimeError(f"LAPACK {gemqrt.typecode}gemqrt failed (info {info})")
+        out = out.T  # C-ordered D x m
+        if not transpose:
+            out *= sgn  # C Q diag(s)
+        return out
 
     def __repr__(self):
         return f"Backend({self.name!r}, {self.device!r})"

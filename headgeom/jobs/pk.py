@@ -68,7 +68,7 @@ def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) 
     part of the layer-pair list this job covers, ``[(writer, reader_start, reader_stop), ...]``
     (headgeom.jobs.fanout); default: writer ``layer`` against every later layer. Rows come
     writer, reader, kind: a part's rows are its writers' unsplit rows in order."""
-    from headgeom.methods.pk import cross_pairs, lambda_min_S, layer_spaces
+    from headgeom.methods.pk import cross_pairs, lambda_min_S, layer_spaces, stacked
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
@@ -89,11 +89,12 @@ def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) 
     for w, r0, r1 in segments:
         Xw, Bw, rw = layer_spaces(store.layer_factors(w), ("O",), rtol)["O"]
         lam = lams[w] = lambda_min_S(Bw)
+        Sw, SXw = stacked(Bw), stacked(Xw)  # once per writer, for all its readers
         parts = []
         for lr in range(r0, r1):
             spaces = layer_spaces(store.layer_factors(lr), kinds, rtol)
             for kind, (Xr, Br, rr) in spaces.items():
-                res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr)
+                res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, Sw=Sw, SXw=SXw)
                 n = len(res["rho"])
                 res.update(layer_r=np.full(n, lr), kind=np.array([kind] * n, dtype=object),
                            lambda_min_S=np.full(n, lam))
@@ -197,7 +198,7 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
             continue
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
-                Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s), precision)
+                Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s), precision, bk)
                 B, r = orthonormal_bases(Xn, params.get("rank_rtol", 1e-6), bk)
                 res = pk_within(B, r, bk)
                 _null_stats_row(rows, layer_stats(res["rho"], res["min_angle_deg"], iso),
@@ -223,7 +224,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     each draw reused over the part's writers, each writer read once per reader layer. Rows come null, sample, reader, kind, writer: with every pair in one part
     they are the rows of the unsplit job, and any fan-out gives the same row per pair."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
-    from headgeom.methods.pk import cross_pairs, factor_stack, isotropic_rho, layer_stats, orthonormal_bases
+    from headgeom.methods.pk import cross_pairs, factor_stack, isotropic_rho, layer_stats, orthonormal_bases, stacked
     from headgeom.core.seeds import rng_for
 
     t0 = time.perf_counter()
@@ -256,23 +257,24 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                     Xw = factor_stack(store.layer_factors(l), "O")
                     store.release()
                     writers.put(l, orthonormal_bases(null_factors(Xw, null, rng_for(model, "null-cross-writer", null, l, s),
-                                                                  precision), rtol, bk))
+                                                                  precision, bk), rtol, bk))
                     del Xw
                 for lr in sorted(writers_of):
                     fr = store.layer_factors(lr)
                     store.release()
                     readers = {kind: orthonormal_bases(null_factors(factor_stack(fr, kind), null,
                                                                     rng_for(model, "null-cross-reader", null, kind, lr, s),
-                                                                    precision), rtol, bk)
+                                                                    precision, bk), rtol, bk)
                                for kind in kinds}
                     del fr
                     stats = {}
                     for lw in sorted(writers_of[lr]):  # each writer read once per reader layer
                         Bw, rw = writers.get(lw)
+                        Sw = stacked(Bw)  # once per writer and reader layer, for its kinds
                         for kind, (Br, rr) in readers.items():
-                            res = cross_pairs(Bw, rw, Br, rr, angles=False, backend=bk)  # nulls compare SD and mean
+                            res = cross_pairs(Bw, rw, Br, rr, angles=False, backend=bk, Sw=Sw)  # nulls compare SD and mean
                             stats[kind, lw] = layer_stats(res["rho"], np.full(len(res["rho"]), np.nan), iso)
-                        del Bw
+                        del Bw, Sw
                     for kind in kinds:  # rows in the order null, sample, reader, kind, writer
                         for lw in sorted(writers_of[lr]):
                             _null_stats_row(rows, stats[kind, lw], layer_w=lw, layer_r=lr, kind=kind, null=null, sample=s)

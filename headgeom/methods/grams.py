@@ -154,9 +154,11 @@ class LayerGrams:
         return np.sqrt(a[:, -1] / a[:, 0]) * np.sqrt(b[:, -1] / b[:, 0])
 
     def flops(self, which=("A", "B", "M_pair")) -> dict:
-        """Multiply-add FLOPs (2 per multiply-add) of the products: what a stage cannot avoid."""
+        """FLOPs (2 per multiply-add) of the products: what a stage cannot avoid. A, B and C are
+        symmetric: a Gram X^T X needs D d (d + 1) (its upper triangle; numpy's matmul runs X.T @ X
+        as a syrk), not the 2 D d^2 of a general product."""
         D, d, H, G = self.D, self.d, self.H, self.G
-        per = {"A": 2 * D * d * d * H, "B": 2 * D * d * d * G,
+        per = {"A": D * d * (d + 1) * H, "B": D * d * (d + 1) * G,
                "M_pair": 2 * D * d * d * H * (1 if self.wrong_group is None else 2),
-               "M_full": 2 * D * d * d * H * G, "C": 2 * D * (G * d) ** 2}
+               "M_full": 2 * D * d * d * H * G, "C": D * (G * d) * (G * d + 1)}
         return {k: per[k] for k in which}
