@@ -276,3 +276,56 @@ def test_auroc_brute_force_reference():
     pos, neg = [3, 1, 4, 1, 5, np.nan], [2, 7, 1, 8]
     assert S.auroc(pos, neg) == pytest.approx(_brute_auroc(pos, neg), abs=1e-15)
     assert S.auroc(np.float32([0.5, 0.25]), [0.25, 0.125]) == pytest.approx(_brute_auroc([0.5, 0.25], [0.25, 0.125]))
+
+
+# ------------------------------------------------------------------ nulls: the backend (second run)
+
+
+class HaarRecordingBackend:
+    """The numpy backend (headgeom.core.backend.Backend), counting the Haar rotations through it."""
+
+    def __init__(self):
+        from headgeom.core.backend import Backend
+
+        self._bk, self.calls = Backend("numpy", "cpu"), 0
+        self.name, self.device = "numpy", "cpu"
+
+    def matmul(self, a, b):
+        return self._bk.matmul(a, b)
+
+    def haar_apply(self, C, Z, transpose=False):
+        self.calls += 1
+        return self._bk.haar_apply(C, Z, transpose=transpose)
+
+
+def _explicit_haar(Z):
+    """The sign-fixed Q factor of Z by numpy's QR (dgeqrf + dorgqr), formed explicitly."""
+    Q, R = np.linalg.qr(Z)
+    return Q * np.sign(np.diag(R))
+
+
+@pytest.mark.parametrize("D,n,d", [(12, 3, 4), (8, 4, 3)])  # square, wide
+def test_rotation_null_runs_on_the_backend_given(D, n, d):
+    """backend: torch / device: cuda reach the rotation null: rotate_spectrum and null_factors
+    pass the backend to haar_apply (one call per draw), and the draw is S Q (square) or
+    L Q^T (wide, S^T = Q_S L^T) for the explicitly formed sign-fixed Q of the same Gaussian.
+    methods.nulls.x_rotate_spectrum__mutmut_3, x_null_factors__mutmut_16, _20, _23."""
+    rng = np.random.default_rng(17)
+    X = rng.standard_normal((n, D, d))
+    S = N.stack(X)
+    m = n * d
+    Z = np.random.default_rng(5).standard_normal((m, m) if m <= D else (m, D))
+    if m <= D:
+        ref = S @ _explicit_haar(Z)
+    else:
+        ref = np.linalg.qr(S.T, mode="r").T @ _explicit_haar(Z).T
+    bk = HaarRecordingBackend()
+    out = N.rotate_spectrum(S, np.random.default_rng(5), backend=bk)
+    assert bk.calls == 1
+    assert np.max(np.abs(out - ref)) <= 1e-12 * np.max(np.abs(ref))
+    bk = HaarRecordingBackend()
+    Xn = N.null_factors(X, "rotation", np.random.default_rng(5), backend=bk)
+    assert bk.calls == 1
+    np.testing.assert_allclose(N.stack(Xn), ref, rtol=0, atol=1e-12 * np.max(np.abs(ref)))
+    # the spectrum is kept: S S^T is unchanged by a right rotation
+    np.testing.assert_allclose(N.stack(Xn) @ N.stack(Xn).T, S @ S.T, atol=1e-10)

@@ -468,3 +468,106 @@ def test_self_overlap_exactness_boundary_and_default_permutations():
     assert not exact and null.size == 10_000
     k = int(np.sum(null >= obs - 1e-12 * abs(obs)))
     assert p == pytest.approx((k + 1) / (null.size + 1))
+
+
+# ------------------------------------------------------------------ upper_blocks, cross_blocks (second run)
+
+
+def per_head_blocks(B: np.ndarray) -> np.ndarray:
+    """Reference for upper_blocks: U_i^T U_j for i < j in triu order, one explicit product each."""
+    n = B.shape[0]
+    return np.stack([B[i].T @ B[j] for i in range(n) for j in range(i + 1, n)])
+
+
+class ShapeRecordingBackend(RecordingBackend):
+    def __init__(self, name: str = "numpy"):
+        super().__init__(name)
+        self.shapes = []
+
+    def matmul(self, a, b):
+        self.shapes.append((a.shape, b.shape))
+        return super().matmul(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("heads_per_strip", [1, 2, 3, 100])
+def test_upper_blocks_in_several_strips_equal_the_per_head_products(heads_per_strip, dtype, monkeypatch):
+    """Strips of heads (a > 0: the strip's own block, the part right of it, the rows of each
+    head) give every U_i^T U_j, in float32 for float32 bases. upper_blocks 16, 18, 95, 97, 100,
+    102, 103, 104, 105, 122, 123, 126, 145, 147 (all only reachable with more than one strip)."""
+    rng = np.random.default_rng(131)
+    n, D, d = 7, 20, 3
+    B = rng.standard_normal((n, D, d)).astype(dtype)
+    # budget for heads_per_strip heads of the (strip x all heads) Gram block, plus a little
+    itemsize = np.dtype(dtype).itemsize
+    monkeypatch.setattr(PK, "UPPER_STRIP_MB", (heads_per_strip + 0.5) * itemsize * n * d * d / 2**20)
+    got = PK.upper_blocks(B)
+    ref = per_head_blocks(B.astype(np.float64))
+    assert got.dtype == dtype and got.shape == ref.shape == (n * (n - 1) // 2, d, d)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    assert np.max(np.abs(got - ref)) <= tol * np.max(np.abs(ref))
+
+
+@pytest.mark.parametrize("heads_per_strip,itemsize", [(1, 8), (3, 8), (2, 4)])
+def test_upper_blocks_strips_fit_the_memory_budget(heads_per_strip, itemsize, monkeypatch):
+    """Each strip's Gram block (k heads x the heads from the strip on) holds at most
+    UPPER_STRIP_MB MiB and is as large as that allows (k + 1 heads would not fit), one head at
+    least: checked on the products the (torch-named) backend receives. upper_blocks 44, 52-57."""
+    n, D, d = 9, 16, 2
+    dtype = {8: np.float64, 4: np.float32}[itemsize]
+    B = np.random.default_rng(137).standard_normal((n, D, d)).astype(dtype)
+    per_head = itemsize * n * d * d  # bytes of one head's rows against all n heads
+    budget = (heads_per_strip + 0.5) * per_head
+    monkeypatch.setattr(PK, "UPPER_STRIP_MB", budget / 2**20)
+    bk = ShapeRecordingBackend("torch")
+    got = PK.upper_blocks(B, bk)
+    rows = [a[0] for a, _ in bk.shapes]
+    assert rows[0] == heads_per_strip * d  # the largest strip that fits
+    assert rows[0] * n * d * itemsize <= budget < (rows[0] + d) * n * d * itemsize
+    assert len(rows) == -(-(n - 1) // heads_per_strip)
+    ref = per_head_blocks(B.astype(np.float64))
+    assert np.max(np.abs(got - ref)) <= (1e-12 if itemsize == 8 else 1e-5) * np.max(np.abs(ref))
+
+
+def test_upper_blocks_on_the_numpy_backend_is_numpys_own_syrk():
+    """On the numpy backend the strip's symmetric block is numpy's X.T @ X (a syrk, half the
+    flops), not a backend GEMM: no product goes through Backend.matmul. upper_blocks 87, 88."""
+    B = np.random.default_rng(139).standard_normal((5, 12, 3))
+    bk = RecordingBackend("numpy")
+    got = PK.upper_blocks(B, bk)
+    assert bk.calls == 0
+    np.testing.assert_allclose(got, per_head_blocks(B), rtol=1e-12, atol=1e-13)
+
+
+def test_prestacked_writers_are_used_not_restacked(monkeypatch):
+    """cross_pairs(Sw=, SXw=) and cross_blocks(Sa=) take the stacked matrix given (a writer met
+    by many readers is stacked once): only the readers are stacked per call, and the results
+    equal explicit per-pair products. cross_blocks 5, cross_pairs 13, 17, 135, 139."""
+    rng = np.random.default_rng(149)
+    Xw, Xr = rng.standard_normal((3, 10, 2)), rng.standard_normal((2, 10, 2))
+    (Bw, rw), (Br, rr) = PK.orthonormal_bases(Xw), PK.orthonormal_bases(Xr)
+    Sw, SXw = PK.stacked(Bw), PK.stacked(Xw)
+    np.testing.assert_array_equal(Sw, np.concatenate(list(Bw), axis=1))
+    calls = []
+    real = PK.stacked
+    monkeypatch.setattr(PK, "stacked", lambda U: calls.append(U.shape) or real(U))
+    out = PK.cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, Sw=Sw, SXw=SXw)
+    assert calls == [Br.shape, Xr.shape]
+    pk_ref = [np.sum((Bw[i].T @ Br[j]) ** 2) for i in range(3) for j in range(2)]
+    np.testing.assert_allclose(out["pk"], pk_ref, rtol=1e-12)
+    w_ref = [10 * np.sum((Xr[j].T @ Xw[i]) ** 2) / (np.sum(Xw[i] ** 2) * np.sum(Xr[j] ** 2))
+             for i in range(3) for j in range(2)]
+    np.testing.assert_allclose(out["weighted"], w_ref, rtol=1e-12)
+    calls.clear()
+    C = PK.cross_blocks(Bw, Br, Sa=Sw)
+    assert calls == [Br.shape]
+    np.testing.assert_allclose(C[2, 1], Bw[2].T @ Br[1], rtol=1e-12, atol=1e-14)
+
+
+def test_cross_blocks_rejects_a_prestacked_matrix_of_the_wrong_shape():
+    """A stacked Ua of the wrong shape is a ValueError naming both shapes (D, na * da).
+    cross_blocks 5, 10, 11."""
+    rng = np.random.default_rng(151)
+    Ua, Ub = rng.standard_normal((3, 8, 2)), rng.standard_normal((2, 8, 2))
+    with pytest.raises(ValueError, match=r"cross_blocks: stacked Ua \(8, 4\) is not \(8, 6\)"):
+        PK.cross_blocks(Ua, Ub, Sa=PK.stacked(Ua[:2]))
