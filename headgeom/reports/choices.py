@@ -288,6 +288,15 @@ def _rerun_forward(workdir: Path, aggs: list, sw: ForwardSwitch, value, sources:
     return work
 
 
+def _others(values, default) -> list:
+    """The values of a switch other than the run's own (all of them when it is unknown)."""
+    return [v for v in values if default is None or _fmt(v) != _fmt(default)]
+
+
+def _shown(default) -> str:
+    return "–" if default is None else _fmt(default)
+
+
 def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None):
     """(switch, where, default, alternative, build(out_dir) -> tables rebuilt) for every alternative."""
     heads_tables = _choice_tables()
@@ -305,22 +314,18 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None):
     for sw in TABLE_SWITCHES:
         aggs = [a for a in (_agg(workdir, tables_dir, n) for n in sw.tables) if a is not None]
         default = next((_get(a.params, sw.param) for a in aggs if _get(a.params, sw.param) is not None), sw.fallback)
-        for alt in sw.values:
-            if default is not None and _fmt(alt) == _fmt(default):
-                continue
+        for alt in _others(sw.values, default):
             def build(tmp, sw=sw, alt=alt, aggs=aggs):
                 for agg in aggs:
                     _build(workdir, agg, tmp, _set(agg.params, sw.param, alt))
                 return [a.name for a in aggs]
-            yield sw.key, sw.method, "–" if default is None else _fmt(default), alt, build
+            yield sw.key, sw.method, _shown(default), alt, build
     for sw in SHARD_SWITCHES:
         aggs = [a for a in (_agg(workdir, tables_dir, n) for n in _family_tables(sw.family)) if a is not None]
         aggs = [a for a in aggs if a.groups.get(sw.family)]
         default = next((_get(r.get("provenance") or {}, ("params", sw.job_param)) for a in aggs for r in a.inputs
                         if r["path"] in a.groups.get(sw.family, [])), sw.fallback)
-        for alt in sw.values:
-            if default is not None and _fmt(alt) == _fmt(default):
-                continue
+        for alt in _others(sw.values, default):
             def build(tmp, sw=sw, alt=alt, aggs=aggs):
                 if not aggs:
                     return []
@@ -330,7 +335,7 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None):
                     params = _set(agg.params, (sw.table_param,), alt) if sw.table_param else dict(agg.params)
                     _build(workdir, agg, tmp, params, {sw.family: root})
                 return [a.name for a in aggs]
-            yield sw.key, sw.method, "–" if default is None else _fmt(default), alt, build
+            yield sw.key, sw.method, _shown(default), alt, build
     act_tables = list(dict.fromkeys(t for f in ACTIVATION_FAMILIES for t in _family_tables(f)))
     aggs = [a for a in (_agg(workdir, tables_dir, n) for n in act_tables) if a is not None]
     aggs = [a for a in aggs if any(a.groups.get(f) for f in ACTIVATION_FAMILIES)]
@@ -338,9 +343,7 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None):
         defaults = {_get(_forward_params(workdir, rel), (sw.param,)) for rel in _forward_dirs(aggs)}
         default = defaults.pop() if len(defaults) == 1 else None
         default = sw.fallback if default is None else default
-        for alt in sw.values:
-            if default is not None and _fmt(alt) == _fmt(default):
-                continue
+        for alt in _others(sw.values, default):
             def build(tmp, sw=sw, alt=alt, aggs=aggs):
                 if not aggs:
                     return []
@@ -356,7 +359,7 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None):
                 for agg in aggs:
                     _build(workdir, agg, tmp, dict(agg.params), {f: root for f in ACTIVATION_FAMILIES})
                 return [a.name for a in aggs]
-            yield sw.key, sw.method, "–" if default is None else _fmt(default), alt, build
+            yield sw.key, sw.method, _shown(default), alt, build
 
 
 def _forward_params(workdir: Path, rel: str) -> dict:
