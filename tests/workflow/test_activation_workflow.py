@@ -84,6 +84,7 @@ def plans(act_run, snakemake_bin, root):
         "p1_window": {"activation": {"paper1": {"window": 20}}},
         "rp_windows": {"activation": {"read_paths": {"n_windows": 4}}},
         "device": {"activation": {"device": "cuda"}},
+        "model_notes": {"models": {"synth": {"notes": "edited"}}},
     })
 
 
@@ -104,6 +105,11 @@ def test_the_run_built_the_activation_outputs(act_run):
 
 def test_nothing_to_do_without_an_edit(plans):
     assert plans["unchanged"][0] == []
+
+
+def test_model_notes_edit_reruns_nothing(plans):
+    """The forward pass and the sensitivity table get only the keys that locate a checkpoint."""
+    assert plans["model_notes"][0] == []
 
 
 def test_corpus_entry_edit_reruns_the_activation_stage_only(plans, root):

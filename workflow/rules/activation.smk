@@ -39,7 +39,10 @@ rule activation_forward:
         # one GPU (SLURM profile: sbatch --gpus=1) when activation.device is cuda[:N], for this rule only
         gpu=_act_gpus(config.get("activation", {}).get("device", "cpu")),
     params:
-        entry=lambda wc: config["models"][wc.model],
+        # only the keys that locate the checkpoint (as fetch): editing a model's notes reruns nothing
+        entry=lambda wc: {
+            k: v for k, v in config["models"][wc.model].items() if k in FETCH_KEYS
+        },
         corpus_entry=lambda wc: config["texts"][wc.corpus],
         device=lookup(dpath="activation/device", within=config),
         bos=lookup(dpath="activation/bos", within=config),

@@ -88,7 +88,11 @@ rule choice_sensitivity:
     params:
         models=ACTIVE,
         # the forward-pass switch (activation.bos) reruns forward passes: model and corpus entries
-        model_entries=lookup(dpath="models", within=config),
+        # (only the keys that locate each checkpoint: editing a model's notes reruns nothing)
+        model_entries=lambda wc: {
+            m: {k: v for k, v in config["models"][m].items() if k in FETCH_KEYS}
+            for m in ACT_MODELS
+        },
         texts=lookup(dpath="texts", within=config, default={}),
     script:
         "../scripts/choice_sensitivity.py"
