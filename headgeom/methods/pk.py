@@ -109,7 +109,7 @@ def upper_blocks(bases: np.ndarray, backend=NUMPY) -> np.ndarray:
     out = np.empty((d, npairs, d), dtype=bases.dtype).transpose(1, 0, 2)
     if npairs == 0:
         return out
-    S = np.ascontiguousarray(np.swapaxes(bases, 0, 1).reshape(D, n * d))
+    S = stacked(bases)
     k = max(1, min(n, int(UPPER_STRIP_MB * 2**20 // (bases.itemsize * n * d * d))))
     starts = np.cumsum([0] + [n - 1 - i for i in range(n - 1)])  # triu offset of row i
     for a in range(0, n - 1, k):

@@ -274,6 +274,14 @@ def run_aggregation(agg: Aggregation, workdir: Path, shard_root: Path, out_dir: 
 # ------------------------------------------------------------------ recomputing shards
 
 
+def activations_dir(model: str, prov: dict) -> str:
+    """The forward pass's directory (relative to the run) an activation shard was computed from,
+    as its provenance records it: results/activations/<model>/<corpus>/<n>x<w>."""
+    act = prov.get("activations") or {}
+    win = act.get("windows") or {}
+    return f"results/activations/{model}/{act.get('corpus')}/{win.get('n_windows')}x{win.get('window')}"
+
+
 def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, out_root: Path, log=print) -> None:
     """Recompute per-layer shards from the tensor store into out_root/<same relative path>, each
     by its family's job in the registry (headgeom.jobs.families), with the params its
@@ -295,10 +303,7 @@ def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, ou
         inputs = {"manifest": str(tensors / model / "manifest.json"),
                   "final_manifest": str(tensors / final / "manifest.json")}
         if job.activations:  # the forward pass's directory the shard was computed from (its provenance)
-            act = prov.get("activations") or {}
-            win = act.get("windows") or {}
-            rel = f"results/activations/{model}/{act.get('corpus')}/{win.get('n_windows')}x{win.get('window')}"
-            inputs["acts"] = str(inside(workdir, rel, "activations of the shard"))
+            inputs["acts"] = str(inside(workdir, activations_dir(model, prov), "activations of the shard"))
         outputs = {}
         for f in job.families:
             rel = p.replace(f"results/shards/{fam.name}/", f"results/shards/{f.name}/", 1)

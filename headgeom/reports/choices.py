@@ -231,37 +231,29 @@ def _build(workdir: Path, agg, out_dir: Path, params: dict, roots: dict | None =
     build_output("table", agg.name, inputs, manifests, agg.models, outputs, params)
 
 
-def _recompute(workdir: Path, aggs: list, sw: ShardSwitch, value, root: Path) -> int:
-    """Recompute every shard of ``sw.family`` the tables list, with the job param set to ``value``,
-    into root/<same relative path>. Returns the number of shards."""
+def _shard_records(aggs: list, families) -> dict[str, dict]:
+    """{shard path: its provenance} for every shard of ``families`` the tables read."""
+    return {rec["path"]: rec.get("provenance") or {} for agg in aggs for rec in agg.inputs
+            if any(rec["path"] in agg.groups.get(f, []) for f in families)}
+
+
+def _recompute(workdir: Path, recs: dict[str, dict], root: Path, params: dict | None = None) -> None:
+    """Recompute the shards ``recs`` ({path: provenance}) from ``workdir``'s inputs into
+    root/<same relative path>, with ``params`` overriding the job params their provenance records."""
     from headgeom.reports.audit import recompute_shards
 
-    recs = {}
-    for agg in aggs:
-        for rec in agg.inputs:
-            if rec["path"] in agg.groups.get(sw.family, []):
-                prov = dict(rec.get("provenance") or {})
-                prov["params"] = {**(prov.get("params") or {}), sw.job_param: value}
-                recs[rec["path"]] = prov
+    if params:
+        recs = {p: {**prov, "params": {**(prov.get("params") or {}), **params}} for p, prov in recs.items()}
     recompute_shards(list(recs), recs, workdir, root, log=lambda *a, **k: None)
-    return len(recs)
 
 
 def _forward_dirs(aggs: list) -> dict[str, tuple[str, str]]:
     """results/activations/<model>/<corpus>/<n>x<w> -> (model, corpus) for every forward pass the
     activation shards these tables read were computed from (their provenance)."""
-    out = {}
-    for agg in aggs:
-        for rec in agg.inputs:
-            if not any(rec["path"] in agg.groups.get(f, []) for f in ACTIVATION_FAMILIES):
-                continue
-            prov = rec.get("provenance") or {}
-            act = prov.get("activations") or {}
-            win = act.get("windows") or {}
-            model = prov.get("model")
-            out[f"results/activations/{model}/{act.get('corpus')}/{win.get('n_windows')}x{win.get('window')}"] = (
-                model, act.get("corpus"))
-    return out
+    from headgeom.reports.audit import activations_dir
+
+    return {activations_dir(prov.get("model"), prov): (prov.get("model"), (prov.get("activations") or {}).get("corpus"))
+            for prov in _shard_records(aggs, ACTIVATION_FAMILIES).values()}
 
 
 def _rerun_forward(workdir: Path, aggs: list, sw: ForwardSwitch, value, sources: dict, tmp: Path) -> Path:
@@ -323,14 +315,14 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None):
     for sw in SHARD_SWITCHES:
         aggs = [a for a in (_agg(workdir, tables_dir, n) for n in _family_tables(sw.family)) if a is not None]
         aggs = [a for a in aggs if a.groups.get(sw.family)]
-        default = next((_get(r.get("provenance") or {}, ("params", sw.job_param)) for a in aggs for r in a.inputs
-                        if r["path"] in a.groups.get(sw.family, [])), sw.fallback)
+        default = next((_get(prov, ("params", sw.job_param)) for prov in _shard_records(aggs, (sw.family,)).values()),
+                       sw.fallback)
         for alt in _others(sw.values, default):
             def build(tmp, sw=sw, alt=alt, aggs=aggs):
                 if not aggs:
                     return []
                 root = tmp / "recomputed"
-                _recompute(workdir, aggs, sw, alt, root)
+                _recompute(workdir, _shard_records(aggs, (sw.family,)), root, {sw.job_param: alt})
                 for agg in aggs:
                     params = _set(agg.params, (sw.table_param,), alt) if sw.table_param else dict(agg.params)
                     _build(workdir, agg, tmp, params, {sw.family: root})
@@ -349,13 +341,9 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None):
                     return []
                 if sources is None:  # a caller without the config's entries: listed, not evaluated
                     return None
-                from headgeom.reports.audit import recompute_shards
-
                 work = _rerun_forward(workdir, aggs, sw, alt, sources, tmp)
                 root = tmp / "recomputed"
-                recs = {r["path"]: r.get("provenance") or {} for a in aggs for r in a.inputs
-                        if any(r["path"] in a.groups.get(f, []) for f in ACTIVATION_FAMILIES)}
-                recompute_shards(list(recs), recs, work, root, log=lambda *a, **k: None)
+                _recompute(work, _shard_records(aggs, ACTIVATION_FAMILIES), root)
                 for agg in aggs:
                     _build(workdir, agg, tmp, dict(agg.params), {f: root for f in ACTIVATION_FAMILIES})
                 return [a.name for a in aggs]
