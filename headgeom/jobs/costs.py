@@ -76,11 +76,14 @@ def pk_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
 
 def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None) -> dict:
     """A part of ``n_pairs`` layer pairs (headgeom.jobs.fanout; default: writer layer 0's row);
-    one writer and one reader layer in memory at a time."""
+    one writer and one reader layer in memory at a time, plus the reader layers' spaces kept for
+    later writers up to headgeom.jobs.pk.READER_CACHE_MB."""
+    from headgeom.jobs.pk import READER_CACHE_MB
+
     f = _fields(manifest)
     n_pairs = max(f["n_layers"] - 1, 1) if n_pairs is None else n_pairs
     return _minutes(pair_seconds("pk_cross_layer", f) * n_pairs,
-                    BASE_MB + MEM_FACTOR["pk_cross_pair"] * layer_mib(f))
+                    BASE_MB + READER_CACHE_MB + MEM_FACTOR["pk_cross_pair"] * layer_mib(f))
 
 
 def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:

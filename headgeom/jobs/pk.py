@@ -63,6 +63,27 @@ def pk_job(store_dir, layer: int, out, params: dict, out_self=None, log=print) -
     log(f"[pk {model} L{layer}] {len(cols['pk'])} pairs, {time.perf_counter() - t0:.2f}s")
 
 
+READER_CACHE_MB = 256  # pk_cross: reader layers' spaces kept in memory up to this size, the rest recomputed
+
+
+class _BoundedMemo:
+    """Key -> value computed once and kept while the kept values fit in ``budget_mb``; a value
+    that does not fit is recomputed on each use (the same bits), so memory stays bounded."""
+
+    def __init__(self, budget_mb: float):
+        self.budget, self.used, self.kept = budget_mb * 2**20, 0, {}
+
+    def get(self, key, compute):
+        if key in self.kept:
+            return self.kept[key]
+        value = compute()
+        size = sum(a.nbytes for parts in value.values() for a in parts)
+        if self.used + size <= self.budget:
+            self.kept[key] = value
+            self.used += size
+        return value
+
+
 def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) -> None:
     """Writer heads (O) against the reader heads (Q/K/V) of later layers. ``segments``: the
     part of the layer-pair list this job covers, ``[(writer, reader_start, reader_stop), ...]``
@@ -86,13 +107,14 @@ def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) 
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
     keys = ("layer_r", "kind", "head_w", "head_r", "pk", "rho", "min_angle_deg", "weighted", "dim_w", "dim_r", "lambda_min_S")
     blocks, lams = [], {}
+    readers = _BoundedMemo(READER_CACHE_MB)  # a reader layer's spaces, computed once for all its writers
     for w, r0, r1 in segments:
         Xw, Bw, rw = layer_spaces(store.layer_factors(w), ("O",), rtol)["O"]
         lam = lams[w] = lambda_min_S(Bw)
         Sw, SXw = stacked(Bw), stacked(Xw)  # once per writer, for all its readers
         parts = []
         for lr in range(r0, r1):
-            spaces = layer_spaces(store.layer_factors(lr), kinds, rtol)
+            spaces = readers.get(lr, lambda: layer_spaces(store.layer_factors(lr), kinds, rtol))
             for kind, (Xr, Br, rr) in spaces.items():
                 res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, Sw=Sw, SXw=SXw)
                 n = len(res["rho"])

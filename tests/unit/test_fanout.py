@@ -204,3 +204,29 @@ def test_null_cross_memory_is_flat_in_the_layer_count():
     many = costs.pk_null_cross(QWEN25_7B, 10, 2)["mem_mb"]
     assert few == many <= 3000  # issue 14: <= 3 GB at 7B shape
     assert costs.pk_null_cross(QWEN3_235B, 10, 2)["mem_mb"] == costs.pk_null_cross({**QWEN3_235B, "n_layers": 5}, 10, 2)["mem_mb"]
+
+
+def test_pk_cross_computes_each_reader_layer_once_and_recomputes_beyond_the_memo(tmp_path, monkeypatch):
+    """pk_cross keeps a reader layer's spaces for all its writers (READER_CACHE_MB): each reader
+    layer's spaces are computed once, and with no memo (every reader recomputed for every
+    writer) the rows are the same, bit for bit, in the same order."""
+    from headgeom.io.fetch import fetch_model
+    from headgeom.jobs import pk as pkjobs
+    from headgeom.methods import pk as pkm
+    from synth import write_llama
+
+    write_llama(tmp_path / "ck", n_layers=5)
+    fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
+    p = {"rank_rtol": 1e-6, "cross_kinds": ["Q", "K", "V"]}
+    calls = []
+    real = pkm.layer_spaces
+    monkeypatch.setattr(pkm, "layer_spaces", lambda f, kinds, *a: (calls.append(tuple(kinds)), real(f, kinds, *a))[1])
+    segments = [(0, 1, 5), (1, 2, 5), (2, 3, 5), (3, 4, 5)]
+    pkjobs.pk_cross_job(tmp_path / "store", 0, tmp_path / "memo.parquet", p, segments=segments, log=lambda *_: None)
+    assert calls.count(("Q", "K", "V")) == 4 and calls.count(("O",)) == 4  # readers 1..4 once, writers 0..3 once
+    calls.clear()
+    monkeypatch.setattr(pkjobs, "READER_CACHE_MB", 0)
+    pkjobs.pk_cross_job(tmp_path / "store", 0, tmp_path / "none.parquet", p, segments=segments, log=lambda *_: None)
+    assert calls.count(("Q", "K", "V")) == 4 + 3 + 2 + 1  # every writer's readers recomputed
+    memo, none = (pq.read_table(tmp_path / f"{n}.parquet").to_pydict() for n in ("memo", "none"))
+    assert memo == none and len(memo["rho"]) > 0
