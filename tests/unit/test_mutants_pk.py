@@ -529,9 +529,9 @@ def test_upper_blocks_strips_fit_the_memory_budget(heads_per_strip, itemsize, mo
     assert np.max(np.abs(got - ref)) <= (1e-12 if itemsize == 8 else 1e-5) * np.max(np.abs(ref))
 
 
-def test_upper_blocks_on_the_numpy_backend_is_numpys_own_syrk():
-    """On the numpy backend the strip's symmetric block is numpy's X.T @ X (a syrk, half the
-    flops), not a backend GEMM: no product goes through Backend.matmul. upper_blocks 87, 88."""
+def test_upper_blocks_on_the_numpy_backend_is_numpys_own_product():
+    """On the numpy backend the strips' products are numpy's own (the transposed strip view
+    handed to BLAS without a copy), not Backend.matmul's: no product goes through it."""
     B = np.random.default_rng(139).standard_normal((5, 12, 3))
     bk = RecordingBackend("numpy")
     got = PK.upper_blocks(B, bk)
@@ -571,3 +571,19 @@ def test_cross_blocks_rejects_a_prestacked_matrix_of_the_wrong_shape():
     Ua, Ub = rng.standard_normal((3, 8, 2)), rng.standard_normal((2, 8, 2))
     with pytest.raises(ValueError, match=r"cross_blocks: stacked Ua \(8, 4\) is not \(8, 6\)"):
         PK.cross_blocks(Ua, Ub, Sa=PK.stacked(Ua[:2]))
+
+
+@pytest.mark.parametrize("d,heads", [(128, 4), (64, 8), (256, 2), (1024, 1), (3, 7)])
+def test_upper_blocks_strips_are_about_strip_cols_wide(d, heads, monkeypatch):
+    """With memory to spare, a strip is UPPER_STRIP_COLS // d heads (one at least, at most all):
+    wide enough for a GEMM near the peak rate, narrow enough that the strip's own triangle, computed
+    twice, is a small share. Checked on the products the (torch-named) backend receives."""
+    n, D = 7, 16
+    monkeypatch.setattr(PK, "UPPER_STRIP_COLS", 512)
+    B = np.random.default_rng(151).standard_normal((n, D, d))
+    bk = ShapeRecordingBackend("torch")
+    got = PK.upper_blocks(B, bk)
+    rows = [a[0] for a, _ in bk.shapes]
+    assert rows[0] == min(heads, n) * d and len(rows) == -(-(n - 1) // min(heads, n))
+    ref = per_head_blocks(B)
+    assert np.max(np.abs(got - ref)) <= 1e-12 * np.max(np.abs(ref))

@@ -186,3 +186,12 @@ def test_cross_pairs_with_a_prestacked_writer_is_the_same_computation():
     np.testing.assert_allclose(pk.sigma_max(C)[1, 2], np.linalg.svd(Bw[1].T @ Br[2], compute_uv=False)[0], rtol=1e-12)
     with pytest.raises(ValueError, match="stacked Ua"):
         pk.cross_blocks(Bw, Br, Sa=pk.stacked(Br))
+
+
+def test_reassignment_is_the_seeded_column_permutation_c_ordered():
+    """reassign_columns deals S's columns in the order of the draw's permutation (the same values
+    as S[:, perm], bit for bit) into a C-ordered copy: unstack then needs no reordering copy."""
+    S = np.random.default_rng(3).standard_normal((12, 20))
+    out = N.reassign_columns(S, np.random.default_rng(9))
+    np.testing.assert_array_equal(out, S[:, np.random.default_rng(9).permutation(20)])
+    assert out.flags["C_CONTIGUOUS"] and not np.shares_memory(out, S)
