@@ -17,14 +17,11 @@ from typing import Callable
 
 import numpy as np
 
-
-def stack(X: np.ndarray) -> np.ndarray:
-    """(n, D, d) per-head factors -> (D, n d) layer matrix."""
-    n, D, d = X.shape
-    return np.ascontiguousarray(np.swapaxes(X, 0, 1).reshape(D, n * d))
+from headgeom.methods.pk import stacked as stack  # (n, D, d) per-head factors -> (D, n d) layer matrix
 
 
 def unstack(S: np.ndarray, n: int) -> np.ndarray:
+    """(D, n d) layer matrix -> (n, D, d) per-head factors (stack's inverse)."""
     D, m = S.shape
     return np.ascontiguousarray(S.reshape(D, n, m // n).swapaxes(0, 1))
 

@@ -176,7 +176,7 @@ def stacked_rank(bases: np.ndarray, rank_rtol: float = 1e-6) -> int:
     n, D, d = bases.shape
     if not np.isfinite(bases).all():
         return -1
-    S = np.swapaxes(bases, 0, 1).reshape(D, n * d)
+    S = stacked(bases)
     G = S.T @ S if n * d <= D else S @ S.T
     ev = np.clip(np.linalg.eigvalsh(G), 0.0, None)
     return int(np.sum(np.sqrt(ev) > rank_rtol * np.sqrt(ev[-1]))) if ev.size and ev[-1] > 0 else 0
@@ -292,9 +292,9 @@ def lambda_min_S(Bw: np.ndarray) -> float:
     """lambda_min of S = sum_i P_{U_i} (D x D) from the (sum d x sum d) Gram of the stacked
     bases: S's nonzero spectrum is the Gram's. 0 when the writers do not span R^D."""
     n, D, d = Bw.shape
-    Sw = np.swapaxes(Bw, 0, 1).reshape(D, n * d)
     if n * d < D:
         return 0.0
+    Sw = stacked(Bw)
     ev = np.linalg.eigvalsh(Sw.T @ Sw)
     return float(max(ev[-D], 0.0))
 
