@@ -17,13 +17,8 @@ from typing import Callable
 
 import numpy as np
 
+from headgeom.methods.pk import heads_of as unstack  # (D, n d) layer matrix -> (n, D, d) heads (a view)
 from headgeom.methods.pk import stacked as stack  # (n, D, d) per-head factors -> (D, n d) layer matrix
-
-
-def unstack(S: np.ndarray, n: int) -> np.ndarray:
-    """(D, n d) layer matrix -> (n, D, d) per-head factors (stack's inverse)."""
-    D, m = S.shape
-    return np.ascontiguousarray(S.reshape(D, n, m // n).swapaxes(0, 1))
 
 
 def haar_stiefel(m: int, r: int, rng: np.random.Generator, dtype=np.float64) -> np.ndarray:
@@ -112,9 +107,9 @@ def null_factors(X: np.ndarray, null: str, rng: np.random.Generator, precision: 
     except KeyError:
         raise ValueError(f"unknown null precision {precision!r}; known: {tuple(PRECISIONS)}") from None
     model = null_model(null)
-    S = stack(X.astype(dtype, copy=False))
+    S = stack(X).astype(dtype, copy=False)  # no copy when X is unstack(S) (the null jobs stack once)
     out = model.sampler(S, rng, backend=backend) if model.uses_backend else model.sampler(S, rng)
-    return unstack(out, X.shape[0])
+    return unstack(out, X.shape[0])  # a view: orthonormal_bases reads the heads in place
 
 
 def sample_range(n_samples: int, block: int, per_job: int) -> range:

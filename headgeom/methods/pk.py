@@ -43,7 +43,8 @@ def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY):
     orthogonality holds to rounding even for cond(X) near 1/rank_rtol. About 10x faster than
     a thin SVD of the D x d factor at the same accuracy.
 
-    Returns (bases (n, D, d) with columns beyond the rank zeroed, ranks (n,)). A head with
+    Returns (bases (n, D, d), the heads of one stacked matrix (``heads_of``), with columns beyond
+    the rank zeroed; ranks (n,)). A head with
     non-finite weights gets rank -1 and a zero basis (its pairs become NaN + flag)."""
     finite = np.isfinite(X).all(axis=(-1, -2))
     Xf = X if finite.all() else np.where(finite[:, None, None], X, 0.0)
@@ -58,17 +59,36 @@ def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY):
     # second pass: Q1^T Q1 = I + E; dropped (zero) columns get 1 on the diagonal; Q = Q1 L^{-T}
     G2 = mm(np.swapaxes(Q1, -1, -2), Q1) + np.eye(X.shape[-1], dtype=X.dtype) * (~keep)[..., None, :]
     Linv = np.linalg.inv(np.linalg.cholesky(G2))
-    Q = mm(Q1, np.swapaxes(Linv, -1, -2))
+    n, D, d = X.shape
+    # the bases are written as heads of one stacked (D, n d) matrix: the pair products
+    # (upper_blocks, cross_blocks) then stack them for free instead of copying them
+    Q = heads_of(np.empty((D, n * d), dtype=Q1.dtype), n)
+    if backend.name == "numpy":
+        np.matmul(Q1, np.swapaxes(Linv, -1, -2), out=Q)  # BLAS writes each head in place, same bits
+    else:
+        Q[...] = mm(Q1, np.swapaxes(Linv, -1, -2))
     ranks = np.where(finite, keep.sum(-1), -1)
     return Q, ranks
 
 
 def stacked(U: np.ndarray) -> np.ndarray:
-    """(n, D, d) per-head factors -> the (D, n d) matrix [U_1 ... U_n] (a copy). A caller that
-    pairs one set of heads with many others stacks it once and passes it to cross_blocks /
-    cross_pairs (``Sa``, ``Sw``, ``SXw``): the same bits, without a copy per call."""
+    """(n, D, d) per-head factors -> the (D, n d) matrix [U_1 ... U_n]: a copy, except for heads
+    that already are ``heads_of`` a stacked matrix (what orthonormal_bases and the null draws
+    return), whose stacked matrix is returned as it is (read-only use: it shares their memory).
+    A caller that pairs one set of heads with many others stacks it once and passes it to
+    cross_blocks / cross_pairs (``Sa``, ``Sw``, ``SXw``)."""
     n, D, d = U.shape
     return np.ascontiguousarray(np.swapaxes(U, 0, 1).reshape(D, n * d))
+
+
+def heads_of(S: np.ndarray, n: int) -> np.ndarray:
+    """(D, n d) stacked matrix -> its n heads as an (n, D, d) view (no copy; ``stacked`` of the
+    view is S again). Every product of a head reads it in place (BLAS takes the row stride), with
+    the same bits as from a contiguous copy."""
+    D, m = S.shape
+    if m % n:
+        raise ValueError(f"heads_of: {m} columns do not split into {n} heads")
+    return S.reshape(D, n, m // n).swapaxes(0, 1)
 
 
 def cross_blocks(Ua: np.ndarray, Ub: np.ndarray, backend=NUMPY, Sa: np.ndarray | None = None) -> np.ndarray:
@@ -98,11 +118,12 @@ UPPER_STRIP_COLS = 512  # upper_blocks: a strip's width in columns (heads x d), 
 def upper_blocks(bases: np.ndarray, backend=NUMPY) -> np.ndarray:
     """U_i^T U_j for i < j (triu order) from the Gram of the stacked bases S = [U_1 ... U_n],
     computed in strips of heads a..b of about UPPER_STRIP_COLS columns: per strip one GEMM
-    S_ab^T S_a: (the strip against itself and every head right of it), never the part below the
-    strip. The strip's own triangle is computed twice (its lower half is not used): about
-    d / (2 UPPER_STRIP_COLS) of the work more than a syrk, for a GEMM at near the peak rate where
-    OpenBLAS's syrk runs at about 0.7 of it (bench: 1.46 s instead of 1.96 s at 28 heads of 128 in
-    3584). Each entry is the same dot product over d_model as in a per-head product (one GEMM per
+    S_ab^T S_(a+1): (the strip against every head right of its first one), never the part below
+    the strip. Of the strip's own k x k blocks the k (k - 1) / 2 on or below the diagonal that are
+    not pairs of its first head are computed and not used: about d / (2 UPPER_STRIP_COLS) of the
+    work more than a syrk, for a GEMM at near the peak rate where OpenBLAS's syrk runs at about 0.7
+    of it (bench: 1.46 s instead of 1.96 s at 28 heads of 128 in 3584; starting at head a + 1
+    instead of a saves k of the (n - a) k blocks). Each entry is the same dot product over d_model as in a per-head product (one GEMM per
     head against the heads after it, the reference in tests: equal to 1e-12 relative, bit for bit
     with this project's OpenBLAS, as the previous syrk + GEMM strips were)."""
     n, D, d = bases.shape
@@ -118,13 +139,14 @@ def upper_blocks(bases: np.ndarray, backend=NUMPY) -> np.ndarray:
     for a in range(0, n - 1, k):
         b = min(a + k, n)
         Sa = S[:, a * d:b * d]
+        right = S[:, (a + 1) * d:]  # heads a+1 .. n-1: every pair of the strip's rows is in it
         if backend.name == "numpy":
-            G = Sa.T @ S[:, a * d:]  # the transposed view goes to BLAS as is: no copy
+            G = Sa.T @ right  # the transposed view goes to BLAS as is: no copy
         else:
-            G = backend.matmul(np.ascontiguousarray(Sa.T), S[:, a * d:])
-        G4 = G.reshape(b - a, d, n - a, d)
-        for i in range(a, min(b, n - 1)):  # row i of blocks: heads j > i, one strided copy
-            out[starts[i]:starts[i] + n - 1 - i] = G4[i - a, :, i - a + 1:, :].transpose(1, 0, 2)
+            G = backend.matmul(np.ascontiguousarray(Sa.T), right)
+        G4 = G.reshape(b - a, d, n - a - 1, d)
+        for i in range(a, min(b, n - 1)):  # row i of blocks: heads j > i (column j - a - 1), one strided copy
+            out[starts[i]:starts[i] + n - 1 - i] = G4[i - a, :, i - a:, :].transpose(1, 0, 2)
     return out
 
 

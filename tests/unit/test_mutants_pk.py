@@ -585,5 +585,8 @@ def test_upper_blocks_strips_are_about_strip_cols_wide(d, heads, monkeypatch):
     got = PK.upper_blocks(B, bk)
     rows = [a[0] for a, _ in bk.shapes]
     assert rows[0] == min(heads, n) * d and len(rows) == -(-(n - 1) // min(heads, n))
+    # each strip's GEMM starts right of its first head (no block of a head with itself there)
+    k = min(heads, n)
+    assert [b[1] for _, b in bk.shapes] == [(n - a - 1) * d for a in range(0, n - 1, k)]
     ref = per_head_blocks(B)
     assert np.max(np.abs(got - ref)) <= 1e-12 * np.max(np.abs(ref))

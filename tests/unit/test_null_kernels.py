@@ -195,3 +195,55 @@ def test_reassignment_is_the_seeded_column_permutation_c_ordered():
     out = N.reassign_columns(S, np.random.default_rng(9))
     np.testing.assert_array_equal(out, S[:, np.random.default_rng(9).permutation(20)])
     assert out.flags["C_CONTIGUOUS"] and not np.shares_memory(out, S)
+
+
+@pytest.mark.parametrize("backend", [None, TORCH])
+def test_bases_are_the_heads_of_one_stacked_matrix_with_the_bits_of_contiguous_ones(backend):
+    """orthonormal_bases writes its bases as the heads of one (D, n d) matrix (``heads_of``), so
+    stacking them for the pair GEMMs (upper_blocks, cross_blocks) copies nothing; each head's
+    values are the bits of the per-head products into a contiguous array (the previous output),
+    also from input heads that are themselves views of a stacked matrix (the null draws)."""
+    X = _layer(7, 64, 8, seed=31)
+    bk = pk.NUMPY if backend is None else backend
+    B, r = pk.orthonormal_bases(X, backend=bk)
+    S = pk.stacked(B)
+    assert np.shares_memory(S, B) and S.flags["C_CONTIGUOUS"] and S.shape == (64, 56)
+    # the reference: the same steps with the last product into a fresh contiguous array
+    G = X.swapaxes(-1, -2) @ X
+    w, W = np.linalg.eigh(G)
+    w, W = w[..., ::-1], W[..., ::-1]
+    s = np.sqrt(np.clip(w, 0.0, None))
+    keep = s > 1e-6 * s[..., :1]
+    Q1 = X @ (W * np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)[..., None, :])
+    L = np.linalg.cholesky(Q1.swapaxes(-1, -2) @ Q1 + np.eye(8) * (~keep)[..., None, :])
+    ref = Q1 @ np.linalg.inv(L).swapaxes(-1, -2)
+    if backend is None:
+        np.testing.assert_array_equal(B, ref)
+    else:
+        np.testing.assert_allclose(B, ref, rtol=0, atol=1e-13)
+    np.testing.assert_array_equal(r, keep.sum(-1))
+    Bv, rv = pk.orthonormal_bases(N.unstack(N.stack(X), 7), backend=bk)  # view input: same bits
+    np.testing.assert_array_equal(Bv, B)
+    np.testing.assert_array_equal(rv, r)
+
+
+def test_null_draws_are_heads_of_the_drawn_matrix_and_a_stacked_input_is_not_copied():
+    """null_factors returns the draw's heads as views of the sampler's (D, n d) output (no
+    unstacking copy), and stacks input heads that already are a stacked matrix's for free: a
+    sampler sees the job's stacked matrix itself."""
+    X = _layer(5, 40, 6, seed=7)
+    S = N.stack(X)
+    seen = []
+
+    def spy(M, rng):
+        seen.append(M)
+        return M * 2.0
+
+    N.register_null(N.NullModel("spy_stack", spy, "spy"))
+    try:
+        out = N.null_factors(N.unstack(S, 5), "spy_stack", np.random.default_rng(0))
+    finally:
+        del N.NULL_MODELS["spy_stack"]
+    assert seen[0] is S or (np.shares_memory(seen[0], S) and seen[0].shape == S.shape)
+    assert np.shares_memory(N.stack(out), out)
+    np.testing.assert_array_equal(out, 2.0 * X)
