@@ -299,15 +299,15 @@ def bench_pk(args) -> dict:
 
 def bench_nulls(args) -> dict:
     from headgeom.methods.nulls import null_factors
-    from headgeom.methods.pk import factor_stack, orthonormal_bases, pk_within
+    from headgeom.methods.pk import factor_stack, orthonormal_bases, pk_within, stacked_heads
     from headgeom.core.seeds import rng_for
 
     out = {"what": "one within-layer null sample of a layer = null_factors + orthonormal_bases + pk_within for each "
-                   "kind O, Q, K, V (as pk_null_within_job); kinds with the same factor shape are timed once "
-                   "(Q as O, V as K)", "shapes": {}}
+                   "kind O, Q, K, V (as pk_null_within_job, its heads stacked once per kind); kinds with the same "
+                   "factor shape are timed once (Q as O, V as K)", "shapes": {}}
     for name, shape in (("qwen2.5-7b", hb.QWEN25_7B), ("qwen3-235b", hb.QWEN3_235B)):
         f = hb.synthetic_layer(**shape, seed=200)
-        X = {k: factor_stack(f, k) for k in ("O", "Q", "K", "V")}
+        X = {k: stacked_heads(factor_stack(f, k)) for k in ("O", "Q", "K", "V")}
         timed = {"O": ("O", "Q"), "K": ("K", "V")}
         row = {"shape": shape, "nulls": {}}
         for null in ("rotation", "reassign"):
@@ -381,7 +381,7 @@ def null_sample_flops(null: str, n: int, D: int, d: int, pairs: str = "within") 
 def bench_stages(args) -> dict:
     """Each heavy stage's FLOP rate over numpy matmul's, timed interleaved in this process."""
     from headgeom.methods.nulls import null_factors
-    from headgeom.methods.pk import cross_pairs, factor_stack, orthonormal_bases, pk_within, stacked
+    from headgeom.methods.pk import cross_pairs, factor_stack, orthonormal_bases, pk_within, stacked, stacked_heads
     from headgeom.core.seeds import rng_for
 
     s7, s235 = hb.QWEN25_7B, hb.QWEN3_235B
@@ -391,7 +391,8 @@ def bench_stages(args) -> dict:
     f235 = hb.synthetic_layer(**s235, seed=1)
     f7 = hb.synthetic_layer(**s7, seed=200)
     f7r = hb.synthetic_layer(**s7, seed=201)
-    Xk = {k: factor_stack(f7, k) for k in ("O", "Q", "K", "V")}
+    Xk = {k: stacked_heads(factor_stack(f7, k)) for k in ("O", "Q", "K", "V")}  # as pk_null_within_job: once per kind
+    Xw_plain = factor_stack(f7, "O")  # pk_null_cross_job draws each layer once per sample: stacked per draw
     Xr = {k: factor_stack(f7r, k) for k in ("Q", "K", "V")}
     prec = args.precision
 
@@ -401,7 +402,7 @@ def bench_stages(args) -> dict:
             pk_within(B, r)
 
     def null_cross_pieces():  # one writer draw, one reader draw per kind, one layer pair's blocks
-        Bw, rw = orthonormal_bases(null_factors(Xk["O"], "rotation", rng_for("bench", "w"), prec))
+        Bw, rw = orthonormal_bases(null_factors(Xw_plain, "rotation", rng_for("bench", "w"), prec))
         Sw = stacked(Bw)
         for k in ("Q", "K", "V"):
             Br, rr = orthonormal_bases(null_factors(Xr[k], "rotation", rng_for("bench", "r", k), prec))
@@ -411,7 +412,7 @@ def bench_stages(args) -> dict:
 
     def cross_blocks_only():
         if "w" not in cache:
-            cache["w"] = orthonormal_bases(null_factors(Xk["O"], "rotation", rng_for("bench", "w"), prec))
+            cache["w"] = orthonormal_bases(null_factors(Xw_plain, "rotation", rng_for("bench", "w"), prec))
             cache["r"] = {k: orthonormal_bases(null_factors(Xr[k], "rotation", rng_for("bench", "r", k), prec)) for k in ("Q", "K", "V")}
         Bw, rw = cache["w"]
         Sw = stacked(Bw)  # as pk_null_cross_job: once per writer and reader layer

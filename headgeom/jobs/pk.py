@@ -200,7 +200,7 @@ def _null_stats_row(rows, stats, **keys):
 def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=print) -> None:
     """The given null sample indices of every kind's within-layer pairs, both nulls."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
-    from headgeom.methods.pk import heads_of, isotropic_rho, layer_stats, orthonormal_bases, pk_within, stacked
+    from headgeom.methods.pk import isotropic_rho, layer_stats, orthonormal_bases, pk_within, stacked_heads
     from headgeom.core.seeds import rng_for
 
     t0 = time.perf_counter()
@@ -218,7 +218,7 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
         X = factor_stack(f, kind)
         if X.shape[0] < 2:
             continue
-        X = heads_of(stacked(X), X.shape[0])  # stacked once here, not once per draw
+        X = stacked_heads(X)  # stacked once here, not once per draw
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
                 Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s), precision, bk)

@@ -81,6 +81,13 @@ def stacked(U: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.swapaxes(U, 0, 1).reshape(D, n * d))
 
 
+def stacked_heads(X: np.ndarray) -> np.ndarray:
+    """(n, D, d) heads -> the same values as heads of one stacked (D, n d) copy (``heads_of``): what
+    a job that draws many null samples of one layer's heads hands to each draw, so that no draw
+    copies them again."""
+    return heads_of(stacked(X), X.shape[0])
+
+
 def heads_of(S: np.ndarray, n: int) -> np.ndarray:
     """(D, n d) stacked matrix -> its n heads as an (n, D, d) view (no copy; ``stacked`` of the
     view is S again). Every product of a head reads it in place (BLAS takes the row stride), with

@@ -135,6 +135,38 @@ def test_null_blocks_are_identical_to_one_job(tmp_path):
     assert sorted(a, key=key) == sorted(b, key=key)
 
 
+def test_null_job_stacks_each_kind_once_for_all_its_draws(tmp_path):
+    """pk_null_within_job hands every draw of a kind the same stacked (D, n d) layer matrix (one
+    copy per kind, not one per draw), with the values of the kind's stacked factors."""
+    from headgeom.io.fetch import fetch_model
+    from headgeom.io.store import TensorStore
+    from headgeom.jobs.pk import pk_null_within_job
+    from synth import write_llama
+
+    write_llama(tmp_path / "ck", n_layers=1)
+    fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
+    seen = []
+
+    def spy(S, rng):
+        seen.append(S)
+        return nulls.reassign_columns(S, rng)
+
+    nulls.register_null(nulls.NullModel("spy_once", spy, "spy"))
+    try:
+        pk_null_within_job(tmp_path / "store", 0, [0, 1, 2], tmp_path / "o.parquet",
+                           {"types": ["spy_once"], "kinds": ["O", "Q"]}, log=lambda *_: None)
+    finally:
+        del nulls.NULL_MODELS["spy_once"]
+    f = TensorStore(tmp_path / "store").layer_factors(0)
+    assert len(seen) == 6
+    for k, kind in enumerate(("O", "Q")):
+        first = seen[3 * k]
+        assert all(S is first or (np.shares_memory(S, first) and S.shape == first.shape) for S in seen[3 * k:3 * k + 3])
+        np.testing.assert_array_equal(first, pk.stacked(pk.factor_stack(f, kind)))
+    assert not np.shares_memory(seen[0], seen[3])
+    assert len(pq.read_table(tmp_path / "o.parquet").to_pylist()) == 6
+
+
 def test_job_resources_scale_with_shape(tmp_path):
     import json
 
