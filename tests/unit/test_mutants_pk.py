@@ -55,18 +55,35 @@ class RecordingBackend(Backend):
 # ------------------------------------------------------------------ orthonormal_bases
 
 
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize("cond", [5e5, 9e5])
-def test_bases_orthonormal_to_rounding_near_cond_one_over_rtol(cond):
+def test_bases_orthonormal_to_rounding_near_cond_one_over_rtol(cond, backend):
     """The docstring's promise: orthogonality to rounding even for cond(X) near 1/rank_rtol
-    (the second, Cholesky pass applies L^{-T}, not L^{-1}). orthonormal_bases 116, 117, 118."""
+    (the second, Cholesky pass applies L^{-T}, not L^{-1}), on either backend (the last
+    product is written in place on numpy and assigned from the backend's product on torch).
+    orthonormal_bases 116, 117, 118 (second run); 148, 149, 150 (fifth session)."""
     rng = np.random.default_rng(101)
     D, d = 200, 32
     X = heads_with_spectrum(rng, 2, D, np.logspace(0, -np.log10(cond), d))
-    Q, r = PK.orthonormal_bases(X)
+    Q, r = PK.orthonormal_bases(X, backend=Backend(backend, "cpu"))
     assert r.tolist() == [d, d]
     for h in range(2):
         assert np.abs(Q[h].T @ Q[h] - np.eye(d)).max() < 1e-13
         np.testing.assert_allclose(Q[h] @ Q[h].T, svd_proj(X[h])[0], atol=1e-9)
+
+
+@pytest.mark.parametrize("backend,calls", [("numpy", 3), ("torch", 4)])
+def test_bases_last_product_is_written_in_place_on_numpy_and_run_on_the_torch_backend(backend, calls):
+    """The products of orthonormal_bases go through the backend (Gram, first pass, second-pass
+    Gram), and so does the last one (Q1 L^{-T}) on torch; on numpy that one is np.matmul into
+    the stacked output (BLAS writes each head in place), not a backend product and a copy.
+    orthonormal_bases 118, 119, 120 (fifth session)."""
+    bk = RecordingBackend(backend)
+    X = np.random.default_rng(7).standard_normal((3, 20, 4))
+    Q, _ = PK.orthonormal_bases(X, backend=bk)
+    assert bk.calls == calls
+    assert np.shares_memory(PK.stacked(Q), Q)
+    np.testing.assert_allclose(Q, PK.orthonormal_bases(X)[0], rtol=0, atol=1e-13)
 
 
 @pytest.mark.parametrize("scale", [1e-90, 1e-3, 1e3, 1e90])

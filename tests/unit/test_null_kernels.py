@@ -197,17 +197,20 @@ def test_reassignment_is_the_seeded_column_permutation_c_ordered():
     assert out.flags["C_CONTIGUOUS"] and not np.shares_memory(out, S)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("backend", [None, TORCH])
-def test_bases_are_the_heads_of_one_stacked_matrix_with_the_bits_of_contiguous_ones(backend):
+def test_bases_are_the_heads_of_one_stacked_matrix_with_the_bits_of_contiguous_ones(backend, dtype):
     """orthonormal_bases writes its bases as the heads of one (D, n d) matrix (``heads_of``), so
     stacking them for the pair GEMMs (upper_blocks, cross_blocks) copies nothing; each head's
     values are the bits of the per-head products into a contiguous array (the previous output),
-    also from input heads that are themselves views of a stacked matrix (the null draws)."""
-    X = _layer(7, 64, 8, seed=31)
+    also from input heads that are themselves views of a stacked matrix (the null draws). In
+    float32 (the null mode) every step runs in float32 (orthonormal_bases 98, 100: a float64
+    identity in the second pass would promote its Cholesky factor)."""
+    X = _layer(7, 64, 8, seed=31).astype(dtype)
     bk = pk.NUMPY if backend is None else backend
     B, r = pk.orthonormal_bases(X, backend=bk)
     S = pk.stacked(B)
-    assert np.shares_memory(S, B) and S.flags["C_CONTIGUOUS"] and S.shape == (64, 56)
+    assert np.shares_memory(S, B) and S.flags["C_CONTIGUOUS"] and S.shape == (64, 56) and B.dtype == dtype
     # the reference: the same steps with the last product into a fresh contiguous array
     G = X.swapaxes(-1, -2) @ X
     w, W = np.linalg.eigh(G)
@@ -215,12 +218,13 @@ def test_bases_are_the_heads_of_one_stacked_matrix_with_the_bits_of_contiguous_o
     s = np.sqrt(np.clip(w, 0.0, None))
     keep = s > 1e-6 * s[..., :1]
     Q1 = X @ (W * np.where(keep, 1.0 / np.where(keep, s, 1.0), 0.0)[..., None, :])
-    L = np.linalg.cholesky(Q1.swapaxes(-1, -2) @ Q1 + np.eye(8) * (~keep)[..., None, :])
+    L = np.linalg.cholesky(Q1.swapaxes(-1, -2) @ Q1 + np.eye(8, dtype=dtype) * (~keep)[..., None, :])
     ref = Q1 @ np.linalg.inv(L).swapaxes(-1, -2)
+    assert ref.dtype == dtype
     if backend is None:
         np.testing.assert_array_equal(B, ref)
     else:
-        np.testing.assert_allclose(B, ref, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(B, ref, rtol=0, atol=1e-13 if dtype == np.float64 else 1e-5)
     np.testing.assert_array_equal(r, keep.sum(-1))
     Bv, rv = pk.orthonormal_bases(N.unstack(N.stack(X), 7), backend=bk)  # view input: same bits
     np.testing.assert_array_equal(Bv, B)
@@ -247,3 +251,18 @@ def test_null_draws_are_heads_of_the_drawn_matrix_and_a_stacked_input_is_not_cop
     assert seen[0] is S or (np.shares_memory(seen[0], S) and seen[0].shape == S.shape)
     assert np.shares_memory(N.stack(out), out)
     np.testing.assert_array_equal(out, 2.0 * X)
+
+
+def test_stacked_heads_are_a_stacked_copy_read_as_heads():
+    """pk.stacked_heads: the same values as the heads given, held as the heads of one new
+    stacked (D, n d) matrix (stacking them again copies nothing; the input is not shared);
+    pk.heads_of refuses a width that does not split into the heads."""
+    X = np.random.default_rng(4).standard_normal((3, 10, 4))
+    H = pk.stacked_heads(X)
+    np.testing.assert_array_equal(H, X)
+    S = pk.stacked(H)
+    assert np.shares_memory(S, H) and S.flags["C_CONTIGUOUS"] and S.shape == (10, 12)
+    assert not np.shares_memory(H, X)
+    np.testing.assert_array_equal(pk.heads_of(S, 3), X)
+    with pytest.raises(ValueError, match="12 columns do not split into 5 heads"):
+        pk.heads_of(S, 5)
