@@ -65,7 +65,9 @@ def reassign_columns(S: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 @dataclass(frozen=True)
 class NullModel:
     name: str
-    sampler: Callable  # sampler(S, rng) -> one draw of the stacked layer matrix, same shape
+    # sampler(S, rng) -> one draw of the stacked layer matrix, same shape, as a new array: S is the job's
+    # stacked matrix, shared by all its draws (pk.stacked_heads), so a sampler never writes into it
+    sampler: Callable
     label: str  # how tables and figures name it ("rotation", "reassignment")
     uses_backend: bool = False  # sampler(S, rng, backend=...) runs its products on the job's backend
 
@@ -80,7 +82,8 @@ NULL_MODELS = {
 
 
 def register_null(model: NullModel) -> NullModel:
-    """Add a null model (the pipeline's own are the entries above; tests add toy ones)."""
+    """Add a null model (the pipeline's own are the entries above; tests add toy ones). Its sampler
+    returns a new array and leaves S as it is (every draw of a job gets the same S)."""
     if model.name in NULL_MODELS:
         raise ValueError(f"null model {model.name!r} is already registered")
     NULL_MODELS[model.name] = model

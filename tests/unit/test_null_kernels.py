@@ -266,3 +266,18 @@ def test_stacked_heads_are_a_stacked_copy_read_as_heads():
     np.testing.assert_array_equal(pk.heads_of(S, 3), X)
     with pytest.raises(ValueError, match="12 columns do not split into 5 heads"):
         pk.heads_of(S, 5)
+
+
+@pytest.mark.parametrize("backend", [None, TORCH])
+@pytest.mark.parametrize("shape", [(40, 3, 7), (96, 6, 16), (300, 4, 50)])
+def test_every_sampler_leaves_the_shared_layer_matrix_as_it_was(shape, backend):
+    """The null jobs hand every draw the same stacked matrix (pk.stacked_heads), so no registered
+    sampler may write into it: S is bitwise the same after a draw of each null model."""
+    D, n, d = shape
+    S = N.stack(_layer(n, D, d, seed=5))
+    before = S.copy()
+    for model in N.NULL_MODELS.values():
+        kw = {"backend": backend or pk.NUMPY} if model.uses_backend else {}
+        out = model.sampler(S, np.random.default_rng(1), **kw)
+        assert out.shape == S.shape and not np.shares_memory(out, S)
+        np.testing.assert_array_equal(S, before)
