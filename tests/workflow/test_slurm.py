@@ -334,6 +334,55 @@ def test_job_arrays_keep_each_request(slurm_cluster, tmp_path: Path):
     assert reqmem[3] == reqmem[4] and 900 <= reqmem[3] < 940, reqmem
 
 
+# 17 jobs of one rule, ready together, under the profile's `jobs: 8`: the scheduler selects 8 and
+# keeps 9 ready, then hands them over one or two at a time as slots free up, i.e. a rule's jobs
+# reach the executor at different times. snakemake-executor-plugin-slurm 2.8.0's own collection
+# holds every such partial batch back and the run waits forever (plugin issue #473).
+STAGGERED_SNAKEFILE = textwrap.dedent('''
+    import os
+
+    from headgeom.jobs import slurm_arrays
+
+    slurm_arrays.install()
+
+    localrules: all
+
+    rule all:
+        input: expand("square/{n}.txt", n=range(17))
+
+    rule square:
+        output: "square/{n}.txt"
+        resources: mem_mb=700, runtime=5, cpus_per_task=1
+        run:
+            import time
+
+            time.sleep(int(wildcards.n) % 3)  # uneven lengths: slots free up one at a time
+            e = os.environ
+            where = (f"{e['SLURM_ARRAY_JOB_ID']}_{e['SLURM_ARRAY_TASK_ID']}" if "SLURM_ARRAY_JOB_ID" in e
+                     else e.get("SLURM_JOB_ID", "none"))
+            with open(output[0], "w") as f:
+                f.write(f"{int(wildcards.n) ** 2} {where}\\n")
+''')
+
+
+@pytest.mark.slow
+def test_jobs_of_a_rule_that_reach_the_executor_at_different_times_all_run(slurm_cluster, tmp_path: Path):
+    """More ready jobs of one rule than the profile's `jobs` limit: every one is submitted (as
+    arrays of what arrives together, or alone) and the run ends; under the plugin's own array
+    collection it hangs, and the timeout turns the hang into a failure."""
+    (tmp_path / "Snakefile").write_text(STAGGERED_SNAKEFILE)
+    proc = run_snakemake(["--profile", str(PROFILE)], cwd=tmp_path, limit_s=240)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"snakemake failed (exit {proc.returncode}):\n{log[-6000:]}"
+    ran = {n: (tmp_path / f"square/{n}.txt").read_text().split() for n in range(17)}
+    assert all(int(r[0]) == n * n and r[1] != "none" for n, r in ran.items()), ran
+    assert "Array job collection incomplete" not in log
+    jobs = slurm_cluster.jobs_of_run(run_id_from_log(log), expect=17)
+    assert len(jobs) == 17 and all(j["State"] == "COMPLETED" for j in jobs), jobs
+    assert sorted(r[1] for r in ran.values()) == sorted(j["JobID"] for j in jobs), (ran, jobs)
+    assert any("_" in r[1] for r in ran.values())  # what arrived together still went as an array
+
+
 @pytest.mark.slow
 def test_out_of_memory_kill_is_retried_with_grown_memory(slurm_cluster, tmp_path: Path):
     """SLURM enforces memory on the test cluster (OverMemoryKill, .ci/slurm/slurm.conf.in). A
