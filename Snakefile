@@ -39,3 +39,15 @@ rule all:
     default_target: True
     input:
         ALL_TARGETS,
+
+
+# The end-of-run summary on the console, when this run (re)built it.
+import time as _time
+
+_RUN_STARTED = _time.time()
+
+
+onsuccess:
+    _summary = Path("results/summary.md")
+    if _summary.is_file() and _summary.stat().st_mtime >= _RUN_STARTED:
+        print(f"\n{_summary.read_text(encoding='utf-8')}")

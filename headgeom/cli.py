@@ -67,6 +67,19 @@ def _table_models(workdir: Path):
                     yield r["model"]
 
 
+def _summary(args) -> int:
+    from headgeom.reports.summary import summary_markdown
+
+    workdir = Path(args.directory)
+    models = args.models or list(dict.fromkeys(_table_models(workdir)))
+    if not models:
+        print(f"headgeom summary: no tables under {workdir / 'results' / 'tables'}; run the pipeline first",
+              file=sys.stderr)
+        return 1
+    print(summary_markdown(workdir, models))
+    return 0
+
+
 def _plan(args) -> int:
     from headgeom.core.errors import HeadgeomError
     from headgeom.jobs import plan as P
@@ -167,6 +180,15 @@ def main(argv=None) -> int:
     k.add_argument("-d", "--directory", default=".", help="work directory of the run (its manifests)")
     k.add_argument("--configfile", nargs="+", help="config files the run used (merged over config/config.yaml)")
     k.set_defaults(func=_costs)
+
+    s = sub.add_parser("summary", help="the run's headline numbers per model and where its outputs are",
+                       description="Print the summary the workflow writes to results/summary.md: per model "
+                                   "the headline numbers (strong heads, median P and its wrong-V control, mean "
+                                   "ρ against d/D, null verdicts, natural-return medians), each with its "
+                                   "table and column, and where the tables, figures and report are.")
+    s.add_argument("-d", "--directory", default=".", help="work directory of the run")
+    s.add_argument("--models", nargs="+", help="models to summarize (default: every model in the tables)")
+    s.set_defaults(func=_summary)
 
     g = sub.add_parser("docs", help="write docs/outputs.md, docs/config.md and the report captions",
                        description="Write the generated docs from the registries and the config schema: "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -213,6 +214,59 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
     assert _assert_shards_bitwise_equal(slurm_dir, local_dir) == 8  # paper1_heads, paper1_pairs, pk, pk_self x 2 layers
     for rel in PIPELINE_TARGETS:
         assert (slurm_dir / rel).stat().st_size > 0 and (local_dir / rel).stat().st_size > 0, rel
+
+
+@pytest.mark.slow
+def test_watchdog_turns_held_jobs_into_an_error_on_the_console(slurm_cluster, tmp_path: Path):
+    """The same workflow with the plugin's own (holding) collection put back under headgeom's
+    watchdog: instead of waiting forever, Snakemake stops at once with the watchdog's message."""
+    held = STAGGERED_SNAKEFILE.replace(
+        "slurm_arrays.install()",
+        "import snakemake_executor_plugin_slurm as plugin\n"
+        "plugins_own = plugin.Executor.run_jobs\n"
+        "slurm_arrays.install()\n"
+        "plugin.Executor.run_jobs = slurm_arrays.watch_submissions(plugins_own)")
+    (tmp_path / "Snakefile").write_text(held)
+    t0 = time.monotonic()
+    proc = run_snakemake(["--profile", str(PROFILE)], cwd=tmp_path, limit_s=180)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0, log[-4000:]
+    assert "8 job(s) of rule(s) square" in log and "would wait forever" in log, log[-4000:]
+    assert time.monotonic() - t0 < 120
+
+
+@pytest.mark.slow
+def test_planted_three_layer_gqa_model_through_slurm_matches_local(slurm_cluster, tmp_path: Path):
+    """A 3-layer Llama-layout checkpoint with 8 query / 4 KV heads and planted closed heads, run
+    with the shipped profile as typed: per-layer rules whose jobs reach the executor at different
+    times (paper1_capacity among them) all run, and every shard equals a local `-c2` run's bit for
+    bit."""
+    from synth import write_llama
+
+    ckpt = tmp_path / "ckpt"
+    write_llama(ckpt, n_layers=3, n_heads=8, n_kv=4, d_head=8, d_model=40, seed=11,
+                closed=((0, 1, 1.5), (1, 6, 0.8), (2, 3, 2.0)))
+    cfg = tmp_path / "three.yaml"
+    cfg.write_text(f"models:\n  synth3:\n    source: local\n    path: {ckpt}\nactive_models: [synth3]\n")
+    targets = [*PIPELINE_TARGETS, "results/tables/paper1_capacity.csv"]
+    slurm_dir, local_dir = tmp_path / "slurm", tmp_path / "local"
+    slurm_dir.mkdir()
+    local_dir.mkdir()
+    local = subprocess.run(["timeout", "-k", "15", "300", str(SNAKEMAKE), *targets, "-c2", "-s",
+                            str(REPO / "Snakefile"), "--configfile", str(cfg)], cwd=local_dir,
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    assert local.returncode == 0, (local.stdout + local.stderr)[-6000:]
+    proc = run_snakemake([*targets, "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
+                          "--configfile", str(cfg)], cwd=slurm_dir, limit_s=420)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"SLURM run failed (exit {proc.returncode}):\n{log[-8000:]}"
+    for layer in range(3):  # the capacity job of every layer ran inside SLURM
+        from headgeom.io.shards import read_shard
+
+        run = read_shard(slurm_dir / f"results/shards/paper1_capacity/synth3/layer{layer}.parquet")[1]["run"]
+        assert run.get("slurm_job_id"), run
+    n = _assert_shards_bitwise_equal(slurm_dir, local_dir)
+    assert n >= 15, n  # paper1_heads, paper1_pairs, paper1_capacity, pk, pk_self x 3 layers
 
 
 def _profile_run_with(target: str, cfg: Path, work: Path, var: str, value: str) -> str:

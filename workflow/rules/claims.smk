@@ -102,3 +102,29 @@ ALL_TARGETS += [
     f"results/tables/choice_sensitivity.{ext}"
     for ext in ("csv", "md", "tex", "prov.json")
 ]
+
+
+# The end-of-run summary (headgeom.reports.summary): per model the headline numbers, each with
+# its table and column, and where the outputs are; printed on the console when a run succeeds.
+from headgeom.reports.summary import tables_read as _summary_tables
+
+SUMMARY_TABLES = [t for t in _summary_tables() if t in _BUILT_TABLES or t == "claims"]
+
+
+rule summary:
+    input:
+        tables=[f"results/tables/{t}.csv" for t in SUMMARY_TABLES],
+    output:
+        md="results/summary.md",
+    log:
+        "logs/tables/summary.log",
+    localrule: True
+    conda:
+        "../../envs/headgeom.yaml"
+    params:
+        models=ACTIVE,
+    script:
+        "../scripts/summary.py"
+
+
+ALL_TARGETS += ["results/summary.md"]
