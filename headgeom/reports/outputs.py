@@ -426,7 +426,7 @@ CAPTIONS = {
         "**PK paper, §5.3 and Appendix F (the null samples).** One row per condition (a layer's within-layer "
         "pairs of one kind, or a writer → reader layer pair of one reading kind) and null model (null types: "
         "{{ snakemake.params.null_types|join(', ') }}): samples, the observed SD beside the smallest, mean and "
-        "largest sample SD and their ratio, the observed mean ρ beside the samples' means, and the observed "
+        "largest sample SD (whether it exceeds every sample) and its ratio to the mean sample SD, the observed mean ρ beside the samples' means, and the observed "
         "minimum angle beside the samples' minimum angles (whether it lies below / above every sample)."
     ),
     ('table', 'pk_layer_stats'): (
@@ -439,7 +439,7 @@ CAPTIONS = {
     ('table', 'pk_cross_distance'): (
         "**PK paper, Appendix F (ρ by layer distance).** Per model, reading kind and distance Δ = reader − "
         "writer layer: layer pairs, the mean over them of their mean ρ (and over d/D), layer pairs with null "
-        "samples, and those whose mean lies below / above every null sample (null types: "
+        "samples, and those whose mean lies below / above every null sample, also as k/n (null types: "
         "{{ snakemake.params.null_types|join(', ') }})."
     ),
     ('table', 'pk_self_layers'): (

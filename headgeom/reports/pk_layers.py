@@ -53,6 +53,7 @@ def table_null_samples(data, fields, models, types) -> Table:
                     "model": m, "scope": scope, "kind": kind, "layer": layer, "layer_r": layer_r, "null": t,
                     "n_samples": int(sd.size), "obs_sd": st["sd"], "sd_min": float(sd.min()),
                     "sd_mean": float(sd.mean()), "sd_max": float(sd.max()),
+                    "sd_above_all": bool(st["sd"] > sd.max()),
                     "sd_over_null_mean_sd": st["sd"] / float(sd.mean()) if sd.mean() > 0 else float("inf"),
                     "obs_mean": st["mean"], "mean_min": float(mean.min()), "mean_mean": float(mean.mean()),
                     "mean_max": float(mean.max()), "obs_min_angle": st["min_angle_deg"],
@@ -61,7 +62,8 @@ def table_null_samples(data, fields, models, types) -> Table:
     cols = [Column("model", "Model"), Column("scope", "Scope"), Column("kind", "Kind"), Column("layer", "Layer"),
             Column("layer_r", "Reader layer"), Column("null", "Null"), Column("n_samples", "Samples"),
             Column("obs_sd", "SD", _F4), Column("sd_min", "Null SD min", _F4), Column("sd_mean", "Null SD mean", _F4),
-            Column("sd_max", "Null SD max", _F4), Column("sd_over_null_mean_sd", "SD / null mean SD", _F2),
+            Column("sd_max", "Null SD max", _F4), Column("sd_above_all", "SD above all"),
+            Column("sd_over_null_mean_sd", "SD / null mean SD", _F2),
             Column("obs_mean", "Mean ρ", _F4), Column("mean_min", "Null mean min", _F4),
             Column("mean_mean", "Null mean mean", _F4), Column("mean_max", "Null mean max", _F4),
             Column("obs_min_angle", "Min angle (°)", _F2), Column("min_angle_min", "Null min angle min (°)", _F2),
@@ -133,11 +135,13 @@ def table_cross_distance(data, fields, models, types) -> Table:
         above = [c.get("mean_above_all") for _, c in items if c.get("mean_above_all") is not None]
         rows.append({"model": m, "kind": k, "distance": dist, "layer_pairs": len(items),
                      "mean_rho": float(means.mean()), "mean_over_iso": float(means.mean()) / isotropic_rho(f["d_head"], f["d_model"]),
-                     "with_nulls": len(below), "mean_below_all": int(sum(below)), "mean_above_all": int(sum(above))})
+                     "with_nulls": len(below), "mean_below_all": int(sum(below)), "mean_above_all": int(sum(above)),
+                     "below_frac": f"{int(sum(below))}/{len(below)}", "above_frac": f"{int(sum(above))}/{len(above)}"})
     cols = [Column("model", "Model"), Column("kind", "Kind"), Column("distance", "Distance"),
             Column("layer_pairs", "Layer pairs"), Column("mean_rho", "Mean ρ", _F4),
             Column("mean_over_iso", "Mean / (d/D)", "{:.3f}"), Column("with_nulls", "Pairs with null samples"),
-            Column("mean_below_all", "Mean below all"), Column("mean_above_all", "Mean above all")]
+            Column("mean_below_all", "Mean below all"), Column("mean_above_all", "Mean above all"),
+            Column("below_frac", "Below all / with nulls"), Column("above_frac", "Above all / with nulls")]
     return Table("pk_cross_distance", "Writer→reader overlap grouped by layer distance.", cols, rows)
 
 
