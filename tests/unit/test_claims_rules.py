@@ -17,7 +17,7 @@ LEDGER = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"
 # entries still "not computed" for want of a table or column (not one of the fixed reasons); this
 # list may only shrink: a new entry outside the fixed list fails the test below
 OUTSTANDING = {
-    "pk.s52.typical", "pk.s53.124m.sv", "pk.s53.124m.t6_layers", "pk.s55.qwen7b.V_low_ratio",
+    "pk.s52.typical", "pk.s53.124m.sv", "pk.s55.qwen7b.V_low_ratio",
     "pk.appE.qwen235b.blocks", "pk.appE.qwen7b.top5", "pk.appF.qwen7b.Q1_meanangle.V_six",
     "pk.t7.124m.above_layers", "pk.appF.distance", "pk.appH.qwen7b.layers", "p1.scr.draws_total",
     "p1.traj.tinyllama_tokens",
@@ -51,6 +51,7 @@ def test_reducers_over_cells():
     assert reduce_values(["True", "False", "True", "1", "0"], "count")[0] == 3
     assert reduce_values(["True", "False", "True"], "countfrac")[0] == (2, 3)
     assert reduce_values(["True", ""], "count")[0] is None  # an empty cell is not a verdict
+    assert reduce_values(["3", "3", ""], "rows")[0] == 3  # rows, not distinct values
 
 
 def _table(tmp_path, rows):
@@ -82,6 +83,8 @@ def test_over_rows_reads_every_matching_row(tmp_path):
                               "over_rows": True})["status"] == AGREES
     assert _status(tmp_path, {"row": {"scope": "within"}, "column": "flag", "value": "3", "reduce": "count",
                               "over_rows": True})["status"] == DIFFERS
+    assert _status(tmp_path, {"row": {"scope": "within"}, "column": "layer", "value": "3", "reduce": "rows",
+                              "over_rows": True})["status"] == AGREES
     # without over_rows a filter must match one row: three rows are "no row"
     assert _status(tmp_path, {"row": {"scope": "within"}, "column": "v", "value": "0.2 – 0.9",
                               "reduce": "range"})["status"] == "no row"
