@@ -18,7 +18,7 @@ from headgeom.io.files import sha256_file, write_set
 from headgeom.core.provenance import code_version
 from headgeom.reports.tables import Column, Table
 
-REDUCERS = ("one", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct", "sumden", "median", "count", "countfrac", "rows")
+REDUCERS = ("one", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct", "sumden", "median", "count", "countfrac", "rows", "list")
 
 # Why a number stays "not computed": every such entry's reason starts "not computed: " and then one
 # of these (tests/unit/test_claims.py checks the ledger against this list).
@@ -231,6 +231,9 @@ def reduce_values(cells: list[str], how: str):
             return (k, n), f"{k}/{n}"
         pct = 100.0 * k / n if n else float("nan")
         return pct, f"{pct:.2f} ({k}/{n})"
+    if how == "list":  # the cells themselves, in row order ("7, 9"): a list of layers
+        shown = ", ".join(_fmt(_num(c)) if _num(c) is not None else c for c in cells)
+        return shown, shown
     if how == "rows":  # how many rows were read (with over_rows: how many rows the filters match)
         return float(len(cells)), str(len(cells))
     if how in ("count", "countfrac"):  # cells that are true ("True", or a nonzero number): how many, of how many

@@ -19,7 +19,7 @@ LEDGER = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"
 OUTSTANDING = {
     "pk.s52.typical", "pk.s53.124m.sv", "pk.s55.qwen7b.V_low_ratio",
     "pk.appE.qwen235b.blocks", "pk.appE.qwen7b.top5", "pk.appF.qwen7b.Q1_meanangle.V_six",
-    "pk.t7.124m.above_layers", "pk.appF.distance", "pk.appH.qwen7b.layers", "p1.scr.draws_total",
+    "pk.appF.distance", "pk.appH.qwen7b.layers", "p1.scr.draws_total",
     "p1.traj.tinyllama_tokens",
 }
 
@@ -85,6 +85,10 @@ def test_over_rows_reads_every_matching_row(tmp_path):
                               "over_rows": True})["status"] == DIFFERS
     assert _status(tmp_path, {"row": {"scope": "within"}, "column": "layer", "value": "3", "reduce": "rows",
                               "over_rows": True})["status"] == AGREES
+    assert _status(tmp_path, {"row": {"scope": "within", "flag": "True"}, "column": "layer", "value": "0, 2",
+                              "reduce": "list", "over_rows": True})["status"] == AGREES
+    assert _status(tmp_path, {"row": {"scope": "within", "flag": "True"}, "column": "layer", "value": "0, 1",
+                              "reduce": "list", "over_rows": True})["status"] == DIFFERS
     # without over_rows a filter must match one row: three rows are "no row"
     assert _status(tmp_path, {"row": {"scope": "within"}, "column": "v", "value": "0.2 – 0.9",
                               "reduce": "range"})["status"] == "no row"
