@@ -83,6 +83,10 @@ def _load_one(path) -> list[dict]:
                     raise ValueError(f"{path}: claim {cid}: column without value")
             elif ("value" in e) == ("values" in e) or not e.get("reason"):
                 raise ValueError(f"{path}: claim {cid}: without a table it needs value (or values) and reason")
+            for flt in [e.get("row") or {}] + list(e.get("rows") or []):
+                if any(not isinstance(k, str) for k in flt):  # YAML reads a bare `null:` key as None
+                    raise ValueError(f"{path}: claim {cid}: a row filter key is not a column name "
+                                     f"({sorted(map(repr, flt))}; quote \"null\")")
             red = e.get("reduce", "one")
             if red not in REDUCERS:
                 raise ValueError(f"{path}: claim {cid}: reduce {red!r} not in {REDUCERS}")

@@ -92,3 +92,12 @@ def test_over_rows_reads_every_matching_row(tmp_path):
     # without over_rows a filter must match one row: three rows are "no row"
     assert _status(tmp_path, {"row": {"scope": "within"}, "column": "v", "value": "0.2 – 0.9",
                               "reduce": "range"})["status"] == "no row"
+
+
+def test_a_bare_null_key_in_a_row_filter_is_refused(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("claims:\n  pk:\n    - {id: a, model: m, table: t, row: {scope: within, null: rotation}, column: x, value: 1}\n")
+    with pytest.raises(ValueError, match="quote"):
+        load_ledger(p)
+    p.write_text('claims:\n  pk:\n    - {id: a, model: m, table: t, row: {scope: within, "null": rotation}, column: x, value: 1}\n')
+    assert load_ledger(p)[0]["row"] == {"scope": "within", "null": "rotation"}
