@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+import statistics
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -17,7 +18,25 @@ from headgeom.io.files import sha256_file, write_set
 from headgeom.core.provenance import code_version
 from headgeom.reports.tables import Column, Table
 
-REDUCERS = ("one", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct", "sumden")
+REDUCERS = ("one", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct", "sumden", "median", "count", "countfrac", "rows", "list")
+
+# Why a number stays "not computed": every such entry's reason starts "not computed: " and then one
+# of these (tests/unit/test_claims.py checks the ledger against this list).
+NOT_COMPUTED_REASONS = (
+    "a setting of the study",
+    "arithmetic on printed values",
+    "the paper's in-house run",
+    "a property of a format",
+)
+
+
+def reason_category(reason: str) -> str | None:
+    """The fixed category a "not computed" reason belongs to, or None when it is outside the list."""
+    text = str(reason or "").strip()
+    if not text.startswith("not computed: "):
+        return None
+    text = text[len("not computed: "):]
+    return next((c for c in NOT_COMPUTED_REASONS if text.startswith(c)), None)
 POOLED_LABELS = {"pooled", "pooled large", "–", "-", "", "all (final)"}
 
 # statuses
@@ -64,6 +83,10 @@ def _load_one(path) -> list[dict]:
                     raise ValueError(f"{path}: claim {cid}: column without value")
             elif ("value" in e) == ("values" in e) or not e.get("reason"):
                 raise ValueError(f"{path}: claim {cid}: without a table it needs value (or values) and reason")
+            for flt in [e.get("row") or {}] + list(e.get("rows") or []):
+                if any(not isinstance(k, str) for k in flt):  # YAML reads a bare `null:` key as None
+                    raise ValueError(f"{path}: claim {cid}: a row filter key is not a column name "
+                                     f"({sorted(map(repr, flt))}; quote \"null\")")
             red = e.get("reduce", "one")
             if red not in REDUCERS:
                 raise ValueError(f"{path}: claim {cid}: reduce {red!r} not in {REDUCERS}")
@@ -179,6 +202,17 @@ def agrees(claim, got, tol=None) -> bool:
     return False
 
 
+def _truth(cell) -> int | None:
+    """1 / 0 for a boolean or numeric cell ("True", "False", "1", "0.0"); None otherwise (empty cells too)."""
+    t = str(cell).strip()
+    if t in ("True", "true"):
+        return 1
+    if t in ("False", "false"):
+        return 0
+    v = _num(t)
+    return None if v is None or math.isnan(v) else int(v != 0)
+
+
 def _frac_of(cell: str):
     m = _FRAC.match(cell or "")
     return (int(m.group(1)), int(m.group(2))) if m else None
@@ -201,6 +235,17 @@ def reduce_values(cells: list[str], how: str):
             return (k, n), f"{k}/{n}"
         pct = 100.0 * k / n if n else float("nan")
         return pct, f"{pct:.2f} ({k}/{n})"
+    if how == "list":  # the cells themselves, in row order ("7, 9"): a list of layers
+        shown = ", ".join(_fmt(_num(c)) if _num(c) is not None else c for c in cells)
+        return shown, shown
+    if how == "rows":  # how many rows were read (with over_rows: how many rows the filters match)
+        return float(len(cells)), str(len(cells))
+    if how in ("count", "countfrac"):  # cells that are true ("True", or a nonzero number): how many, of how many
+        vals = [_truth(c) for c in cells]
+        if any(v is None for v in vals):
+            return None, "; ".join(cells)
+        k = sum(vals)
+        return ((float(k), f"{k}") if how == "count" else ((k, len(vals)), f"{k}/{len(vals)}"))
     if how == "one":
         c = cells[0]
         v = _num(c)
@@ -221,6 +266,9 @@ def reduce_values(cells: list[str], how: str):
     if how == "sum":
         s = sum(fin)
         return s, _fmt(s)
+    if how == "median":
+        med = statistics.median(fin)
+        return med, _fmt(med)
     raise ValueError(how)
 
 
@@ -352,7 +400,9 @@ def _read_claim(rec, e, t, col, claim, tol, models, run):
     cells, missing = [], []
     for f in filters:
         hits = [r for r in trows if _match(r, f)]
-        if len(hits) == 1:
+        if e.get("over_rows") and hits:
+            cells += [r[col] for r in hits]
+        elif len(hits) == 1:
             cells.append(hits[0][col])
         else:
             missing.append(", ".join(f"{k}={v}" for k, v in f.items()) + ("" if not hits else f" ({len(hits)} rows)"))

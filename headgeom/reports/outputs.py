@@ -64,6 +64,12 @@ def _pk():
     return pk
 
 
+def _pkl():
+    from headgeom.reports import pk_layers
+
+    return pk_layers
+
+
 def _p1():
     from headgeom.reports import paper1
 
@@ -210,6 +216,12 @@ _ENTRIES = (
     Output("pk_ranks", T, "PK paper", ("pk",), lambda d, f, m, p: _pk().table_ranks(d["_provs"]["pk"], m)),
     Output("pk_conditions", T, "PK paper", ("pk", "pk_cross", "pk_null_within", "pk_null_cross"),
            lambda d, f, m, p: _pk().table_conditions(d, _conds(d, f, p), f, m, p["null_types"]), params=NULLS),
+    Output("pk_null_samples", T, "PK paper", ("pk", "pk_cross", "pk_null_within", "pk_null_cross"),
+           lambda d, f, m, p: _pkl().table_null_samples(d, f, m, p["null_types"]), params=NULLS),
+    Output("pk_layer_stats", T, "PK paper", ("pk", "pk_cross"), lambda d, f, m, p: _pkl().table_layer_stats(d, f, m)),
+    Output("pk_cross_distance", T, "PK paper", ("pk_cross", "pk_null_cross"),
+           lambda d, f, m, p: _pkl().table_cross_distance(d, f, m, p["null_types"]), params=NULLS),
+    Output("pk_self_layers", T, "PK paper", ("pk_self",), lambda d, f, m, p: _pkl().table_self_layers(d, m)),
     Output("pk_fig2_rho_ccdf_nulls", F, "PK paper", ("pk", "pk_null_within"),
            lambda d, f, m, p: _pk().fig2(d, f, m, p["null_types"], int(p["random_samples"])),
            params=NULLS | {"random_samples": "figures/pk_fig2_random_samples"}),
@@ -409,6 +421,31 @@ CAPTIONS = {
         "95th percentile and maximum of ρ, minimum angle, shares above 2 d/D and below d/(2D), r = SD / "
         "largest null SD, the empirical p of the SD against each null ((k+1)/(n+1)), and whether the mean "
         "lies below / above every null sample (null types: {{ snakemake.params.null_types|join(', ') }})."
+    ),
+    ('table', 'pk_null_samples'): (
+        "**PK paper, §5.3 and Appendix F (the null samples).** One row per condition (a layer's within-layer "
+        "pairs of one kind, or a writer → reader layer pair of one reading kind) and null model (null types: "
+        "{{ snakemake.params.null_types|join(', ') }}): samples, the observed SD beside the smallest, mean and "
+        "largest sample SD (whether it exceeds every sample) and its ratio to the mean sample SD, the observed mean ρ beside the samples' means, and the observed "
+        "minimum angle beside the samples' minimum angles (whether it lies below / above every sample)."
+    ),
+    ('table', 'pk_layer_stats'): (
+        "**PK paper, §5.2, Appendices F and G (per layer and layer pair).** One row per layer (within-layer "
+        "pairs of each kind) and per writer → reader layer pair (per reading kind): pairs, mean and SD of ρ, "
+        "mean ρ over the isotropic value d/D, SD over the random-subspace SD, the mean over pairs of the pair "
+        "minimum angle, and across layers the distance reader − writer and the mean and median over head "
+        "pairs of the weighted measure D‖RB‖²/(‖R‖²‖B‖²)."
+    ),
+    ('table', 'pk_cross_distance'): (
+        "**PK paper, Appendix F (ρ by layer distance).** Per model, reading kind and distance Δ = reader − "
+        "writer layer: layer pairs, the mean over them of their mean ρ (and over d/D), layer pairs with null "
+        "samples, and those whose mean lies below / above every null sample, also as k/n (null types: "
+        "{{ snakemake.params.null_types|join(', ') }})."
+    ),
+    ('table', 'pk_self_layers'): (
+        "**PK paper, Appendix H (per layer).** Self-head overlap per layer and test (V reading vs writing, Q "
+        "vs own group's K, Q vs writing): the observed mean over heads of ρ, the label-permutation mean, its "
+        "p, permutations and whether they were exhaustive."
     ),
     ('table', 'pk_ranks'): (
         "**PK paper, §5.1 setup (ranks and direct sums).** Numerical ranks of the head spaces at relative "

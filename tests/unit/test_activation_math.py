@@ -81,6 +81,24 @@ def test_population_pairs_within_eligible_layers():
     assert P[hi].min() >= np.quantile(P, 0.7) and P[lo].max() <= np.quantile(P, 0.3)
 
 
+def test_population_trims_to_strongest_high_and_weakest_low_heads():
+    """A layer with more high heads than low keeps its strongest high heads; a layer with more
+    low heads than high keeps its weakest low heads (heads listed out of P order, so neither
+    index order nor a reversed sort passes)."""
+    P = np.array([0.7, 0.9, 0.05, 0.8, 0.2, 0.95, 0.01, 0.1, 0.4, 0.45, 0.5, 0.55])
+    layer = np.repeat([0, 1, 2], 4)
+    # thresholds: high >= quantile 0.7 (0.655) -> {0.7, 0.8, 0.9, 0.95}; low <= quantile 0.3 (0.26)
+    hi, lo, elig = population(P, layer, high_q=0.7, low_q=0.3)
+    assert list(elig) == [0, 1]  # layer 2 has neither
+    # layer 0: three high heads (0.7, 0.9, 0.8), one low (0.05) -> the 0.9 head alone
+    # layer 1: one high head (0.95), three low (0.2, 0.01, 0.1) -> the 0.01 head alone
+    assert list(hi) == [1, 5] and list(lo) == [2, 6]
+    # three high heads (0.9, 0.8, 0.7) against two low (0.01, 0.05): the pairs run strongest with weakest
+    P2 = np.array([0.7, 0.9, 0.05, 0.8, 0.01, 0.3, 0.4, 0.45, 0.5, 0.55])
+    hi2, lo2, _ = population(P2, np.repeat([0, 1], 5), high_q=0.7, low_q=0.2)
+    assert list(P2[hi2]) == [0.9, 0.8] and list(P2[lo2]) == [0.01, 0.05]
+
+
 # ------------------------------------------------------------------ norm Jacobian
 
 

@@ -1,0 +1,163 @@
+"""The per-layer PK tables (headgeom.reports.pk_layers) against numpy/scipy on the raw shard values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from headgeom.reports import pk_layers
+
+D, d = 64, 8
+FIELDS = {"m": {"d_head": d, "d_model": D}}
+TYPES = ("rotation", "reassign")
+
+
+def _data(seed=0, n_layers=4, H=4, n_samples=5):
+    rng = np.random.default_rng(seed)
+    pk = {c: [] for c in ("model", "layer", "kind", "rho", "min_angle_deg")}
+    for layer in range(n_layers):
+        for kind in ("O", "Q"):
+            for _ in range(H * (H - 1) // 2):
+                pk["model"].append("m"), pk["layer"].append(layer), pk["kind"].append(kind)
+                pk["rho"].append(rng.uniform(0.05, 0.4)), pk["min_angle_deg"].append(rng.uniform(5, 60))
+    cross = {c: [] for c in ("model", "layer", "layer_r", "kind", "head_w", "head_r", "rho", "min_angle_deg",
+                             "weighted", "lambda_min_S")}
+    for lw in range(n_layers):
+        for lr in range(lw + 1, n_layers):
+            for kind in ("Q", "V"):
+                for hw in range(H):
+                    for hr in range(H):
+                        for c, v in (("model", "m"), ("layer", lw), ("layer_r", lr), ("kind", kind), ("head_w", hw),
+                                     ("head_r", hr), ("rho", rng.uniform(0.05, 0.3)),
+                                     ("min_angle_deg", rng.uniform(10, 70)), ("weighted", rng.gamma(2.0)),
+                                     ("lambda_min_S", 1e-8)):
+                            cross[c].append(v)
+    nw = {c: [] for c in ("model", "layer", "kind", "null", "sample", "mean", "sd", "min_angle_deg")}
+    for layer in range(n_layers):
+        for kind in ("O", "Q"):
+            for t in TYPES:
+                for s in range(n_samples):
+                    for c, v in (("model", "m"), ("layer", layer), ("kind", kind), ("null", t), ("sample", s),
+                                 ("mean", rng.uniform(0.1, 0.3)), ("sd", rng.uniform(0.06, 0.14)),
+                                 ("min_angle_deg", rng.uniform(5, 60))):
+                        nw[c].append(v)
+    nc = {c: [] for c in ("model", "layer_w", "layer_r", "kind", "null", "sample", "mean", "sd", "min_angle_deg")}
+    for lw in range(n_layers):
+        for lr in range(lw + 1, n_layers):
+            for kind in ("Q", "V"):
+                for t in TYPES:
+                    for s in range(n_samples):
+                        for c, v in (("model", "m"), ("layer_w", lw), ("layer_r", lr), ("kind", kind), ("null", t),
+                                     ("sample", s), ("mean", rng.uniform(0.1, 0.2)), ("sd", rng.uniform(0.05, 0.1)),
+                                     ("min_angle_deg", rng.uniform(10, 70))):
+                            nc[c].append(v)
+    self_ = {"model": ["m"] * 6, "layer": [0, 0, 1, 1, 2, 2], "test": ["V_vs_O", "Q_vs_K"] * 3,
+             "observed": rng.uniform(0, 1, 6), "null_mean": rng.uniform(0, 1, 6), "p": rng.uniform(0, 1, 6),
+             "n_null": [100] * 6, "exact": [False] * 6}
+    arr = lambda x: {k: np.asarray(v) for k, v in x.items()}
+    return {"pk": arr(pk), "pk_cross": arr(cross), "pk_null_within": arr(nw), "pk_null_cross": arr(nc),
+            "pk_self": arr(self_)}
+
+
+@pytest.fixture(scope="module")
+def data():
+    return _data()
+
+
+def _sel(cols, **eq):
+    m = np.ones(len(next(iter(cols.values()))), bool)
+    for k, v in eq.items():
+        m &= cols[k] == v
+    return m
+
+
+def test_null_samples_against_numpy(data):
+    t = pk_layers.table_null_samples(data, FIELDS, ["m"], TYPES)
+    assert len(t.rows) == 4 * 2 * 2 + 6 * 2 * 2
+    for r in t.rows:
+        if r["scope"] == "within":
+            obs = _sel(data["pk"], layer=r["layer"], kind=r["kind"])
+            rho, ang = data["pk"]["rho"][obs], data["pk"]["min_angle_deg"][obs]
+            nm = _sel(data["pk_null_within"], layer=r["layer"], kind=r["kind"], null=r["null"])
+            nl = data["pk_null_within"]
+        else:
+            obs = _sel(data["pk_cross"], layer=r["layer"], layer_r=r["layer_r"], kind=r["kind"])
+            rho, ang = data["pk_cross"]["rho"][obs], data["pk_cross"]["min_angle_deg"][obs]
+            nm = _sel(data["pk_null_cross"], layer_w=r["layer"], layer_r=r["layer_r"], kind=r["kind"], null=r["null"])
+            nl = data["pk_null_cross"]
+        sd, mean, mang = nl["sd"][nm], nl["mean"][nm], nl["min_angle_deg"][nm]
+        desc = stats.describe(sd)
+        obs_sd = np.sqrt(stats.describe(rho).variance * (rho.size - 1) / rho.size)  # ddof 0
+        assert r["n_samples"] == desc.nobs == 5
+        assert r["obs_sd"] == pytest.approx(obs_sd, rel=1e-12)
+        assert (r["sd_min"], r["sd_max"]) == pytest.approx(desc.minmax, rel=1e-12)
+        assert r["sd_mean"] == pytest.approx(desc.mean, rel=1e-12)
+        assert r["sd_over_null_mean_sd"] == pytest.approx(obs_sd / desc.mean, rel=1e-12)
+        assert r["sd_above_all"] == bool(obs_sd > sd.max())
+        assert r["obs_mean"] == pytest.approx(rho.mean(), rel=1e-12)
+        assert (r["mean_min"], r["mean_mean"], r["mean_max"]) == pytest.approx((mean.min(), mean.mean(), mean.max()), rel=1e-12)
+        assert r["obs_min_angle"] == pytest.approx(ang.min(), rel=1e-12)
+        assert (r["min_angle_min"], r["min_angle_max"]) == pytest.approx((mang.min(), mang.max()), rel=1e-12)
+        assert r["angle_below_all"] == bool(ang.min() < mang.min())
+        assert r["angle_above_all"] == bool(ang.min() > mang.max())
+
+
+def test_layer_stats_against_numpy(data):
+    t = pk_layers.table_layer_stats(data, FIELDS, ["m"])
+    iso = d / D
+    iso_sd = np.sqrt(2 * (D - d) ** 2 / (D**2 * (D - 1) * (D + 2)))
+    assert len(t.rows) == 4 * 2 + 6 * 2
+    for r in t.rows:
+        src = data["pk"] if r["scope"] == "within" else data["pk_cross"]
+        keys = dict(layer=r["layer"], kind=r["kind"]) | ({} if r["scope"] == "within" else dict(layer_r=r["layer_r"]))
+        s = _sel(src, **keys)
+        rho = src["rho"][s]
+        assert r["n_pairs"] == s.sum()
+        assert r["mean_over_iso"] == pytest.approx(rho.mean() / iso, rel=1e-12)
+        assert r["sd_over_random"] == pytest.approx(np.std(rho) / iso_sd, rel=1e-12)
+        assert r["mean_min_angle"] == pytest.approx(np.mean(src["min_angle_deg"][s]), rel=1e-12)
+        if r["scope"] == "cross":
+            w = src["weighted"][s]
+            assert r["distance"] == r["layer_r"] - r["layer"]
+            assert r["mean_weighted"] == pytest.approx(w.mean(), rel=1e-12)
+            assert r["median_weighted"] == pytest.approx(np.median(w), rel=1e-12)
+        else:
+            assert r["distance"] is None and r["mean_weighted"] is None
+
+
+def test_cross_distance_against_numpy(data):
+    t = pk_layers.table_cross_distance(data, FIELDS, ["m"], TYPES)
+    c, nc = data["pk_cross"], data["pk_null_cross"]
+    assert {(r["kind"], r["distance"]) for r in t.rows} == {(k, g) for k in ("Q", "V") for g in (1, 2, 3)}
+    for r in t.rows:
+        pairs = [(lw, lw + r["distance"]) for lw in range(4 - r["distance"])]
+        means, below, above = [], 0, 0
+        for lw, lr in pairs:
+            m = c["rho"][_sel(c, layer=lw, layer_r=lr, kind=r["kind"])].mean()
+            null_means = nc["mean"][_sel(nc, layer_w=lw, layer_r=lr, kind=r["kind"])]  # both nulls
+            means.append(m)
+            below += m < null_means.min()
+            above += m > null_means.max()
+        assert r["layer_pairs"] == len(pairs) and r["with_nulls"] == len(pairs)
+        assert r["mean_rho"] == pytest.approx(np.mean(means), rel=1e-12)
+        assert r["mean_over_iso"] == pytest.approx(np.mean(means) / (d / D), rel=1e-12)
+        assert (r["mean_below_all"], r["mean_above_all"]) == (below, above)
+        assert r["below_frac"] == f"{below}/{len(pairs)}" and r["above_frac"] == f"{above}/{len(pairs)}"
+
+
+def test_self_layers_rows_are_the_shard_rows(data):
+    t = pk_layers.table_self_layers(data, ["m"])
+    s = data["pk_self"]
+    assert len(t.rows) == 6
+    for r in t.rows:
+        i = int(np.where(_sel(s, layer=r["layer"], test=r["test"]))[0][0])
+        assert (r["observed"], r["null_mean"], r["p"]) == (s["observed"][i], s["null_mean"][i], s["p"][i])
+
+
+def test_the_data_exercises_both_sides_of_every_comparison(data):
+    """The synthetic shards put observed values on both sides of the null samples, so a reversed
+    or loosened comparison changes some row."""
+    t = pk_layers.table_null_samples(data, FIELDS, ["m"], TYPES)
+    for col in ("sd_above_all", "angle_below_all", "angle_above_all"):
+        assert {r[col] for r in t.rows} == {True, False}, col
