@@ -203,24 +203,26 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
 
     # Exactly the per-layer/fetch jobs went through SLURM (tables and figures are localrules),
     # and sacct (real accounting) knows every job Snakemake says it submitted: fetch alone as a
-    # plain job; the three paper1_heads and the three pk_layer jobs (one request each, ready
-    # together after fetch) as arrays; paper1_capacity as its layers' jobs arrive.
+    # plain job, then the per-layer jobs as arrays of those that reach the executor together,
+    # alone otherwise (which depends on timing: only "some arrays" is asserted).
     submitted = set(re.findall(r"has been submitted with SLURM jobid (\d+)", log))
     arrays = re.findall(r"SLURM job ID (\d+)\. The individual task IDs are (\d+)-(\d+)", log)
     submitted |= {f"{a}_{k}" for a, lo, hi in arrays for k in range(int(lo), int(hi) + 1)}
-    assert len(arrays) >= 2 and len(submitted) == 10, (arrays, submitted)
+    assert len(arrays) >= 1 and len(submitted) == 10, (arrays, submitted)
     jobs = slurm_cluster.jobs_of_run(run_id_from_log(log), expect=len(submitted))
     assert {j["JobID"] for j in jobs} == submitted, (jobs, submitted)
     assert all(j["State"] == "COMPLETED" and j["ExitCode"] == "0:0" for j in jobs), jobs
     from headgeom.io.shards import read_shard
 
-    for fam in ("paper1_heads", "pk"):
+    def slurm_id(run):  # as sacct lists it: <array id>_<task> for an array task
+        if "slurm_array_job_id" in run:
+            return f"{run['slurm_array_job_id']}_{run['slurm_array_task_id']}"
+        return run["slurm_job_id"]
+
+    for fam in ("paper1_heads", "pk", "paper1_capacity"):  # every layer's job ran inside SLURM
         runs = [read_shard(slurm_dir / f"results/shards/{fam}/synth3/layer{i}.parquet")[1]["run"] for i in range(3)]
-        ids = {f"{r['slurm_array_job_id']}_{r['slurm_array_task_id']}" for r in runs}
+        ids = {slurm_id(r) for r in runs}
         assert len(ids) == 3 and ids <= submitted, (fam, runs, submitted)
-    for layer in range(3):  # every layer's capacity job ran inside SLURM
-        run = read_shard(slurm_dir / f"results/shards/paper1_capacity/synth3/layer{layer}.parquet")[1]["run"]
-        assert run.get("slurm_job_id"), run
 
     # Same shards, same numbers, bit for bit; and the final targets exist in both runs.
     # paper1_heads, paper1_pairs, paper1_capacity, pk, pk_self x 3 layers
