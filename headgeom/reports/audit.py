@@ -319,10 +319,16 @@ def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, ou
 def verify_tensors(prov: dict, manifest: dict) -> list[tuple[str, str, str]]:
     """(tensor, sha256 recorded in the shard, status against the store manifest)."""
     rows = []
-    recorded = dict(prov.get("tensors") or {})
-    for lr, ts in (prov.get("tensors_readers") or {}).items():
-        recorded.update(ts)
-    recorded.update(prov.get("final_tensors") or {})
+    recorded: dict[str, str] = {}
+    # "tensors" maps tensor -> sha256, except in a shard that covers several writer layers
+    # (a pk_cross fan-out part): there it is grouped by layer, {"0": {tensor: sha256}, ...},
+    # as "tensors_readers" always is; a layer number is never a tensor name.
+    for group in (prov.get("tensors"), prov.get("tensors_readers"), prov.get("final_tensors")):
+        for k, v in (group or {}).items():
+            if isinstance(v, dict):
+                recorded.update(v)
+            else:
+                recorded[k] = v
     for k, sha in sorted(recorded.items()):
         entry = manifest.get("tensors", {}).get(k)
         if entry is None:

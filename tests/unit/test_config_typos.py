@@ -1,0 +1,32 @@
+"""A misspelt key in a model entry is named in one line, with the key it was meant to be."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from headgeom.core.config import check_config
+from headgeom.core.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def _config(entry: dict) -> dict:
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["models"] = {**cfg["models"], "mine": entry}
+    return cfg
+
+
+def test_soruce_typo_is_named():
+    with pytest.raises(ConfigError) as e:
+        check_config(_config({"soruce": "hf", "repo_id": "org/name", "revision": "main"}), SCHEMA)
+    msg = str(e.value)
+    assert msg == "config: models.mine: unknown key 'soruce' (did you mean 'source'?)", msg
+    assert "\n" not in msg and "repo_id" not in msg
+
+
+def test_default_config_and_a_correct_entry_pass():
+    check_config(_config({"source": "hf", "repo_id": "org/name", "revision": "main"}), SCHEMA)
