@@ -1,0 +1,195 @@
+"""Forward-pass oracle, one test for every family of ``headgeom.architectures``.
+
+Per family (and per config-dependent layout), transformers builds a tiny random model from a
+config (hidden 64, 4 query heads, 2 KV heads where the family has GQA, 1 layer), biases zeroed
+and norm gains random, saved as safetensors; headgeom extracts it (open_checkpoint -> extract ->
+TensorStore) and the per-head factors must reproduce transformers' own forward, read through
+hooks on transformers' modules (no headgeom code in the reference):
+
+  * one token (softmax = 1), batch of H copies; in copy b every head but b is zeroed at the
+    output projection's input; the projection's output must equal O_b V_{g(b)}^T n, with n the
+    captured input of the attention module (the model's own pre-attention norm output);
+  * the folded norm: headgeom's norm_type/norm_gain applied to the captured norm input must
+    equal the captured norm output (eps read from the module).
+
+``test_oracle_catches_broken_splits`` breaks a split (heads shifted by one, the interleave of a
+fused projection, the KV grouping) and checks the oracle fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from headgeom.adapters import ADAPTERS
+from headgeom.architectures import FAMILIES, family_for
+from headgeom.io.checkpoint import open_checkpoint
+from headgeom.io.store import TensorStore, extract
+
+T = transformers
+SMALL = dict(vocab_size=64, max_position_embeddings=64, n_positions=64, intermediate_size=64, n_inner=64,
+             ffn_dim=64, word_embed_proj_dim=64, rotary_dim=8, num_local_experts=2, num_experts=2,
+             num_experts_per_tok=1, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+             expansion_ratio=1, pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+             sliding_window=64, layer_types=None, attention_types=[[["global"], 1]])
+
+# one case per model_type, plus the config-dependent layouts
+CASES = [(mt, {}) for f in FAMILIES.values() for mt in f.model_types if mt != "gemma3"] + [
+    ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),
+    ("falcon", {"multi_query": False}),
+    ("gpt_bigcode", {"multi_query": False}),
+    ("opt", {"do_layer_norm_before": False}),
+    ("stablelm", {"qk_layernorm": True, "use_parallel_residual": True}),
+]
+IDS = [mt + "".join(f"-{k}" for k in extra) for mt, extra in CASES]
+
+
+def tiny_config(mt: str, extra: dict):
+    fam = family_for({"model_type": mt})
+    kw = dict(SMALL)
+    kw[fam.d_model_keys[0]] = 64
+    kw[fam.heads_keys[0]] = 4
+    kw[fam.layers_keys[0]] = 1
+    if fam.kv_keys and not fam.kv_keys[0].startswith("_"):
+        kw[fam.kv_keys[0]] = 2
+    if fam.head_dim_keys:
+        kw[fam.head_dim_keys[0]] = 16
+    kw.update(extra)
+    return T.AutoConfig.for_model(mt, **kw)
+
+
+def _get(obj, dotted):
+    for part in dotted.split("."):
+        obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+    return obj
+
+
+def build(mt, extra, root):
+    torch.manual_seed(0)
+    cfg = tiny_config(mt, extra)
+    cls = T.AutoModel if mt in ("bert", "roberta") else T.AutoModelForCausalLM
+    model = cls.from_config(cfg, attn_implementation="eager", experts_implementation="eager").double().eval()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.zero_()
+            elif "sink" in name:
+                p.fill_(-1e4)  # attention sinks: one token still gets weight 1
+            elif "norm" in name or ".ln" in name:
+                p.copy_(0.5 + torch.rand(p.shape, generator=g, dtype=p.dtype))
+    model.save_pretrained(root / "ckpt")
+    ckpt = open_checkpoint(root / "ckpt")
+    extract(ckpt, root / "store", model=f"tiny-{mt}", source={"type": "local"}, log=lambda *a: None)
+    return model, cfg, TensorStore(root / "store")
+
+
+def reference(model, fam, H, d):
+    """Per layer: (n, x, y): attention input, norm input, o-projection output with only head b
+    kept in batch copy b; one token."""
+    base = model.base_model
+    layers = _get(base, fam.layers)
+    rec = {}
+    handles = []
+    for l, layer in enumerate(layers):
+        r = rec.setdefault(l, {})
+
+        def pre_attn(mod, args, kwargs, r=r):
+            x = args[0] if args else kwargs["hidden_states"]
+            r["n"] = x.detach().reshape(H, -1).double().numpy().copy()
+
+        def pre_o(mod, args, b_d=d):
+            z = args[0].clone().reshape(H, H, b_d)
+            keep = torch.eye(H, dtype=z.dtype)[:, :, None]
+            return (z.mul(keep).reshape(args[0].shape),)
+
+        def post_o(mod, args, out, r=r):
+            r["y"] = out.detach().reshape(H, -1).double().numpy().copy()
+
+        handles.append(_get(layer, fam.attn).register_forward_pre_hook(pre_attn, with_kwargs=True))
+        handles.append(_get(layer, fam.o).register_forward_pre_hook(pre_o))
+        handles.append(_get(layer, fam.o).register_forward_hook(post_o))
+        if fam.norm:
+            norm = _get(layer, fam.norm)
+
+            def on_norm(mod, args, out, r=r, norm=norm):
+                r["x"] = args[0].detach().reshape(H, -1).double().numpy().copy()
+                r["nout"] = out.detach().reshape(H, -1).double().numpy().copy()
+                r["eps"] = next((float(getattr(norm, a)) for a in ("variance_epsilon", "eps", "epsilon")
+                                 if hasattr(norm, a)), 1e-5)
+
+            handles.append(norm.register_forward_hook(on_norm))
+    ids = torch.full((H, 1), 5, dtype=torch.long)
+    try:
+        with torch.no_grad():
+            model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    finally:
+        for h in handles:
+            h.remove()
+    return rec
+
+
+def oracle_errors(lf, r, fam):
+    """Relative errors of the factors against the captured forward."""
+    H = lf.n_heads
+    pred = np.stack([lf.W_O[b] @ (lf.W_V[lf.kv_group[b]] @ r["n"][b]) for b in range(H)])
+    err = {"o_v": float(np.max(np.abs(pred - r["y"])) / np.max(np.abs(r["y"])))}
+    if fam.norm:
+        x = r["x"]
+        if lf.norm_type == "layernorm":
+            xc = x - x.mean(-1, keepdims=True)
+            nx = xc / np.sqrt((xc**2).mean(-1, keepdims=True) + r["eps"])
+        else:
+            nx = x / np.sqrt((x**2).mean(-1, keepdims=True) + r["eps"])
+        err["norm"] = float(np.max(np.abs(nx * lf.norm_gain - r["nout"])) / np.max(np.abs(r["nout"])))
+    return err
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    cache = {}
+
+    def get(i):
+        if i not in cache:
+            mt, extra = CASES[i]
+            model, cfg, store = build(mt, extra, tmp_path_factory.mktemp(IDS[i]))
+            fam = family_for(cfg.to_dict())
+            rec = reference(model, fam, store.fields.n_heads, store.fields.d_head)
+            cache[i] = (store, fam, rec)
+        return cache[i]
+
+    return get
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=IDS)
+def test_oracle(i, built):
+    store, fam, rec = built(i)
+    assert store.manifest["adapter"] == fam.name or fam.name in ADAPTERS
+    for l, r in rec.items():
+        lf = store.layer_factors(l)
+        err = oracle_errors(lf, r, fam)
+        # float64 model; HF RMSNorms/OLMo's LayerNorm compute in float32
+        assert err["o_v"] < 1e-10, (IDS[i], l, err)
+        if "norm" in err:
+            assert err["norm"] < 1e-5, (IDS[i], l, err)
+
+
+def _broken(lf, how):
+    if how == "head_shift":  # off by one head in W_O
+        return dataclasses.replace(lf, W_O=np.roll(lf.W_O, 1, axis=0))
+    if how == "interleave":  # a fused layout read as the wrong split: swap v with k
+        return dataclasses.replace(lf, W_V=lf.W_K.copy())
+    if how == "kv_group":  # wrong GQA grouping: interleaved instead of consecutive
+        return dataclasses.replace(lf, kv_group=np.arange(lf.n_heads) % lf.n_kv)
+    raise ValueError(how)
+
+
+@pytest.mark.parametrize("case,how", [("gpt2", "head_shift"), ("gpt_neox", "interleave"), ("llama", "kv_group")])
+def test_oracle_catches_broken_splits(case, how, built):
+    store, fam, rec = built(IDS.index(case))
+    lf = _broken(store.layer_factors(0), how)
+    assert oracle_errors(lf, rec[0], fam)["o_v"] > 1e-2
