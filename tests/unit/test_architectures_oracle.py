@@ -29,6 +29,7 @@ from headgeom.adapters import ADAPTERS
 from headgeom.architectures import FAMILIES, family_for
 from headgeom.io.checkpoint import open_checkpoint
 from headgeom.io.store import TensorStore, extract
+from headgeom.reports.base_instruct import O_PROJ
 
 T = transformers
 SMALL = dict(vocab_size=64, max_position_embeddings=64, n_positions=64, intermediate_size=64, n_inner=64,
@@ -171,6 +172,9 @@ def test_oracle(i, built):
     assert store.manifest["adapter"] == fam.name or fam.name in ADAPTERS
     for l, r in rec.items():
         lf = store.layer_factors(l)
+        # base/instruct finds exactly this layer's output projection among its stored tensors
+        assert [k for k in store.layer_tensors(l) if O_PROJ.search(k)] == [
+            k for k in store.layer_tensors(l) if k.endswith(f".{fam.o}.weight")], IDS[i]
         err = oracle_errors(lf, r, fam)
         # float64 model; HF RMSNorms/OLMo's LayerNorm compute in float32
         assert err["o_v"] < 1e-10, (IDS[i], l, err)
