@@ -59,6 +59,7 @@ class Family:
     norm_type: str = "rmsnorm"
     norm_offset: float = 0.0
     norm_weight: bool = True
+    norm_eps: float | None = None  # a norm whose eps is a constant in its code, not a module attribute
     post_norm: str | None = None
     qk_norm: str | None = None
     parallel: bool = False
@@ -191,7 +192,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("granitemoe", ("granitemoe",), moe=True, notes="scalar multipliers not folded"),
     Family("cohere", ("cohere", "cohere2"), parallel=True, variant=_cohere, **_LN,
            notes="CohereLayerNorm: mean-centred, no bias"),
-    Family("olmo", ("olmo",), norm_weight=False, **_LN, notes="non-parametric LayerNorm (gain 1)"),
+    Family("olmo", ("olmo",), norm_weight=False, norm_eps=1e-5, **_LN,
+           notes="non-parametric LayerNorm (gain 1); OlmoLayerNorm calls layer_norm with eps=1e-5"),
     Family("olmo2", ("olmo2",), norm=None, norm_type="none", post_norm="post_attention_layernorm",
            qk_norm="full", notes="no pre-attention norm; RMSNorm on the attention output"),
     Family("olmoe", ("olmoe",), qk_norm="full", moe=True),
@@ -271,6 +273,15 @@ def family_for(config: dict, architecture: str | None = None) -> Family:
         raise UnknownArchitectureError(
             f"unknown architecture {mt!r}; supported model_types: {', '.join(sorted(BY_MODEL_TYPE))}")
     return FAMILIES[name].resolve(config_view(config))
+
+
+def hook_map(fam: Family) -> dict:
+    """Module paths the activation stage hooks, relative to one layer of the base model:
+    o (its input is z), attn (its first output is the attention block's output), q/k/v or qkv
+    (weight check), norm (pre-attention; None: post-LN or none), post_norm."""
+    return dict(layers=fam.layers, attn=fam.o if fam.post_ln and fam.name == "bert" else fam.attn, o=fam.o,
+                q=fam.q, k=fam.k, v=fam.v, qkv=fam.qkv, split=fam.split, conv1d=fam.conv1d,
+                norm=fam.norm, norm_eps=fam.norm_eps, post_norm=fam.post_norm)
 
 
 def o_proj_names() -> tuple[str, ...]:

@@ -197,3 +197,40 @@ def test_oracle_catches_broken_splits(case, how, built):
     store, fam, rec = built(IDS.index(case))
     lf = _broken(store.layer_factors(0), how)
     assert oracle_errors(lf, rec[0], fam)["o_v"] > 1e-2
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=IDS)
+def test_activation_hooks(i, built, tmp_path):
+    """The activation stage's hooks, from the same description: its weight check matches the
+    store, the captured z reproduces the output projection's input (sum_h O_h z_h + b_o equals
+    the o module's output), and the pre-attention norm's eps is readable."""
+    from headgeom.activation.forward import HOOK_MAPS, LoadedModel, capture, weight_check
+    from headgeom.architectures import hook_map
+
+    mt, extra = CASES[i]
+    store, fam, _ = built(i)
+    model, _, _ = build(mt, extra, tmp_path)
+    assert HOOK_MAPS[mt]["o"] == fam.o
+    f = store.fields
+    lm = LoadedModel(model.base_model, None, mt, hook_map(fam), {}, f.n_heads, f.n_kv_heads, f.d_head)
+    outs = {}
+
+    def keep(l):
+        def f(m, a, o):
+            outs[l] = o.detach().reshape(-1, o.shape[-1]).double().numpy()
+        return f
+
+    handles = [lm.module(l, "o").register_forward_hook(keep(l)) for l in range(lm.n_layers())]
+    try:
+        cap = capture(lm, np.array([[5, 7, 9]]))
+    finally:
+        for h in handles:
+            h.remove()
+    for l in range(lm.n_layers()):
+        lf = store.layer_factors(l)
+        assert max(weight_check(lm, lf, l).values()) < 1e-12, IDS[i]
+        z = cap[l]["z"].astype(np.float64)
+        y = np.einsum("hDd,nhd->nD", lf.W_O, z)
+        assert np.max(np.abs(y - outs[l])) <= 1e-5 * np.max(np.abs(outs[l])), IDS[i]
+        eps = lm.norm_eps(l)
+        assert (eps is None) == (fam.norm is None) and (eps is None or 0 < eps < 1e-3), IDS[i]
