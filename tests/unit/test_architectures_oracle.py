@@ -10,10 +10,16 @@ hooks on transformers' modules (no headgeom code in the reference):
     output projection's input; the projection's output must equal O_b V_{g(b)}^T n, with n the
     captured input of the attention module (the model's own pre-attention norm output);
   * the folded norm: headgeom's norm_type/norm_gain applied to the captured norm input must
-    equal the captured norm output (eps read from the module).
+    equal the captured norm output (eps read from the module);
+  * Q and K through the attention logits (``test_oracle_qk``): two tokens at position 0, the
+    attention input replaced by [a, c] and [a', c]; the log ratio of the weights on the two keys
+    (solved from z) differs between the passes by s q_h(c).(k_g(a) - k_g(a')), one softmax
+    scale s for all heads. Skipped for q/k-norm families (nonlinear in W_Q, W_K);
+  * the activation stage's hooks (``test_activation_hooks``) from the same description.
 
-``test_oracle_catches_broken_splits`` breaks a split (heads shifted by one, the interleave of a
-fused projection, the KV grouping) and checks the oracle fails.
+``test_oracle_catches_broken_splits`` / ``test_oracle_qk_catches_swapped_q_heads`` break a split
+(heads shifted by one, the interleave of a fused projection, the KV grouping, query heads
+rotated) and check the oracle fails. All cases together: about a minute on 2 cores.
 """
 
 from __future__ import annotations
@@ -199,6 +205,93 @@ def test_oracle_catches_broken_splits(case, how, built):
     assert oracle_errors(lf, rec[0], fam)["o_v"] > 1e-2
 
 
+@pytest.mark.parametrize("case", ["gpt2", "codegen", "falcon-new_decoder_architecture-num_kv_heads"])
+def test_oracle_qk_catches_swapped_q_heads(case, built, tmp_path):
+    store, fam, _ = built(IDS.index(case))
+    model, _, _ = build(*CASES[IDS.index(case)], tmp_path)
+    lf = store.layer_factors(0)
+    lf = dataclasses.replace(lf, W_Q=np.roll(lf.W_Q, 1, axis=0))
+    assert qk_residual(lf, qk_reference(model, fam, store.fields.d_model)[0])[0] > 1e-2
+
+
+def qk_reference(model, fam, D, draws=4):
+    """Q and K through the model's attention logits: two tokens, both at position 0 (RoPE is the
+    identity there), the attention input replaced by chosen vectors [a, c] in batch copies
+    0..draws-1 and [a', c] in copies draws..2 draws-1. Returns per layer the inputs and z of
+    the second token (the query c attends to a and c)."""
+    import inspect
+
+    base = model.base_model
+    g = torch.Generator().manual_seed(2)
+    A = torch.randn(draws, D, generator=g, dtype=torch.float64) * 4
+    A2 = torch.randn(draws, D, generator=g, dtype=torch.float64) * 4
+    C = torch.randn(draws, D, generator=g, dtype=torch.float64) * 4
+    X = torch.cat([torch.stack([A, C], 1), torch.stack([A2, C], 1)], 0)  # (2 draws, 2, D)
+    rec, handles = {}, []
+    for l, layer in enumerate(_get(base, fam.layers)):
+        def pre_attn(mod, args, kwargs):
+            if args:
+                return (X.clone(), *args[1:]), kwargs
+            return args, {**kwargs, "hidden_states": X.clone()}
+
+        def pre_o(mod, args, l=l):
+            rec[l] = args[0].detach()[:, 1].double().numpy().copy()
+
+        handles.append(_get(layer, fam.attn).register_forward_pre_hook(pre_attn, with_kwargs=True))
+        handles.append(_get(layer, fam.o).register_forward_pre_hook(pre_o))
+    ids = torch.full((2 * draws, 2), 5, dtype=torch.long)
+    kw = {"attention_mask": torch.ones_like(ids)}
+    if "position_ids" in inspect.signature(model.forward).parameters:
+        kw["position_ids"] = torch.zeros_like(ids)
+    try:
+        with torch.no_grad():
+            model(input_ids=ids, **kw)
+    finally:
+        for h in handles:
+            h.remove()
+    return {l: (A.numpy(), A2.numpy(), C.numpy(), z) for l, z in rec.items()}
+
+
+def qk_residual(lf, r):
+    """Relative residual of the model's logit differences against s q_h(c).(k_g(a) - k_g(a')),
+    one scale s for every head and draw (the family's softmax scale); the weights p0, p1 on the
+    two keys are solved from z = p0 V a + p1 V c (V verified by the V/O oracle)."""
+    A, A2, C, z = r
+    n, H = A.shape[0], lf.n_heads
+    d = lf.d_head
+    obs, pred = [], []
+    for h in range(H):
+        g = lf.kv_group[h]
+        V, Q, K = lf.W_V[g], lf.W_Q[h], lf.W_K[g]
+        logr = []
+        for b, a in enumerate(np.concatenate([A, A2])):
+            c = C[b % n]
+            M = np.stack([V @ a, V @ c], 1)
+            p = np.linalg.lstsq(M, z[b].reshape(H, d)[h], rcond=None)[0]
+            logr.append(np.log(p[0] / p[1]))
+        for b in range(n):
+            obs.append(logr[b] - logr[b + n])
+            pred.append((Q @ C[b]) @ (K @ A[b] - K @ A2[b]))
+    obs, pred = np.array(obs), np.array(pred)
+    s = float(pred @ obs / (pred @ pred))
+    return float(np.max(np.abs(obs - s * pred)) / np.max(np.abs(obs))), s
+
+
+QK_SKIP = "q/k norm: the logits are of normalized q and k (not linear in W_Q, W_K)"
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=IDS)
+def test_oracle_qk(i, built, tmp_path):
+    mt, extra = CASES[i]
+    store, fam, _ = built(i)
+    if fam.qk_norm:
+        pytest.skip(QK_SKIP)
+    model, _, _ = build(mt, extra, tmp_path)
+    for l, r in qk_reference(model, fam, store.fields.d_model).items():
+        res, s = qk_residual(store.layer_factors(l), r)
+        assert res < 1e-4 and s > 0, (IDS[i], l, res, s)
+
+
 @pytest.mark.parametrize("i", range(len(CASES)), ids=IDS)
 def test_activation_hooks(i, built, tmp_path):
     """The activation stage's hooks, from the same description: its weight check matches the
@@ -234,3 +327,19 @@ def test_activation_hooks(i, built, tmp_path):
         assert np.max(np.abs(y - outs[l])) <= 1e-5 * np.max(np.abs(outs[l])), IDS[i]
         eps = lm.norm_eps(l)
         assert (eps is None) == (fam.norm is None) and (eps is None or 0 < eps < 1e-3), IDS[i]
+
+
+def test_architecture_key_forces_a_family_or_errors():
+    from headgeom.adapters import adapter_for
+    from headgeom.core.errors import HeadgeomError
+
+    assert adapter_for({"model_type": "mistral"}, architecture="mixtral").name == "mixtral"
+    assert family_for({"model_type": "llama"}, "falcon").split in ("concat", "grouped", "per_head")
+    with pytest.raises(HeadgeomError, match="not a known family"):
+        adapter_for({"model_type": "llama"}, architecture="no-such-family")
+    with pytest.raises(HeadgeomError, match="not a known family"):
+        family_for({"model_type": "llama"}, "no-such-family")
+    with pytest.raises(HeadgeomError, match="latent attention"):
+        adapter_for({"model_type": "deepseek_v3"})
+    with pytest.raises(HeadgeomError, match="unknown architecture 'mamba_x'"):
+        family_for({"model_type": "mamba_x"})
