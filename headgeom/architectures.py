@@ -350,3 +350,32 @@ def with_coverage(text: str) -> str:
     if i < 0 or j < 0:
         raise ValueError("docs/models.md lacks the generated coverage markers")
     return text[:i] + coverage_md() + text[j + len(COVERAGE_END):]
+
+
+def preflight(model: str, entry: dict) -> str | None:
+    """One console line when a configured model's architecture is known not to be supported
+    (checked when the workflow loads, before any job): a forced ``architecture:`` that names no
+    family, or a local checkpoint whose ``config.json`` has an unsupported ``model_type``.
+    None when nothing is known to be wrong (hub and package models are checked at fetch)."""
+    import json
+    from pathlib import Path
+
+    arch = entry.get("architecture")
+    model_type = None
+    if entry.get("source") == "local" and entry.get("path"):
+        cfg = Path(entry["path"]).expanduser() / "config.json"
+        if cfg.is_file():
+            try:
+                model_type = json.loads(cfg.read_text()).get("model_type")
+            except (OSError, ValueError):
+                return None  # the fetch reports an unreadable config with its own message
+    if arch is None and model_type is None:
+        return None
+    if arch is not None and (arch in FAMILIES or arch in BY_MODEL_TYPE or arch in ("gguf-llama", "gguf-gemma3")):
+        return None
+    try:
+        family_for({"model_type": model_type}, arch)
+    except UnknownArchitectureError as e:
+        where = f"architecture: {arch!r}" if arch is not None else f"model_type {model_type!r}"
+        return (f"headgeom: model {model!r} ({where}) cannot run the weight-space or activation stages: {e}")
+    return None
