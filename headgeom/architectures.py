@@ -270,8 +270,7 @@ def family_for(config: dict, architecture: str | None = None) -> Family:
         raise UnknownArchitectureError(f"architecture {mt!r} is not supported: {REFUSED[mt]}")
     name = BY_MODEL_TYPE.get(mt)
     if name is None:
-        raise UnknownArchitectureError(
-            f"unknown architecture {mt!r}; supported model_types: {', '.join(sorted(BY_MODEL_TYPE))}")
+        return derive(config_view(config))
     return FAMILIES[name].resolve(config_view(config))
 
 
@@ -379,3 +378,68 @@ def preflight(model: str, entry: dict) -> str | None:
         where = f"architecture: {arch!r}" if arch is not None else f"model_type {model_type!r}"
         return (f"headgeom: model {model!r} ({where}) cannot run the weight-space or activation stages: {e}")
     return None
+
+
+def derive(config: dict) -> Family:
+    """A family for a ``model_type`` not in FAMILIES, read from transformers' own modules: the
+    model skeleton is built from the config on the meta device (no weights, no remote code) and
+    accepted when a layer has the llama layout (``self_attn.{q,k,v,o}_proj`` and an
+    ``input_layernorm`` whose class is an RMSNorm or LayerNorm); the norm's ``(1 + w)`` form is
+    read from its forward's source. Anything else is refused with what was found."""
+    import inspect
+
+    mt = config.get("model_type")
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModel
+
+        kw = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
+        cfg = AutoConfig.for_model(mt, **kw)
+        with torch.device("meta"):
+            model = AutoModel.from_config(cfg)
+    except Exception as e:  # transformers does not know or cannot build it
+        raise UnknownArchitectureError(
+            f"unknown architecture {mt!r} (transformers cannot build it offline: {type(e).__name__}: {e}); "
+            f"supported model_types: {', '.join(sorted(BY_MODEL_TYPE))}") from None
+    base = model.base_model
+    layers = next((p for p in ("layers", "model.layers", "language_model.layers") if _has(base, p)), None)
+    layer = _getattr(base, layers)[0] if layers else None
+    need = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "input_layernorm")
+    missing = [n for n in need if layer is None or not _has(layer, n)]
+    if missing:
+        raise UnknownArchitectureError(
+            f"architecture {mt!r} is not in headgeom.architectures and its layers lack the llama layout "
+            f"({', '.join(missing)} not found); it needs a Family entry")
+    norm = _getattr(layer, "input_layernorm")
+    cls = type(norm).__name__
+    if "RMSNorm" in cls:
+        norm_type = "rmsnorm"
+    elif "LayerNorm" in cls:
+        norm_type = "layernorm"
+    else:
+        raise UnknownArchitectureError(f"architecture {mt!r}: pre-attention norm {cls} is neither an RMSNorm nor a LayerNorm")
+    try:
+        src = inspect.getsource(type(norm).forward)
+    except (OSError, TypeError):
+        src = ""
+    offset = 1.0 if ("1.0 + self.weight" in src or "1 + self.weight" in src) else 0.0
+    attn = _getattr(layer, "self_attn")
+    qk = "per_head" if _has(attn, "q_norm") else None
+    post = "post_attention_layernorm" if _has(layer, "post_feedforward_layernorm") and _has(
+        layer, "pre_feedforward_layernorm") else None
+    return Family(mt, (mt,), layers=layers, norm_type=norm_type, norm_offset=offset, qk_norm=qk, post_norm=post,
+                  notes=f"derived from transformers' {type(layer).__name__} ({cls})")
+
+
+def _getattr(obj, dotted):
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _has(obj, dotted) -> bool:
+    try:
+        _getattr(obj, dotted)
+        return True
+    except AttributeError:
+        return False

@@ -101,8 +101,6 @@ def _hooks_for(cfg, mt, architecture=None):
     from ..architectures import family_for
     from ..core.errors import UnknownArchitectureError
 
-    if architecture is None and mt not in HOOK_MAPS:
-        return None
     try:
         return hook_map(family_for(cfg.to_dict(), architecture))
     except UnknownArchitectureError as e:

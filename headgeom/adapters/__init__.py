@@ -71,6 +71,13 @@ def adapter_for(config: dict, fmt: str = "safetensors", architecture: str | None
     for a in ADAPTERS.values():
         if a.fmt == fmt and arch in a.model_types:
             return a
+    if fmt == "safetensors" and arch:  # a llama-layout family transformers knows: derived from its modules
+        from headgeom.architectures import derive
+
+        try:
+            return FamilyAdapter(derive(config))
+        except UnknownArchitectureError as e:
+            raise UnknownArchitectureError(f"{e}; supported: {', '.join(supported())}") from None
     raise UnknownArchitectureError(
         f"unknown architecture {arch!r} ({fmt}); supported: {', '.join(supported())}"
     )

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from headgeom import __version__
-from headgeom.adapters import ArchFields, adapter_for, by_name
+from headgeom.adapters import ADAPTERS, ArchFields, adapter_for, by_name
 from headgeom.core.errors import CheckpointError, IntegrityError
 from headgeom.core.factors import LayerFactors
 from headgeom.io.files import json_default, atomic_path, sha256_bytes, sha256_file
@@ -224,7 +224,9 @@ class TensorStore:
             self._corrupt("; ".join(problems))
         self.manifest = json.loads(mpath.read_text())
         self.fields = ArchFields(**self.manifest["fields"])
-        self.adapter = by_name(self.manifest["adapter"])
+        name = self.manifest["adapter"]
+        # a family derived from transformers' modules (headgeom.architectures.derive) has no registry entry
+        self.adapter = by_name(name) if name in ADAPTERS else adapter_for(self.manifest["config"], self.manifest["format"])
         self._fh = None
 
     def _corrupt(self, reason: str):
