@@ -3,7 +3,8 @@
 The pipeline, left to right (../shared/METHODS.md section in brackets):
   core      errors, config checks, seeds, provenance, per-head factors LayerFactors [§0], stats
   io        checkpoints, the hub, sources, the tensor store, Parquet shards, atomic files
-  adapters  checkpoint -> per-head factors, one adapter per architecture [§0]
+  architectures  one description per architecture family (every stage reads it)
+  adapters  checkpoint -> per-head factors, from the family descriptions [§0]
   methods   closure [§1], pk (reading/writing spaces, projection-kernel overlap) [§2], nulls, paper1/
   jobs      per-layer jobs; families.py is the shard-family registry
   reports   tables and figures; outputs.py is the output registry; claims, audit, generated docs

@@ -23,18 +23,13 @@ import numpy as np
 
 from . import ModelRunError
 
-# Where the pieces sit in each transformers base model (AutoModel). o: the output projection
-# whose input is z; attn: the module whose first output is the attention block's output;
-# q/k/v: per-head projections (for the weight check); norm: the pre-attention norm (None: post-LN).
-_LLAMA_LIKE = dict(layers="layers", attn="self_attn", o="self_attn.o_proj", q="self_attn.q_proj",
-                   k="self_attn.k_proj", v="self_attn.v_proj", norm="input_layernorm")
-HOOK_MAPS = {
-    "llama": _LLAMA_LIKE, "mistral": _LLAMA_LIKE, "qwen2": _LLAMA_LIKE, "qwen3": _LLAMA_LIKE,
-    "olmo": _LLAMA_LIKE, "olmo2": _LLAMA_LIKE, "smollm3": _LLAMA_LIKE, "granite": _LLAMA_LIKE,
-    "gemma3": _LLAMA_LIKE, "gemma3_text": _LLAMA_LIKE,
-    "bert": dict(layers="encoder.layer", attn="attention.output.dense", o="attention.output.dense",
-                 q="attention.self.query", k="attention.self.key", v="attention.self.value", norm=None),
-}
+# Where the pieces sit in each transformers base model (AutoModel): headgeom.architectures.hook_map
+# of the model's family (o: the output projection whose input is z; attn: the module whose first
+# output is the attention block's output; q/k/v or a fused qkv: the weight check; norm: the
+# pre-attention norm, None for post-LN or no norm).
+from ..architectures import BY_MODEL_TYPE, FAMILIES, hook_map, split_fused  # noqa: E402
+
+HOOK_MAPS = {mt: hook_map(FAMILIES[name]) for mt, name in BY_MODEL_TYPE.items()}
 
 
 @dataclass
@@ -60,6 +55,8 @@ class LoadedModel:
     def norm_eps(self, layer: int) -> float | None:
         if self.hooks["norm"] is None:
             return None
+        if self.hooks.get("norm_eps") is not None:  # a constant in the norm's code (OLMo)
+            return float(self.hooks["norm_eps"])
         m = self.module(layer, "norm")
         for a in ("variance_epsilon", "eps", "epsilon"):
             if hasattr(m, a):
@@ -99,7 +96,18 @@ def _quiet_gguf_loader():
         yield
 
 
-def _load(path: Path, model_name: str, device):
+def _hooks_for(cfg, mt, architecture=None):
+    """The hook map of the model's family (forced by ``architecture``), resolved for its config."""
+    from ..architectures import family_for
+    from ..core.errors import UnknownArchitectureError
+
+    try:
+        return hook_map(family_for(cfg.to_dict(), architecture))
+    except UnknownArchitectureError as e:
+        raise ModelRunError(str(e)) from e
+
+
+def _load(path: Path, model_name: str, device, architecture=None):
     import torch
     from transformers import AutoConfig, AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -115,7 +123,7 @@ def _load(path: Path, model_name: str, device):
     except Exception as e:
         raise ModelRunError(f"model {model_name!r}: transformers cannot read its config offline ({type(e).__name__}: {e})") from e
     mt = getattr(cfg, "model_type", None)
-    hooks = HOOK_MAPS.get(mt)
+    hooks = _hooks_for(cfg, mt, architecture)
     if hooks is None:
         raise ModelRunError(f"model {model_name!r}: the activation stage has no hook map for transformers "
                             f"model_type {mt!r} (supported: {sorted(HOOK_MAPS)}); the weight-space stages still run")
@@ -128,11 +136,11 @@ def _load(path: Path, model_name: str, device):
         raise ModelRunError(f"model {model_name!r} (model_type {mt!r}): transformers cannot load it offline "
                             f"({type(e).__name__}: {e}); the weight-space stages still run") from e
     model.eval().to(device)
-    tcfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
-    H = int(tcfg.num_attention_heads)
-    G = int(getattr(tcfg, "num_key_value_heads", None) or H)
-    d_head = int(getattr(tcfg, "head_dim", None) or tcfg.hidden_size // H)
-    return model, tok, mt, hooks, H, G, d_head
+    from ..architectures import config_view, family_for
+
+    c = config_view(cfg.to_dict())
+    sh = family_for(c, architecture).shapes(c)
+    return model, tok, mt, hooks, sh["n_heads"], sh["n_kv_heads"], sh["d_head"]
 
 
 @contextmanager
@@ -143,7 +151,7 @@ def open_model(model_name: str, entry: dict, device: str = "cpu", log=print):
     dev = device_for(device)
     with open_source(entry, log=log) as (ckpt, source):
         path = Path(ckpt.path)
-        model, tok, mt, hooks, H, G, d = _load(path, model_name, dev)
+        model, tok, mt, hooks, H, G, d = _load(path, model_name, dev, entry.get("architecture"))
     yield LoadedModel(model, tok, mt, hooks, source, H, G, d)
 
 
@@ -198,11 +206,20 @@ def capture(lm: LoadedModel, ids: np.ndarray, keep_attn_out: bool = False, devic
 def module_weights(lm: LoadedModel, layer: int) -> dict[str, np.ndarray]:
     """The transformers model's q/k/v/o weights of one layer, (out, in), float64."""
     out = {}
-    for k in ("q", "k", "v", "o"):
-        m = lm.module(layer, k)
-        out[k] = m.weight.detach().double().cpu().numpy()
-        if getattr(m, "bias", None) is not None and k == "o":
-            out["o_bias"] = m.bias.detach().double().cpu().numpy()
+
+    def weight(key):
+        W = lm.module(layer, key).weight.detach().double().cpu().numpy()
+        return np.ascontiguousarray(W.T) if lm.hooks.get("conv1d") else W
+
+    if lm.hooks.get("qkv"):  # a fused projection, split by the family's rule
+        q, k, v = split_fused(weight("qkv"), lm.hooks["split"], lm.n_heads, lm.n_kv, lm.d_head)
+        out.update(q=q.reshape(-1, q.shape[-1]), k=k.reshape(-1, k.shape[-1]), v=v.reshape(-1, v.shape[-1]))
+    else:
+        out.update({k: weight(k) for k in ("q", "k", "v")})
+    out["o"] = weight("o")
+    m = lm.module(layer, "o")
+    if getattr(m, "bias", None) is not None:
+        out["o_bias"] = m.bias.detach().double().cpu().numpy()
     return out
 
 

@@ -32,9 +32,13 @@ class ArchFields:
     norm_type: str  # what is folded into reading spaces: layernorm | rmsnorm | none
     norm_position: str  # pre | post
     prefix: str = ""  # key prefix found in the checkpoint ("", "model.", "bert.", ...)
+    layout: str = ""  # a family's config-dependent layout (headgeom.adapters.family); "" for the others
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not d["layout"]:
+            del d["layout"]  # manifests of the fixed-layout adapters stay as they were
+        return d
 
 
 class Adapter:

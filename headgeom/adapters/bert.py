@@ -6,12 +6,13 @@ from __future__ import annotations
 import numpy as np
 
 from headgeom.core.factors import LayerFactors, split_cols, split_rows
+from headgeom.architectures import FAMILIES
 from .base import Adapter, ArchFields
 
 
 class BertAdapter(Adapter):
     name = "bert"
-    model_types = ("bert",)
+    model_types = FAMILIES["bert"].model_types  # bert, roberta
     wanted_patterns = (
         r"encoder\.layer\.{L}\.attention\.self\.(query|key|value)\.(weight|bias)",
         r"encoder\.layer\.{L}\.attention\.output\.dense\.(weight|bias)",

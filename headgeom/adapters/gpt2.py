@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from headgeom.architectures import FAMILIES
+
 import numpy as np
 
 from headgeom.core.factors import LayerFactors, split_cols, split_rows
@@ -18,7 +20,7 @@ from .base import Adapter, ArchFields, present
 
 class GPT2Adapter(Adapter):
     name = "gpt2"
-    model_types = ("gpt2",)
+    model_types = FAMILIES["gpt2"].model_types
     wanted_patterns = (
         r"h\.{L}\.attn\.c_(attn|proj)\.(weight|bias)",
         r"h\.{L}\.ln_1\.(weight|bias)",

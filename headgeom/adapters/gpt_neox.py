@@ -9,6 +9,8 @@ the attention branch reads ``input_layernorm(x)``).
 
 from __future__ import annotations
 
+from headgeom.architectures import FAMILIES
+
 import numpy as np
 
 from headgeom.core.factors import LayerFactors, split_cols
@@ -17,7 +19,7 @@ from .base import Adapter, ArchFields, present
 
 class GPTNeoXAdapter(Adapter):
     name = "gpt_neox"
-    model_types = ("gpt_neox",)
+    model_types = FAMILIES["gpt_neox"].model_types
     wanted_patterns = (
         r"layers\.{L}\.attention\.(query_key_value|dense)\.(weight|bias)",
         r"layers\.{L}\.input_layernorm\.(weight|bias)",

@@ -6,6 +6,8 @@ pre-attention RMSNorm ``input_layernorm`` (gain folded). Granite's scalar multip
 
 from __future__ import annotations
 
+from headgeom.architectures import FAMILIES
+
 from headgeom.core.factors import LayerFactors
 from .base import ArchFields
 from .llama import LlamaAdapter
@@ -13,7 +15,7 @@ from .llama import LlamaAdapter
 
 class GraniteAdapter(LlamaAdapter):
     name = "granite"
-    model_types = ("granite",)
+    model_types = FAMILIES["granite"].model_types
 
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
         lf = super().layer_factors(get, f, layer)

@@ -3,6 +3,8 @@ Falcon3, ...): separate q/k/v/o projections, pre-attention RMSNorm ``input_layer
 
 from __future__ import annotations
 
+from headgeom.architectures import FAMILIES
+
 from headgeom.core.factors import LayerFactors, gqa_map, split_cols, split_rows
 from .base import Adapter, ArchFields, present
 
@@ -22,7 +24,7 @@ def llama_projections(get, f: ArchFields, p: str) -> dict:
 
 class LlamaAdapter(Adapter):
     name = "llama"
-    model_types = ("llama", "mistral")
+    model_types = FAMILIES["llama"].model_types
     wanted_patterns = (
         r"layers\.{L}\.self_attn\.(q|k|v|o)_proj\.(weight|bias)",
         r"layers\.{L}\.input_layernorm\.weight",
@@ -48,8 +50,8 @@ class Gemma3Adapter(LlamaAdapter):
     projection does not change the reading spaces (it acts inside the head)."""
 
     name = "gemma3"
-    model_types = ("gemma3_text", "gemma3", "gemma2", "gemma")
-    norm_offset = 1.0
+    model_types = FAMILIES["gemma3"].model_types
+    norm_offset = FAMILIES["gemma3"].norm_offset  # (1 + w)
     wanted_patterns = LlamaAdapter.wanted_patterns + (
         r"layers\.{L}\.self_attn\.(q|k)_norm\.weight",
     )

@@ -14,6 +14,8 @@ original ``hf_olmo`` checkpoints with a fused ``att_proj`` are not this layout).
 
 from __future__ import annotations
 
+from headgeom.architectures import FAMILIES
+
 import numpy as np
 
 from headgeom.core.factors import LayerFactors
@@ -25,7 +27,7 @@ _PROJ = r"layers\.{L}\.self_attn\.(q|k|v|o)_proj\.(weight|bias)"
 
 class OlmoAdapter(LlamaAdapter):
     name = "olmo"
-    model_types = ("olmo",)
+    model_types = FAMILIES["olmo"].model_types
     wanted_patterns = (_PROJ,)
 
     def fields(self, config, keys):
@@ -47,7 +49,7 @@ class OlmoAdapter(LlamaAdapter):
 
 class Olmo2Adapter(LlamaAdapter):
     name = "olmo2"
-    model_types = ("olmo2",)
+    model_types = FAMILIES["olmo2"].model_types
     wanted_patterns = (
         _PROJ,
         r"layers\.{L}\.self_attn\.(q|k)_norm\.weight",

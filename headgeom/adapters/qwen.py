@@ -11,17 +11,19 @@ layout: Llama-style separate q/k/v/o projections and pre-attention RMSNorm
 
 from __future__ import annotations
 
+from headgeom.architectures import FAMILIES
+
 from headgeom.core.factors import LayerFactors
 from .base import ArchFields
 from .llama import LlamaAdapter
 
 class Qwen2Adapter(LlamaAdapter):
     name = "qwen2"
-    model_types = ("qwen2",)
+    model_types = FAMILIES["qwen2"].model_types
 
 class Qwen3Adapter(Qwen2Adapter):
     name = "qwen3"
-    model_types = ("qwen3",)
+    model_types = FAMILIES["qwen3"].model_types
     wanted_patterns = LlamaAdapter.wanted_patterns + (r"layers\.{L}\.self_attn\.(q|k)_norm\.weight",)
 
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
@@ -32,4 +34,4 @@ class Qwen3Adapter(Qwen2Adapter):
 
 class Qwen3MoeAdapter(Qwen3Adapter):
     name = "qwen3_moe"
-    model_types = ("qwen3_moe",)
+    model_types = FAMILIES["qwen3_moe"].model_types

@@ -4,9 +4,11 @@ pre-attention RMSNorm ``input_layernorm``, GQA). Some layers use no positional e
 
 from __future__ import annotations
 
+from headgeom.architectures import FAMILIES
+
 from .llama import LlamaAdapter
 
 
 class SmolLM3Adapter(LlamaAdapter):
     name = "smollm3"
-    model_types = ("smollm3",)
+    model_types = FAMILIES["smollm3"].model_types

@@ -11,4 +11,4 @@ from headgeom.io.store import extract
 def fetch_model(model: str, entry: dict, out_dir: str | Path, log=print) -> dict:
     with open_source(entry, log=log) as (ckpt, source):
         log(f"[fetch {model}] source {source}")
-        return extract(ckpt, out_dir, model, source, log=log)
+        return extract(ckpt, out_dir, model, source, log=log, architecture=entry.get("architecture"))

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from headgeom import __version__
-from headgeom.adapters import ArchFields, adapter_for, by_name
+from headgeom.adapters import ADAPTERS, ArchFields, adapter_for, by_name
 from headgeom.core.errors import CheckpointError, IntegrityError
 from headgeom.core.factors import LayerFactors
 from headgeom.io.files import json_default, atomic_path, sha256_bytes, sha256_file
@@ -58,18 +58,19 @@ def store_lock(out_dir: str | Path, model: str):
         os.close(fd)  # releases the lock
 
 
-def extract(ckpt, out_dir: str | Path, model: str, source: dict, log=print) -> dict:
+def extract(ckpt, out_dir: str | Path, model: str, source: dict, log=print, architecture: str | None = None) -> dict:
     """Copy the tensors the architecture's adapter needs from ``ckpt`` into a store
-    (under ``store_lock``: concurrent extracts into one store are refused)."""
+    (under ``store_lock``: concurrent extracts into one store are refused). ``architecture``
+    (the model's ``architecture:`` key) forces the family."""
     with store_lock(out_dir, model):
-        return _extract(ckpt, Path(out_dir), model, source, log)
+        return _extract(ckpt, Path(out_dir), model, source, log, architecture)
 
 
-def _extract(ckpt, out_dir: Path, model: str, source: dict, log) -> dict:
+def _extract(ckpt, out_dir: Path, model: str, source: dict, log, architecture=None) -> dict:
     from safetensors.numpy import save_file
 
     fmt = "gguf" if ckpt.__class__.__name__ == "GGUFFile" else "safetensors"
-    adapter = adapter_for(ckpt.config, fmt)
+    adapter = adapter_for(ckpt.config, fmt, architecture)
     keys = ckpt.keys()
     fields = adapter.fields(ckpt.config, keys)
     wanted = [k for k in keys if adapter.wanted(k, fields.prefix)]
@@ -223,7 +224,9 @@ class TensorStore:
             self._corrupt("; ".join(problems))
         self.manifest = json.loads(mpath.read_text())
         self.fields = ArchFields(**self.manifest["fields"])
-        self.adapter = by_name(self.manifest["adapter"])
+        name = self.manifest["adapter"]
+        # a family derived from transformers' modules (headgeom.architectures.derive) has no registry entry
+        self.adapter = by_name(name) if name in ADAPTERS else adapter_for(self.manifest["config"], self.manifest["format"])
         self._fh = None
 
     def _corrupt(self, reason: str):

@@ -15,11 +15,11 @@ import re
 
 import numpy as np
 
+from headgeom.architectures import o_proj_names
 from headgeom.reports.tables import Column, Table
 
-# output projections of the supported layouts (headgeom.adapters): Llama/Qwen/OLMo o_proj,
-# GPT-2 attn.c_proj, GPT-NeoX attention.dense, BERT attention.output.dense, GGUF attn_output
-O_PROJ = re.compile(r"(self_attn\.o_proj|attn\.c_proj|attention\.dense|attention\.output\.dense|attn_output)\.weight$")
+# the output projection of every family (headgeom.architectures) and GGUF's attn_output
+O_PROJ = re.compile("(" + "|".join(re.escape(n) for n in o_proj_names()) + r")\.weight$")
 
 
 def o_proj_sha(provs: list[dict]) -> dict[tuple[str, int], str]:

@@ -5,6 +5,7 @@
 * workflow/report/captions/<kind>_<name>.rst: each output's ``snakemake --report`` caption;
 * docs/config.md: every config key with its description and default
   (workflow/schemas/config.schema.yaml).
+* docs/models.md: the architecture coverage block (headgeom/architectures.py).
 
 ``headgeom docs --check`` (and tests/unit/test_registries.py) fails when any of them is stale.
 """
@@ -135,6 +136,11 @@ def generated(root: Path = ROOT) -> dict[Path, str]:
     from headgeom.reports.outputs import OUTPUTS
 
     files = {root / "docs" / "outputs.md": outputs_md(), root / "docs" / "config.md": config_md()}
+    from headgeom.architectures import with_coverage  # the coverage block of docs/models.md
+
+    models_md = root / "docs" / "models.md"
+    if models_md.exists():
+        files[models_md] = with_coverage(models_md.read_text())
     for o in OUTPUTS.values():
         files[root / "workflow" / "report" / "captions" / f"{o.kind}_{o.name}.rst"] = caption_rst(o)
     return files

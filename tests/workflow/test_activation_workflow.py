@@ -178,8 +178,8 @@ def test_missing_corpus_is_one_error_naming_it(act_run, snakemake_bin, root, tmp
 
 
 def test_architecture_the_stage_cannot_run_is_named_and_weight_space_still_runs(snakemake_bin, root, tmp_path):
-    """A GPT-2 checkpoint: the weight-space adapters read it, the activation stage has no hook
-    map for it. With --keep-going the forward job fails with an error naming the model and its
+    """A GPT-2 checkpoint saved without tokenizer files: the weight-space adapters read it, the
+    activation stage (which has GPT-2's hooks) cannot load it offline. With --keep-going the forward job fails with an error naming the model and its
     architecture, and the weight-space tables are still built."""
     from transformers import GPT2Config, GPT2LMHeadModel
 

@@ -17,6 +17,21 @@ def _check_active_models():
 
 
 _check_active_models()
+
+
+def _check_architectures():
+    """One console line per active model whose architecture is known to be unsupported (before any job)."""
+    import sys
+
+    from headgeom.architectures import preflight
+
+    for m in config["active_models"]:
+        line = preflight(m, config["models"][m])
+        if line:
+            print(line, file=sys.stderr)
+
+
+_check_architectures()
 # under --profile slurm: one job array per distinct resource request (headgeom/jobs/slurm_arrays.py)
 slurm_arrays.install()
 

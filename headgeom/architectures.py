@@ -1,0 +1,445 @@
+"""Architecture families: where each transformer family keeps its attention pieces (METHODS §0).
+
+One ``Family`` per transformers ``model_type`` group says, in transformers' own module names
+(relative to one decoder/encoder layer of the base model, ``AutoModel``):
+
+  layers      path of the ModuleList of layers in the base model (``layers``, ``h``, ``decoder.layers``)
+  attn        the attention module (its first output is what the block adds, before any post norm)
+  q, k, v     separate projections, or ``qkv`` one fused projection with a ``split`` rule
+  o           the output projection: its input is the concatenation z of the head outputs
+  conv1d      weights stored ``(in, out)`` (GPT-2's Conv1D): transposed on read
+  norm        the pre-attention norm (None: post-LN or no norm), ``norm_type`` what is folded
+              (layernorm: centering and gain; rmsnorm: gain; none), ``norm_offset`` added to its
+              weight (Gemma's ``1 + w``), ``norm_weight`` False for a non-parametric norm (OLMo)
+  post_norm   a norm on the attention output before it reaches the residual (Gemma-2/3, OLMo-2)
+  qk_norm     "per_head" | "full" (over all heads jointly) | None: a norm after the q/k projection
+  parallel    attention and MLP read the same normalized input (GPT-J, Falcon, Phi, ...)
+  moe         the MLP is a mixture of experts (irrelevant to attention, recorded)
+
+``split`` rules for a fused projection (rows of the ``(out, in)`` weight, H query heads, G KV
+heads, d = d_head):
+  concat       [q (H d) | k (G d) | v (G d)]            GPT-2, MPT, Phi-3, BigCode/Falcon MQA
+  per_head     (H, 3, d): q, k, v interleaved per head   GPT-NeoX, BLOOM, BigCode MHA, old Falcon
+  grouped      (G, H/G + 2, d): a group's queries, k, v  Falcon new_decoder_architecture
+  codegen      (4, 3, H d / 4) in the order q, v, k      CodeGen (mp_num = 4)
+
+A family that a config selects by ``model_type`` can be forced with a model's ``architecture:``
+key (``family_for``). Config-dependent layouts (Falcon's three, BigCode's MQA switch, OPT's
+post-LN variant) are resolved by ``Family.resolve(config)``, which returns the family as that
+config builds it. This module is the single place that names architectures; the adapters
+(``headgeom.adapters``), the activation hooks and base/instruct read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from headgeom.core.errors import UnknownArchitectureError
+
+SPLITS = ("concat", "per_head", "grouped", "codegen")
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    model_types: tuple[str, ...]
+    layers: str = "layers"
+    attn: str = "self_attn"
+    q: str | None = "self_attn.q_proj"
+    k: str | None = "self_attn.k_proj"
+    v: str | None = "self_attn.v_proj"
+    qkv: str | None = None
+    split: str | None = None
+    o: str = "self_attn.o_proj"
+    conv1d: bool = False
+    norm: str | None = "input_layernorm"
+    norm_type: str = "rmsnorm"
+    norm_offset: float = 0.0
+    norm_weight: bool = True
+    norm_eps: float | None = None  # a norm whose eps is a constant in its code, not a module attribute
+    post_norm: str | None = None
+    qk_norm: str | None = None
+    parallel: bool = False
+    moe: bool = False
+    post_ln: bool = False
+    # config key names (first present wins) for the shapes
+    d_model_keys: tuple[str, ...] = ("hidden_size",)
+    heads_keys: tuple[str, ...] = ("num_attention_heads",)
+    layers_keys: tuple[str, ...] = ("num_hidden_layers",)
+    kv_keys: tuple[str, ...] = ("num_key_value_heads",)
+    head_dim_keys: tuple[str, ...] = ("head_dim",)
+    #: config -> field overrides (a config-dependent layout); None: the same for every config
+    variant: Callable[[dict], dict] | None = field(default=None, compare=False, repr=False)
+    notes: str = ""
+
+    def resolve(self, config: dict) -> "Family":
+        """The family as ``config`` builds it (variant layouts applied)."""
+        if self.variant is None:
+            return self
+        return replace(self, **self.variant(config), variant=None)
+
+    # ---- shapes from a config dict ------------------------------------------------------
+    def shapes(self, config: dict) -> dict:
+        def first(keys, default=None):
+            for k in keys:
+                if config.get(k) is not None:
+                    return config[k]
+            if default is None:
+                from headgeom.core.errors import CheckpointError
+
+                raise CheckpointError(f"{self.name}: config lacks all of {keys}")
+            return default
+
+        D = int(first(self.d_model_keys))
+        H = int(first(self.heads_keys))
+        G = int(first(self.kv_keys, H)) if self.kv_keys else H
+        d = int(first(self.head_dim_keys, D // H)) if self.head_dim_keys else D // H
+        return dict(n_layers=int(first(self.layers_keys)), d_model=D, n_heads=H, n_kv_heads=G, d_head=d)
+
+    @property
+    def tensors(self) -> tuple[str, ...]:
+        """Module names (within a layer) whose weights the weight stages read."""
+        mods = [m for m in (self.q, self.k, self.v, self.qkv, self.o) if m]
+        if self.norm and self.norm_weight:
+            mods.append(self.norm)
+        if self.post_norm:
+            mods.append(self.post_norm)
+        return tuple(mods)
+
+
+def split_fused(W: np.ndarray, rule: str, H: int, G: int, d: int):
+    """Per-head (W_Q (H,d,D), W_K (G,d,D), W_V (G,d,D)) from a fused ``(rows, D)`` weight."""
+    D = W.shape[1]
+    if rule == "concat":
+        if W.shape[0] != (H + 2 * G) * d:
+            raise ValueError(f"fused qkv has {W.shape[0]} rows, expected (H + 2G) d = {(H + 2 * G) * d}")
+        q, k, v = W[: H * d], W[H * d : (H + G) * d], W[(H + G) * d :]
+        return q.reshape(H, d, D), k.reshape(G, d, D), v.reshape(G, d, D)
+    if rule == "per_head":
+        if G != H or W.shape[0] != 3 * H * d:
+            raise ValueError(f"per-head fused qkv needs G == H and 3 H d rows; got G={G}, rows={W.shape[0]}")
+        Wr = W.reshape(H, 3, d, D)
+        return Wr[:, 0], Wr[:, 1], Wr[:, 2]
+    if rule == "grouped":
+        r = H // G
+        if H % G or W.shape[0] != G * (r + 2) * d:
+            raise ValueError(f"grouped fused qkv needs G | H and G (H/G + 2) d rows; got H={H}, G={G}, rows={W.shape[0]}")
+        Wr = W.reshape(G, r + 2, d, D)
+        return Wr[:, :r].reshape(H, d, D), Wr[:, r], Wr[:, r + 1]
+    if rule == "codegen":
+        mp = 4
+        if G != H or W.shape[0] != 3 * H * d or (H * d) % mp:
+            raise ValueError(f"CodeGen qkv needs G == H, 3 H d rows and H d divisible by {mp}")
+        Wr = W.reshape(mp, 3, H * d // mp, D)  # per mp block: q, v, k
+        q, v, k = (Wr[:, i].reshape(H, d, D) for i in range(3))
+        return q, k, v
+    raise ValueError(f"unknown split rule {rule!r} (known: {SPLITS})")
+
+
+# ---- config-dependent layouts ---------------------------------------------------------------
+def _falcon(c: dict) -> dict:
+    if c.get("new_decoder_architecture"):
+        two = c.get("num_ln_in_parallel_attn") in (None, 2)
+        return dict(split="grouped", kv_keys=("num_kv_heads",), norm="ln_attn" if two else "input_layernorm")
+    if c.get("multi_query", True):
+        return dict(split="concat", kv_keys=("_falcon_mqa_kv",))
+    return dict(split="per_head", kv_keys=())  # MHA, H = G
+
+
+def _bigcode(c: dict) -> dict:
+    return dict(split="concat", kv_keys=("_bigcode_mqa_kv",)) if c.get("multi_query", True) else dict(
+        split="per_head", kv_keys=())
+
+
+def _opt(c: dict) -> dict:
+    if c.get("do_layer_norm_before", True):
+        return {}
+    return dict(norm=None, norm_type="none", post_ln=True)
+
+
+def _stablelm(c: dict) -> dict:
+    return dict(qk_norm="per_head" if c.get("qk_layernorm") else None,
+                parallel=bool(c.get("use_parallel_residual")))
+
+
+def _cohere(c: dict) -> dict:
+    return dict(qk_norm="per_head" if c.get("use_qk_norm") else None)
+
+
+_LN = dict(norm_type="layernorm")
+_BERT = dict(layers="encoder.layer", attn="attention", q="attention.self.query", k="attention.self.key",
+             v="attention.self.value", o="attention.output.dense", norm=None, norm_type="none",
+             post_ln=True, kv_keys=(), head_dim_keys=(),
+             post_norm=None, notes="post-LN: the layer input is the previous block's LayerNorm output")
+_GPT2_NAMES = dict(d_model_keys=("n_embd", "hidden_size"), heads_keys=("n_head", "num_attention_heads"),
+                   layers_keys=("n_layer", "num_hidden_layers"), kv_keys=(), head_dim_keys=())
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (
+    # separate q/k/v/o projections, RMSNorm input_layernorm: the llama layout
+    Family("llama", ("llama", "mistral")),
+    Family("mixtral", ("mixtral",), moe=True),
+    Family("gemma3", ("gemma3_text", "gemma3", "gemma2", "gemma"), norm_offset=1.0, qk_norm="per_head",
+           post_norm="post_attention_layernorm", notes="(1 + w) RMSNorms; Gemma-1 has no q/k or post norm"),
+    Family("qwen2", ("qwen2",)),
+    Family("qwen2_moe", ("qwen2_moe",), moe=True),
+    Family("qwen3", ("qwen3",), qk_norm="per_head"),
+    Family("qwen3_moe", ("qwen3_moe",), qk_norm="per_head", moe=True),
+    Family("smollm3", ("smollm3",)),
+    Family("granite", ("granite",), notes="scalar multipliers not folded"),
+    Family("granitemoe", ("granitemoe",), moe=True, notes="scalar multipliers not folded"),
+    Family("cohere", ("cohere", "cohere2"), parallel=True, variant=_cohere, **_LN,
+           notes="CohereLayerNorm: mean-centred, no bias"),
+    Family("olmo", ("olmo",), norm_weight=False, norm_eps=1e-5, **_LN,
+           notes="non-parametric LayerNorm (gain 1); OlmoLayerNorm calls layer_norm with eps=1e-5"),
+    Family("olmo2", ("olmo2",), norm=None, norm_type="none", post_norm="post_attention_layernorm",
+           qk_norm="full", notes="no pre-attention norm; RMSNorm on the attention output"),
+    Family("olmoe", ("olmoe",), qk_norm="full", moe=True),
+    Family("phimoe", ("phimoe",), moe=True, **_LN),
+    Family("stablelm", ("stablelm",), variant=_stablelm, **_LN),
+    Family("starcoder2", ("starcoder2",), **_LN),
+    Family("gpt_oss", ("gpt_oss",), moe=True, notes="attention sinks (a per-head logit) not in the factors"),
+    Family("phi", ("phi",), o="self_attn.dense", parallel=True, **_LN),
+    Family("phi3", ("phi3",), q=None, k=None, v=None, qkv="self_attn.qkv_proj", split="concat"),
+    Family("opt", ("opt",), layers="decoder.layers", q="self_attn.q_proj", k="self_attn.k_proj",
+           v="self_attn.v_proj", o="self_attn.out_proj", norm="self_attn_layer_norm", variant=_opt,
+           kv_keys=(), head_dim_keys=(), **_LN),
+    Family("gpt_neo", ("gpt_neo",), layers="h", attn="attn", q="attn.attention.q_proj", k="attn.attention.k_proj",
+           v="attn.attention.v_proj", o="attn.attention.out_proj", norm="ln_1", kv_keys=(), head_dim_keys=(),
+           heads_keys=("num_heads",), layers_keys=("num_layers",), **_LN),
+    Family("gptj", ("gptj",), layers="h", attn="attn", q="attn.q_proj", k="attn.k_proj", v="attn.v_proj",
+           o="attn.out_proj", norm="ln_1", parallel=True, **{**_GPT2_NAMES, **_LN}),
+    Family("codegen", ("codegen",), layers="h", attn="attn", q=None, k=None, v=None, qkv="attn.qkv_proj",
+           split="codegen", o="attn.out_proj", norm="ln_1", parallel=True, **{**_GPT2_NAMES, **_LN}),
+    Family("gpt2", ("gpt2",), layers="h", attn="attn", q=None, k=None, v=None, qkv="attn.c_attn", split="concat",
+           o="attn.c_proj", conv1d=True, norm="ln_1", **{**_GPT2_NAMES, **_LN}),
+    Family("gpt_bigcode", ("gpt_bigcode",), layers="h", attn="attn", q=None, k=None, v=None, qkv="attn.c_attn",
+           o="attn.c_proj", norm="ln_1", variant=_bigcode, **{**_GPT2_NAMES, **_LN}),
+    Family("gpt_neox", ("gpt_neox",), attn="attention", q=None, k=None, v=None, qkv="attention.query_key_value",
+           split="per_head", o="attention.dense", kv_keys=(), head_dim_keys=(), **_LN),
+    Family("bloom", ("bloom",), layers="h", attn="self_attention", q=None, k=None, v=None,
+           qkv="self_attention.query_key_value", split="per_head", o="self_attention.dense",
+           heads_keys=("n_head", "num_attention_heads"), layers_keys=("n_layer", "num_hidden_layers"),
+           kv_keys=(), head_dim_keys=(), **_LN),
+    Family("falcon", ("falcon",), layers="h", attn="self_attention", q=None, k=None, v=None,
+           qkv="self_attention.query_key_value", o="self_attention.dense", parallel=True, variant=_falcon,
+           head_dim_keys=(), **_LN),
+    Family("mpt", ("mpt",), layers="blocks", attn="attn", q=None, k=None, v=None, qkv="attn.Wqkv", split="concat",
+           o="attn.out_proj", norm="norm_1", d_model_keys=("d_model",), heads_keys=("n_heads",),
+           layers_keys=("n_layers",), kv_keys=(), head_dim_keys=(), **_LN),
+    Family("bert", ("bert", "roberta"), **_BERT),
+)}
+
+# MQA layouts whose KV-head count is not a config key
+_IMPLIED = {"_falcon_mqa_kv": 1, "_bigcode_mqa_kv": 1}
+
+
+def config_view(config: dict) -> dict:
+    """The text config of a (possibly multimodal) HF config dict, plus implied keys."""
+    c = dict(config.get("text_config") or config) if "text_config" in config else dict(config)
+    return {**_IMPLIED, **c}
+
+
+#: model_type -> family name
+BY_MODEL_TYPE = {mt: f.name for f in FAMILIES.values() for mt in f.model_types}
+
+#: refused with the reason (architectures transformers builds but whose attention is not
+#: standard multi-head/grouped/multi-query attention)
+REFUSED = {
+    "deepseek_v2": "multi-head latent attention: the value path passes through a low-rank norm",
+    "deepseek_v3": "multi-head latent attention: the value path passes through a low-rank norm",
+    "mamba": "no attention (state-space model)",
+    "mamba2": "no attention (state-space model)",
+    "rwkv": "no attention (recurrent)",
+}
+
+
+def family_for(config: dict, architecture: str | None = None) -> Family:
+    """The family of an HF config dict (by ``model_type``), resolved for that config; a given
+    ``architecture`` (a model's ``architecture:`` key) forces the family, and must exist."""
+    if architecture is not None:
+        fam = FAMILIES.get(architecture) or FAMILIES.get(BY_MODEL_TYPE.get(architecture, ""))
+        if fam is None:
+            raise UnknownArchitectureError(
+                f"architecture {architecture!r} is not a known family; known: {', '.join(sorted(FAMILIES))}")
+        return fam.resolve(config_view(config))
+    mt = config.get("model_type")
+    if mt in REFUSED:
+        raise UnknownArchitectureError(f"architecture {mt!r} is not supported: {REFUSED[mt]}")
+    name = BY_MODEL_TYPE.get(mt)
+    if name is None:
+        return derive(config_view(config))
+    return FAMILIES[name].resolve(config_view(config))
+
+
+def hook_map(fam: Family) -> dict:
+    """Module paths the activation stage hooks, relative to one layer of the base model:
+    o (its input is z), attn (its first output is the attention block's output), q/k/v or qkv
+    (weight check), norm (pre-attention; None: post-LN or none), post_norm."""
+    return dict(layers=fam.layers, attn=fam.o if fam.post_ln and fam.name == "bert" else fam.attn, o=fam.o,
+                q=fam.q, k=fam.k, v=fam.v, qkv=fam.qkv, split=fam.split, conv1d=fam.conv1d,
+                norm=fam.norm, norm_eps=fam.norm_eps, post_norm=fam.post_norm)
+
+
+def o_proj_names() -> tuple[str, ...]:
+    """Output-projection module names of every family (plus GGUF's ``attn_output``)."""
+    return tuple(sorted({f.o for f in FAMILIES.values()} | {"attn_output"}))
+
+
+# ---- the coverage table of docs/models.md (generated; `headgeom docs --check`) ------------------
+COVERAGE_BEGIN = "<!-- begin generated by `headgeom docs` from headgeom/architectures.py; do not edit -->"
+COVERAGE_END = "<!-- end generated -->"
+
+
+def _layout(f: Family) -> str:
+    if f.qkv:
+        rule = f.split or "config-dependent (concat / per_head / grouped)"
+        if f.name == "falcon":
+            rule = "grouped (new_decoder_architecture), concat (multi_query), per_head (MHA)"
+        elif f.name == "gpt_bigcode":
+            rule = "concat (multi_query), per_head (MHA)"
+        return f"fused `{f.qkv}`: {rule}" + (", Conv1D" if f.conv1d else "")
+    return "separate q/k/v"
+
+
+def _folded(f: Family) -> str:
+    if f.norm is None:
+        return "nothing (post-LN)" if f.post_ln else "nothing (no pre-attention norm)"
+    s = {"layernorm": "LayerNorm: P_c, gain", "rmsnorm": "RMSNorm gain"}[f.norm_type]
+    if f.norm_offset:
+        s += f" (w + {f.norm_offset:g})"
+    if not f.norm_weight:
+        s += " (non-parametric: gain 1)"
+    if f.name == "opt":
+        s += "; post-LN variant: nothing"
+    return s
+
+
+def coverage_md() -> str:
+    """Family x stage x verified, from FAMILIES (tests/unit/test_architectures_oracle.py runs the
+    forward-pass oracle on every model_type listed here)."""
+    lines = [COVERAGE_BEGIN, "",
+             "| family | model_type | layout | folded into reading spaces | other | weight stages | activation | "
+             "verified by the forward-pass oracle |", "|---|---|---|---|---|---|---|---|"]
+    for f in sorted(FAMILIES.values(), key=lambda f: f.name):
+        other = ", ".join(x for x in (
+            f.qk_norm and f"q/k norm ({f.qk_norm})", f.post_norm and f"post-attention norm `{f.post_norm}`",
+            f.parallel and "parallel attention", f.moe and "MoE", f.variant and f.name in ("stablelm", "cohere")
+            and "options by config") if x) or "–"
+        qk = "Q/K skipped (q/k norm)" if f.qk_norm else "Q/K via logits"
+        if f.name == "gemma3":
+            qk = "Q/K skipped (family has q/k norm), multimodal `gemma3` wrapper not built"
+        act = "yes" + (" (writes before the post-attention norm)" if f.post_norm else "")
+        lines.append(f"| {f.name} | {', '.join(f'`{m}`' for m in f.model_types)} | {_layout(f)} | {_folded(f)} | {other} "
+                     f"| yes | {act} | V/O per head, {'norm, ' if f.norm else ''}{qk}, activation hooks |")
+    lines += ["| gguf-llama | GGUF `llama` | separate, llama.cpp Q/K row permutation undone | RMSNorm gain | – | yes | "
+              "yes (transformers' GGUF loader) | tests/unit/test_adapters_reference.py |",
+              "| gguf-gemma3 | GGUF `gemma3` | separate | RMSNorm gain (stored with the +1) | q/k norm | yes | "
+              "yes (transformers' GGUF loader) | tests/unit/test_adapters_reference.py |",
+              "", "Refused with the reason: " + "; ".join(f"`{k}` ({v})" for k, v in sorted(REFUSED.items())) + ".",
+              "", COVERAGE_END]
+    return "\n".join(lines)
+
+
+def with_coverage(text: str) -> str:
+    """``text`` (docs/models.md) with its generated coverage block replaced by the current one."""
+    i, j = text.find(COVERAGE_BEGIN), text.find(COVERAGE_END)
+    if i < 0 or j < 0:
+        raise ValueError("docs/models.md lacks the generated coverage markers")
+    return text[:i] + coverage_md() + text[j + len(COVERAGE_END):]
+
+
+def preflight(model: str, entry: dict) -> str | None:
+    """One console line when a configured model's architecture is known not to be supported
+    (checked when the workflow loads, before any job): a forced ``architecture:`` that names no
+    family, or a local checkpoint whose ``config.json`` has an unsupported ``model_type``.
+    None when nothing is known to be wrong (hub and package models are checked at fetch)."""
+    import json
+    from pathlib import Path
+
+    arch = entry.get("architecture")
+    model_type = None
+    if entry.get("source") == "local" and entry.get("path"):
+        cfg = Path(entry["path"]).expanduser() / "config.json"
+        if cfg.is_file():
+            try:
+                model_type = json.loads(cfg.read_text()).get("model_type")
+            except (OSError, ValueError):
+                return None  # the fetch reports an unreadable config with its own message
+    if arch is None and model_type is None:
+        return None
+    if arch is not None and (arch in FAMILIES or arch in BY_MODEL_TYPE or arch in ("gguf-llama", "gguf-gemma3")):
+        return None
+    try:
+        family_for({"model_type": model_type}, arch)
+    except UnknownArchitectureError as e:
+        where = f"architecture: {arch!r}" if arch is not None else f"model_type {model_type!r}"
+        return (f"headgeom: model {model!r} ({where}) cannot run the weight-space or activation stages: {e}")
+    return None
+
+
+def derive(config: dict) -> Family:
+    """A family for a ``model_type`` not in FAMILIES, read from transformers' own modules: the
+    model skeleton is built from the config on the meta device (no weights, no remote code) and
+    accepted when a layer has the llama layout (``self_attn.{q,k,v,o}_proj`` and an
+    ``input_layernorm`` whose class is an RMSNorm or LayerNorm); the norm's ``(1 + w)`` form is
+    read from its forward's source. Anything else is refused with what was found."""
+    import inspect
+
+    mt = config.get("model_type")
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModel
+
+        kw = {k: v for k, v in config.items() if k not in ("model_type", "architectures", "transformers_version")}
+        cfg = AutoConfig.for_model(mt, **kw)
+        with torch.device("meta"):
+            model = AutoModel.from_config(cfg)
+    except Exception as e:  # transformers does not know or cannot build it
+        raise UnknownArchitectureError(
+            f"unknown architecture {mt!r} (transformers cannot build it offline: {type(e).__name__}: {e}); "
+            f"supported model_types: {', '.join(sorted(BY_MODEL_TYPE))}") from None
+    base = model.base_model
+    layers = next((p for p in ("layers", "model.layers", "language_model.layers") if _has(base, p)), None)
+    layer = _getattr(base, layers)[0] if layers else None
+    need = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "input_layernorm")
+    missing = [n for n in need if layer is None or not _has(layer, n)]
+    if missing:
+        raise UnknownArchitectureError(
+            f"architecture {mt!r} is not in headgeom.architectures and its layers lack the llama layout "
+            f"({', '.join(missing)} not found); it needs a Family entry")
+    norm = _getattr(layer, "input_layernorm")
+    cls = type(norm).__name__
+    if "RMSNorm" in cls:
+        norm_type = "rmsnorm"
+    elif "LayerNorm" in cls:
+        norm_type = "layernorm"
+    else:
+        raise UnknownArchitectureError(f"architecture {mt!r}: pre-attention norm {cls} is neither an RMSNorm nor a LayerNorm")
+    try:
+        src = inspect.getsource(type(norm).forward)
+    except (OSError, TypeError):
+        src = ""
+    offset = 1.0 if ("1.0 + self.weight" in src or "1 + self.weight" in src) else 0.0
+    attn = _getattr(layer, "self_attn")
+    qk = "per_head" if _has(attn, "q_norm") else None
+    post = "post_attention_layernorm" if _has(layer, "post_feedforward_layernorm") and _has(
+        layer, "pre_feedforward_layernorm") else None
+    return Family(mt, (mt,), layers=layers, norm_type=norm_type, norm_offset=offset, qk_norm=qk, post_norm=post,
+                  notes=f"derived from transformers' {type(layer).__name__} ({cls})")
+
+
+def _getattr(obj, dotted):
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _has(obj, dotted) -> bool:
+    try:
+        _getattr(obj, dotted)
+        return True
+    except AttributeError:
+        return False

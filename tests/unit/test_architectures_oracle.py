@@ -1,0 +1,362 @@
+"""Forward-pass oracle, one test for every family of ``headgeom.architectures``.
+
+Per family (and per config-dependent layout), transformers builds a tiny random model from a
+config (hidden 64, 4 query heads, 2 KV heads where the family has GQA, 1 layer), biases zeroed
+and norm gains random, saved as safetensors; headgeom extracts it (open_checkpoint -> extract ->
+TensorStore) and the per-head factors must reproduce transformers' own forward, read through
+hooks on transformers' modules (no headgeom code in the reference):
+
+  * one token (softmax = 1), batch of H copies; in copy b every head but b is zeroed at the
+    output projection's input; the projection's output must equal O_b V_{g(b)}^T n, with n the
+    captured input of the attention module (the model's own pre-attention norm output);
+  * the folded norm: headgeom's norm_type/norm_gain applied to the captured norm input must
+    equal the captured norm output (eps read from the module);
+  * Q and K through the attention logits (``test_oracle_qk``): two tokens at position 0, the
+    attention input replaced by [a, c] and [a', c]; the log ratio of the weights on the two keys
+    (solved from z) differs between the passes by s q_h(c).(k_g(a) - k_g(a')), one softmax
+    scale s for all heads. Skipped for q/k-norm families (nonlinear in W_Q, W_K);
+  * the activation stage's hooks (``test_activation_hooks``) from the same description.
+
+``test_oracle_catches_broken_splits`` / ``test_oracle_qk_catches_swapped_q_heads`` break a split
+(heads shifted by one, the interleave of a fused projection, the KV grouping, query heads
+rotated) and check the oracle fails. All cases together: about a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+from headgeom.adapters import ADAPTERS
+from headgeom.architectures import BY_MODEL_TYPE, FAMILIES, family_for
+from headgeom.io.checkpoint import open_checkpoint
+from headgeom.io.store import TensorStore, extract
+from headgeom.reports.base_instruct import O_PROJ
+
+T = transformers
+SMALL = dict(vocab_size=64, max_position_embeddings=64, n_positions=64, intermediate_size=64, n_inner=64,
+             ffn_dim=64, word_embed_proj_dim=64, rotary_dim=8, num_local_experts=2, num_experts=2,
+             num_experts_per_tok=1, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+             expansion_ratio=1, pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+             sliding_window=64, layer_types=None, attention_types=[[["global"], 1]])
+
+# one case per model_type, plus the config-dependent layouts, plus llama-layout model_types that
+# no Family names (derived from transformers' modules: headgeom.architectures.derive)
+DERIVED = ["arcee", "helium"]
+CASES = [(mt, {}) for f in FAMILIES.values() for mt in f.model_types if mt != "gemma3"] + [(mt, {}) for mt in DERIVED] + [
+    ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),
+    ("falcon", {"multi_query": False}),
+    ("gpt_bigcode", {"multi_query": False}),
+    ("opt", {"do_layer_norm_before": False}),
+    ("stablelm", {"qk_layernorm": True, "use_parallel_residual": True}),
+]
+IDS = [mt + "".join(f"-{k}" for k in extra) for mt, extra in CASES]
+
+
+def tiny_config(mt: str, extra: dict):
+    fam = FAMILIES[BY_MODEL_TYPE[mt]] if mt in BY_MODEL_TYPE else FAMILIES["llama"]
+    kw = dict(SMALL)
+    kw[fam.d_model_keys[0]] = 64
+    kw[fam.heads_keys[0]] = 4
+    kw[fam.layers_keys[0]] = 1
+    if fam.kv_keys and not fam.kv_keys[0].startswith("_"):
+        kw[fam.kv_keys[0]] = 2
+    if fam.head_dim_keys:
+        kw[fam.head_dim_keys[0]] = 16
+    kw.update(extra)
+    return T.AutoConfig.for_model(mt, **kw)
+
+
+def _get(obj, dotted):
+    for part in dotted.split("."):
+        obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+    return obj
+
+
+def build(mt, extra, root):
+    torch.manual_seed(0)
+    cfg = tiny_config(mt, extra)
+    cls = T.AutoModel if mt in ("bert", "roberta") else T.AutoModelForCausalLM
+    model = cls.from_config(cfg, attn_implementation="eager", experts_implementation="eager").double().eval()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.zero_()
+            elif "sink" in name:
+                p.fill_(-1e4)  # attention sinks: one token still gets weight 1
+            elif "norm" in name or ".ln" in name:
+                p.copy_(0.5 + torch.rand(p.shape, generator=g, dtype=p.dtype))
+    model.save_pretrained(root / "ckpt")
+    ckpt = open_checkpoint(root / "ckpt")
+    extract(ckpt, root / "store", model=f"tiny-{mt}", source={"type": "local"}, log=lambda *a: None)
+    return model, cfg, TensorStore(root / "store")
+
+
+def reference(model, fam, H, d):
+    """Per layer: (n, x, y): attention input, norm input, o-projection output with only head b
+    kept in batch copy b; one token."""
+    base = model.base_model
+    layers = _get(base, fam.layers)
+    rec = {}
+    handles = []
+    for l, layer in enumerate(layers):
+        r = rec.setdefault(l, {})
+
+        def pre_attn(mod, args, kwargs, r=r):
+            x = args[0] if args else kwargs["hidden_states"]
+            r["n"] = x.detach().reshape(H, -1).double().numpy().copy()
+
+        def pre_o(mod, args, b_d=d):
+            z = args[0].clone().reshape(H, H, b_d)
+            keep = torch.eye(H, dtype=z.dtype)[:, :, None]
+            return (z.mul(keep).reshape(args[0].shape),)
+
+        def post_o(mod, args, out, r=r):
+            r["y"] = out.detach().reshape(H, -1).double().numpy().copy()
+
+        handles.append(_get(layer, fam.attn).register_forward_pre_hook(pre_attn, with_kwargs=True))
+        handles.append(_get(layer, fam.o).register_forward_pre_hook(pre_o))
+        handles.append(_get(layer, fam.o).register_forward_hook(post_o))
+        if fam.norm:
+            norm = _get(layer, fam.norm)
+
+            def on_norm(mod, args, out, r=r, norm=norm):
+                r["x"] = args[0].detach().reshape(H, -1).double().numpy().copy()
+                r["nout"] = out.detach().reshape(H, -1).double().numpy().copy()
+                r["eps"] = next((float(getattr(norm, a)) for a in ("variance_epsilon", "eps", "epsilon")
+                                 if hasattr(norm, a)), 1e-5)
+
+            handles.append(norm.register_forward_hook(on_norm))
+    ids = torch.full((H, 1), 5, dtype=torch.long)
+    try:
+        with torch.no_grad():
+            model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    finally:
+        for h in handles:
+            h.remove()
+    return rec
+
+
+def oracle_errors(lf, r, fam):
+    """Relative errors of the factors against the captured forward."""
+    H = lf.n_heads
+    pred = np.stack([lf.W_O[b] @ (lf.W_V[lf.kv_group[b]] @ r["n"][b]) for b in range(H)])
+    err = {"o_v": float(np.max(np.abs(pred - r["y"])) / np.max(np.abs(r["y"])))}
+    if fam.norm:
+        x = r["x"]
+        if lf.norm_type == "layernorm":
+            xc = x - x.mean(-1, keepdims=True)
+            nx = xc / np.sqrt((xc**2).mean(-1, keepdims=True) + r["eps"])
+        else:
+            nx = x / np.sqrt((x**2).mean(-1, keepdims=True) + r["eps"])
+        err["norm"] = float(np.max(np.abs(nx * lf.norm_gain - r["nout"])) / np.max(np.abs(r["nout"])))
+    return err
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    cache = {}
+
+    def get(i):
+        if i not in cache:
+            mt, extra = CASES[i]
+            model, cfg, store = build(mt, extra, tmp_path_factory.mktemp(IDS[i]))
+            fam = family_for(cfg.to_dict())
+            rec = reference(model, fam, store.fields.n_heads, store.fields.d_head)
+            cache[i] = (store, fam, rec)
+        return cache[i]
+
+    return get
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=IDS)
+def test_oracle(i, built):
+    store, fam, rec = built(i)
+    assert store.manifest["adapter"] == fam.name or fam.name in ADAPTERS
+    for l, r in rec.items():
+        lf = store.layer_factors(l)
+        # base/instruct finds exactly this layer's output projection among its stored tensors
+        assert [k for k in store.layer_tensors(l) if O_PROJ.search(k)] == [
+            k for k in store.layer_tensors(l) if k.endswith(f".{fam.o}.weight")], IDS[i]
+        err = oracle_errors(lf, r, fam)
+        # float64 model; HF RMSNorms/OLMo's LayerNorm compute in float32
+        assert err["o_v"] < 1e-10, (IDS[i], l, err)
+        if "norm" in err:
+            assert err["norm"] < 1e-5, (IDS[i], l, err)
+
+
+def _broken(lf, how):
+    if how == "head_shift":  # off by one head in W_O
+        return dataclasses.replace(lf, W_O=np.roll(lf.W_O, 1, axis=0))
+    if how == "interleave":  # a fused layout read as the wrong split: swap v with k
+        return dataclasses.replace(lf, W_V=lf.W_K.copy())
+    if how == "kv_group":  # wrong GQA grouping: interleaved instead of consecutive
+        return dataclasses.replace(lf, kv_group=np.arange(lf.n_heads) % lf.n_kv)
+    raise ValueError(how)
+
+
+@pytest.mark.parametrize("case,how", [("gpt2", "head_shift"), ("gpt_neox", "interleave"), ("llama", "kv_group")])
+def test_oracle_catches_broken_splits(case, how, built):
+    store, fam, rec = built(IDS.index(case))
+    lf = _broken(store.layer_factors(0), how)
+    assert oracle_errors(lf, rec[0], fam)["o_v"] > 1e-2
+
+
+@pytest.mark.parametrize("case", ["gpt2", "codegen", "falcon-new_decoder_architecture-num_kv_heads"])
+def test_oracle_qk_catches_swapped_q_heads(case, built, tmp_path):
+    store, fam, _ = built(IDS.index(case))
+    model, _, _ = build(*CASES[IDS.index(case)], tmp_path)
+    lf = store.layer_factors(0)
+    lf = dataclasses.replace(lf, W_Q=np.roll(lf.W_Q, 1, axis=0))
+    assert qk_residual(lf, qk_reference(model, fam, store.fields.d_model)[0])[0] > 1e-2
+
+
+def qk_reference(model, fam, D, draws=4):
+    """Q and K through the model's attention logits: two tokens, both at position 0 (RoPE is the
+    identity there), the attention input replaced by chosen vectors [a, c] in batch copies
+    0..draws-1 and [a', c] in copies draws..2 draws-1. Returns per layer the inputs and z of
+    the second token (the query c attends to a and c)."""
+    import inspect
+
+    base = model.base_model
+    g = torch.Generator().manual_seed(2)
+    A = torch.randn(draws, D, generator=g, dtype=torch.float64) * 4
+    A2 = torch.randn(draws, D, generator=g, dtype=torch.float64) * 4
+    C = torch.randn(draws, D, generator=g, dtype=torch.float64) * 4
+    X = torch.cat([torch.stack([A, C], 1), torch.stack([A2, C], 1)], 0)  # (2 draws, 2, D)
+    rec, handles = {}, []
+    for l, layer in enumerate(_get(base, fam.layers)):
+        def pre_attn(mod, args, kwargs):
+            if args:
+                return (X.clone(), *args[1:]), kwargs
+            return args, {**kwargs, "hidden_states": X.clone()}
+
+        def pre_o(mod, args, l=l):
+            rec[l] = args[0].detach()[:, 1].double().numpy().copy()
+
+        handles.append(_get(layer, fam.attn).register_forward_pre_hook(pre_attn, with_kwargs=True))
+        handles.append(_get(layer, fam.o).register_forward_pre_hook(pre_o))
+    ids = torch.full((2 * draws, 2), 5, dtype=torch.long)
+    kw = {"attention_mask": torch.ones_like(ids)}
+    if "position_ids" in inspect.signature(model.forward).parameters:
+        kw["position_ids"] = torch.zeros_like(ids)
+    try:
+        with torch.no_grad():
+            model(input_ids=ids, **kw)
+    finally:
+        for h in handles:
+            h.remove()
+    return {l: (A.numpy(), A2.numpy(), C.numpy(), z) for l, z in rec.items()}
+
+
+def qk_residual(lf, r):
+    """Relative residual of the model's logit differences against s q_h(c).(k_g(a) - k_g(a')),
+    one scale s for every head and draw (the family's softmax scale); the weights p0, p1 on the
+    two keys are solved from z = p0 V a + p1 V c (V verified by the V/O oracle)."""
+    A, A2, C, z = r
+    n, H = A.shape[0], lf.n_heads
+    d = lf.d_head
+    obs, pred = [], []
+    for h in range(H):
+        g = lf.kv_group[h]
+        V, Q, K = lf.W_V[g], lf.W_Q[h], lf.W_K[g]
+        logr = []
+        for b, a in enumerate(np.concatenate([A, A2])):
+            c = C[b % n]
+            M = np.stack([V @ a, V @ c], 1)
+            p = np.linalg.lstsq(M, z[b].reshape(H, d)[h], rcond=None)[0]
+            logr.append(np.log(p[0] / p[1]))
+        for b in range(n):
+            obs.append(logr[b] - logr[b + n])
+            pred.append((Q @ C[b]) @ (K @ A[b] - K @ A2[b]))
+    obs, pred = np.array(obs), np.array(pred)
+    s = float(pred @ obs / (pred @ pred))
+    return float(np.max(np.abs(obs - s * pred)) / np.max(np.abs(obs))), s
+
+
+QK_SKIP = "q/k norm: the logits are of normalized q and k (not linear in W_Q, W_K)"
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=IDS)
+def test_oracle_qk(i, built, tmp_path):
+    mt, extra = CASES[i]
+    store, fam, _ = built(i)
+    if fam.qk_norm:
+        pytest.skip(QK_SKIP)
+    model, _, _ = build(mt, extra, tmp_path)
+    for l, r in qk_reference(model, fam, store.fields.d_model).items():
+        res, s = qk_residual(store.layer_factors(l), r)
+        assert res < 1e-4 and s > 0, (IDS[i], l, res, s)
+
+
+@pytest.mark.parametrize("i", range(len(CASES)), ids=IDS)
+def test_activation_hooks(i, built, tmp_path):
+    """The activation stage's hooks, from the same description: its weight check matches the
+    store, the captured z reproduces the output projection's input (sum_h O_h z_h + b_o equals
+    the o module's output), and the pre-attention norm's eps is readable."""
+    from headgeom.activation.forward import HOOK_MAPS, LoadedModel, capture, weight_check
+    from headgeom.architectures import hook_map
+
+    mt, extra = CASES[i]
+    store, fam, _ = built(i)
+    model, _, _ = build(mt, extra, tmp_path)
+    assert mt in DERIVED or HOOK_MAPS[mt]["o"] == fam.o
+    f = store.fields
+    lm = LoadedModel(model.base_model, None, mt, hook_map(fam), {}, f.n_heads, f.n_kv_heads, f.d_head)
+    outs = {}
+
+    def keep(l):
+        def f(m, a, o):
+            outs[l] = o.detach().reshape(-1, o.shape[-1]).double().numpy()
+        return f
+
+    handles = [lm.module(l, "o").register_forward_hook(keep(l)) for l in range(lm.n_layers())]
+    try:
+        cap = capture(lm, np.array([[5, 7, 9]]))
+    finally:
+        for h in handles:
+            h.remove()
+    for l in range(lm.n_layers()):
+        lf = store.layer_factors(l)
+        assert max(weight_check(lm, lf, l).values()) < 1e-12, IDS[i]
+        z = cap[l]["z"].astype(np.float64)
+        y = np.einsum("hDd,nhd->nD", lf.W_O, z)
+        assert np.max(np.abs(y - outs[l])) <= 1e-5 * np.max(np.abs(outs[l])), IDS[i]
+        eps = lm.norm_eps(l)
+        assert (eps is None) == (fam.norm is None) and (eps is None or 0 < eps < 1e-3), IDS[i]
+
+
+def test_architecture_key_forces_a_family_or_errors():
+    from headgeom.adapters import adapter_for
+    from headgeom.core.errors import HeadgeomError
+
+    assert adapter_for({"model_type": "mistral"}, architecture="mixtral").name == "mixtral"
+    assert family_for({"model_type": "llama"}, "falcon").split in ("concat", "grouped", "per_head")
+    with pytest.raises(HeadgeomError, match="not a known family"):
+        adapter_for({"model_type": "llama"}, architecture="no-such-family")
+    with pytest.raises(HeadgeomError, match="not a known family"):
+        family_for({"model_type": "llama"}, "no-such-family")
+    with pytest.raises(HeadgeomError, match="latent attention"):
+        adapter_for({"model_type": "deepseek_v3"})
+    with pytest.raises(HeadgeomError, match="unknown architecture 'mamba_x'"):
+        family_for({"model_type": "mamba_x"})
+
+
+def test_preflight_line_names_model_family_and_stage(tmp_path):
+    import json
+
+    from headgeom.architectures import preflight
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba"}))
+    line = preflight("my-ssm", {"source": "local", "path": str(tmp_path)})
+    assert "'my-ssm'" in line and "'mamba'" in line and "weight-space or activation stages" in line
+    assert "\n" not in line
+    assert preflight("x", {"source": "hf", "repo_id": "a/b", "architecture": "no-such"}).count("'no-such'") >= 1
+    assert preflight("x", {"source": "hf", "repo_id": "a/b", "architecture": "gpt2"}) is None
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "falcon"}))
+    assert preflight("f", {"source": "local", "path": str(tmp_path)}) is None
