@@ -193,7 +193,7 @@ def pair_segments(job):
 
 def OUTPUT_FILES(out):
     """An output's files, its HTML rendering (tables) / PNG marked for `snakemake --report`
-    with its caption (workflow/report/captions/<kind>_<name>.rst, by `headgeom docs`)."""
+    with its caption (workflow/report/captions/<kind>_<name>.rst: `headgeom docs`)."""
     return {
         **out.paths(),
         "html" if out.kind == "table" else "png": report(
