@@ -11,6 +11,10 @@ min_version("9.0")
 configfile: Path(workflow.basedir) / "config" / "config.yaml"
 
 
+# the report's landing page: what the run is and where its outputs are
+report: "workflow/report/workflow.rst"
+
+
 from headgeom.core.config import check_config
 
 # one line naming the bad key (Snakemake's validate would print the whole schema node)

@@ -431,6 +431,10 @@ def sensitivity_job(ledger_path, workdir, models_run: list[str], outputs: dict, 
     from headgeom.reports.claims import load_ledger
 
     t = sensitivity(workdir, load_ledger(ledger_path), models_run, sources=sources, workers=workers)
+    if "html" in outputs:  # the report's view of the table; not in the sidecar (as the registry's tables)
+        from headgeom.io.files import write_text
+
+        write_text(outputs["html"], t.html())
     write_set(outputs, {"csv": t.csv(), "md": t.markdown(), "tex": t.latex()}, {
         "table": t.name, "aggregation": "headgeom.reports.choices.sensitivity",
         "params": {"models": list(models_run), "switches": {

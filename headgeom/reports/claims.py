@@ -460,6 +460,10 @@ def claims_job(ledger_path, tables_dir, models_run: list[str], outputs: dict) ->
     ledger = load_ledger(ledger_path)
     rows, read = build_rows(ledger, tables_dir, models_run)
     t = _table(rows, models_run)
+    if "html" in outputs:  # the report's view of the table; not in the sidecar (as the registry's tables)
+        from headgeom.io.files import write_text
+
+        write_text(outputs["html"], t.html())
     write_set(outputs, {"csv": t.csv(), "md": t.markdown(), "tex": t.latex()}, {
         "table": "claims",
         "aggregation": "headgeom.reports.claims.build_claims",

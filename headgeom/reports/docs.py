@@ -25,14 +25,24 @@ def _plain(caption: str) -> str:
     return _JINJA.sub(lambda m: f"⟨{m.group(1)}⟩", caption).replace("``", "`").replace("|", "\\|")
 
 
+_RST_KEEP = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|``.+?``)")
+
+
+def rst_escape(caption: str) -> str:
+    """A registry caption made safe for reST: ``|`` (a substitution reference, as in ``|Δρ|``)
+    escaped outside Jinja blocks and ``inline literals``, which are kept as they are."""
+    parts = _RST_KEEP.split(caption)
+    return "".join(p if i % 2 else p.replace("\\", "\\\\").replace("|", "\\|") for i, p in enumerate(parts))
+
+
 def caption_rst(out) -> str:
     n = out.name
-    files = (f"Files: ``results/tables/{n}.csv`` (also ``.md``, ``.tex``); provenance: ``results/tables/{n}.prov.json`` "
+    files = (f"Files: ``results/tables/{n}.csv`` (also ``.md``, ``.tex``, and ``.html``, the table shown here); provenance: ``results/tables/{n}.prov.json`` "
              "(aggregation, params, code version, every input shard with its sha256 and provenance). Explain one "
              f"number: ``headgeom audit {n} --row KEY=VALUE --column NAME``."
              if out.kind == "table" else
              f"Files: ``figures/{n}.png``, ``figures/{n}.pdf``; provenance: ``figures/{n}.prov.json``.")
-    return f"{out.caption}\n\nModels: {{{{ snakemake.params.models|join(', ') }}}}.\n\n{files}\n"
+    return f"{rst_escape(out.caption)}\n\nModels: {{{{ snakemake.params.models|join(', ') }}}}.\n\n{files}\n"
 
 
 def outputs_md() -> str:

@@ -45,14 +45,14 @@ class Output:
 
     def paths(self) -> dict[str, str]:
         if self.kind == "table":
-            return {ext: f"results/tables/{self.name}.{ext}" for ext in ("csv", "md", "tex")} | {
+            return {ext: f"results/tables/{self.name}.{ext}" for ext in ("csv", "md", "tex", "html")} | {
                 "prov": f"results/tables/{self.name}.prov.json"}
         return {ext: f"figures/{self.name}.{ext}" for ext in ("png", "pdf")} | {"prov": f"figures/{self.name}.prov.json"}
 
     @property
     def main(self) -> str:
-        """The file `snakemake --report` shows (the CSV / the PNG)."""
-        return self.paths()["csv" if self.kind == "table" else "png"]
+        """The file `snakemake --report` shows (the table's HTML rendering / the PNG)."""
+        return self.paths()["html" if self.kind == "table" else "png"]
 
 
 # ------------------------------------------------------------------ builders

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from headgeom.io.files import write_set
+from headgeom.io.files import write_set, write_text
 from headgeom.methods.pk import isotropic_rho, isotropic_sd
 from headgeom.core.provenance import code_version
 
@@ -59,8 +59,20 @@ class Table:
             f"\\bottomrule\n\\end{{tabular}}\n\\caption{{{tex_escape(self.caption)}}}\n\\label{{tab:{self.name}}}\n\\end{{table}}\n"
         )
 
+    def html(self, caption: str | None = None) -> str:
+        """A self-contained HTML page of the table (what ``snakemake --report`` shows): the
+        Markdown's formatted cells, the CSV's column keys as header tooltips, columns sortable
+        by a click (a few lines of inline JS, no external assets)."""
+        return html_page(self.name, caption if caption is not None else self.caption,
+                         [(c.header, c.key) for c in self.columns],
+                         [[_fmt(c.fmt, r.get(c.key)) for c in self.columns] for r in self.rows], self.notes)
+
     def write(self, outputs: dict[str, str], inputs: list[dict], params: dict) -> None:
-        """outputs: {'csv': path, 'md': path, 'tex': path, 'prov': path}."""
+        """outputs: {'csv': path, 'md': path, 'tex': path, 'prov': path} and optionally 'html'
+        (written first and not recorded in the sidecar, so that the CSV/md/tex/prov.json set
+        stays what it was)."""
+        if "html" in outputs:
+            write_text(outputs["html"], self.html())
         write_set(outputs, {"csv": self.csv(), "md": self.markdown(), "tex": self.latex()}, {
             "table": self.name,
             "aggregation": self.aggregation or f"headgeom.tables.{self.name}",
@@ -69,6 +81,42 @@ class Table:
             "columns": [c.key for c in self.columns],
             "inputs": inputs,
         })
+
+
+_SORT_JS = """
+document.querySelectorAll('table.hg th').forEach(function (th, i) {
+  th.style.cursor = 'pointer';
+  th.addEventListener('click', function () {
+    var tb = th.closest('table').tBodies[0], asc = th.dataset.asc !== '1';
+    th.dataset.asc = asc ? '1' : '0';
+    var num = function (s) { var x = parseFloat(s.replace('\u2212', '-')); return isNaN(x) ? null : x; };
+    Array.from(tb.rows).sort(function (a, b) {
+      var x = a.cells[i].textContent, y = b.cells[i].textContent, p = num(x), q = num(y);
+      var c = (p !== null && q !== null) ? p - q : x.localeCompare(y);
+      return asc ? c : -c;
+    }).forEach(function (r) { tb.appendChild(r); });
+  });
+});
+"""
+
+
+def html_page(name: str, caption: str, header: list[tuple[str, str]], rows: list[list[str]], notes: str = "") -> str:
+    """One table as a self-contained HTML page: header (text, tooltip), rows of cell texts."""
+    from html import escape
+
+    head = "".join(f'<th title="{escape(k)}">{escape(h)}</th>' for h, k in header)
+    body = "\n".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in r) + "</tr>" for r in rows)
+    note = f"<p>{escape(notes)}</p>\n" if notes else ""
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(name)}</title>\n<style>'
+        "body{font-family:sans-serif;font-size:13px} table.hg{border-collapse:collapse}"
+        " table.hg th,table.hg td{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+        " table.hg th{background:#eee} table.hg td:first-child{text-align:left}"
+        "</style></head><body>\n"
+        f"<p><b>{escape(name)}</b> — {escape(caption)}</p>\n"
+        f'<table class="hg"><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>\n{note}'
+        f"<script>{_SORT_JS}</script>\n</body></html>\n"
+    )
 
 
 def _csv_val(v):

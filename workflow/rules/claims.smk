@@ -28,8 +28,9 @@ rule claims:
         ledger=CLAIMS_LEDGER,
         tables=[f"results/tables/{t}.csv" for t in CLAIMS_TABLES],
     output:
-        csv=report(
-            "results/tables/claims.csv",
+        csv="results/tables/claims.csv",
+        html=report(
+            "results/tables/claims.html",
             caption="../report/table_claims.rst",
             category="Claims",
             subcategory="Tables",
@@ -50,7 +51,7 @@ rule claims:
 
 
 ALL_TARGETS += [
-    f"results/tables/claims.{ext}" for ext in ("csv", "md", "tex", "prov.json")
+    f"results/tables/claims.{ext}" for ext in ("csv", "md", "tex", "html", "prov.json")
 ]
 
 
@@ -69,8 +70,9 @@ rule choice_sensitivity:
         tables=[f"results/tables/{t}.csv" for t in CLAIMS_TABLES],
         provs=[f"results/tables/{t}.prov.json" for t in CHOICE_TABLES],
     output:
-        csv=report(
-            "results/tables/choice_sensitivity.csv",
+        csv="results/tables/choice_sensitivity.csv",
+        html=report(
+            "results/tables/choice_sensitivity.html",
             caption="../report/table_choice_sensitivity.rst",
             category="Claims",
             subcategory="Tables",
@@ -100,7 +102,7 @@ rule choice_sensitivity:
 
 ALL_TARGETS += [
     f"results/tables/choice_sensitivity.{ext}"
-    for ext in ("csv", "md", "tex", "prov.json")
+    for ext in ("csv", "md", "tex", "html", "prov.json")
 ]
 
 

@@ -1,5 +1,6 @@
 import json
 import re
+import sys
 
 from headgeom.core.provenance import code_version
 from headgeom.jobs import costs, fanout, scopes, slurm_arrays
@@ -206,11 +207,11 @@ def pair_segments(job):
 
 
 def OUTPUT_FILES(out):
-    """An output's files, its CSV / PNG marked for `snakemake --report` with the registry's
-    caption (workflow/report/captions/<kind>_<name>.rst, written by `headgeom docs`)."""
+    """An output's files, its HTML rendering (tables) / PNG marked for `snakemake --report`
+    with its caption (workflow/report/captions/<kind>_<name>.rst: `headgeom docs`)."""
     return {
         **out.paths(),
-        "csv" if out.kind == "table" else "png": report(
+        "html" if out.kind == "table" else "png": report(
             out.main,
             caption=f"../report/captions/{out.kind}_{out.name}.rst",
             category=out.paper,
@@ -246,9 +247,30 @@ def OUTPUT_BUILDER_MODELS(out):
     return OUTPUT_MODELS[out.builder_models]
 
 
+# `snakemake --report` renders each caption with its job's params: there they are the values
+# the output was built with (its .prov.json), not those of the config given to --report.
+REPORTING = any(a == "--report" or a.startswith("--report=") for a in sys.argv)
+# the landing page (workflow/report/workflow.rst) names the code it describes
+if REPORTING:
+    config["_report_code"] = code_version()
+
+
+def _built_params(out):
+    """The params recorded in an output's provenance sidecar ({} when there is none)."""
+    try:
+        with open(out.paths()["prov"]) as fh:
+            return json.load(fh).get("params") or {}
+    except (OSError, ValueError):
+        return {}
+
+
 def OUTPUT_PARAMS(out):
-    """The config values the output reads (its registry entry's params) and derived ones."""
+    """The config values the output reads (its registry entry's params) and derived ones;
+    under --report, those it was built with where its provenance records them."""
     params = {k: lookup(dpath=d, within=config) for k, d in out.params.items()}
     if "pairs" in out.derived:
         params["pairs"] = _pairs()
+    if REPORTING:
+        built = _built_params(out)
+        params.update({k: built[k] for k in params if k in built})
     return params
