@@ -22,6 +22,7 @@ pytestmark = pytest.mark.slow
 ALL = ("all", None)
 CLAIMS = ("claims", "results/tables/claims.csv")
 CHOICE = ("choice_sensitivity", "results/tables/choice_sensitivity.csv")
+SUMMARY = ("summary", "results/summary.md")
 
 
 def T(name):
@@ -49,9 +50,13 @@ def with_claims(jobs: set) -> set:
     table too, and when a table it rebuilds (one reading the paper 1 per-head shards) reruns."""
     from headgeom.reports.choices import affected_tables
 
+    from headgeom.reports.summary import tables_read
+
     ledger = {T(t) for t in ledger_tables(load_ledger(ROOT_LEDGER))}
     out = jobs | {CLAIMS, ALL} if jobs & ledger else jobs | {ALL}
-    return out | {CHOICE} if jobs & (ledger | {T(t) for t in affected_tables()}) else out
+    out = out | {CHOICE} if jobs & (ledger | {T(t) for t in affected_tables()}) else out
+    # the end-of-run summary reads its headline tables and the claims table
+    return out | {SUMMARY} if out & ({T(t) for t in tables_read()} | {CLAIMS}) else out
 
 
 ROOT_LEDGER = None  # set by the fixture (the repo's config/claims.yaml)
