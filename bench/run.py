@@ -602,6 +602,7 @@ def bench_capacity(args) -> dict:
         res["shapes"][f"d{d}"] = out_d
         log(f"capacity d={d}: {1e6 * per['batched']:.0f} us/start-step batched, {1e6 * per['loop']:.0f} loop, "
             f"floor {1e6 * per['floor']:.0f} ({100 * out_d['floor_share']:.0f}%), max rel diff {out_d['max_rel_diff_P_vs_loop']:.1e}")
+    res["rule"] = capacity_rule(args)
     res["what"] = (f"capacity search, {heads} heads x {restarts} restarts stacked, {iters} steps, float64; unavoidable work "
                    "per start and step: one d x d SVD with both singular-vector sets (counted 21 d^3, Golub-Reinsch), "
                    "the retraction product 2 d^3, XDX 2 d^3, the gradient's products 6 d^3 (X X^T, X^T X symmetric "
@@ -652,6 +653,46 @@ def bench_e2e(args) -> dict:
 # ---------------------------------------------------------------- summary
 
 
+CAPACITY_RULE_LAYER = ("smollm2-135m", 10)  # 6 selected heads (d_head 64): the representative layer
+
+
+def capacity_rule(args, tensors=None) -> dict | None:
+    """The capacity search at paper.yaml's settings on one representative embedded layer, fixed
+    steps (tol = 0: every start to the cap) against the convergence rule (paper.yaml's tol/window):
+    SVD count and CPU time of each, in one run. None without the layer's tensor store."""
+    from headgeom.io.store import TensorStore
+    from headgeom.jobs.plan import load_config
+    from headgeom.methods.paper1 import capacity_layer
+
+    model, layer = CAPACITY_RULE_LAYER
+    store_dir = Path(tensors or ROOT / "results" / "tensors") / model
+    if not (store_dir / "manifest.json").exists():
+        log(f"capacity rule: no {store_dir} (run make run first); skipped")
+        return None
+    cfg = load_config([ROOT / "config" / "paper.yaml"])
+    cap = cfg["paper1"]["capacity"]
+    prm = {"rank_rtol": cfg["rank_rtol"], "strong_threshold": cfg["tables"]["strong_threshold"],
+           "scramble_draws": cfg["paper1"]["scramble_draws"], "sv_rtol": cfg["paper1"]["sv_rtol"],
+           "restarts": cap["restarts"], "iters": cap["iters"], "sample_per_layer": cap["sample_per_layer"],
+           "tol": cap["tol"], "window": cap["window"]}
+    f = TensorStore(store_dir).layer_factors(layer)
+    out = {"model": model, "layer": layer, "restarts": prm["restarts"], "iters": prm["iters"],
+           "tol": prm["tol"], "window": prm["window"]}
+    caps = {}
+    for name, p in (("fixed", {**prm, "tol": 0.0, "window": 0}), ("rule", prm)):
+        st = {}
+        c0 = time.process_time()
+        caps[name] = capacity_layer(f, f, model, model, layer, p, stats=st)["cap"]
+        out[name] = {"svd": int(st["svd"]), "cpu_s": time.process_time() - c0}
+    ok = np.isfinite(caps["fixed"])
+    out["svd_ratio"] = out["rule"]["svd"] / max(out["fixed"]["svd"], 1)
+    out["cpu_ratio"] = out["rule"]["cpu_s"] / max(out["fixed"]["cpu_s"], 1e-12)
+    out["max_rel_fall"] = float(np.max((caps["fixed"][ok] - caps["rule"][ok]) / caps["fixed"][ok])) if ok.any() else 0.0
+    log(f"capacity rule {model} L{layer}: SVDs {out['fixed']['svd']} -> {out['rule']['svd']} ({out['svd_ratio']:.2f}), "
+        f"CPU {out['fixed']['cpu_s']:.1f} -> {out['rule']['cpu_s']:.1f} s, max rel. fall of Cap_hat {out['max_rel_fall']:.1e}")
+    return out
+
+
 def _fmt_x(v):
     return f"{v:,.0f}x" if v >= 100 else f"{v:.1f}x"
 
@@ -665,6 +706,16 @@ def capacity_rows(c) -> list:
             (where, "unavoidable work (SVD + products timed alone) / batched step time", f"{100 * v['floor_share']:.0f}%", "–", None),
             (where, "step FLOP rate (31 d^3 per start-step) / numpy matmul 1024^3", f"{100 * v['share_of_matmul']:.0f}%", "–", None),
             (where, "Cap_hat path agrees with the loop (max rel. diff of P)", f"{v['max_rel_diff_P_vs_loop']:.0e}", "≤ 1e-12", v["max_rel_diff_P_vs_loop"] <= 1e-12),
+        ]
+    r = (c or {}).get("rule")
+    if r:
+        where = f"capacity search at paper.yaml, {r['model']} layer {r['layer']} ({r['restarts']} x cap {r['iters']})"
+        rows += [
+            (where, f"SVDs converged (tol {r['tol']:g} / {r['window']} steps) / fixed steps ({r['fixed']['svd']:,})",
+             f"{r['svd_ratio']:.2f}", "–", None),
+            (where, f"CPU time converged / fixed ({r['fixed']['cpu_s']:.1f} s)", f"{r['cpu_ratio']:.2f}", "–", None),
+            (where, "Cap_hat: max relative fall, converged vs fixed", f"{r['max_rel_fall']:.1e}", "≤ 1e-5",
+             r["max_rel_fall"] <= 1e-5),
         ]
     return rows
 

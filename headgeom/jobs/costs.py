@@ -123,6 +123,9 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
 # Peak RSS ~ 150 MiB + 2.3 F; the model below adds margin. Capacity runtime: 8 ms per head x restart
 # x iteration at d_head 128 (the unbatched rate; batched restarts run ~2.3 ms), bounded with every
 # head of the layer selected (the strong/matched/sample count is only known inside the job).
+# The search's convergence rule (paper1.capacity.tol / window) may stop a start before `iters`, but
+# at the papers' settings it rarely does (docs/performance.md: 0-38 % fewer SVDs on the embedded
+# models, none on Gemma-3-270M), so the model keeps `iters` as the per-start bound.
 
 
 def paper1_resources(kind: str, manifest, restarts: int = 1, iters: int = 0) -> dict:

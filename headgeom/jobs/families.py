@@ -246,6 +246,7 @@ JOBS = {
             params={"rank_rtol": "rank_rtol", "strong_threshold": "tables/strong_threshold",
                     "scramble_draws": "paper1/scramble_draws", "sv_rtol": "paper1/sv_rtol",
                     "restarts": "paper1/capacity/restarts", "iters": "paper1/capacity/iters",
+                    "tol": "paper1/capacity/tol", "window": "paper1/capacity/window",
                     "sample_per_layer": "paper1/capacity/sample_per_layer"},
             cost=_paper1_cost("capacity"),
             seed_scheme="rng_for(model, layer, head, restart, purpose) for scrambles and capacity restarts",

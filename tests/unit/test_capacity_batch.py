@@ -138,3 +138,66 @@ def test_capacity_table_reports_random_start_columns():
     old = {k: v for k, v in cap.items() if k not in ("cap_random", "E_random")}
     row_old = R.capacity_table(old, ["m"], 0.9).rows[0]
     assert np.isnan(row_old["E_random_strong"]) and row_old["cap_strong"] == row["cap_strong"]
+
+
+# ------------------------------------------------------------------ the convergence rule (tol over window, iters the cap)
+
+
+def _starts(seed=3, n=4, d=6):
+    r = np.random.default_rng(seed)
+    Ks = r.standard_normal((n, d, d))
+    Ds = np.sort(r.uniform(0.01, 1, (n, d)), axis=-1)[:, ::-1].copy()
+    sig = np.linalg.svd(Ks, compute_uv=False)
+    return Ks, Ds, sig
+
+
+def test_rule_off_is_the_fixed_step_search_of_the_oracle():
+    # tol = 0 (or window = 0): every start runs to the cap, the same numbers as the oracle
+    Ks, Ds, sig = _starts()
+    from capacity_ref import ref_projected_ascent
+    _, P_ref = ref_projected_ascent(Ks, Ds, sig, 80)
+    for tol, window in ((0.0, 20), (1e-6, 0)):
+        st = {}
+        _, P = P1.projected_ascent(Ks, Ds, sig, 80, tol=tol, window=window, stats=st)
+        assert np.max(np.abs(P - P_ref) / P_ref) <= 1e-12 and st["svd"] == 80 * len(Ks)
+
+
+def test_rule_is_a_prefix_of_the_oracle_within_tolerance():
+    # a start that stops keeps the iterate of the fixed-step oracle at that step: Cap_hat never
+    # rises above the oracle's, and falls below it by less than the stated tolerance here
+    Ks, Ds, sig = _starts(seed=5)
+    from capacity_ref import ref_projected_ascent
+    _, P_ref = ref_projected_ascent(Ks, Ds, sig, 400)
+    st = {}
+    _, P = P1.projected_ascent(Ks, Ds, sig, 400, tol=1e-6, window=20, stats=st)
+    assert np.all(P <= P_ref * (1 + 1e-12))
+    assert np.max((P_ref - P) / P_ref) < 1e-4
+    assert st["svd"] < 400 * len(Ks)
+
+
+def test_log_P_never_decreases():
+    Ks, Ds, sig = _starts(seed=11)
+    st = {"trace": []}
+    P1.projected_ascent(Ks, Ds, sig, 120, tol=1e-9, window=10, stats=st)
+    F = np.array(st["trace"])
+    assert F.shape[0] >= 2 and np.all(np.diff(F, axis=0) >= 0)
+
+
+def test_stops_early_on_a_converged_planted_head_and_hits_the_cap_otherwise():
+    # planted at its maximum (U = W): the trained start is the capacity, every trial step is
+    # rejected, log P gains nothing, the start stops after `window` steps; a random start of a
+    # generic head with a tight tol runs to the cap
+    d = 5
+    c = np.array([0.95, 0.8, 0.6, 0.4, 0.2])
+    U = haar_orthogonal(rng_for("u", 0, 0, 0, "t"), d)
+    f = _planted_layer([c], [(U, U)])
+    st = {}
+    out = P1.capacity_layer(f, f, "plant", "plant", 0, dict(PARAMS, restarts=1, iters=300, tol=1e-9, window=15,
+                                                             sample_per_layer=1), stats=st)
+    cap_known = c.sum() ** 2 / (d * (c**2).sum())
+    assert np.isclose(out["cap"][0], cap_known, rtol=1e-12)
+    assert st["svd"] == 15
+    Ks, Ds, sig = _starts(seed=2, n=2)
+    st = {}
+    P1.projected_ascent(Ks, Ds, sig, 25, tol=1e-30 + 1e-300, window=20, stats=st)
+    assert st["svd"] == 25 * 2 and st["steps"].tolist() == [25, 25]

@@ -72,11 +72,25 @@ def _grad_from(X, D, Z, ip, n4, n2):
         return 2 * g_ip / ip[..., None, None] - g_n4 / n4[..., None, None] - 2 * X / n2[..., None, None]
 
 
-def projected_ascent(X0, D, sigma, iters: int, step0: float = 0.1):
+def projected_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0, window: int = 0,
+                     stats: dict | None = None):
     """Projected gradient ascent of log P_D on the orbit of sigma, one trial step per iteration:
     accepted (step x1.5) when it raises P, else rejected (step x0.5). Batched over starts (and
     heads: D and sigma are per start, (n, d)); every start runs independently of the others.
-    Returns (best X, best P); P never falls below the start's.
+    Returns (best X, best P); P never falls below the start's (log P is non-decreasing).
+
+    Stopping rule (per start; a stopped start takes no more steps and keeps its iterate):
+      - converged: after t >= window steps, log P(t) - log P(t - window) < tol
+        (log P gained less than ``tol`` over the last ``window`` steps; tol = 0 or window = 0
+        turns it off, as log P never decreases);
+      - the step fell below 1e-12 (every trial step rejected for ~40 steps);
+      - the cap: ``iters`` steps.
+    A stopped start's trajectory is a prefix of the fixed-step one, so Cap_hat can only be lower
+    than the ``iters``-step search by what the remaining steps would have gained.
+
+    ``stats`` (a dict, optional) receives ``svd`` (retractions computed, one d x d SVD each) and
+    ``steps`` (per start, steps taken); with a list under ``trace``, log P of every start at the
+    start and after every step is appended to it (measurements: bench/capacity_convergence.py).
 
     Per step and start the unavoidable work is one d x d SVD (the retraction) plus, on the
     trial point, Z = XDX (one product) and, where accepted, the gradient's four products
@@ -87,9 +101,21 @@ def projected_ascent(X0, D, sigma, iters: int, step0: float = 0.1):
     sigma = np.ascontiguousarray(sigma, dtype=np.float64)
     f, g = logP_and_grad(X, D)
     f = np.where(np.isfinite(f), f, -np.inf)
-    eta = np.full(X.shape[0], step0)
-    for _ in range(iters):
-        active = eta > 1e-12
+    n = X.shape[0]
+    eta = np.full(n, step0)
+    window = int(window)
+    check = tol > 0 and window > 0
+    hist = np.empty((window + 1, n)) if check else None  # ring of log P over the last window steps
+    if check:
+        hist[0] = f
+    done = np.zeros(n, bool)
+    steps = np.zeros(n, np.int64)
+    n_svd = 0
+    trace = stats.get("trace") if stats is not None else None
+    if trace is not None:
+        trace.append(f.copy())
+    for t in range(1, iters + 1):
+        active = (eta > 1e-12) & ~done
         if not active.any():
             break
         idx = np.flatnonzero(active)  # stopped starts take no more steps (their state is final)
@@ -100,6 +126,8 @@ def projected_ascent(X0, D, sigma, iters: int, step0: float = 0.1):
             h = np.where((gn > 0)[:, None, None], ga * (ea * xn / gn)[:, None, None], 0.0)
         Da = D[idx]
         Xn = retract(Xa + h, sigma[idx])
+        n_svd += idx.size
+        steps[idx] += 1
         fn, Z, ip, n4, n2 = _logP_Z(Xn, Da)
         oka = np.isfinite(fn) & (fn > f[idx])
         if oka.any():
@@ -109,6 +137,17 @@ def projected_ascent(X0, D, sigma, iters: int, step0: float = 0.1):
             f[acc] = fn[oka]
             g[acc] = _grad_from(Xo, Da[oka], Z[oka], ip[oka], n4[oka], n2[oka])
         eta[idx] = np.where(oka, ea * 1.5, ea * 0.5)
+        if trace is not None:
+            trace.append(f.copy())
+        if check:
+            hist[t % (window + 1)] = f
+            if t >= window:
+                with np.errstate(invalid="ignore"):
+                    gain = f - hist[(t - window) % (window + 1)]
+                done |= np.isfinite(gain) & (gain < tol)
+    if stats is not None:
+        stats["svd"] = stats.get("svd", 0) + n_svd
+        stats["steps"] = steps
     return X, np.exp(f)
 
 
@@ -123,9 +162,11 @@ def capacity_starts(K, model: str, layer: int, head: int, restarts: int) -> np.n
     return np.stack(starts), sigma
 
 
-def feasible_capacity_batch(Ks, Ds, model: str, layer: int, heads, restarts: int, iters: int) -> list[dict]:
+def feasible_capacity_batch(Ks, Ds, model: str, layer: int, heads, restarts: int, iters: int, tol: float = 0.0,
+                            window: int = 0, stats: dict | None = None) -> list[dict]:
     """Cap_hat of several heads of one layer in one batched ascent (every head's restarts
-    stacked); per head the same dict as feasible_capacity."""
+    stacked; projected_ascent's stopping rule with ``tol``/``window``, ``iters`` the cap); per
+    head the same dict as feasible_capacity plus ``steps`` (the most steps any of its starts took)."""
     Ks = np.asarray(Ks, dtype=np.float64)
     Ds = np.asarray(Ds, dtype=np.float64)
     if len(heads) == 0:
@@ -135,7 +176,10 @@ def feasible_capacity_batch(Ks, Ds, model: str, layer: int, heads, restarts: int
     X0 = np.concatenate(starts)
     Dn = np.repeat(Ds, n, axis=0)
     sig = np.repeat(np.stack(sigmas), n, axis=0)
-    X, P = projected_ascent(X0, Dn, sig, iters)
+    st = {"trace": stats["trace"]} if stats is not None and "trace" in stats else {}
+    X, P = projected_ascent(X0, Dn, sig, iters, tol=tol, window=window, stats=st)
+    if stats is not None:
+        stats["svd"] = stats.get("svd", 0) + st["svd"]
     P_start = C.P_of(Ks, Ds)
     out = []
     for i in range(len(heads)):
@@ -147,16 +191,19 @@ def feasible_capacity_batch(Ks, Ds, model: str, layer: int, heads, restarts: int
             "cap_random": float(np.max(Pi[1:])) if n > 1 else float("nan"),
             "sv_relerr": float(sv_relerr(Ks[i], Xi[best][None])[0]),
             "P_start": float(P_start[i]),
+            "steps": int(st["steps"][i * n:(i + 1) * n].max()),
         })
     return out
 
 
-def feasible_capacity(K, D, model: str, layer: int, head: int, restarts: int, iters: int):
+def feasible_capacity(K, D, model: str, layer: int, head: int, restarts: int, iters: int, tol: float = 0.0,
+                      window: int = 0):
     """Cap_hat: lower bound of max P_D(U diag(sigma) W^T) (sigma = singular values of K, D fixed).
 
     Returns dict: cap, cap_trained_start, cap_random (best random start only; NaN without
     one), sv_relerr (of the best iterate), P_start (P_D(K))."""
-    return feasible_capacity_batch(np.asarray(K)[None], np.asarray(D)[None], model, layer, [head], restarts, iters)[0]
+    return feasible_capacity_batch(np.asarray(K)[None], np.asarray(D)[None], model, layer, [head], restarts, iters,
+                                   tol, window)[0]
 
 
 def hash_order(keys_model: str, layer: int, heads, purpose: str) -> list[int]:
@@ -191,14 +238,17 @@ def attainment(P, R, cap):
 # ================================================================ one layer: capacity
 
 
-def capacity_layer(f, f_final, model: str, final_model: str, layer: int, params: dict):
+def capacity_layer(f, f_final, model: str, final_model: str, layer: int, params: dict, stats: dict | None = None):
     """Cap_hat, R and E for the heads the final checkpoint selects (strong, layer-matched
-    ordinary, hash sample), computed on this checkpoint's factors ``f``."""
+    ordinary, hash sample), computed on this checkpoint's factors ``f``. ``stats`` (optional)
+    receives the search's SVD count (projected_ascent)."""
     rank_rtol = params.get("rank_rtol", 1e-6)
     threshold = float(params["strong_threshold"])
     n_perm = int(params.get("scramble_draws", 8))
     restarts = int(params["restarts"])
     iters = int(params["iters"])
+    tol = float(params.get("tol", 0.0))
+    window = int(params.get("window", 0))
     n_sample = int(params["sample_per_layer"])
     sv_rtol = float(params.get("sv_rtol", 1e-12))
 
@@ -226,7 +276,7 @@ def capacity_layer(f, f_final, model: str, final_model: str, layer: int, params:
         pp, _, _ = scramble_draws(K1, D1, model, layer, int(h), n_perm, 0)
         out["R"][r] = np.median(pp) if pp.size else np.nan
     # every selected head's restarts in one batched ascent (each start runs independently)
-    caps = feasible_capacity_batch(Kh, Dh, model, layer, hs, restarts, iters)
+    caps = feasible_capacity_batch(Kh, Dh, model, layer, hs, restarts, iters, tol, window, stats)
     for r, h, cap in zip(rows, hs, caps):
         if not cap["sv_relerr"] < sv_rtol:
             raise AssertionError(f"capacity iterate lost the singular values of K (head {h}): {cap['sv_relerr']:.3e}")

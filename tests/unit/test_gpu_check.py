@@ -1,0 +1,32 @@
+"""bench/gpu_check.py's CPU path (tiny shapes): the torch backend against numpy on the null, PK
+and closure kernels, as the prepared GPU check runs them on CUDA."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load():
+    sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "bench" / "gpu_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_gpu_check_runs_on_cpu_and_agrees_with_numpy(capsys):
+    assert _load().main(["--device", "cpu", "--tiny", "--reps", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "GEMM" in out and "null sample" in out and "PK cross pairs" in out and "closure Grams" in out
+    assert out.strip().endswith("OK")
+
+
+def test_gpu_check_fails_when_torch_disagrees(capsys):
+    # an impossible tolerance: every check reports its error, the exit status says so
+    assert _load().main(["--device", "cpu", "--tiny", "--reps", "1", "--rtol", "-1"]) == 1
+    assert "FAILED" in capsys.readouterr().out
