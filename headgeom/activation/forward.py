@@ -135,6 +135,12 @@ def _load(path: Path, model_name: str, device, architecture=None):
     except Exception as e:
         raise ModelRunError(f"model {model_name!r} (model_type {mt!r}): transformers cannot load it offline "
                             f"({type(e).__name__}: {e}); the weight-space stages still run") from e
+    # a checkpoint saved without tokenizer files loads an empty tokenizer: say so here, not later
+    # as a "corpus too short: 0 tokens"
+    if not tok("The attention head", add_special_tokens=False)["input_ids"]:
+        raise ModelRunError(f"model {model_name!r} (model_type {mt!r}): its files hold no usable tokenizer "
+                            f"(a test sentence gives no tokens; add the tokenizer files to {path}); "
+                            "the weight-space stages still run")
     model.eval().to(device)
     from ..architectures import config_view, family_for
 

@@ -39,8 +39,8 @@ LAYERS = (0, 1)
 
 
 def out_job(kind, name):
-    o = OUTPUTS[(kind, name)]
-    return (f"{kind}_{name}", o.main)
+    o = OUTPUTS[(kind, name)]  # a dry run names a job by its first output (a table's CSV, a figure's PNG)
+    return (f"{kind}_{name}", next(iter(o.paths().values())))
 
 
 def outputs_reading(family):
@@ -60,8 +60,13 @@ RP = layer_jobs("activation_read_paths") | outputs_reading("activation_read_path
 
 
 def with_claims(root, jobs: set) -> set:
+    from headgeom.reports.summary import tables_read
+
     tables = {("table_" + t, f"results/tables/{t}.csv") for t in ledger_tables(load_ledger(root / "config/claims.yaml"))}
-    return jobs | {CLAIMS, CHOICE, ALL} if jobs & tables else jobs | {ALL}
+    out = jobs | {CLAIMS, CHOICE, ALL} if jobs & tables else jobs | {ALL}
+    # the end-of-run summary reads its headline tables and the claims table
+    read = {("table_" + t, f"results/tables/{t}.csv") for t in tables_read()} | {CLAIMS}
+    return out | {("summary", "results/summary.md")} if out & read else out
 
 
 @pytest.fixture(scope="module")

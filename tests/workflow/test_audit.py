@@ -21,7 +21,7 @@ from tinyrun import copy_run, snakemake, tiny_run
 
 pytestmark = pytest.mark.slow
 
-KEYS = ("model", "lineage", "checkpoint", "scope", "comparison", "kind", "test", "layer", "layer_r", "pair", "t")
+KEYS = ("model", "lineage", "checkpoint", "scope", "comparison", "kind", "test", "layer", "layer_r", "null", "pair", "t")
 
 # one number per table: (row filter, column); tables not listed here (added later) get a generic
 # pick: the last row, selected by its key columns, and its first numeric non-key column
@@ -212,18 +212,19 @@ def report_results(snakemake_bin, root, run, tmp_path_factory):
 
 def test_report_lists_every_table_and_figure_with_a_caption(run, report_results):
     tables, figures = _outputs(run)
-    want = [f"results/tables/{t}.csv" for t in tables if not t.startswith("paper1_")] + [
+    # the report shows each table as its HTML rendering (results/tables/<name>.html)
+    want = [f"results/tables/{t}.html" for t in tables if not t.startswith("paper1_")] + [
         f"figures/{f}.png" for f in figures if not f.startswith("paper1_")]
     missing = [p for p in want if p not in report_results]
     assert not missing, missing
     for p in want:
         cap = report_results[p]["caption"]
         assert len(re.sub("<[^>]+>", "", cap)) > 60 and "No caption written" not in cap, (p, cap)
-    assert "t = 0.9" in report_results["results/tables/closure_tail.csv"]["caption"]
+    assert "t = 0.9" in report_results["results/tables/closure_tail.html"]["caption"]
 
 
 def test_report_lists_paper1_tables_and_figures(run, report_results):
     tables, figures = _outputs(run)
-    want = [f"results/tables/{t}.csv" for t in tables if t.startswith("paper1_")] + [
+    want = [f"results/tables/{t}.html" for t in tables if t.startswith("paper1_")] + [
         f"figures/{f}.png" for f in figures if f.startswith("paper1_")]
     assert want and not [p for p in want if p not in report_results]
