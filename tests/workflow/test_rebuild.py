@@ -174,7 +174,7 @@ def test_small_angle_reruns_pk_writing_only(plans):
 def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
     # before its fetch (a checkpoint) the layer count is unknown: fetch + every aggregate
     _assert_plan(plans, "add_before_fetch",
-                 {("fetch", "results/tensors/tiny2/manifest.json"), CLAIMS, CHOICE, ALL} | AGGREGATES)
+                 {("fetch", "results/tensors/tiny2/manifest.json"), CLAIMS, CHOICE, SUMMARY, ALL} | AGGREGATES)
     # after it: the new model's per-layer jobs (3 layers), nothing of `tiny`, and the aggregates
     L = range(3)
     new = (
@@ -185,7 +185,7 @@ def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
         | {("paper1_heads", f"results/shards/paper1_heads/tiny2/layer{l}.parquet") for l in L}
         | {("paper1_capacity", f"results/shards/paper1_capacity/tiny2/layer{l}.parquet") for l in L}
     )
-    _assert_plan(plans, "add_after_fetch", new | AGGREGATES | {CLAIMS, CHOICE, ALL})
+    _assert_plan(plans, "add_after_fetch", new | AGGREGATES | {CLAIMS, CHOICE, SUMMARY, ALL})
     assert not [o for _, o in plans["add_after_fetch"] if o and "/tiny/" in o]
 
 
