@@ -89,12 +89,11 @@ def summary_markdown(root: Path, models: list[str]) -> str:
     claims = claims_line(tables)
     if claims:
         lines += ["## Claims ledger", "", claims + " (`results/tables/claims.csv`)", ""]
-    n_tables = len(list(tables.glob("*.csv"))) if tables.is_dir() else 0
-    n_figures = len(list((root / "figures").glob("*.png"))) if (root / "figures").is_dir() else 0
+    # (no counts of files here: the summary is built beside tables that are still being written)
     lines += [
         "## Where things are", "",
-        f"* tables ({n_tables}): `results/tables/<name>.{{csv,md,tex,prov.json}}`",
-        f"* figures ({n_figures}): `figures/<name>.{{png,pdf,prov.json}}`",
+        "* tables: `results/tables/<name>.{csv,md,tex,html,prov.json}`",
+        "* figures: `figures/<name>.{png,pdf,prov.json}`",
         "* shards: `results/shards/<family>/<model>/`",
         "* report: `snakemake --report report.html` (every table and figure, captioned)",
         "* where a number came from: `headgeom audit <table> --row model=<model> --column <column>`",
