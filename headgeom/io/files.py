@@ -18,6 +18,18 @@ def sha256_file(path: str | Path, bufsize: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def within_workdir(path: str | Path, workdir: str | Path | None = None) -> str:
+    """``path`` relative to the work directory (default: the current one) when it lies inside it,
+    else absolute: what a job's inputs and provenance record, so that a run directory copied
+    elsewhere (with the workflow in it) names the same files and has nothing to rerun."""
+    p = Path(path).absolute()
+    base = Path(workdir if workdir is not None else Path.cwd()).absolute()
+    try:
+        return str(p.relative_to(base))
+    except ValueError:
+        return str(p)
+
+
 def sha256_bytes(data) -> str:
     return hashlib.sha256(memoryview(data).cast("B")).hexdigest()
 

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from headgeom.jobs.common import shard_provenance, with_keys
+from headgeom.jobs.logs import progress_of
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
 
@@ -43,7 +44,13 @@ def capacity_job(store_dir, final_store_dir, layer: int, out, params: dict, log=
     final_store = TensorStore(final_store_dir)
     final_model = final_store.manifest["model"]
     f_final = f if final_model == model else final_store.layer_factors(layer)
-    cols = capacity_layer(f, f_final, model, final_model, layer, params)
+    say = progress_of(log)
+
+    def progress(t, iters, climbing, starts):
+        say(f"[paper1_capacity {model} L{layer}] step {t}/{iters}: {climbing} of {starts} starts still climbing, "
+            f"{time.perf_counter() - t0:.0f}s")
+
+    cols = capacity_layer(f, f_final, model, final_model, layer, params, {"progress": progress})
     prov = shard_provenance("paper1_capacity", store, layer, params)
     if final_model != model:
         prov["final_model_source"] = final_store.provenance()

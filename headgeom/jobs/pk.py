@@ -12,6 +12,7 @@ from headgeom.core.provenance import code_version
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
 from headgeom.jobs.common import shard_provenance, with_keys
+from headgeom.jobs.logs import progress_of
 
 
 def _self_overlap_rows(f, spaces, model: str, layer: int, n_perm: int) -> dict:
@@ -226,6 +227,8 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
                 res = pk_within(B, r, bk)
                 _null_stats_row(rows, layer_stats(res["rho"], res["min_angle_deg"], iso),
                                 kind=kind, null=null, sample=s, rho=np.sort(res["rho"]).tolist())
+            progress_of(log)(f"[pk_null_within {model} L{layer}] {kind} {null}: samples {samples[0]}..{samples[-1]} "
+                             f"done, {time.perf_counter() - t0:.1f}s")
     cols = {k: (np.array(v, dtype=object) if k in ("kind", "null", "rho") else np.array(v)) for k, v in rows.items()}
     if not cols:
         cols = {"kind": np.array([], dtype=object)}
@@ -301,7 +304,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                     for kind in kinds:  # rows in the order null, sample, reader, kind, writer
                         for lw in sorted(writers_of[lr]):
                             _null_stats_row(rows, stats[kind, lw], layer_w=lw, layer_r=lr, kind=kind, null=null, sample=s)
-                log(f"[pk_null_cross {model}] {null} sample {s} done ({time.perf_counter() - t0:.1f}s)")
+                progress_of(log)(f"[pk_null_cross {model}] {null} sample {s} done ({time.perf_counter() - t0:.1f}s)")
     cols = {k: (np.array(v, dtype=object) if k in ("kind", "null") else np.array(v)) for k, v in rows.items()}
     prov = {
         "job": "pk_null_cross", "model": model, "samples": samples, "params": params,

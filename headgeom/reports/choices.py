@@ -205,11 +205,13 @@ def _fmt(v) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def _agg(workdir: Path, tables_dir: Path, name: str):
+def _agg_of(workdir: Path, tables_dir: Path, name: str, only=None):
+    """The aggregation behind table ``name`` (None when it is not built, or not one of ``only``:
+    the tables of this run, so that a table left by an earlier run of other models is ignored)."""
     from headgeom.reports import audit
 
     prov = tables_dir / f"{name}.prov.json"
-    if not prov.exists():
+    if (only is not None and name not in only) or not prov.exists():
         return None
     sidecar = audit.load_sidecar(prov, workdir)
     _, rows = audit.read_csv(tables_dir / f"{name}.csv")
@@ -272,12 +274,16 @@ def _rerun_forward(workdir: Path, aggs: list, sw: ForwardSwitch, value, sources:
         entry = (sources.get("models") or {}).get(model)
         corpus_entry = (sources.get("texts") or {}).get(corpus)
         if entry is None or corpus_entry is None:
-            raise ConfigError(f"choice_sensitivity: {sw.key} needs the config entries of model {model!r} and corpus "
-                              f"{corpus!r} to rerun the forward pass {rel}")
+            raise NotEvaluated(f"the config entries of model {model!r} and corpus {corpus!r} (to rerun the forward "
+                               f"pass {rel}) were not given")
         params = {**summary.get("params", {}), sw.param: value}
         forward_job(model, entry, workdir / "results" / "tensors" / model, corpus, corpus_entry, work / rel, params,
                     log=lambda *a, **k: None)
     return work
+
+
+class NotEvaluated(Exception):
+    """An alternative that cannot be evaluated with what the run has: its row says why."""
 
 
 def _others(values, default) -> list:
@@ -289,8 +295,12 @@ def _shown(default) -> str:
     return "–" if default is None else _fmt(default)
 
 
-def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None):
-    """(switch, where, default, alternative, build(out_dir) -> tables rebuilt) for every alternative."""
+def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None, only=None):
+    """(switch, where, default, alternative, build(out_dir) -> tables rebuilt) for every alternative
+    (``only``: the tables of this run; None = every table found)."""
+    def _agg(workdir, tables_dir, name):
+        return _agg_of(workdir, tables_dir, name, only)
+
     heads_tables = _choice_tables()
     for sw in SWITCHES:
         for alt in sw.alternatives[1:]:
@@ -340,7 +350,7 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None):
                 if not aggs:
                     return []
                 if sources is None:  # a caller without the config's entries: listed, not evaluated
-                    return None
+                    raise NotEvaluated("the config's models: and texts: entries were not given")
                 work = _rerun_forward(workdir, aggs, sw, alt, sources, tmp)
                 root = tmp / "recomputed"
                 _recompute(work, _shard_records(aggs, ACTIVATION_FAMILIES), root)
@@ -359,24 +369,24 @@ def _forward_params(workdir: Path, rel: str) -> dict:
     return json.loads(p.read_text()).get("params", {}) if p.exists() else {}
 
 
-def _evaluate(workdir: Path, tables_dir: Path, sources, ledger, models_run, base: dict, i: int) -> dict:
+def _evaluate(workdir: Path, tables_dir: Path, sources, ledger, models_run, base: dict, only, i: int) -> dict:
     """The row of alternative ``i`` of ``_alternatives`` (its tables rebuilt in a temporary
     directory beside copies of every other table, the ledger re-read there)."""
     from headgeom.reports.claims import build_rows
 
-    key, where, default, alt, build = next(x for j, x in enumerate(_alternatives(workdir, tables_dir, sources))
+    key, where, default, alt, build = next(x for j, x in enumerate(_alternatives(workdir, tables_dir, sources, only))
                                            if j == i)
     with tempfile.TemporaryDirectory(prefix="headgeom-choices-") as tmp:
         tmp = Path(tmp)
         for f in tables_dir.iterdir():
             if f.suffix in (".csv", ".md") and f.is_file():
                 shutil.copyfile(f, tmp / f.name)
-        built = build(tmp)
-        alt_rows = {} if built is None else {r["id"]: r for r in build_rows(ledger, tmp, models_run)[0]}
-    if built is None:
-        return {"switch": key, "default": default, "alternative": _fmt(alt), "where": where, "tables": 0,
-                "claims_read": None, "claims_judged": None, "changed": None,
-                "claims": "not evaluated: the config's models: and texts: entries were not given"}
+        try:
+            built = build(tmp)
+        except NotEvaluated as why:
+            return {"switch": key, "default": default, "alternative": _fmt(alt), "where": where, "tables": 0,
+                    "claims_read": None, "claims_judged": None, "changed": None, "claims": f"not evaluated: {why}"}
+        alt_rows = {r["id"]: r for r in build_rows(ledger, tmp, models_run)[0]}
     read = [i for i, r in base.items() if r["read"].split("[")[0].split(":")[0] in built]
     judged = [i for i in read if base[i]["status"] in ("agrees", "differs")]
     changed = [i for i in base if i in alt_rows and alt_rows[i]["status"] != base[i]["status"]]
@@ -389,10 +399,13 @@ def _evaluate(workdir: Path, tables_dir: Path, sources, ledger, models_run, base
 
 
 def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=None, sources: dict | None = None,
-                workers: int = 1) -> Table:
+                workers: int = 1, tables=None, progress=None) -> Table:
     """``sources``: the config's ``models:`` and ``texts:`` entries (``{"models": ..., "texts": ...}``),
-    which the forward switches need to rerun forward passes. ``workers`` > 1 evaluates the
-    alternatives in that many processes (each is independent; rows keep their order)."""
+    which the forward switches need to rerun forward passes (an alternative whose entries are
+    missing gets a row saying so). ``tables``: the tables this run builds (None = every table in
+    tables_dir); a table left in the directory by an earlier run of other models is not rebuilt.
+    ``workers`` > 1 evaluates the alternatives in that many processes (each is independent; rows
+    keep their order). ``progress(line)`` gets a line as each alternative ends."""
     from functools import partial
 
     from headgeom.reports.claims import build_rows
@@ -400,16 +413,22 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
     workdir = Path(workdir)
     tables_dir = Path(tables_dir or workdir / "results" / "tables")
     base = {r["id"]: r for r in build_rows(ledger, tables_dir, models_run)[0]}
-    n = sum(1 for _ in _alternatives(workdir, tables_dir, sources))
-    one = partial(_evaluate, workdir, tables_dir, sources, ledger, models_run, base)
+    only = None if tables is None else set(tables)
+    n = sum(1 for _ in _alternatives(workdir, tables_dir, sources, only))
+    one = partial(_evaluate, workdir, tables_dir, sources, ledger, models_run, base, only)
+    rows = [None] * n
     if workers > 1 and n > 1:
         import multiprocessing
 
         # fork: the rule's script runs as __main__, which a spawned worker would execute again
         with multiprocessing.get_context("fork").Pool(min(workers, n)) as pool:
-            rows = pool.map(one, range(n), chunksize=1)
+            for done, (i, row) in enumerate(pool.imap_unordered(_indexed(one), range(n)), 1):
+                rows[i] = row
+                _progress(progress, done, n, row)
     else:
-        rows = [one(i) for i in range(n)]
+        for i in range(n):
+            rows[i] = one(i)
+            _progress(progress, i + 1, n, rows[i])
     return Table("choice_sensitivity",
                  "For each switch of a reconstructed choice and each alternative: the tables rebuilt, the ledger claims "
                  "they feed, and every claim whose status changes (status and pipeline value, default → alternative).",
@@ -424,13 +443,30 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
                        "temporary directory) and then recomputes every activation shard.")
 
 
+class _indexed:
+    """f(i) -> (i, f(i)), picklable for a process pool."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def __call__(self, i):
+        return i, self.f(i)
+
+
+def _progress(progress, done: int, n: int, row: dict) -> None:
+    if progress is not None:
+        changed = "not evaluated" if row["changed"] is None else f"{row['changed']} claims change status"
+        progress(f"[choice_sensitivity] {done}/{n} {row['switch']} = {row['alternative']}: {changed}")
+
+
 def sensitivity_job(ledger_path, workdir, models_run: list[str], outputs: dict, sources: dict | None = None,
-                    workers: int = 1) -> Table:
+                    workers: int = 1, tables=None, progress=None) -> Table:
     from headgeom.core.provenance import code_version
     from headgeom.io.files import sha256_file, write_set
     from headgeom.reports.claims import load_ledger
 
-    t = sensitivity(workdir, load_ledger(ledger_path), models_run, sources=sources, workers=workers)
+    t = sensitivity(workdir, load_ledger(ledger_path), models_run, sources=sources, workers=workers, tables=tables,
+                    progress=progress)
     if "html" in outputs:  # the report's view of the table; not in the sidecar (as the registry's tables)
         from headgeom.io.files import write_text
 

@@ -9,6 +9,7 @@ activation table's number from its shards."""
 
 from __future__ import annotations
 
+import csv
 import io
 import re
 
@@ -301,3 +302,35 @@ def test_sensitivity_reruns_the_forward_pass_for_window_cutting(act_run, snakema
                 and f"activation.bos{tag}.alternative: differs → agrees" in r["claims"]), r["claims"]
     # the run is untouched: the new forward passes and shards lived in a temporary directory
     assert sorted(p.relative_to(act_run) for p in act_run.rglob("*") if p.is_file()) == before
+
+
+def test_a_run_of_another_model_in_the_same_directory_keeps_choice_sensitivity_working(act_run, snakemake_bin,
+                                                                                       root, tmp_path):
+    """A second run with other active models in a directory that still holds the first run's
+    activation tables: choice_sensitivity evaluates the switches for the models of this run (the
+    tables it builds), not for the tables an earlier run left behind, and the run succeeds."""
+    from synth import write_llama
+
+    c = copy_run(act_run, tmp_path / "run")
+    write_llama(c / "other", closed=((0, 1, 1.2),))
+    cfg = merge(yaml.safe_load((c / "cfg.yaml").read_text()),
+                {"models": {"other": {"source": "local", "path": "other"}}, "active_models": ["other"]})
+    (c / "cfg_other.yaml").write_text(yaml.safe_dump(cfg))
+    snakemake(snakemake_bin, root, c, configfiles=("cfg_other.yaml",), timeout=1500)
+    rows = list(csv.DictReader(open(c / "results/tables/choice_sensitivity.csv")))
+    act = [r for r in rows if r["switch"].startswith("activation.")]
+    assert act and all(r["tables"] == "0" for r in act), act  # synth's stale activation tables: not rebuilt
+    assert all(r["tables"] != "0" for r in rows if r["switch"].startswith("choices.")), rows
+    assert "Run models: other." in (c / "results/tables/choice_sensitivity.md").read_text()
+
+
+def test_a_forward_switch_without_the_model_entries_is_a_row_saying_so(act_run, tmp_path):
+    from headgeom.reports import choices as CH
+
+    (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": {"p1": []}}))
+    t = CH.sensitivity(act_run, load_ledger(tmp_path / "claims.yaml"), ["synth"], sources={"models": {}, "texts": {}},
+                       tables=["activation_natural_return"])
+    r = next(r for r in t.rows if r["switch"] == "activation.bos")
+    assert r["changed"] is None and r["claims"].startswith("not evaluated: the config entries of model 'synth'"), r
+    # only the table named is rebuilt (the paper 1 switches would rebuild every paper1_heads table)
+    assert all(r["tables"] <= 1 for r in t.rows), t.rows

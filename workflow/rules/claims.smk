@@ -8,7 +8,9 @@ from headgeom.reports.claims import (
     load_ledger as _load_ledger,
 )
 
-CLAIMS_LEDGER = str(
+# Relative to the work directory where it lies inside it, so that a copied run directory (with
+# the workflow in it) finds its jobs up to date and its provenance names no absolute path.
+CLAIMS_LEDGER = within_workdir(
     Path(config["claims"]["ledger"])
     if config.get("claims", {}).get("ledger")
     else Path(workflow.basedir) / "config" / "claims.yaml"
@@ -89,6 +91,8 @@ rule choice_sensitivity:
     threads: 2  # the alternatives are independent: evaluated in parallel (the run's serial tail)
     params:
         models=ACTIVE,
+        # the tables this run builds: one left by an earlier run of other models is not rebuilt
+        tables=CHOICE_TABLES,
         # the forward-pass switch (activation.bos) reruns forward passes: model and corpus entries
         # (only the keys that locate each checkpoint: editing a model's notes reruns nothing)
         model_entries=lambda wc: {

@@ -3,6 +3,7 @@ import re
 import sys
 
 from headgeom.core.provenance import code_version
+from headgeom.io.files import within_workdir
 from headgeom.jobs import costs, fanout, scopes, slurm_arrays
 from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS, activation_dir
 from headgeom.reports.outputs import OUTPUTS

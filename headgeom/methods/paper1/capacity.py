@@ -90,7 +90,9 @@ def projected_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 
 
     ``stats`` (a dict, optional) receives ``svd`` (retractions computed, one d x d SVD each) and
     ``steps`` (per start, steps taken); with a list under ``trace``, log P of every start at the
-    start and after every step is appended to it (measurements: bench/capacity_convergence.py).
+    start and after every step is appended to it (measurements: bench/capacity_convergence.py);
+    a callable under ``progress`` is called as progress(step, iters, starts still climbing, starts)
+    after every tenth of ``iters`` (a long search's progress line).
 
     Per step and start the unavoidable work is one d x d SVD (the retraction) plus, on the
     trial point, Z = XDX (one product) and, where accepted, the gradient's four products
@@ -112,12 +114,16 @@ def projected_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 
     steps = np.zeros(n, np.int64)
     n_svd = 0
     trace = stats.get("trace") if stats is not None else None
+    progress = stats.get("progress") if stats is not None else None
+    every = max(1, iters // 10)
     if trace is not None:
         trace.append(f.copy())
     for t in range(1, iters + 1):
         active = (eta > 1e-12) & ~done
         if not active.any():
             break
+        if progress is not None and t > 1 and (t - 1) % every == 0:
+            progress(t - 1, iters, int(active.sum()), n)
         idx = np.flatnonzero(active)  # stopped starts take no more steps (their state is final)
         Xa, ga, ea = X[idx], g[idx], eta[idx]
         gn = np.sqrt(fro2(ga))
@@ -176,7 +182,7 @@ def feasible_capacity_batch(Ks, Ds, model: str, layer: int, heads, restarts: int
     X0 = np.concatenate(starts)
     Dn = np.repeat(Ds, n, axis=0)
     sig = np.repeat(np.stack(sigmas), n, axis=0)
-    st = {"trace": stats["trace"]} if stats is not None and "trace" in stats else {}
+    st = {k: stats[k] for k in ("trace", "progress") if stats is not None and k in stats}
     X, P = projected_ascent(X0, Dn, sig, iters, tol=tol, window=window, stats=st)
     if stats is not None:
         stats["svd"] = stats.get("svd", 0) + st["svd"]
