@@ -85,11 +85,7 @@ class SafetensorsDir:
             try:
                 with safe_open(str(f), "pt") as fh:
                     for k in ks:
-                        t = fh.get_tensor(k)
-                        src = str(t.dtype).replace("torch.", "")
-                        if t.dtype.is_floating_point and t.dtype not in (_torch().float32, _torch().float64, _torch().float16):
-                            t = t.float()
-                        yield k, t.numpy(), src
+                        yield (k, *_numpy_of(fh.get_tensor(k)))
             except CheckpointError:
                 raise
             except Exception as e:
@@ -100,6 +96,50 @@ def _torch():
     import torch
 
     return torch
+
+
+def _numpy_of(t) -> tuple[np.ndarray, str]:
+    """(array, source dtype) of a torch tensor: bfloat16 and other float formats numpy lacks are
+    widened to float32 exactly; float16/32/64 are kept."""
+    src = str(t.dtype).replace("torch.", "")
+    if t.dtype.is_floating_point and t.dtype not in (_torch().float32, _torch().float64, _torch().float16):
+        t = t.float()
+    return t.numpy(), src
+
+
+class ModelInMemory:
+    """A transformers model object as a checkpoint (the SafetensorsDir interface): its
+    ``state_dict()`` and its config (``config.to_json_string``, what ``save_pretrained`` writes
+    as config.json, with defaults). Tensors are copied when read: later changes to the model do
+    not reach them. Nothing is written to disk."""
+
+    def __init__(self, model):
+        try:
+            self.state = model.state_dict()
+            self.config = read_config_json(model.config.to_json_string(use_diff=False).encode(), "the model's config")
+        except CheckpointError:
+            raise
+        except Exception as e:
+            raise CheckpointError(f"{type(model).__name__} has no usable state_dict() and config: "
+                                  f"{type(e).__name__}: {e}") from e
+        self.name = type(model).__name__
+
+    def keys(self) -> list[str]:
+        return list(self.state)
+
+    def files(self) -> list[Path]:
+        return []
+
+    def read(self, keys: list[str]) -> Iterator[tuple[str, np.ndarray, str]]:
+        for k in keys:
+            t = self.state[k].detach()
+            if t.device.type == "meta":
+                raise CheckpointError(f"{self.name}: tensor {k} is on the meta device (the model holds no weights)")
+            if not t.dtype.is_floating_point:
+                raise CheckpointError(f"{self.name}: tensor {k} is {t.dtype} (a quantized model?); "
+                                      "load it unquantized")
+            arr, src = _numpy_of(t.cpu())
+            yield k, np.array(arr, copy=True), src
 
 
 class GGUFFile:

@@ -13,15 +13,21 @@ from headgeom.io.files import atomic_path, sha256_file
 META_KEY = b"headgeom"
 
 
-def write_shard(path: str | Path, columns: dict[str, np.ndarray], provenance: dict) -> None:
+def columns_table(columns: dict[str, np.ndarray]):
+    """A job's columns as the pyarrow Table its shard holds (object columns through lists)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     arrays = {}
     for k, v in columns.items():
         v = np.asarray(v)
         arrays[k] = pa.array(v.tolist() if v.dtype == object else v)
-    table = pa.table(arrays)
+    return pa.table(arrays)
+
+
+def write_shard(path: str | Path, columns: dict[str, np.ndarray], provenance: dict) -> None:
+    import pyarrow.parquet as pq
+
+    table = columns_table(columns)
     from headgeom.core.provenance import run_info
 
     if run_info():  # attempt, rule, SLURM job id of the running job

@@ -19,6 +19,7 @@ import json
 import os
 import re
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -66,9 +67,26 @@ def extract(ckpt, out_dir: str | Path, model: str, source: dict, log=print, arch
         return _extract(ckpt, Path(out_dir), model, source, log, architecture)
 
 
-def _extract(ckpt, out_dir: Path, model: str, source: dict, log, architecture=None) -> dict:
-    from safetensors.numpy import save_file
+@dataclass
+class AttentionTensors:
+    """What a checkpoint holds for headgeom: the adapter that reads it, its fields, and the
+    attention and pre-attention-norm tensors as they are stored (``read_attention``)."""
 
+    fmt: str  # safetensors | gguf
+    adapter: object
+    fields: ArchFields
+    tensors: dict  # checkpoint name -> C-ordered array (bfloat16 widened to float32, GGUF dequantized)
+    source_dtypes: dict  # checkpoint name -> dtype in the checkpoint
+    nonfinite: list  # names of tensors holding NaN or Inf
+
+    def get(self, key: str) -> np.ndarray:
+        """A tensor as float64, as TensorStore.get returns it (the adapters' getter)."""
+        return _get_or_raise(self.tensors, key)
+
+
+def read_attention(ckpt, model: str, architecture: str | None = None, log=print) -> AttentionTensors:
+    """The tensors of ``ckpt`` that its architecture's adapter needs, checked layer by layer:
+    what a tensor store keeps (``extract``) and what headgeom.api computes from."""
     fmt = "gguf" if ckpt.__class__.__name__ == "GGUFFile" else "safetensors"
     adapter = adapter_for(ckpt.config, fmt, architecture)
     keys = ckpt.keys()
@@ -76,22 +94,31 @@ def _extract(ckpt, out_dir: Path, model: str, source: dict, log, architecture=No
     wanted = [k for k in keys if adapter.wanted(k, fields.prefix)]
     if not wanted:
         raise CheckpointError(f"{model}: no attention tensors matched adapter {adapter.name}")
-    tensors, entries = {}, {}
+    tensors, dtypes = {}, {}
     nonfinite = []
     for i, (k, arr, src_dtype) in enumerate(ckpt.read(wanted)):
         arr = np.ascontiguousarray(arr)  # METHODS §0 pitfall: never save a Fortran-ordered view
         if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
             nonfinite.append(k)
         tensors[k] = arr
-        entries[k] = {
-            "source_dtype": src_dtype,
-            "dtype": str(arr.dtype),
-            "shape": list(arr.shape),
-            "sha256": sha256_bytes(arr),
-        }
+        dtypes[k] = src_dtype
         if (i + 1) % 50 == 0:
             log(f"[fetch {model}] {i + 1}/{len(wanted)} tensors")
     _check_layers(adapter, fields, tensors, model)
+    return AttentionTensors(fmt, adapter, fields, tensors, dtypes, nonfinite)
+
+
+def _extract(ckpt, out_dir: Path, model: str, source: dict, log, architecture=None) -> dict:
+    from safetensors.numpy import save_file
+
+    att = read_attention(ckpt, model, architecture, log)
+    fmt, adapter, fields, tensors, nonfinite = att.fmt, att.adapter, att.fields, att.tensors, att.nonfinite
+    keys = ckpt.keys()
+    entries = {
+        k: {"source_dtype": att.source_dtypes[k], "dtype": str(arr.dtype), "shape": list(arr.shape),
+            "sha256": sha256_bytes(arr)}
+        for k, arr in tensors.items()
+    }
     mpath, tpath = out_dir / MANIFEST, out_dir / TENSORS
     # Both files are written in full before either is renamed into place, and an old manifest
     # is withdrawn just before the new tensors replace the old ones: a full disk or a kill at
@@ -102,7 +129,7 @@ def _extract(ckpt, out_dir: Path, model: str, source: dict, log, architecture=No
         manifest = _manifest(ckpt, model, fmt, adapter, fields, source, entries, nonfinite, tmp_t)
         tmp_m.write_text(json.dumps(manifest, indent=1, sort_keys=True, default=json_default) + "\n")
     log(
-        f"[fetch {model}] {len(wanted)} tensors ({sum(a.nbytes for a in tensors.values()) / 2**20:.1f} MiB) "
+        f"[fetch {model}] {len(tensors)} tensors ({sum(a.nbytes for a in tensors.values()) / 2**20:.1f} MiB) "
         f"of {len(keys)}; adapter {adapter.name}; {fields.n_layers} layers, H={fields.n_heads}, "
         f"G={fields.n_kv_heads}, d_model={fields.d_model}, d_head={fields.d_head}"
         + (f"; WARNING non-finite values in {nonfinite}" if nonfinite else "")

@@ -14,18 +14,25 @@ from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
 
 
-def heads_job(store_dir, layer: int, out_heads, out_pairs, params: dict, log=print) -> None:
-    """Per-head suite (split, scrambles, Haar, factorial, anchors) + sibling pairs of one layer."""
+def heads_rows(f, model: str, layer: int, params: dict) -> tuple[dict, dict]:
+    """The rows of one layer's paper1_heads and paper1_pairs shards, key columns first (what
+    heads_job writes and headgeom.api returns)."""
     from headgeom.methods.paper1 import heads_layer
 
+    heads, pairs = heads_layer(f, model, layer, params)
+    return with_keys(heads, model, layer), with_keys(pairs, model, layer)
+
+
+def heads_job(store_dir, layer: int, out_heads, out_pairs, params: dict, log=print) -> None:
+    """Per-head suite (split, scrambles, Haar, factorial, anchors) + sibling pairs of one layer."""
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
     model = store.manifest["model"]
     f = store.layer_factors(layer)
-    heads, pairs = heads_layer(f, model, layer, params)
+    heads, pairs = heads_rows(f, model, layer, params)
     prov = shard_provenance("paper1_heads", store, layer, params)
-    write_shard(out_heads, with_keys(heads, model, layer), prov)
-    write_shard(out_pairs, with_keys(pairs, model, layer), {**prov, "job": "paper1_pairs"})
+    write_shard(out_heads, heads, prov)
+    write_shard(out_pairs, pairs, {**prov, "job": "paper1_pairs"})
     valid = heads["valid"]
     log(f"[paper1_heads {model} L{layer}] {f.n_heads} heads ({int(valid.sum())} with principal coordinates), "
         f"{len(pairs['F'])} sibling pairs, max split rel.err {np.nanmax(heads['split_relerr']) if valid.any() else float('nan'):.2e}, "

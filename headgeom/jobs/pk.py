@@ -45,22 +45,33 @@ def _self_overlap_rows(f, spaces, model: str, layer: int, n_perm: int) -> dict:
     return {k: np.array(v, dtype=object if k == "test" else None) for k, v in rows.items()}
 
 
-def pk_job(store_dir, layer: int, out, params: dict, out_self=None, log=print) -> None:
+def pk_rows(f, model: str, layer: int, params: dict, self_overlap: bool = False) -> tuple[dict, dict, dict | None]:
+    """The rows of one layer's pk shard, key columns first, its layer facts (provenance), and
+    with ``self_overlap`` the rows of its pk_self shard (else None): what pk_job writes and
+    headgeom.api returns."""
     from headgeom.methods.pk import pk_layer
 
+    cols, facts, spaces = pk_layer(f, kinds=tuple(params.get("kinds", ("O", "Q", "K", "V"))),
+                                   rank_rtol=params.get("rank_rtol", 1e-6), return_spaces=True)
+    rows = None
+    if self_overlap:
+        rows = with_keys(_self_overlap_rows(f, spaces, model, layer, int(params.get("self_permutations", 10_000))),
+                         model, layer)
+    return with_keys(cols, model, layer), facts, rows
+
+
+def pk_job(store_dir, layer: int, out, params: dict, out_self=None, log=print) -> None:
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
     f = store.layer_factors(layer)
     model = store.manifest["model"]
-    cols, facts, spaces = pk_layer(f, kinds=tuple(params.get("kinds", ("O", "Q", "K", "V"))),
-                                   rank_rtol=params.get("rank_rtol", 1e-6), return_spaces=True)
+    cols, facts, rows = pk_rows(f, model, layer, params, self_overlap=out_self is not None)
     prov = shard_provenance("pk", store, layer, params)
     prov["layer_facts"] = facts
     prov["folded"] = f.notes.get("folded", "")
-    write_shard(out, with_keys(cols, model, layer), prov)
+    write_shard(out, cols, prov)
     if out_self is not None:
-        rows = _self_overlap_rows(f, spaces, model, layer, int(params.get("self_permutations", 10_000)))
-        write_shard(out_self, with_keys(rows, model, layer), {**prov, "job": "pk_self"})
+        write_shard(out_self, rows, {**prov, "job": "pk_self"})
     log(f"[pk {model} L{layer}] {len(cols['pk'])} pairs, {time.perf_counter() - t0:.2f}s")
 
 
@@ -85,37 +96,38 @@ class _BoundedMemo:
         return value
 
 
-def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) -> None:
-    """Writer heads (O) against the reader heads (Q/K/V) of later layers. ``segments``: the
-    part of the layer-pair list this job covers, ``[(writer, reader_start, reader_stop), ...]``
-    (headgeom.jobs.fanout); default: writer ``layer`` against every later layer. Rows come
-    writer, reader, kind: a part's rows are its writers' unsplit rows in order."""
+def pair_segments(segments, n_layers: int, job: str = "pk_cross") -> list[tuple[int, int, int]]:
+    """``[(writer, reader_start, reader_stop), ...]`` as ints, each checked against the layer count."""
+    segments = [tuple(int(x) for x in seg) for seg in segments]
+    for w, r0, r1 in segments:
+        if not (0 <= w < r0 <= r1 <= n_layers):
+            raise ValueError(f"{job}: bad pair segment {(w, r0, r1)} for {n_layers} layers")
+    return segments
+
+
+def pk_cross_rows(layer_factors, model: str, n_layers: int, segments, params: dict) -> tuple[dict, dict]:
+    """The rows of a pk_cross shard for the writer -> reader layer pairs of ``segments``
+    (``[(writer, reader_start, reader_stop), ...]``), key columns first, and lambda_min(S) of
+    each writer layer; ``layer_factors(l)`` gives a layer's LayerFactors (a tensor store's, or
+    headgeom.api's). Rows come writer, reader, kind: what pk_cross_job writes and headgeom.api
+    returns."""
     from headgeom.methods.pk import cross_pairs, lambda_min_S, layer_spaces, stacked
 
-    t0 = time.perf_counter()
-    store = TensorStore(store_dir)
-    model = store.manifest["model"]
-    L = store.fields.n_layers
-    if segments is None:
-        segments = [(int(layer), int(layer) + 1, L)]
-    segments = [tuple(int(x) for x in seg) for seg in segments]
+    segments = pair_segments(segments, n_layers)
     if not segments:
         raise ValueError("pk_cross: no layer pairs to compute")
-    for w, r0, r1 in segments:
-        if not (0 <= w < r0 <= r1 <= L):
-            raise ValueError(f"pk_cross: bad pair segment {(w, r0, r1)} for {L} layers")
     rtol = params.get("rank_rtol", 1e-6)
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
     keys = ("layer_r", "kind", "head_w", "head_r", "pk", "rho", "min_angle_deg", "weighted", "dim_w", "dim_r", "lambda_min_S")
     blocks, lams = [], {}
     readers = _BoundedMemo(READER_CACHE_MB)  # a reader layer's spaces, computed once for all its writers
     for w, r0, r1 in segments:
-        Xw, Bw, rw = layer_spaces(store.layer_factors(w), ("O",), rtol)["O"]
+        Xw, Bw, rw = layer_spaces(layer_factors(w), ("O",), rtol)["O"]
         lam = lams[w] = lambda_min_S(Bw)
         Sw, SXw = stacked(Bw), stacked(Xw)  # once per writer, for all its readers
         parts = []
         for lr in range(r0, r1):
-            spaces = readers.get(lr, lambda: layer_spaces(store.layer_factors(lr), kinds, rtol))
+            spaces = readers.get(lr, lambda: layer_spaces(layer_factors(lr), kinds, rtol))
             for kind, (Xr, Br, rr) in spaces.items():
                 res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, Sw=Sw, SXw=SXw)
                 n = len(res["rho"])
@@ -124,11 +136,27 @@ def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) 
                 parts.append(res)
         if parts:
             blocks.append(with_keys({k: np.concatenate([p[k] for p in parts]) for k in keys}, model, w))
-    writers = sorted(lams)
     if blocks:
         cols = {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0]}
     else:
-        cols = with_keys({k: np.array([]) for k in keys}, model, writers[0])
+        cols = with_keys({k: np.array([]) for k in keys}, model, sorted(lams)[0])
+    return cols, lams
+
+
+def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) -> None:
+    """Writer heads (O) against the reader heads (Q/K/V) of later layers. ``segments``: the
+    part of the layer-pair list this job covers, ``[(writer, reader_start, reader_stop), ...]``
+    (headgeom.jobs.fanout); default: writer ``layer`` against every later layer. Rows come
+    writer, reader, kind: a part's rows are its writers' unsplit rows in order."""
+    t0 = time.perf_counter()
+    store = TensorStore(store_dir)
+    model = store.manifest["model"]
+    L = store.fields.n_layers
+    if segments is None:
+        segments = [(int(layer), int(layer) + 1, L)]
+    segments = pair_segments(segments, L)
+    cols, lams = pk_cross_rows(store.layer_factors, model, L, segments, params)
+    writers = sorted(lams)
     prov = shard_provenance("pk_cross", store, writers[0], params)
     if len(writers) > 1:
         prov["layer"] = writers
