@@ -66,6 +66,9 @@ onerror:
 
     _lines = _end_errors(log, "logs", since=_RUN_STARTED)
     if _lines:
-        print("\nheadgeom: failed jobs (rule (wildcards): error  [log]):", file=sys.stderr)
+        print(
+            "\nheadgeom: failed jobs (rule (wildcards): error  [log]):",
+            file=sys.stderr,
+        )
         for _line in _lines:
             print(f"  {_line}", file=sys.stderr)

@@ -24,7 +24,8 @@ def _preflight():
     """Every problem of the run's inputs (sources, checkpoint headers, architectures, tokenizers,
     corpora), one line each, before any job runs (headgeom.core.preflight; `headgeom check` prints
     the same list). Only the main process checks: every job reads this file again. Under
-    --keep-going the list is printed and the run goes on with whatever does not depend on them."""
+    --keep-going the list is printed and the run goes on with whatever does not depend on them.
+    """
     if not workflow.is_main_process:
         return
     from headgeom.core.preflight import PreflightError, problems, report
