@@ -326,11 +326,13 @@ def problems(config: dict) -> list[Problem]:
     return out
 
 
-def report(found: list[Problem], prefix: str = "headgeom check") -> str:
+def report(found: list[Problem], prefix: str = "headgeom check", keep_going: bool = False) -> str:
     """The console text: one line per problem, then a line saying what they mean."""
     lines = [f"{prefix}: {p.line()}" for p in found]
     n = len(found)
-    if all(p.activation_only for p in found):
+    if keep_going:
+        what = "--keep-going: running what does not need them"
+    elif all(p.activation_only for p in found):
         what = ("in the activation stage only: leave those models out of activation.models (or set "
                 "activation.enabled: false) to run the weight stages")
     else:

@@ -284,3 +284,17 @@ def test_nested_config_value_passes_the_schema(snakemake_bin, root, stub_bin, ti
            "--configfile", str(tiny / "cfg.yaml")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env(stub_bin))
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+
+
+@SLOW
+def test_keep_going_lists_the_problems_and_runs_the_rest(snakemake_bin, root, stub_bin, broken):
+    """--keep-going: the list is printed and the dry run schedules the models without problems."""
+    cmd = [snakemake_bin, "-n", "-k", "-s", str(root / "Snakefile"), "-d", str(broken), "-c2",
+           "--config", "active_models=[wrongpath,notok]", "--configfile", str(broken / "cfg.yaml")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env(stub_bin))
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-3000:]
+    assert "headgeom: model 'wrongpath' (fetch): local checkpoint path" in out, out[-3000:]
+    assert "headgeom: model 'notok' (activation stage only: its weight stages would run)" in out, out[-3000:]
+    assert "found before any job ran; --keep-going: running what does not need them" in out, out[-3000:]
+    assert "wildcards: model=notok" in out, out[-3000:]  # its fetch is scheduled

@@ -33,9 +33,16 @@ def _preflight():
     found = problems(config)
     if not found:
         return
-    text = report(found, prefix="headgeom")
-    if getattr(workflow.execution_settings, "keep_going", False):
-        print(f"{text}; --keep-going: running what does not need them", file=sys.stderr)
+    # the execution settings arrive after this file is read: the command line says it
+    keep_going = any(
+        a == "--keep-going"
+        or (a[:1] == "-" and a[1:2] != "-" and a[1:].isalpha() and "k" in a)
+        for a in sys.argv[1:]
+    )
+    keep_going = keep_going or getattr(workflow.execution_settings, "keep_going", False)
+    text = report(found, prefix="headgeom", keep_going=keep_going)
+    if keep_going:
+        print(text, file=sys.stderr)
         return
     raise PreflightError(text)
 
