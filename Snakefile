@@ -15,8 +15,10 @@ configfile: Path(workflow.basedir) / "config" / "config.yaml"
 report: "workflow/report/workflow.rst"
 
 
-from headgeom.core.config import check_config
+from headgeom.core.config import check_config, typed_cli_config
 
+# --config values nested in {...} / [...] arrive as strings: typed as a config file types them
+typed_cli_config(config, workflow.config_settings.config)
 # one line naming the bad key (Snakemake's validate would print the whole schema node)
 check_config(
     config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
@@ -55,3 +57,18 @@ onsuccess:
     _summary = Path("results/summary.md")
     if _summary.is_file() and _summary.stat().st_mtime >= _RUN_STARTED:
         print(f"\n{_summary.read_text(encoding='utf-8')}")
+
+
+# A failed run ends with each failed job's own one-line error (its log's `headgeom error:` line,
+# headgeom/jobs/logs.py), not only Snakemake's "check log file(s)".
+onerror:
+    from headgeom.jobs.logs import end_of_run_errors as _end_errors
+
+    _lines = _end_errors(log, "logs", since=_RUN_STARTED)
+    if _lines:
+        print(
+            "\nheadgeom: failed jobs (rule (wildcards): error  [log]):",
+            file=sys.stderr,
+        )
+        for _line in _lines:
+            print(f"  {_line}", file=sys.stderr)

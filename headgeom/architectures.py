@@ -353,7 +353,8 @@ def with_coverage(text: str) -> str:
 
 def preflight(model: str, entry: dict) -> str | None:
     """One console line when a configured model's architecture is known not to be supported
-    (checked when the workflow loads, before any job): a forced ``architecture:`` that names no
+    (headgeom.core.preflight checks the whole run when the workflow loads; this is the architecture
+    alone): a forced ``architecture:`` that names no
     family, or a local checkpoint whose ``config.json`` has an unsupported ``model_type``.
     None when nothing is known to be wrong (hub and package models are checked at fetch)."""
     import json
@@ -398,8 +399,9 @@ def derive(config: dict) -> Family:
         with torch.device("meta"):
             model = AutoModel.from_config(cfg)
     except Exception as e:  # transformers does not know or cannot build it
+        why = str(e).split(". Should contain one of")[0].strip()  # not transformers' list of every model type
         raise UnknownArchitectureError(
-            f"unknown architecture {mt!r} (transformers cannot build it offline: {type(e).__name__}: {e}); "
+            f"unknown architecture {mt!r} (transformers cannot build it offline: {type(e).__name__}: {why}); "
             f"supported model_types: {', '.join(sorted(BY_MODEL_TYPE))}") from None
     base = model.base_model
     layers = next((p for p in ("layers", "model.layers", "language_model.layers") if _has(base, p)), None)

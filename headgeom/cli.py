@@ -4,6 +4,7 @@
     headgeom claims [--ledger config/claims.yaml] [-d DIR] [--models m1 m2 ...] [--inventory FILE]
     headgeom plan [--configfile F ...] [--models m1 ...] [--shape M=config.json] [--cores N ...]
     headgeom costs logs/slurm/efficiency_report_<run>.csv [-d DIR] [--configfile F ...]
+    headgeom check [--configfile F ...] [--config k=v ...] [-d DIR]
 
 Run from the directory the pipeline ran in (or pass -d). ``audit`` explains one number of a
 table and recomputes it from its shards and from the tensors; it exits 0 when everything
@@ -116,6 +117,41 @@ def _costs(args) -> int:
     return 0
 
 
+def _check(args) -> int:
+    """The pre-flight check the workflow runs when it loads (headgeom.core.preflight): exit 0
+    when nothing is wrong, 2 with one line per problem."""
+    import os
+
+    from headgeom.core.cliguard import not_a_config_file
+    from headgeom.core.errors import HeadgeomError
+    from headgeom.core.preflight import load, problems, report
+
+    files = [str(Path(f).absolute()) for f in args.configfile or []]
+    bad = [ln for ln in map(not_a_config_file, args.configfile or []) if ln]
+    if bad:
+        for ln in bad:
+            print(f"headgeom check: {ln}", file=sys.stderr)
+        return 2
+    try:
+        cfg = load(files, args.config or [])
+    except (HeadgeomError, ValueError, OSError) as e:
+        print(f"headgeom check: {e}", file=sys.stderr)
+        return 2
+    here = os.getcwd()
+    os.chdir(args.directory)  # relative paths in the config are relative to the work directory
+    try:
+        found = problems(cfg)
+    finally:
+        os.chdir(here)
+    if found:
+        print(report(found), file=sys.stderr)
+        return 2
+    models = ", ".join(cfg["active_models"])
+    print(f"headgeom check: no problems (models {models}; sources, headers, architectures, tokenizers and corpora "
+          "checked; hub models are checked at fetch)")
+    return 0
+
+
 def _docs(args) -> int:
     from headgeom.reports import docs
 
@@ -189,6 +225,17 @@ def main(argv=None) -> int:
     s.add_argument("-d", "--directory", default=".", help="work directory of the run")
     s.add_argument("--models", nargs="+", help="models to summarize (default: every model in the tables)")
     s.set_defaults(func=_summary)
+
+    q = sub.add_parser("check", help="every problem of a config's inputs, before any job (as the workflow checks)",
+                       description="The pre-flight check the workflow runs when it loads: every active model's "
+                                   "source (path, config.json, safetensors / GGUF headers, installed package, hub "
+                                   "repo and revision), its architecture for each stage it runs, its tokenizer "
+                                   "for the activation stage, and each corpus. One line per problem; exit 2 if "
+                                   "there is any, 0 otherwise.")
+    q.add_argument("--configfile", nargs="+", help="config files merged over config/config.yaml (as snakemake)")
+    q.add_argument("--config", nargs="+", metavar="KEY=VALUE", help="config values (as snakemake --config)")
+    q.add_argument("-d", "--directory", default=".", help="work directory (relative paths in the config; default: .)")
+    q.set_defaults(func=_check)
 
     g = sub.add_parser("docs", help="write docs/outputs.md, docs/config.md and the report captions",
                        description="Write the generated docs from the registries and the config schema: "

@@ -39,3 +39,64 @@ def check_config(config: dict, schema_path) -> None:
         key = ".".join(str(p) for p in e.absolute_path) or "(top level)"
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
         raise ConfigError(f"config: {key}: {e.message}{more}")
+
+
+# --------------------------------------------------------------------------- --config values
+
+_FLOW = ("{", "[")
+
+
+def _scalar(s: str):
+    """A ``--config`` string leaf as YAML would type it (Snakemake types a top-level value with
+    int, float and True/False, but leaves every value inside a nested {...} / [...] a string)."""
+    if s in ("true", "True", "TRUE"):
+        return True
+    if s in ("false", "False", "FALSE"):
+        return False
+    if s in ("null", "Null", "NULL", "~"):
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    if any(c.isdigit() for c in s):
+        try:
+            return float(s)
+        except ValueError:
+            pass
+    return s
+
+
+def _typed(v):
+    if isinstance(v, str):
+        return _scalar(v)
+    if isinstance(v, (list, tuple)):
+        return [_typed(x) for x in v]
+    if isinstance(v, dict) or hasattr(v, "items"):
+        return {k: _typed(x) for k, x in v.items()}
+    return v
+
+
+def typed_cli_config(config: dict, cli: dict) -> None:
+    """Give the ``--config`` values in ``config`` the types YAML gives them: nested values
+    (``--config 'pk={nulls: {within_samples: 4}}'``, ``active_models=[a,b]``) arrive from
+    Snakemake as strings throughout ('4', 'false'); numbers, true/false and null become numbers,
+    booleans and None at every depth, as in a config file. A value that starts like a YAML
+    mapping or list but does not parse is a ConfigError saying how to write it."""
+    for key, raw in (cli or {}).items():
+        if isinstance(raw, str) and raw.strip().startswith(_FLOW):
+            raise ConfigError(
+                f"config: --config {key}={raw}: not valid YAML; write a nested value as YAML flow syntax with "
+                f"balanced brackets and quote the whole argument for the shell, e.g. "
+                f"--config 'pk={{nulls: {{types: [rotation]}}}}' 'active_models=[minilm-l6]'")
+        _set(config, key, raw)
+
+
+def _set(config: dict, key, raw) -> None:
+    """config[key] takes the typed value of raw where config holds raw's value (merged dicts:
+    only the keys raw names are touched)."""
+    if (isinstance(raw, dict) or hasattr(raw, "items")) and isinstance(config.get(key), dict):
+        for k, v in raw.items():
+            _set(config[key], k, v)
+    else:
+        config[key] = _typed(raw)

@@ -316,10 +316,12 @@ _GGUF_MAX_DIMS = 8
 _GGUF_MAX_DEPTH = 4
 
 
-def check_gguf(path: str | Path) -> None:
+def check_gguf(path: str | Path, meta: dict | None = None) -> None:
     """Walk a GGUF file's header with every count and extent checked against the file size
     before it is used (gguf's reader trusts them: a 50-byte file claiming 2^40 array items
-    keeps it busy for minutes). Raises CheckpointError; returns None for a sound layout."""
+    keeps it busy for minutes). Raises CheckpointError; returns None for a sound layout.
+    ``meta`` (a dict) receives every metadata key: its value for a string field
+    (``general.architecture``), None for the others (the pre-flight check reads it)."""
     import mmap
 
     from gguf import GGML_QUANT_SIZES
@@ -395,6 +397,9 @@ def check_gguf(path: str | Path) -> None:
             t = u("I", f"metadata field {key[:60]!r}")
             start = pos
             value(t, f"metadata field {key[:60]!r}")
+            if meta is not None:
+                name = key.decode("utf-8", "replace")
+                meta[name] = bytes(buf[start + 8:pos]).decode("utf-8", "replace") if t == 8 else None
             if key == b"general.alignment":
                 if t != 4:
                     raise CheckpointError(f"{path}: general.alignment is not a uint32")

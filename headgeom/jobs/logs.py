@@ -1,9 +1,28 @@
-"""Shared by the workflow scripts: send a job's output to its log file."""
+"""Shared by the workflow scripts: send a job's output to its log file, and end a failing job's
+log with one recognizable line, ``headgeom error: <what went wrong>``, which the workflow's
+``onerror`` handler prints on the console for every failed job (``end_of_run_errors``)."""
 
+import os
+import re
 import sys
 import time
+import traceback
 
 CONSOLE_EVERY_S = 15.0  # a job's progress reaches the console at most this often, and not before
+
+#: the start of the last line of a failed job's log
+MARKER = "headgeom error: "
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for an exception: a HeadgeomError's own message (it is written for the person
+    running the pipeline), anything else with its type."""
+    from headgeom.core.errors import HeadgeomError
+
+    msg = " ".join(str(exc).split())
+    if isinstance(exc, HeadgeomError) and msg:
+        return msg
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
 def to_log(snakemake):
@@ -25,6 +44,11 @@ def to_log(snakemake):
             last[0] = now
             print(msg, file=sys.__stderr__, flush=True)
 
+    def on_uncaught(kind, exc, tb):  # the traceback, then the one line
+        traceback.print_exception(kind, exc, tb, file=fh)
+        print(MARKER + error_line(exc), file=fh, flush=True)
+
+    sys.excepthook = on_uncaught
     log.progress = progress
     return log
 
@@ -32,3 +56,107 @@ def to_log(snakemake):
 def progress_of(log):
     """The progress printer of a job's ``log`` (the log itself when it has none, e.g. print)."""
     return getattr(log, "progress", log)
+
+
+# --------------------------------------------------------------------------- end of a failed run
+
+_ERROR = re.compile(r"^Error in rule (\S+):\s*$")
+_JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\S+):\s*$")
+_FIELD = re.compile(r"^\s+(jobid|log|wildcards):\s?(.*)$")
+_FINISHED = re.compile(r"^Finished jobid: (\d+)\b")
+
+
+def failed_jobs(text: str) -> list[dict]:
+    """The failed jobs in a Snakemake log of one run: its "Error in rule" blocks (rule, jobid,
+    log files), with each job's wildcards from the job's own description earlier in the log. A
+    job that finished after its last error (a retry that succeeded) is left out."""
+    errors, wildcards, finished_at, last_error = [], {}, {}, {}
+    cur = None  # the block being read: ("job" | "error", dict)
+    for i, line in enumerate(text.splitlines()):
+        m, e, f = _JOB.match(line), _ERROR.match(line), _FINISHED.match(line)
+        if m or e:
+            cur = ("error" if e else "job", {"rule": (e or m).group(1), "jobid": None, "wildcards": "", "log": []})
+            if e:
+                errors.append((i, cur[1]))
+            continue
+        if f:
+            finished_at[f.group(1)] = i
+        if cur is None:
+            continue
+        g = _FIELD.match(line)
+        if not g:
+            if line.strip() and not line[:1].isspace():
+                cur = None
+            continue
+        key, val = g.groups()
+        if key == "jobid":
+            cur[1]["jobid"] = val.strip()
+            if cur[0] == "job":
+                wildcards[val.strip()] = cur[1]
+        elif key == "wildcards":
+            cur[1]["wildcards"] = val.strip()
+        else:
+            cur[1]["log"] = [p.strip() for p in val.split(" (check log file(s)")[0].split(",") if p.strip()]
+    for i, j in errors:
+        last_error[j["jobid"]] = i
+    out, seen = [], set()
+    for i, j in errors:
+        jid = j["jobid"]
+        if jid in seen or finished_at.get(jid, -1) > last_error[jid]:
+            continue
+        seen.add(jid)
+        desc = wildcards.get(jid)
+        if desc is not None and desc["rule"] == j["rule"]:
+            j["wildcards"] = j["wildcards"] or desc["wildcards"]
+            j["log"] = j["log"] or desc["log"]
+        out.append(j)
+    return out
+
+
+def marker_line(path) -> str | None:
+    """The ``headgeom error:`` line of a job log (the last one), or None."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = [ln.rstrip("\n") for ln in fh if ln.startswith(MARKER)]
+    except OSError:
+        return None
+    return lines[-1][len(MARKER):] if lines else None
+
+
+def end_of_run_errors(snakemake_log, logs_dir="logs", since: float | None = None) -> list[str]:
+    """One console line per failed job of this run: ``rule (wildcards): <its error>  [log: path]``.
+    The failed jobs come from Snakemake's own log of the run; where that cannot be read, from the
+    job logs under ``logs_dir`` written since ``since`` that end with the marker."""
+    jobs = []
+    for path in [snakemake_log] if isinstance(snakemake_log, (str, os.PathLike)) else list(snakemake_log or []):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                jobs += failed_jobs(fh.read())
+        except (OSError, TypeError):
+            pass
+    lines, named = [], set()
+    for j in jobs:
+        logs = j["log"]
+        err = next((e for e in map(marker_line, logs) if e), None)
+        where = f" ({j['wildcards']})" if j["wildcards"] else ""
+        path = logs[0] if logs else None
+        if err is None:
+            err = ("no error line in its log (killed, out of memory or time, or failed before its script ran; "
+                   "the log and Snakemake's message above say more)")
+        lines.append(f"{j['rule']}{where}: {err}" + (f"  [log: {path}]" if path else ""))
+        named.update(os.path.normpath(p) for p in logs)
+    if since is not None and os.path.isdir(logs_dir):  # job logs Snakemake's log did not name
+        for root, _, files in os.walk(logs_dir):
+            for f in sorted(files):
+                p = os.path.join(root, f)
+                if os.path.normpath(p) in named or not f.endswith(".log"):
+                    continue
+                try:
+                    if os.path.getmtime(p) < since:
+                        continue
+                except OSError:
+                    continue
+                err = marker_line(p)
+                if err:
+                    lines.append(f"{os.path.relpath(p, logs_dir)}: {err}  [log: {p}]")
+    return lines

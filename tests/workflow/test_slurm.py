@@ -550,3 +550,26 @@ def test_activation_stage_runs_through_slurm_unchanged(slurm_cluster, tmp_path: 
     n = _assert_shards_bitwise_equal(slurm_dir, local_dir, "activation_*/**/*.parquet",
                                      may_be_empty=("results/shards/activation_read_paths/synth/layer1.parquet",))
     assert n == 4, n
+
+
+@pytest.mark.slow
+def test_failing_job_under_slurm_prints_its_error_at_the_end(slurm_cluster, tmp_path: Path):
+    """A fetch that fails on every attempt on a SLURM node (the checkpoint's headers are sound,
+    so the pre-flight check passes, but its config claims a third layer) ends the run with the
+    job's own one-line error, read from the log file the node wrote."""
+    import json
+
+    cfg = _tiny_pipeline_config(tmp_path)
+    c = json.loads((tmp_path / "ckpt/config.json").read_text())
+    c["num_hidden_layers"] = 3
+    (tmp_path / "ckpt/config.json").write_text(json.dumps(c))
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_snakemake(["results/tables/closure_tail.csv", "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
+                          "--configfile", str(cfg)], cwd=work, limit_s=420)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-6000:]
+    want = ("fetch (model=synth): synth: checkpoint lacks tensors the adapter needs: layer 2: "
+            "model.layers.2.self_attn.q_proj.weight  [log: logs/fetch/synth.log]")
+    tail = out[out.index("headgeom: failed jobs"):]
+    assert [ln.strip() for ln in tail.splitlines()[1:] if ln.startswith("  ")] == [want], out[-6000:]

