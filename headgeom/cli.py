@@ -23,11 +23,16 @@ def _audit(args) -> int:
     from headgeom.reports.audit import AuditError, audit
 
     try:
+        view = "full" if args.full else "none" if args.json else "short"
         res = audit(args.directory, args.table, args.row or [], args.column, tensors=not args.no_tensors,
-                    configfiles=args.configfile or [], max_rows=args.rows, tmpdir=args.tmpdir)
+                    configfiles=args.configfile or [], max_rows=args.rows, tmpdir=args.tmpdir, view=view)
     except AuditError as e:
         print(f"headgeom audit: {e}", file=sys.stderr)
         return 2
+    if args.json:
+        from headgeom.reports.audit import report_json
+
+        print(report_json(res))
     return 0 if res["ok"] else 1
 
 
@@ -143,7 +148,13 @@ def main(argv=None) -> int:
     a.add_argument("-d", "--directory", default=".", help="directory the pipeline ran in (default: .)")
     a.add_argument("--no-tensors", action="store_true", help="skip recomputing from the tensors")
     a.add_argument("--configfile", nargs="+", help="config files the pipeline ran with (added to the printed commands)")
-    a.add_argument("--rows", type=int, default=5, help="shard rows to print per shard (default 5)")
+    a.add_argument("--rows", type=int, default=5, help="with --full: shard rows to print per shard (default 5)")
+    v = a.add_mutually_exclusive_group()
+    v.add_argument("--full", action="store_true",
+                   help="the whole trace: every shard with its provenance, every tensor with its sha256")
+    v.add_argument("--json", action="store_true",
+                   help="one JSON object on stdout (number, rows, rule, builder, code, config, inputs with "
+                        "per-item status, verdicts, ok)")
     a.add_argument("--tmpdir", help="keep the recomputed shards and tables here (default: a temporary directory)")
     a.set_defaults(func=_audit)
 
