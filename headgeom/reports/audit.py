@@ -33,6 +33,7 @@ import math
 import shutil
 import tempfile
 import time
+import warnings
 from base64 import urlsafe_b64encode
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -467,7 +468,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         if f.exists() and max_rows:
             try:
                 t = pq.read_table(f)
-                keys = [c for c in ID_KEYS if c in t.column_names]
+                keys = [c for c in TRACE_KEYS if c in t.column_names]
                 if column in t.column_names and column not in keys:
                     keys.append(column)
                 show = t.select(keys).slice(0, max_rows).to_pylist() if keys else []
@@ -688,9 +689,11 @@ def merged_config(table_params: dict, shard_provs: list[dict]) -> dict:
     return dict(out)
 
 
-ID_KEYS = ("model", "layer", "layer_r", "kind", "null", "sample", "test", "head", "head_i", "head_j", "head_w",
-           "head_r")
-PERTURB_BUDGET_S = 10.0  # builder reruns to find the columns the number moves with, at most this long
+TRACE_KEYS = ("model", "layer", "layer_r", "kind", "null", "sample", "test", "head", "head_i", "head_j", "head_w",
+              "head_r")  # the key columns the full trace shows of a shard's rows
+ID_KEYS = TRACE_KEYS + ("layer_w", "pair", "comparison", "checkpoint")  # columns that name a row, not measure it
+REFINE_MAX_VALUES = 8  # a key with at most this many values in the feeding rows is tried value by value
+PERTURB_BUDGET_S = 6.0  # builder reruns to find the columns the number moves with, at most this long
 
 
 def _row_of(rows: list[dict], filters: dict[str, str]) -> int | None:
@@ -737,11 +740,24 @@ def feeding_rows(agg: Aggregation, workdir: Path, row_model: str | None, filters
     manifests = [str(workdir / "results" / "tensors" / m / "manifest.json") for m in agg.models]
     params = dict(agg.params)
     out, data, _provs, fields = prepare("table", agg.name, groups, manifests, params)
-    log: dict[str, set] = {}
-    t0 = time.perf_counter()
-    base = out.build(traced(data, log), fields, list(agg.models), params)
-    t_build = time.perf_counter() - t0
-    i = _row_of(base.rows, filters)
+    # the builder is rerun on the row's model's rows alone when that makes the row (faster); else on all
+    full = data
+    tries = [(full, list(agg.models))]
+    if row_model and len(agg.models) > 1:
+        own = {fam: ({c: np.asarray(v)[np.asarray(cols["model"]) == row_model] for c, v in cols.items()}
+                     if isinstance(cols, dict) and "model" in cols else cols) for fam, cols in full.items()}
+        tries.insert(0, (own, [row_model]))
+    i = None
+    for data, models in tries:
+        log: dict[str, set] = {}
+        t0 = time.perf_counter()
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            base = out.build(traced(data, log), fields, models, params)
+        t_build = time.perf_counter() - t0
+        i = _row_of(base.rows, filters)
+        if i is not None:
+            break
     if i is None:
         return {"error": "the rebuilt table has no single row with the filters"}
     v0 = base.rows[i].get(column)
@@ -765,25 +781,62 @@ def feeding_rows(agg: Aggregation, workdir: Path, row_model: str | None, filters
 
     method = "perturbed"
     used: dict[str, list[str]] = {}
-    if t_build * len(candidates) > PERTURB_BUDGET_S:
-        method = "read"
-        for fam, c in candidates:
-            used.setdefault(fam, []).append(c)
-    else:
-        for fam, c in candidates:
+    needed: dict[str, list[str]] = {}  # columns the builder cannot do without (it fails when they are NaN)
+    narrowed: dict[str, np.ndarray] = {}  # family -> the feeding rows that move the number
+    budget, times = [PERTURB_BUDGET_S], [t_build]
+
+    def moves(fam, cs, rows_mask):
+        """Does the number change when columns cs of family fam are NaN in rows_mask? (None: the builder fails)"""
+        d2 = dict(data)
+        d2[fam] = dict(data[fam])
+        for c in cs:
             a = np.asarray(data[fam][c])
             b = a.astype(float) if a.dtype.kind in "iub" else a.copy()
-            b[masks[fam]] = np.nan
-            d2 = dict(data)
-            d2[fam] = {**data[fam], c: b}
-            try:
-                t = out.build(d2, fields, list(agg.models), params)
-                j = _row_of(t.rows, filters)
-                moved = j is None or not _same(t.rows[j].get(column), v0)
-            except Exception:  # noqa: BLE001 - a builder that cannot do without the column uses it
-                moved = True
-            if moved:
+            b[rows_mask] = np.nan
+            d2[fam][c] = b
+        t1 = time.perf_counter()
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                t = out.build(d2, fields, models, params)
+            j = _row_of(t.rows, filters)
+            res = j is None or not _same(t.rows[j].get(column), v0)
+        except Exception:  # noqa: BLE001 - the builder cannot do without the column
+            res = None
+        times.append(time.perf_counter() - t1)
+        budget[0] -= times[-1]
+        return res
+
+    by_fam: OrderedDict[str, list[str]] = OrderedDict()
+    for fam, c in candidates:
+        by_fam.setdefault(fam, []).append(c)
+    for fam, cs in by_fam.items():
+        # all of a family's columns at once first: a family that does not move the number is done in one build
+        if budget[0] > 0 and len(cs) > 1 and moves(fam, cs, masks[fam]) is False:
+            continue
+        for c in cs:
+            m = moves(fam, [c], masks[fam]) if budget[0] > 0 else True
+            if budget[0] <= 0:
+                method = "read"  # out of time: the columns not tried are shown as read
+            if m:
                 used.setdefault(fam, []).append(c)
+            elif m is None:
+                needed.setdefault(fam, []).append(c)
+    if method == "perturbed":
+        # narrow the feeding rows: a key column (kind, null, ...) whose values do not all move the number
+        for fam, cs in used.items():
+            cols, sel = data[fam], masks[fam].copy()
+            for k in ID_KEYS:
+                if k == "model" or k not in cols:
+                    continue
+                keyvals = np.asarray(cols[k]).astype(str)
+                vals = sorted(set(keyvals[sel]))
+                if not 1 < len(vals) <= REFINE_MAX_VALUES or budget[0] < min(times) * len(vals):
+                    continue
+                keep = [v for v in vals if moves(fam, cs, sel & (keyvals == v)) is not False]
+                if keep and len(keep) < len(vals):
+                    sel &= np.isin(keyvals, keep)
+            narrowed[fam] = sel
 
     families = []
     num_params = [(k, float(v)) for k, v in sorted(params.items())
@@ -792,7 +845,7 @@ def feeding_rows(agg: Aggregation, workdir: Path, row_model: str | None, filters
         if fam not in used:
             continue
         cols = data[fam]
-        sel = masks[fam].copy()
+        sel = narrowed.get(fam, masks[fam]).copy()
         for k, v in filters.items():  # the row's other keys, where the shards have that column too
             if k != "model" and k in cols:
                 sub = sel & np.array([_cell_eq(str(x), v) for x in np.asarray(cols[k])])
@@ -838,7 +891,8 @@ def feeding_rows(agg: Aggregation, workdir: Path, row_model: str | None, filters
             "rows": int(idx.size), "unit": unit,
             "selection": (f"model = {row_model}" if row_model else "all models")
             + "".join(f", {k} = {v}" for k, v in filters.items() if k != "model" and k in cols),
-            "read": sorted(log.get(fam, ())), "used": ucols, "ids": ids, "counts": counts,
+            "read": sorted(log.get(fam, ())), "used": ucols, "needed": needed.get(fam, []), "ids": ids,
+            "counts": counts,
             "order": how, "top": top, "more": int(max(len(order) - max_items, 0)),
         })
     return {"method": method, "builder_seconds": round(t_build, 3), "families": families}
