@@ -1,13 +1,19 @@
 """The ``headgeom`` command.
 
-    headgeom audit TABLE --row KEY=VALUE [--row ...] --column NAME [-d DIR] [--no-tensors]
+    headgeom audit TABLE --row KEY=VALUE [--row ...] --column NAME [-d DIR] [--no-tensors] [--full | --json]
     headgeom claims [--ledger config/claims.yaml] [-d DIR] [--models m1 m2 ...] [--inventory FILE]
     headgeom plan [--configfile F ...] [--models m1 ...] [--shape M=config.json] [--cores N ...]
     headgeom costs logs/slurm/efficiency_report_<run>.csv [-d DIR] [--configfile F ...]
 
 Run from the directory the pipeline ran in (or pass -d). ``audit`` explains one number of a
 table and recomputes it from its shards and from the tensors; it exits 0 when everything
-matches, 1 on any mismatch or integrity problem, 2 when the number cannot be found.
+matches (or NaN = NaN), 1 on any mismatch or integrity problem, 2 when the number cannot be
+found. By default it prints one screen: the number, the shard rows and columns it was computed
+from, rule, builder, code version, config (each key once), the inputs checked as counts with
+every failure on its own line, the recomputations and the verdict. ``--full`` prints the whole
+trace instead (every shard's provenance, every tensor's sha256); ``--json`` prints the audit as
+one JSON object (number, rows, rule, builder, code, config, inputs with per-item status,
+verdicts, ok).
 ``claims`` prints the claims ledger beside the pipeline's values (what the ``claims`` rule
 writes to results/tables/claims.*) and a coverage line: numbers in the papers (the inventory,
 config/paper_numbers.yaml) / ledger entries / agrees / differs / not run / not computed."""
@@ -139,8 +145,9 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     a = sub.add_parser("audit", help="explain one number of a table and recompute it",
-                       description="Explain one number of a table (its aggregation, shards, provenance, tensors, "
-                                   "rule) and recompute it from the shards and from the tensors.")
+                       description="Explain one number of a table (the shard rows behind it, its aggregation, "
+                                   "provenance, tensors, rule) and recompute it from the shards and from the "
+                                   "tensors. One screen by default; --full for the whole trace, --json for tools.")
     a.add_argument("table", help="table name (closure_tail, pk_t4_null_summary, ...) or path to its CSV")
     a.add_argument("--row", action="append", metavar="KEY=VALUE",
                    help="select the row: column KEY equals VALUE (repeat until one row is left)")
