@@ -914,7 +914,7 @@ def _wrap(items: list[str], first: str, indent: str = "      ", width: int = 110
         if len(cur) + len(piece) > width and cur.strip():
             if len(lines) + 1 >= max_lines:
                 break
-            lines.append(cur)
+            lines.append(cur.rstrip())
             cur, piece = indent, it
         cur += piece
         shown += 1
