@@ -1,6 +1,6 @@
 """The ``headgeom`` command.
 
-    headgeom audit TABLE --row KEY=VALUE [--row ...] --column NAME [-d DIR] [--no-tensors]
+    headgeom audit TABLE --row KEY=VALUE [--row ...] --column NAME [-d DIR] [--no-tensors] [--full | --json]
     headgeom claims [--ledger config/claims.yaml] [-d DIR] [--models m1 m2 ...] [--inventory FILE]
     headgeom plan [--configfile F ...] [--models m1 ...] [--shape M=config.json] [--cores N ...]
     headgeom costs logs/slurm/efficiency_report_<run>.csv [-d DIR] [--configfile F ...]
@@ -8,7 +8,13 @@
 
 Run from the directory the pipeline ran in (or pass -d). ``audit`` explains one number of a
 table and recomputes it from its shards and from the tensors; it exits 0 when everything
-matches, 1 on any mismatch or integrity problem, 2 when the number cannot be found.
+matches (or NaN = NaN), 1 on any mismatch or integrity problem, 2 when the number cannot be
+found. By default it prints one screen: the number, the shard rows and columns it was computed
+from, rule, builder, code version, config (each key once), the inputs checked as counts with
+every failure on its own line, the recomputations and the verdict. ``--full`` prints the whole
+trace instead (every shard's provenance, every tensor's sha256); ``--json`` prints the audit as
+one JSON object (number, rows, rule, builder, code, config, inputs with per-item status,
+verdicts, ok).
 ``claims`` prints the claims ledger beside the pipeline's values (what the ``claims`` rule
 writes to results/tables/claims.*) and a coverage line: numbers in the papers (the inventory,
 config/paper_numbers.yaml) / ledger entries / agrees / differs / not run / not computed."""
@@ -24,11 +30,16 @@ def _audit(args) -> int:
     from headgeom.reports.audit import AuditError, audit
 
     try:
+        view = "full" if args.full else "none" if args.json else "short"
         res = audit(args.directory, args.table, args.row or [], args.column, tensors=not args.no_tensors,
-                    configfiles=args.configfile or [], max_rows=args.rows, tmpdir=args.tmpdir)
+                    configfiles=args.configfile or [], max_rows=args.rows, tmpdir=args.tmpdir, view=view)
     except AuditError as e:
         print(f"headgeom audit: {e}", file=sys.stderr)
         return 2
+    if args.json:
+        from headgeom.reports.audit import report_json
+
+        print(report_json(res))
     return 0 if res["ok"] else 1
 
 
@@ -170,8 +181,9 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     a = sub.add_parser("audit", help="explain one number of a table and recompute it",
-                       description="Explain one number of a table (its aggregation, shards, provenance, tensors, "
-                                   "rule) and recompute it from the shards and from the tensors.")
+                       description="Explain one number of a table (the shard rows behind it, its aggregation, "
+                                   "provenance, tensors, rule) and recompute it from the shards and from the "
+                                   "tensors. One screen by default; --full for the whole trace, --json for tools.")
     a.add_argument("table", help="table name (closure_tail, pk_t4_null_summary, ...) or path to its CSV")
     a.add_argument("--row", action="append", metavar="KEY=VALUE",
                    help="select the row: column KEY equals VALUE (repeat until one row is left)")
@@ -179,7 +191,13 @@ def main(argv=None) -> int:
     a.add_argument("-d", "--directory", default=".", help="directory the pipeline ran in (default: .)")
     a.add_argument("--no-tensors", action="store_true", help="skip recomputing from the tensors")
     a.add_argument("--configfile", nargs="+", help="config files the pipeline ran with (added to the printed commands)")
-    a.add_argument("--rows", type=int, default=5, help="shard rows to print per shard (default 5)")
+    a.add_argument("--rows", type=int, default=5, help="with --full: shard rows to print per shard (default 5)")
+    v = a.add_mutually_exclusive_group()
+    v.add_argument("--full", action="store_true",
+                   help="the whole trace: every shard with its provenance, every tensor with its sha256")
+    v.add_argument("--json", action="store_true",
+                   help="one JSON object on stdout (number, rows, rule, builder, code, config, inputs with "
+                        "per-item status, verdicts, ok)")
     a.add_argument("--tmpdir", help="keep the recomputed shards and tables here (default: a temporary directory)")
     a.set_defaults(func=_audit)
 

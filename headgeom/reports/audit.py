@@ -32,6 +32,8 @@ import json
 import math
 import shutil
 import tempfile
+import time
+import warnings
 from base64 import urlsafe_b64encode
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -374,12 +376,23 @@ def _cmd(rule: str, target: str, configfiles: list[str]) -> str:
     return cmd
 
 
+VIEWS = ("short", "full", "none")
+
+
 def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: bool = True,
-          configfiles: list[str] = (), out=print, tmpdir=None, max_rows: int = 5) -> dict:
-    """Explain and recompute one cell. Returns {'value', 'shards': (ok, how), 'tensors': (ok, how) | None,
-    'integrity': [problems]}; ``ok`` is True when all checks pass."""
+          configfiles: list[str] = (), out=print, tmpdir=None, max_rows: int = 5, view: str = "full") -> dict:
+    """Explain and recompute one cell. Returns {'value', 'shards': (ok, how, value), 'tensors': (ok, how, value)
+    | None, 'integrity': [problems], 'ok', 'nan', 'report'}; ``ok`` is True when all checks pass, ``report``
+    is the audit as one JSON-ready object (``report_json``).
+
+    ``view`` says what ``out`` is given: "full", the whole trace line by line as it is made (every shard's
+    provenance, every tensor hash); "short", the one-screen summary (``render_short``) at the end;
+    "none", nothing."""
     import pyarrow.parquet as pq
 
+    if view not in VIEWS:
+        raise ValueError(f"view must be one of {VIEWS}, not {view!r}")
+    say = out if view == "full" else (lambda *a, **k: None)
     workdir = Path(workdir).resolve()
     name, csv_path, prov_path = table_paths(workdir, table)
     filters = parse_row_filters(row) if isinstance(row, list) else dict(row)
@@ -396,24 +409,28 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
     rule = table_rule(workdir, name, csv_rel)
     integrity: list[str] = []
     configfiles = list(configfiles)
+    shard_checks: list[dict] = []  # one per listed shard: path, feeds, status
+    tensor_checks: list[dict] = []  # one per (model, tensor): status, shards that record it
+    store_checks: list[dict] = []  # one per tensor store
 
-    out(f"Audit of {csv_rel}, row {', '.join(f'{k}={v}' for k, v in filters.items())}, column {column}")
-    out(f"  value in the table: {value}")
-    out("")
-    out("Aggregation")
-    out(f"  function   {agg.function}   (sidecar: {sidecar.get('aggregation')})")
-    out(f"  params     {_fmt_params(agg.params)}")
-    out(f"  models     {', '.join(agg.models) or '(none)'}")
-    out(f"  code       {_fmt_code(sidecar.get('code', {}))}")
-    out(f"  rule       {rule}")
-    out(f"  rebuild    {_cmd(rule, csv_rel, configfiles)}")
-    out("")
+    say(f"Audit of {csv_rel}, row {', '.join(f'{k}={v}' for k, v in filters.items())}, column {column}")
+    say(f"  value in the table: {value}")
+    say("")
+    say("Aggregation")
+    say(f"  function   {agg.function}   (sidecar: {sidecar.get('aggregation')})")
+    say(f"  params     {_fmt_params(agg.params)}")
+    say(f"  models     {', '.join(agg.models) or '(none)'}")
+    say(f"  code       {_fmt_code(sidecar.get('code', {}))}")
+    say(f"  rule       {rule}")
+    say(f"  rebuild    {_cmd(rule, csv_rel, configfiles)}")
+    say("")
 
     # which shards feed this row: those of the row's model when the table is per model
     row_model = rows[i].get("model")
     provs = {rec["path"]: rec.get("provenance", {}) for rec in agg.inputs}
     shard_models = {p.get("model") for p in provs.values()}
-    if row_model and row_model in shard_models:
+    per_model = bool(row_model and row_model in shard_models)
+    if per_model:
         contributing = [rec["path"] for rec in agg.inputs if rec.get("provenance", {}).get("model") == row_model]
         sub_models = [row_model]
         why = f"model = {row_model}"
@@ -422,13 +439,19 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         sub_models = list(agg.models)
         why = "all listed shards" if agg.inputs else "no shards (from the manifests alone)"
 
-    out(f"Shards ({len(agg.inputs)} listed in the sidecar; {len(contributing)} feed this row: {why})")
+    from headgeom.jobs.families import FAMILIES, JOBS
+
+    feeding = set(contributing)
+    say(f"Shards ({len(agg.inputs)} listed in the sidecar; {len(contributing)} feed this row: {why})")
     for rec in agg.inputs:
         p = rec["path"]
         f = inside(workdir, p, f"{prov_path.name}: input")
+        check = {"path": p, "feeds": p in feeding, "status": "ok"}
+        shard_checks.append(check)
         if not f.exists():
             state = "MISSING"
             integrity.append(f"{p} is missing")
+            check["status"] = "missing"
         else:
             sha = sha256_file(f)
             if sha == rec.get("sha256"):
@@ -436,43 +459,42 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
             else:
                 state = f"sha256 DIFFERS from sidecar (file {sha[:16]}…, sidecar {rec.get('sha256', '')[:16]}…)"
                 integrity.append(f"{p}: file sha256 differs from the sidecar's")
-        if p not in contributing:
+                check["status"] = "sha256 differs from the sidecar"
+        if p not in feeding:
             continue
         pv = rec.get("provenance", {})
-        out(f"  {p}")
-        out(f"    rows {rec.get('rows')}, {state}")
+        say(f"  {p}")
+        say(f"    rows {rec.get('rows')}, {state}")
         if f.exists() and max_rows:
             try:
                 t = pq.read_table(f)
-                keys = [c for c in ("model", "layer", "layer_r", "kind", "null", "sample", "test", "head", "head_i",
-                                    "head_j", "head_w", "head_r") if c in t.column_names]
+                keys = [c for c in TRACE_KEYS if c in t.column_names]
                 if column in t.column_names and column not in keys:
                     keys.append(column)
                 show = t.select(keys).slice(0, max_rows).to_pylist() if keys else []
                 for r in show:
-                    out("      " + ", ".join(f"{k}={v}" for k, v in r.items()))
+                    say("      " + ", ".join(f"{k}={v}" for k, v in r.items()))
                 if t.num_rows > max_rows:
-                    out(f"      … {t.num_rows - max_rows} more rows")
+                    say(f"      … {t.num_rows - max_rows} more rows")
             except Exception as e:  # noqa: BLE001 - an unreadable shard is itself a finding
-                out(f"      (unreadable: {e})")
+                say(f"      (unreadable: {e})")
                 integrity.append(f"{p}: unreadable ({e})")
-        out(f"    job {pv.get('job')}, model {pv.get('model')}" + (f", layer {pv['layer']}" if "layer" in pv else ""))
-        out(f"    code    {_fmt_code(pv.get('code', {}))}")
-        out(f"    config  {_fmt_params(pv.get('params', {}))}")
-        from headgeom.jobs.families import FAMILIES, JOBS
-
+                check["status"] = f"unreadable ({e})"
+        say(f"    job {pv.get('job')}, model {pv.get('model')}" + (f", layer {pv['layer']}" if "layer" in pv else ""))
+        say(f"    code    {_fmt_code(pv.get('code', {}))}")
+        say(f"    config  {_fmt_params(pv.get('params', {}))}")
         fam = FAMILIES[family_of(p)]
         seeds = pv.get("seed_scheme") or JOBS[fam.job].seed_scheme
         if "samples" in pv:
             seeds += f"; samples {pv['samples']}"
-        out(f"    seeds   {seeds}")
+        say(f"    seeds   {seeds}")
         srule = rule_of(workdir, p) or fam.job
-        out(f"    rule    {srule}")
-        out(f"    rebuild {_cmd(srule, p, configfiles)}")
-    out("")
+        say(f"    rule    {srule}")
+        say(f"    rebuild {_cmd(srule, p, configfiles)}")
+    say("")
 
     # the tensors behind the contributing shards
-    out("Tensors")
+    say("Tensors")
     by_model: OrderedDict[str, list[str]] = OrderedDict()
     for p in contributing:
         by_model.setdefault(provs[p].get("model"), []).append(p)
@@ -481,8 +503,9 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         sdir = workdir / "results" / "tensors" / model_name(m, f"{prov_path.name}: shard provenance")
         mpath = sdir / "manifest.json"
         if not mpath.exists():
-            out(f"  {m}: no tensor store at {sdir.relative_to(workdir)}")
+            say(f"  {m}: no tensor store at {sdir.relative_to(workdir)}")
             integrity.append(f"{m}: tensor store missing")
+            store_checks.append({"model": m, "path": str(sdir.relative_to(workdir)), "status": "missing"})
             continue
         manifest = json.loads(mpath.read_text())
         store_file = sdir / "tensors.safetensors"
@@ -490,26 +513,32 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         st = "matches manifest" if sha == manifest.get("store_sha256") else "DIFFERS from manifest"
         if st != "matches manifest":
             integrity.append(f"{m}: {store_file.name} sha256 differs from its manifest")
-        out(f"  model {m}: {store_file.relative_to(workdir)} sha256 {str(sha)[:16]}… ({st}); "
-            f"manifest sha256 {sha256_file(mpath)[:16]}…")
         src = {"source": manifest.get("source", {})}
-        out(f"    source   {_fmt_source(src)}; adapter {manifest.get('adapter')}; format {manifest.get('format')}; "
+        store_checks.append({"model": m, "path": str(store_file.relative_to(workdir)), "source": _fmt_source(src),
+                             "status": "ok" if st == "matches manifest" else "sha256 differs from the manifest"})
+        say(f"  model {m}: {store_file.relative_to(workdir)} sha256 {str(sha)[:16]}… ({st}); "
+            f"manifest sha256 {sha256_file(mpath)[:16]}…")
+        say(f"    source   {_fmt_source(src)}; adapter {manifest.get('adapter')}; format {manifest.get('format')}; "
             f"headgeom {manifest.get('headgeom_version')}")
         for fobj in manifest.get("files", []):
-            out(f"    file     {fobj.get('name')}  sha256 {fobj.get('sha256')}" + (f"  ({fobj['size']} bytes)" if "size" in fobj else ""))
-        seen = set()
+            say(f"    file     {fobj.get('name')}  sha256 {fobj.get('sha256')}" + (f"  ({fobj['size']} bytes)" if "size" in fobj else ""))
+        seen: dict[str, dict] = {}
         for p in by_model.get(m, []):
             pv = provs[p]
             src_rec = (pv.get("model_source") or {}).get("store_sha256")
             if src_rec and src_rec != manifest.get("store_sha256"):
                 integrity.append(f"{p}: computed from another store (store sha256 {src_rec[:16]}…)")
-                out(f"    {p}: computed from store {src_rec[:16]}…, not the store here")
+                say(f"    {p}: computed from store {src_rec[:16]}…, not the store here")
+                store_checks.append({"model": m, "path": p, "status": f"computed from another store ({src_rec[:16]}…)"})
             for k, s, status in verify_tensors(pv, manifest):
                 if k in seen:
+                    seen[k]["shards"] += 1
                     continue
-                seen.add(k)
+                seen[k] = {"model": m, "tensor": k, "sha256": s, "shards": 1,
+                           "status": "ok" if status == "matches manifest" else status}
+                tensor_checks.append(seen[k])
                 entry = manifest["tensors"].get(k, {})
-                out(f"    tensor   {k}  sha256 {s}  {entry.get('source_dtype', '')}->{entry.get('dtype', '')} "
+                say(f"    tensor   {k}  sha256 {s}  {entry.get('source_dtype', '')}->{entry.get('dtype', '')} "
                     f"{entry.get('shape', '')}  ({status})")
                 if status != "matches manifest":
                     integrity.append(f"{p}: tensor {k} {status}")
@@ -517,8 +546,8 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         for m in sub_models:
             mp = workdir / "results" / "tensors" / m / "manifest.json"
             if mp.exists():
-                out(f"    manifest {mp.relative_to(workdir)} sha256 {sha256_file(mp)}")
-    out("")
+                say(f"    manifest {mp.relative_to(workdir)} sha256 {sha256_file(mp)}")
+    say("")
 
     result = {"table": name, "value": value, "integrity": integrity, "shards": None, "tensors": None}
     tmp_owner = None
@@ -527,7 +556,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         tmpdir = tmp_owner
     tmp = Path(tmpdir)
     try:
-        out("Recompute")
+        say("Recompute")
         # (a) from the shards, exactly as listed
         try:
             csv_a = run_aggregation(agg, workdir, workdir, tmp / "from_shards")
@@ -538,14 +567,14 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         except Exception as e:  # noqa: BLE001 - a shard that cannot be aggregated is a finding
             va, ok_a, how_a = "", False, f"could not recompute: {type(e).__name__}: {e}"
         result["shards"] = (ok_a, how_a, va)
-        out(f"  (a) from the {len(agg.inputs)} listed shards: {va}  -> {_verdict(ok_a, how_a)} ({how_a})")
+        say(f"  (a) from the {len(agg.inputs)} listed shards: {va}  -> {_verdict(ok_a, how_a)} ({how_a})")
 
         # (b) from the tensors: recompute the contributing shards, aggregate them
         if tensors:
             root = tmp / "from_tensors"
-            sub_groups = OrderedDict((key, [p for p in ps if p in contributing]) for key, ps in agg.groups.items())
+            sub_groups = OrderedDict((key, [p for p in ps if p in feeding]) for key, ps in agg.groups.items())
             try:
-                recompute_shards(contributing, provs, workdir, root, log=out)
+                recompute_shards(contributing, provs, workdir, root, log=say)
                 csv_b = run_aggregation(agg, workdir, root, tmp / "from_tensors_table", groups=sub_groups,
                                         models=sub_models)
                 cb, rb = read_csv(csv_b)
@@ -555,28 +584,448 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
             except Exception as e:  # noqa: BLE001 - e.g. a tensor that fails its manifest sha256
                 vb, ok_b, how_b = "", False, f"could not recompute: {type(e).__name__}: {e}"
             result["tensors"] = (ok_b, how_b, vb)
-            out(f"  (b) from the tensors ({len(contributing)} shards recomputed, models {', '.join(sub_models)}): "
+            say(f"  (b) from the tensors ({len(contributing)} shards recomputed, models {', '.join(sub_models)}): "
                 f"{vb}  -> {_verdict(ok_b, how_b)} ({how_b})")
         else:
-            out("  (b) from the tensors: skipped (--no-tensors)")
+            say("  (b) from the tensors: skipped (--no-tensors)")
     finally:
         if tmp_owner:
             shutil.rmtree(tmp_owner, ignore_errors=True)
     if integrity:
-        out("")
-        out("Integrity problems")
+        say("")
+        say("Integrity problems")
         for x in integrity:
-            out(f"  {x}")
+            say(f"  {x}")
     ok = bool(result["shards"] and result["shards"][0]) and (not tensors or bool(result["tensors"] and result["tensors"][0])) \
         and not integrity
     result["ok"] = ok
     result["nan"] = ok and result["shards"][1] == NAN_BOTH
-    out("")
     if result["nan"]:
-        out("Verdict: NaN — the table's value is NaN (undefined) and recomputes as NaN"
-            + (" from its shards and from the tensors" if tensors else " from its shards")
-            + "; the undefined value is reproduced, but there is no number to compare")
+        verdict = ("NaN — the table's value is NaN (undefined) and recomputes as NaN"
+                   + (" from its shards and from the tensors" if tensors else " from its shards")
+                   + "; the undefined value is reproduced, but there is no number to compare")
     else:
-        out("Verdict: " + ("MATCH — the number is reproduced from its shards" + (" and from the tensors" if tensors else "")
-                           if ok else "MISMATCH — see above"))
+        verdict = ("MATCH — the number is reproduced from its shards" + (" and from the tensors" if tensors else "")
+                   if ok else "MISMATCH — see above")
+    say("")
+    say("Verdict: " + verdict)
+
+    if view == "full":
+        return result
+    # the one-screen summary and the JSON report: the rows behind the number, the config, counts
+    try:
+        rows_behind = feeding_rows(agg, workdir, row_model if per_model else None, filters, column, feeding)
+    except Exception as e:  # noqa: BLE001 - e.g. an unreadable shard: already an integrity problem
+        rows_behind = {"error": f"{type(e).__name__}: {e}"}
+    result["report"] = {
+        "number": {"table": name, "csv": csv_rel, "row": filters, "column": column, "value": value},
+        "rows": rows_behind,
+        "rule": {"name": rule, "rebuild": _cmd(rule, csv_rel, configfiles)},
+        "builder": {"function": agg.function, "aggregation": sidecar.get("aggregation"), "models": agg.models,
+                    "feeding": why},
+        "code": _code_report(sidecar.get("code", {}), [provs[p].get("code", {}) for p in contributing]),
+        "config": merged_config(agg.params, [provs[p] for p in contributing]),
+        "inputs": {"shards": shard_checks, "stores": store_checks, "tensors": tensor_checks},
+        "verdicts": {
+            "shards": _verdict_report(result["shards"], f"from the {len(agg.inputs)} listed shards"),
+            "tensors": (_verdict_report(result["tensors"], f"from the tensors ({len(contributing)} shards recomputed, "
+                                                          f"models {', '.join(sub_models)})")
+                        if tensors else None),
+        },
+        "integrity": list(integrity),
+        "verdict": verdict.split(" — ")[0],
+        "verdict_text": verdict,
+        "ok": ok,
+    }
+    if view == "short":
+        for line in render_short(result["report"], max_rows=max_rows):
+            out(line)
     return result
+
+
+# ------------------------------------------------------------------ the one-screen view
+
+
+def _verdict_report(res, what: str) -> dict:
+    ok, how, v = res
+    return {"what": what, "value": v, "verdict": _verdict(ok, how), "how": how, "ok": ok}
+
+
+def _code_report(table_code: dict, shard_codes: list[dict]) -> dict:
+    """The table's code version, how many distinct versions its feeding shards were made with,
+    and the version of the code doing the recomputation."""
+    from headgeom.core.provenance import code_version
+
+    def key(c):
+        return (c.get("headgeom"), c.get("source_sha256"), c.get("git_commit"), c.get("git_dirty"))
+
+    versions = OrderedDict((key(c), c) for c in shard_codes)
+    return {"table": table_code, "shards": list(versions.values()), "now": code_version()}
+
+
+def merged_config(table_params: dict, shard_provs: list[dict]) -> dict:
+    """The config values that shaped the number, each key once: the table's params, then the
+    feeding shards' params (a key whose value differs between shards lists every value, with how
+    many shards have it; a shard key equal to the table's is not repeated)."""
+    out: OrderedDict[str, dict] = OrderedDict()
+    for k, v in sorted(table_params.items()):
+        out[k] = {"value": v, "from": "table"}
+    counts: OrderedDict[str, OrderedDict[str, list]] = OrderedDict()
+    for pv in shard_provs:
+        for k, v in sorted((pv.get("params") or {}).items()):
+            enc = json.dumps(v, sort_keys=True, default=str)
+            counts.setdefault(k, OrderedDict()).setdefault(enc, [v, 0])[1] += 1
+    for k in sorted(counts):
+        vals = list(counts[k].values())
+        if k in out and len(vals) == 1 and json.dumps(vals[0][0], sort_keys=True, default=str) == json.dumps(
+                out[k]["value"], sort_keys=True, default=str):
+            out[k]["from"] = "table and shards"
+            continue
+        if len(vals) == 1:
+            entry = {"value": vals[0][0], "from": f"{vals[0][1]} shards"}
+        else:
+            entry = {"values": [{"value": v, "shards": n} for v, n in vals], "from": "shards"}
+        out[k if k not in out else f"{k} (shards)"] = entry
+    return dict(out)
+
+
+TRACE_KEYS = ("model", "layer", "layer_r", "kind", "null", "sample", "test", "head", "head_i", "head_j", "head_w",
+              "head_r")  # the key columns the full trace shows of a shard's rows
+ID_KEYS = TRACE_KEYS + ("layer_w", "pair", "comparison", "checkpoint")  # columns that name a row, not measure it
+REFINE_MAX_VALUES = 8  # a key with at most this many values in the feeding rows is tried value by value
+PERTURB_BUDGET_S = 6.0  # builder reruns to find the columns the number moves with, at most this long
+
+
+def _row_of(rows: list[dict], filters: dict[str, str]) -> int | None:
+    hits = [i for i, r in enumerate(rows) if all(k in r and _cell_eq(str(r[k]), v) for k, v in filters.items())]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _same(a, b) -> bool:
+    try:
+        fa, fb = float(a), float(b)
+    except (TypeError, ValueError):
+        return a == b
+    return (math.isnan(fa) and math.isnan(fb)) or fa == fb
+
+
+def _plain(v):
+    """A shard value as JSON-ready Python (NaN as None)."""
+    import numpy as np
+
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None if math.isnan(v) else str(v)
+    return v
+
+
+def feeding_rows(agg: Aggregation, workdir: Path, row_model: str | None, filters: dict[str, str], column: str,
+                 feeding: set[str], max_items: int = 16) -> dict:
+    """The shard rows and columns the number was computed from, found from what the table's builder reads.
+
+    The builder is run on the listed shards with every family's columns wrapped so that the
+    columns it reads are recorded (``headgeom.reports.outputs.ReadLog``). Each numeric column
+    read is then set to NaN in the feeding rows (those of the row's model, when the table is per
+    model) and the builder run again: the columns whose loss changes the number are the ones it
+    uses (within PERTURB_BUDGET_S; past it, every column read is shown). Per family: the feeding
+    rows' count, for each numeric param of the table that falls inside a used column's range the
+    count of rows at or above it, and the top rows (those at or above that param, or those whose
+    value is the number itself, or the largest first)."""
+    import numpy as np
+
+    from headgeom.reports.outputs import prepare, traced
+
+    groups = {fam: [str(workdir / p) for p in ps] for fam, ps in agg.groups.items()}
+    manifests = [str(workdir / "results" / "tensors" / m / "manifest.json") for m in agg.models]
+    params = dict(agg.params)
+    out, data, _provs, fields = prepare("table", agg.name, groups, manifests, params)
+    # the builder is rerun on the row's model's rows alone when that makes the row (faster); else on all
+    full = data
+    tries = [(full, list(agg.models))]
+    if row_model and len(agg.models) > 1:
+        own = {fam: ({c: np.asarray(v)[np.asarray(cols["model"]) == row_model] for c, v in cols.items()}
+                     if isinstance(cols, dict) and "model" in cols else cols) for fam, cols in full.items()}
+        tries.insert(0, (own, [row_model]))
+    i = None
+    for data, models in tries:
+        log: dict[str, set] = {}
+        t0 = time.perf_counter()
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            base = out.build(traced(data, log), fields, models, params)
+        t_build = time.perf_counter() - t0
+        i = _row_of(base.rows, filters)
+        if i is not None:
+            break
+    if i is None:
+        return {"error": "the rebuilt table has no single row with the filters"}
+    v0 = base.rows[i].get(column)
+
+    def n_rows(cols):
+        return len(next(iter(cols.values()))) if cols else 0
+
+    masks, candidates = {}, []
+    for fam in out.families:
+        cols = data.get(fam) or {}
+        if not cols:
+            continue
+        mask = np.ones(n_rows(cols), dtype=bool)
+        if row_model and "model" in cols:
+            mask = np.asarray(cols["model"]) == row_model
+        masks[fam] = mask
+        for c in sorted(log.get(fam, ())):
+            a = np.asarray(cols.get(c)) if c in cols else None
+            if a is not None and c not in ID_KEYS and a.dtype.kind in "fiub" and mask.any():
+                candidates.append((fam, c))
+
+    method = "perturbed"
+    used: dict[str, list[str]] = {}
+    needed: dict[str, list[str]] = {}  # columns the builder cannot do without (it fails when they are NaN)
+    narrowed: dict[str, np.ndarray] = {}  # family -> the feeding rows that move the number
+    budget, times = [PERTURB_BUDGET_S], [t_build]
+
+    def moves(fam, cs, rows_mask):
+        """Does the number change when columns cs of family fam are NaN in rows_mask? (None: the builder fails)"""
+        d2 = dict(data)
+        d2[fam] = dict(data[fam])
+        for c in cs:
+            a = np.asarray(data[fam][c])
+            b = a.astype(float) if a.dtype.kind in "iub" else a.copy()
+            b[rows_mask] = np.nan
+            d2[fam][c] = b
+        t1 = time.perf_counter()
+        try:
+            with warnings.catch_warnings(), np.errstate(all="ignore"):
+                warnings.simplefilter("ignore")
+                t = out.build(d2, fields, models, params)
+            j = _row_of(t.rows, filters)
+            res = j is None or not _same(t.rows[j].get(column), v0)
+        except Exception:  # noqa: BLE001 - the builder cannot do without the column
+            res = None
+        times.append(time.perf_counter() - t1)
+        budget[0] -= times[-1]
+        return res
+
+    by_fam: OrderedDict[str, list[str]] = OrderedDict()
+    for fam, c in candidates:
+        by_fam.setdefault(fam, []).append(c)
+    for fam, cs in by_fam.items():
+        # all of a family's columns at once first: a family that does not move the number is done in one build
+        if budget[0] > 0 and len(cs) > 1 and moves(fam, cs, masks[fam]) is False:
+            continue
+        for c in cs:
+            m = moves(fam, [c], masks[fam]) if budget[0] > 0 else True
+            if budget[0] <= 0:
+                method = "read"  # out of time: the columns not tried are shown as read
+            if m:
+                used.setdefault(fam, []).append(c)
+            elif m is None:
+                needed.setdefault(fam, []).append(c)
+    if method == "perturbed":
+        # narrow the feeding rows: a key column (kind, null, ...) whose values do not all move the number
+        for fam, cs in used.items():
+            cols, sel = data[fam], masks[fam].copy()
+            for k in ID_KEYS:
+                if k == "model" or k not in cols:
+                    continue
+                keyvals = np.asarray(cols[k]).astype(str)
+                vals = sorted(set(keyvals[sel]))
+                if not 1 < len(vals) <= REFINE_MAX_VALUES or budget[0] < min(times) * len(vals):
+                    continue
+                keep = [v for v in vals if moves(fam, cs, sel & (keyvals == v)) is not False]
+                if keep and len(keep) < len(vals):
+                    sel &= np.isin(keyvals, keep)
+            narrowed[fam] = sel
+
+    families = []
+    num_params = [(k, float(v)) for k, v in sorted(params.items())
+                  if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    for fam in out.families:
+        if fam not in used:
+            continue
+        cols = data[fam]
+        sel = narrowed.get(fam, masks[fam]).copy()
+        for k, v in filters.items():  # the row's other keys, where the shards have that column too
+            if k != "model" and k in cols:
+                sub = sel & np.array([_cell_eq(str(x), v) for x in np.asarray(cols[k])])
+                if sub.any():
+                    sel = sub
+        idx = np.flatnonzero(sel)
+        ids = [k for k in ID_KEYS if k in cols and len({str(x) for x in np.asarray(cols[k])[idx]}) > 1]
+        unit = "heads" if "head" in cols else "rows"
+        ucols = used[fam]
+        counts, order = [], None
+        for c in ucols:
+            x = np.asarray(cols[c], dtype=float)[idx]
+            fin = x[np.isfinite(x)]
+            for pname, t in num_params:
+                if fin.size and fin.min() <= t <= fin.max():
+                    k_at = np.isfinite(x) & (x >= t)
+                    counts.append({"column": c, "param": pname, "threshold": _plain(t), "count": int(k_at.sum()),
+                                   "of": int(idx.size)})
+                    if order is None:
+                        hit = idx[k_at]
+                        order = hit[np.argsort(-np.asarray(cols[c], dtype=float)[hit], kind="stable")]
+        how = None
+        if order is not None:
+            how = f"{counts[0]['column']} ≥ {counts[0]['param']}, largest first"
+        else:
+            try:
+                fv = float(v0)
+            except (TypeError, ValueError):
+                fv = float("nan")
+            for c in ucols:
+                x = np.asarray(cols[c], dtype=float)[idx]
+                eq = np.isfinite(x) & (np.abs(x - fv) <= RTOL * max(abs(fv), 1e-300))
+                if math.isfinite(fv) and eq.any():
+                    order, how = idx[eq], f"{c} equal to the number"
+                    break
+        if order is None:
+            x = np.asarray(cols[ucols[0]], dtype=float)[idx]
+            order = idx[np.argsort(np.where(np.isfinite(x), -x, np.inf), kind="stable")]
+            how = f"largest {ucols[0]} first"
+        top = [{k: _plain(np.asarray(cols[k])[j]) for k in [*ids, *ucols]} for j in order[:max_items]]
+        families.append({
+            "family": fam, "shards": sum(1 for p in agg.groups.get(fam, []) if p in feeding),
+            "rows": int(idx.size), "unit": unit,
+            "selection": (f"model = {row_model}" if row_model else "all models")
+            + "".join(f", {k} = {v}" for k, v in filters.items() if k != "model" and k in cols),
+            "read": sorted(log.get(fam, ())), "used": ucols, "needed": needed.get(fam, []), "ids": ids,
+            "counts": counts,
+            "order": how, "top": top, "more": int(max(len(order) - max_items, 0)),
+        })
+    return {"method": method, "builder_seconds": round(t_build, 3), "families": families}
+
+
+def _g(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "nan" if v is None else str(v)
+
+
+def _wrap(items: list[str], first: str, indent: str = "      ", width: int = 110, max_lines: int = 3,
+          extra: int = 0) -> list[str]:
+    """``first`` then the items joined by "; ", wrapped at ``width``, at most ``max_lines`` lines; what does
+    not fit (and ``extra`` more not given) is counted at the end."""
+    lines, cur, shown = [], first, 0
+    for it in items:
+        piece = it if cur.endswith(": ") or cur == indent else "; " + it
+        if len(cur) + len(piece) > width and cur.strip():
+            if len(lines) + 1 >= max_lines:
+                break
+            lines.append(cur.rstrip())
+            cur, piece = indent, it
+        cur += piece
+        shown += 1
+    if shown < len(items) + extra:
+        cur += f"; … {len(items) - shown + extra} more"
+    lines.append(cur)
+    return lines
+
+
+def _fmt_value(v) -> str:
+    return json.dumps(v, sort_keys=True, default=str) if not isinstance(v, str) else v
+
+
+def render_short(rep: dict, max_rows: int = 5) -> list[str]:
+    """The audit on one screen (about 30 lines): the number; the shard rows behind it; rule,
+    builder and code; the config, each key once; the inputs verified, as counts, every failure
+    on its own line; the recomputations and the verdict."""
+    L = []
+    n = rep["number"]
+    row = ", ".join(f"{k}={v}" for k, v in n["row"].items())
+    L.append(f"{n['table']} [{row}] {n['column']} = {n['value']}   ({n['csv']})")
+
+    r = rep["rows"]
+    if "error" in r:
+        L.append(f"Computed from: (rows not shown: {r['error']})")
+    elif not r["families"]:
+        L.append("Computed from: no shard column moves it (from the manifests or the table's params alone)")
+    for fam in r.get("families", []):
+        verb = "moves with" if r["method"] == "perturbed" else "reads"
+        L.append(f"Computed from {fam['rows']} {fam['unit']} of {fam['family']} ({fam['selection']}, "
+                 f"{fam['shards']} shards); the number {verb} {', '.join(fam['used'])}")
+
+        def item(t):
+            ids = " ".join(f"{k} {_g(t[k])}" for k in fam["ids"])
+            vals = " ".join(f"{c}={_g(t[c])}" for c in fam["used"])
+            return (ids + " " + vals).strip()
+
+        items = [item(t) for t in fam["top"]]
+        more = fam["more"]
+        if fam["counts"]:
+            for c in fam["counts"][1:]:
+                L.append(f"  {c['count']} of {c['of']} {fam['unit']} with {c['column']} ≥ {_g(c['threshold'])} ({c['param']})")
+            c = fam["counts"][0]
+            head = f"  {c['count']} of {c['of']} {fam['unit']} with {c['column']} ≥ {_g(c['threshold'])} ({c['param']}): "
+        else:
+            head = f"  {fam['order']}: "
+        L.extend(_wrap(items, head, indent="    ", max_lines=4, extra=more))
+
+    rule, b = rep["rule"], rep["builder"]
+    L.append(f"Rule {rule['name']}: {b['function']}")
+    L.append(f"  rebuild: {rule['rebuild']}")
+    code = rep["code"]
+
+    def cv(c):
+        if not c:
+            return "?"
+        s = f"headgeom {c.get('headgeom', '?')}"
+        if c.get("git_commit"):
+            s += f" git {c['git_commit'][:12]} ({'dirty' if c.get('git_dirty') else 'clean'})"
+        else:
+            s += " (no git commit recorded)"
+        return s + f", source {str(c.get('source_sha256', '?'))[:12]}"
+
+    sh = code["shards"]
+    same = len(sh) == 1 and sh[0] == code["table"]
+    L.append(f"Code: table {cv(code['table'])}; shards "
+             + ("the same" if same else ("none" if not sh else f"{len(sh)} version(s): " + " | ".join(cv(c) for c in sh[:3])))
+             + f"; now {cv(code['now'])}")
+    cfg, first_shard = [], True
+    for k, v in rep["config"].items():
+        s = (f"{k}={_fmt_value(v['value'])}" if "value" in v else
+             f"{k}=" + " | ".join(f"{_fmt_value(x['value'])} ({x['shards']} shards)" for x in v["values"]))
+        if v["from"] not in ("table", "table and shards") and first_shard:
+            s, first_shard = "shards: " + s, False
+        cfg.append(s)
+    L.extend(_wrap(cfg, "Config (table, then shards; each key once): ", indent="  ", max_lines=5))
+
+    inp = rep["inputs"]
+    shards, stores, tensors = inp["shards"], inp["stores"], inp["tensors"]
+    feed = [s for s in shards if s["feeds"]]
+
+    def ok_count(items, noun):
+        bad = sum(1 for x in items if x["status"] != "ok")
+        noun = noun if len(items) == 1 else noun + "s"
+        return f"{len(items)} {noun} " + ("sha256 OK" if not bad else f"checked, {bad} FAILED")
+
+    L.append(f"Inputs: {ok_count(shards, 'shard')} ({len(feed)} feed the row); {ok_count(stores, 'tensor store')}; "
+             f"{ok_count(tensors, 'tensor')} (shards' recorded hashes against the manifest)")
+    for x in rep["integrity"]:  # every failure, one line each
+        L.append(f"  FAILED {x}")
+    v = rep["verdicts"]
+    L.append(f"Recompute (a) {v['shards']['what']}: {v['shards']['value']} -> {v['shards']['verdict']} ({v['shards']['how']})")
+    if v["tensors"]:
+        t = v["tensors"]
+        L.append(f"          (b) {t['what']}: {t['value']} -> {t['verdict']} ({t['how']})")
+    else:
+        L.append("          (b) from the tensors: skipped (--no-tensors)")
+    L.append(f"Verdict: {rep['verdict_text']}")
+    L.append("(--full: every shard's provenance and every tensor hash; --json: this audit as JSON)")
+    return L
+
+
+def report_json(result: dict) -> str:
+    """The audit's report as one JSON object (strict JSON: NaN written as null)."""
+    def clean(x):
+        if isinstance(x, float) and not math.isfinite(x):
+            return None if math.isnan(x) else str(x)
+        if isinstance(x, dict):
+            return {str(k): clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        return _plain(x) if not isinstance(x, (str, int, bool, type(None))) else x
+
+    return json.dumps(clean(result["report"]), indent=1, default=str, allow_nan=False)

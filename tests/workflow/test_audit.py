@@ -104,10 +104,12 @@ def test_audit_recomputes_a_number_of_every_table(run, table):
 def test_audit_cli_as_typed(run):
     exe = Path(sys.executable).parent / "headgeom"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "headgeom.cli"]
-    r = subprocess.run([*cmd, "audit", "closure_tail", "--row", "model=tiny", "--column", "strong_pct"],
+    r = subprocess.run([*cmd, "audit", "closure_tail", "--row", "model=tiny", "--column", "strong_pct", "--full"],
                        cwd=run, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
+    # --full: the whole trace, every shard with its provenance
+    assert out.count("\n    config  ") == 2 and out.count("\n    seeds   ") == 2 and out.count("identity_rtol=1e-10") == 2, out
     for s in ("Aggregation", "results/shards/paper1_heads/tiny/layer1.parquet", "identity_rtol=1e-10", "rule       table_closure_tail",
               "snakemake -c2 --forcerun table_closure_tail results/tables/closure_tail.csv",
               "snakemake -c2 --forcerun paper1_heads results/shards/paper1_heads/tiny/layer0.parquet",
@@ -118,6 +120,89 @@ def test_audit_cli_as_typed(run):
     r = subprocess.run([*cmd, "audit", "closure_tail", "--row", "model=nope", "--column", "strong", "-d", str(run)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "no row" in r.stderr and "model=tiny" in r.stderr
+
+
+def _cli():
+    exe = Path(sys.executable).parent / "headgeom"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "headgeom.cli"]
+
+
+def _recorded_tensors(prov_inputs, model="tiny"):
+    """The distinct tensors the shards of ``model`` record (groups by layer flattened)."""
+    names = set()
+    for rec in prov_inputs:
+        pv = rec["provenance"]
+        if pv.get("model") != model:
+            continue
+        for group in (pv.get("tensors"), pv.get("tensors_readers"), pv.get("final_tensors")):
+            for k, v in (group or {}).items():
+                names |= set(v) if isinstance(v, dict) else {k}
+    return names
+
+
+def test_audit_default_view_is_one_screen(run):
+    r = subprocess.run([*_cli(), "audit", "closure_tail", "--row", "model=tiny", "--column", "strong_pct"],
+                       cwd=run, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    lines = out.splitlines()
+    assert len(lines) <= 40, out
+    # the number, and the rows it was computed from: the builder reads P, the two planted closed heads pass
+    assert lines[0].startswith("closure_tail [model=tiny] strong_pct = 25.0"), out
+    assert "Computed from 8 heads of paper1_heads (model = tiny, 2 shards); the number moves with P" in out, out
+    assert "2 of 8 heads with P ≥ 0.9 (strong_threshold): " in out, out
+    assert re.search(r"layer 0 head 0 P=1(\.0+)?\b", out) and re.search(r"layer 1 head 3 P=1(\.0+)?\b", out), out
+    # rule, code, config once, inputs as counts, verdicts
+    assert "Rule table_closure_tail: " in out and "snakemake -c2 --forcerun table_closure_tail" in out
+    assert re.search(r"Code: table headgeom \S+ (git \w{12} \((clean|dirty)\)|\(no git commit recorded\))", out), out
+    assert out.count("identity_rtol=1e-10") == 1 and out.count("strong_threshold=0.9") == 1, out
+    prov = json.loads((run / "results/tables/closure_tail.prov.json").read_text())
+    n_tensors = len(_recorded_tensors(prov["inputs"]))
+    assert f"Inputs: 2 shards sha256 OK (2 feed the row); 1 tensor store sha256 OK; {n_tensors} tensors sha256 OK" in out
+    assert "FAILED" not in out and "config  " not in out  # no per-shard provenance blocks
+    assert "(a) from the 2 listed shards: 25.0 -> MATCH (exact)" in out and "(b) from the tensors" in out
+    assert "Verdict: MATCH" in out
+
+
+def test_audit_json_parses_and_carries_what_was_checked(run):
+    r = subprocess.run([*_cli(), "audit", "closure_tail", "--row", "model=tiny", "--column", "strong", "--json",
+                        "--no-tensors", "-d", str(run)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert {"number", "rows", "rule", "builder", "code", "config", "inputs", "verdicts", "ok"} <= set(rep)
+    assert rep["ok"] is True and rep["number"]["value"] == "2" and rep["number"]["row"] == {"model": "tiny"}
+    assert rep["rule"]["name"] == "table_closure_tail" and "closure_tail" in rep["builder"]["function"]
+    assert rep["config"]["strong_threshold"]["value"] == 0.9 and "identity_rtol" in rep["config"]
+    assert [s["status"] for s in rep["inputs"]["shards"]] == ["ok", "ok"]
+    assert rep["inputs"]["tensors"] and all(t["status"] == "ok" for t in rep["inputs"]["tensors"])
+    fam = rep["rows"]["families"][0]
+    assert fam["used"] == ["P"] and fam["counts"][0]["count"] == 2 and len(fam["top"]) == 2
+    assert rep["verdicts"]["shards"]["verdict"] == "MATCH" and rep["verdicts"]["tensors"] is None
+
+
+def test_corrupted_shard_is_a_listed_failure_in_the_default_view(run, tmp_path):
+    w = copy_run(run, tmp_path / "run")
+    shard = w / "results/shards/paper1_heads/tiny/layer0.parquet"
+    b = bytearray(shard.read_bytes())
+    b[len(b) // 2] ^= 0xFF  # one flipped byte: the file no longer has the sidecar's sha256
+    shard.write_bytes(bytes(b))
+    r = subprocess.run([*_cli(), "audit", "closure_tail", "--row", "model=tiny", "--column", "strong", "--no-tensors",
+                        "-d", str(w)], capture_output=True, text=True, timeout=300)
+    out = r.stdout
+    assert r.returncode == 1, out + r.stderr
+    assert len(out.splitlines()) <= 40, out
+    assert "Inputs: 2 shards checked, 1 FAILED" in out, out
+    assert "  FAILED results/shards/paper1_heads/tiny/layer0.parquet: file sha256 differs from the sidecar's" in out, out
+    assert "Verdict: MISMATCH" in out, out
+    # --json carries the failure, item by item
+    r = subprocess.run([*_cli(), "audit", "closure_tail", "--row", "model=tiny", "--column", "strong", "--no-tensors",
+                        "--json", "-d", str(w)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["ok"] is False
+    bad = [s for s in rep["inputs"]["shards"] if s["status"] != "ok"]
+    assert [s["path"] for s in bad] == ["results/shards/paper1_heads/tiny/layer0.parquet"], rep["inputs"]
+    assert any("layer0.parquet: file sha256 differs" in x for x in rep["integrity"])
 
 
 def test_tampered_shard_is_a_mismatch(run, tmp_path):

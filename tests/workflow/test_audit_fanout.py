@@ -50,3 +50,18 @@ def test_audit_of_a_multi_writer_fanout_part(tmp_path, snakemake_bin, root):
     for layer in range(N_LAYERS - 1):  # every writer layer's W_O was checked against the store
         name = f"model.layers.{layer}.self_attn.o_proj.weight"
         assert f"tensor   {name}  sha256 {manifest['tensors'][name]['sha256']}" in text, (name, text)
+
+    # the one-screen view counts the tensors inside the per-layer groups, once each, all OK
+    lines = []
+    res = audit(w, "pk_t2_lower_bound", {"model": "tiny4"}, "min_V", tensors=False, view="short", out=lines.append)
+    short = "\n".join(lines)
+    assert res["ok"] and len(lines) <= 40, short
+    names = set()
+    for rec in prov["inputs"]:
+        for group in (rec["provenance"].get("tensors"), rec["provenance"].get("tensors_readers")):
+            for k, v in (group or {}).items():
+                names |= set(v) if isinstance(v, dict) else {k}
+    assert names and not any(n.isdigit() for n in names)
+    assert f"{len(names)} tensors sha256 OK" in short and "FAILED" not in short, short
+    checked = {t["tensor"] for t in res["report"]["inputs"]["tensors"]}
+    assert checked == names and all(t["status"] == "ok" for t in res["report"]["inputs"]["tensors"])
