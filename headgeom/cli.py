@@ -5,6 +5,10 @@
     headgeom plan [--configfile F ...] [--models m1 ...] [--shape M=config.json] [--cores N ...]
     headgeom costs logs/slurm/efficiency_report_<run>.csv [-d DIR] [--configfile F ...]
     headgeom check [--configfile F ...] [--config k=v ...] [-d DIR]
+    headgeom summary [-d DIR] [--models m1 ...]
+    headgeom docs [--check]
+
+(the Python API for notebooks is ``headgeom.api``; docs/api.md)
 
 Run from the directory the pipeline ran in (or pass -d). ``audit`` explains one number of a
 table and recomputes it from its shards and from the tensors; it exits 0 when everything
