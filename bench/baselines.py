@@ -5,7 +5,7 @@ Every speed figure the bench reports is a ratio of two timings taken in the same
 interleaved round-robin (so both sides see the same load), each side's best of its repeats.
 All math is float64.
 
-Baselines for the closure stage (METHODS §1, per head: P, alpha*, g_T with the head's own V
+Baselines for the closure stage (docs/methods.md §1, per head: P, alpha*, g_T with the head's own V
 and P with the cyclic wrong-V):
 
 * ``naive_closure``: materializes the d_model x d_model operators T = O V^T and T^2 = T T
@@ -146,7 +146,7 @@ def synthetic_layer(d_model: int, d_head: int, n_heads: int, n_kv: int, seed: in
 
 
 def _from_terms(nT2, ip, nT4):
-    """P, alpha*, g_T from ||T||^2, <T^2,T>, ||T^2||^2 (METHODS §1)."""
+    """P, alpha*, g_T from ||T||^2, <T^2,T>, ||T^2||^2 (docs/methods.md §1)."""
     return ip**2 / (nT4 * nT2), ip / nT2, np.sqrt(nT4 / nT2)
 
 

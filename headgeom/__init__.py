@@ -1,6 +1,6 @@
 """headgeom: weight geometry of transformer attention heads.
 
-The pipeline, left to right (../shared/METHODS.md section in brackets):
+The pipeline, left to right (docs/methods.md section in brackets):
   core      errors, config checks, seeds, provenance, per-head factors LayerFactors [§0], stats
   io        checkpoints, the hub, sources, the tensor store, Parquet shards, atomic files
   architectures  one description per architecture family (every stage reads it)

@@ -1,4 +1,4 @@
-"""Architecture families: where each transformer family keeps its attention pieces (METHODS §0).
+"""Architecture families: where each transformer family keeps its attention pieces (docs/methods.md §0).
 
 One ``Family`` per transformers ``model_type`` group says, in transformers' own module names
 (relative to one decoder/encoder layer of the base model, ``AutoModel``):

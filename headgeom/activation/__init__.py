@@ -1,4 +1,4 @@
-"""Activation stage (METHODS §3): forward passes on text through transformers' own modeling
+"""Activation stage (docs/methods.md §3): forward passes on text through transformers' own modeling
 code, paper 1's natural return and the PK paper's read paths.
 
   texts.py           named corpora (embedded / local / hf) and deterministic token windows

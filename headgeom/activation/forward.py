@@ -1,7 +1,7 @@
-"""Forward passes through transformers' own modeling code, with hooks (METHODS §3).
+"""Forward passes through transformers' own modeling code, with hooks (docs/methods.md §3.1).
 
 A config ``models:`` entry is located exactly as the fetch stage locates it
-(``headgeom.sources.open_source``); the directory or GGUF file found there is loaded with
+(``headgeom.io.sources.open_source``); the directory or GGUF file found there is loaded with
 ``from_pretrained`` (GGUF through transformers' own ``gguf_file=`` path), ``local_files_only``,
 never ``trust_remote_code``. Per layer the hooks capture
 

@@ -1,4 +1,4 @@
-"""Paper 1's natural return (METHODS §3), float64, from d_head x d_head matrices.
+"""Paper 1's natural return (docs/methods.md §3.2), float64, from d_head x d_head matrices.
 
 Head h writes y_t = O_h z_t; its diagnostic return is T y_t = O_h V_g^T y_t = O_h M z_t with
 M = V_g^T O_h = W_V^g O_h. With A = O^T O and the token sums S = sum_t z_t z_t^T:

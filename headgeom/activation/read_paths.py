@@ -1,4 +1,4 @@
-"""The PK paper's read paths (§4.2, §5.4; METHODS §3), float64.
+"""The PK paper's read paths (§4.2, §5.4; docs/methods.md §3.3), float64.
 
 A reader of kind X in layer l' sees N(x) = P_c x / sigma(x), sigma(x) = sqrt(mean((P_c x)^2) + eps)
 (RMSNorm: P_c = I), through A_h = W_X^h diag(gamma). For a write u of head j (layer l < l') and
@@ -7,7 +7,7 @@ the residual x entering layer l' the first-order response is A J(x) u with
   J(x) u = P_c u / sigma  -  kappa * xhat (xhat^T P_c u) / sigma,   xhat = P_c x / ||P_c x||,
   kappa  = ||P_c x||^2 / (D sigma^2) = 1 - eps / sigma^2.
 
-METHODS writes the eps = 0 form (kappa = 1); kappa keeps eps exactly as the model's norm does
+The eps = 0 form has kappa = 1; kappa keeps eps exactly as the model's norm does
 (the derivative of sqrt(mean((P_c x)^2) + eps)); ``eps_exact: false`` drops it (kappa = 1).
 Linear term A P_c u / sigma, normalization term -kappa A xhat (xhat^T P_c u) / sigma, total their
 sum. Post-norm models (BERT) have no pre-attention norm: the reader sees x itself, sigma = 1, and

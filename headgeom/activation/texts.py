@@ -1,4 +1,4 @@
-"""Named text corpora and deterministic token windows (METHODS §3 "Text").
+"""Named text corpora and deterministic token windows (docs/methods.md §3.1).
 
 Config ``texts:`` maps a corpus name to one of
   source: embedded  name: one of EMBEDDED_TEXTS (default; a real English prose text that ships

@@ -1,5 +1,5 @@
 """Adapter interface: one adapter per architecture turns stored checkpoint tensors into
-per-head factors (METHODS §0).
+per-head factors (docs/methods.md §0).
 
 An adapter never sees files. It gets
   * ``config``: the model's config (HF ``config.json`` as a dict, or GGUF metadata),
@@ -105,7 +105,7 @@ def cfg(config: dict, *names, default=None, required=True):
 
 def present(get, prefix: str, suffixes) -> list[str]:
     """The ``suffixes`` (tensor names after ``prefix``) that the checkpoint holds; used to record
-    which biases exist (METHODS §0: biases are ignored, but recorded)."""
+    which biases exist (docs/methods.md §0: biases are ignored, but recorded)."""
     out = []
     for s in suffixes:
         try:

@@ -1,5 +1,5 @@
 """BERT (post-LN MHA). Post-norm: the layer input is the previous block's LayerNorm output,
-so nothing is folded into reading spaces (METHODS §2)."""
+so nothing is folded into reading spaces (docs/methods.md §2.1)."""
 
 from __future__ import annotations
 

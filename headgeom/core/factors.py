@@ -1,4 +1,4 @@
-"""Per-head factors of one attention layer (METHODS §0).
+"""Per-head factors of one attention layer (docs/methods.md §0).
 
 Conventions (HF linear weights are (out, in)):
   W_Q[h]  d_qk x d_model   rows of the query projection for query head h

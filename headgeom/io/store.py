@@ -97,7 +97,7 @@ def read_attention(ckpt, model: str, architecture: str | None = None, log=print)
     tensors, dtypes = {}, {}
     nonfinite = []
     for i, (k, arr, src_dtype) in enumerate(ckpt.read(wanted)):
-        arr = np.ascontiguousarray(arr)  # METHODS §0 pitfall: never save a Fortran-ordered view
+        arr = np.ascontiguousarray(arr)  # docs/methods.md §0 pitfall: never save a Fortran-ordered view
         if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
             nonfinite.append(k)
         tensors[k] = arr

@@ -253,7 +253,7 @@ JOBS = {
             log="logs/paper1/capacity/{model}/layer{layer}.log",
             final_model=True,
         ),
-        # activation stage (METHODS §3; headgeom.activation): per-layer analysis of the forward pass's
+        # activation stage (docs/methods.md §3; headgeom.activation): per-layer analysis of the forward pass's
         # activations (the forward job itself is workflow/rules/activation.smk's activation_forward)
         Job(
             "activation_natural_return", run_activation_natural_return,

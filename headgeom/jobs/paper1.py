@@ -1,6 +1,6 @@
 """Entry points of paper 1's per-layer jobs (workflow scripts call these; the math is in
-headgeom.paper1). Each job reads one layer of one model and writes its Parquet shard(s)
-atomically with provenance (headgeom.shards.write_shard)."""
+headgeom.methods.paper1). Each job reads one layer of one model and writes its Parquet shard(s)
+atomically with provenance (headgeom.io.shards.write_shard)."""
 
 from __future__ import annotations
 

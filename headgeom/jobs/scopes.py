@@ -1,5 +1,5 @@
 """Scoped designs: which per-layer jobs run for which model and layer, with which null types,
-kinds and sample counts (issue 13, item 1).
+kinds and sample counts (docs/methods.md, "Scoped designs").
 
 The global ``pk:`` block is the default design. A model narrows or changes it with a scope,
 given in its ``models:`` entry (``scope:``) or, for registries defined elsewhere, under the

@@ -45,7 +45,7 @@ def closure_from_terms(nT2, ip, nT4):
     """Closure P, fitted alpha*, return gain g_T and the 'undefined' flag.
 
     P = <T^2,T>^2 / (||T^2||^2 ||T||^2); alpha* = <T^2,T>/||T||^2 (sign kept);
-    g_T = ||T^2||_F/||T||_F (METHODS *(choice)*). NaN + flag when T or T^2 is zero."""
+    g_T = ||T^2||_F/||T||_F (a reconstructed *(choice)*, docs/methods.md §1.1). NaN + flag when T or T^2 is zero."""
     nT2, ip, nT4 = (np.asarray(x, dtype=np.float64) for x in (nT2, ip, nT4))
     scale = np.where(np.isfinite(nT2), np.abs(nT2), 0.0)
     undefined = ~np.isfinite(nT2) | ~np.isfinite(nT4) | (nT2 <= 0) | (nT4 <= ZERO_RTOL * scale**2)
@@ -62,7 +62,7 @@ def closure_score(O, V):
 
 
 def weighted_inner(X, Y, A, B):
-    """<X,Y>_{A,B} = tr(X^T A Y B) (METHODS §1 weighted-metric form)."""
+    """<X,Y>_{A,B} = tr(X^T A Y B) (the weighted-metric form, docs/methods.md §1.1)."""
     return _tr_prod(_t(X) @ A, Y @ B)
 
 
@@ -243,7 +243,7 @@ def product_law_general(A_a, B_a, B_b, C_ab, N, alpha):
 
 
 def sibling_law(O_i, O_j, V, alpha_j):
-    """For heads i, j sharing V: F_ij, beta_ij, rho_ij (METHODS §1, shared-value algebra).
+    """For heads i, j sharing V: F_ij, beta_ij, rho_ij (docs/methods.md §1.9, shared-value algebra).
     T_i T_j = O_i M_j V^T with M_j = V^T O_j: product_law_general with V_a = V_b = V."""
     A_i, B, M_j = _t(O_i) @ O_i, _t(V) @ V, _t(V) @ O_j
     return product_law_general(A_i, B, B, B, M_j, alpha_j)

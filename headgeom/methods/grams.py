@@ -1,4 +1,4 @@
-"""The Grams of one layer's OV circuits, kept factored (METHODS §1).
+"""The Grams of one layer's OV circuits, kept factored (docs/methods.md §1.1).
 
 ``LayerGrams`` plays the part TransformerLens' ``FactoredMatrix`` plays for ``model.OV``: the
 d_model x d_model operators T_h = O_h V_g^T are never formed; everything the closure and the

@@ -1,4 +1,4 @@
-"""PK paper §5.5: base vs instruct, pair by pair (issue 13, item 2).
+"""PK paper §5.5: base vs instruct, pair by pair (docs/methods.md §2.11).
 
 For every declared base/instruct pair (``models.<m>.pair``), the writing-space pairs (O-O,
 within a layer) of the two checkpoints are matched by (layer, head_i, head_j) and compared:

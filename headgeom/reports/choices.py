@@ -1,4 +1,4 @@
-"""Switches for the reconstructed choices of METHODS (*(choice)*; issue 13, item 5) and the
+"""Switches for the reconstructed choices (*(choice)*, docs/methods.md) and the
 sensitivity table: for each switch and each alternative, which ledger claims change status.
 
 Weight-space choices of paper 1 are computed every way in the ``paper1_heads`` shards (extra
@@ -53,15 +53,15 @@ class Switch:
     key: str  # under config `choices:`
     default: str
     alternatives: tuple  # every value, default first
-    method: str  # where METHODS makes the choice
+    method: str  # where the methods make the choice (docs/methods.md §n)
     columns: tuple  # paper1_heads columns it replaces
 
 
 SWITCHES = (
-    Switch("return_gain", "rms", ("rms", "fitted"), "METHODS §1 return gain g_T", ("g_T",)),
-    Switch("isotropy", "participation", ("participation", "min_max"), "METHODS §1 isotropy I_D", ("I_D",)),
+    Switch("return_gain", "rms", ("rms", "fitted"), "methods §1 return gain g_T", ("g_T",)),
+    Switch("isotropy", "participation", ("participation", "min_max"), "methods §1 isotropy I_D", ("I_D",)),
     Switch("factorial_contrast", "interaction", ("interaction", "row", "column"),
-           "METHODS §1 factorial D x K contrast", ("I_factorial", "I_factorial_ctrl")),
+           "methods §1 factorial D x K contrast", ("I_factorial", "I_factorial_ctrl")),
 )
 DEFAULTS = {s.key: s.default for s in SWITCHES}
 
@@ -98,9 +98,9 @@ TABLE_SWITCHES = (
                 "paper 1 left-zero band: τ of ≈ (F_ij and F_ji ≥ τ)", ("paper1_anchor",), ("band", "explanation"), 0.9),
 )
 SHARD_SWITCHES = (
-    ShardSwitch("activation.paper1.endpoint", ("pooled", "median_cos2"), "METHODS §3 natural-return endpoint",
+    ShardSwitch("activation.paper1.endpoint", ("pooled", "median_cos2"), "methods §3 natural-return endpoint",
                 "activation_natural_return", "endpoint", "endpoint", "pooled"),
-    ShardSwitch("activation.read_paths.eps_exact", (True, False), "METHODS §3 norm epsilon in J(x)",
+    ShardSwitch("activation.read_paths.eps_exact", (True, False), "methods §3 norm epsilon in J(x)",
                 "activation_read_paths", "eps_exact", fallback=True),
 )
 
@@ -118,7 +118,7 @@ class ForwardSwitch:
 
 
 FORWARD_SWITCHES = (
-    ForwardSwitch("activation.bos", (True, False), "METHODS §3 window cutting (BOS prepended to every window)",
+    ForwardSwitch("activation.bos", (True, False), "methods §3 window cutting (BOS prepended to every window)",
                   "bos", True),
 )
 ACTIVATION_FAMILIES = ("activation_natural_return", "activation_read_paths")

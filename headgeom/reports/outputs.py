@@ -237,7 +237,7 @@ _ENTRIES = (
            params=NULLS),
     Output("pk_fig9_cross_heatmaps", F, "PK paper", ("pk_cross", "pk_null_cross"),
            lambda d, f, m, p: _pk().fig9(_conds(d, f, p), f, m), params=NULLS),
-    # ---------------------------------------------------------------- activation stage (METHODS §3)
+    # ---------------------------------------------------------------- activation stage (docs/methods.md §3)
     # paper 1's natural return reads the closure P of the paper 1 per-head shards to pick its heads
     Output(NAT, T, "Paper 1", (NAT, HEADS),
            lambda d, f, m, p: _act().natural_return_table(d[NAT], d[HEADS], m, p), params=ACT_NAT_PARAMS, **ACT),

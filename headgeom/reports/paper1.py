@@ -1,6 +1,6 @@
 """Paper 1 tables and figures from the paper1 shards (heads, pairs, capacity).
 
-Tables (headgeom.tables.Table: CSV + Markdown + LaTeX + .prov.json):
+Tables (headgeom.reports.tables.Table: CSV + Markdown + LaTeX + .prov.json):
   paper1_table2     strong tail per model (paper Table 2) with the threshold-sweep ends and g_T checks
   paper1_table3     trajectories: P, R, Cap_hat, E per checkpoint for the final-defined groups (Table 3)
   paper1_table4     shared-value sibling law with the next-group control (Table 4)
@@ -28,7 +28,7 @@ from headgeom.core.seeds import rng_for
 from headgeom.reports.figures import pyplot
 from headgeom.reports.tables import nanstat, Column, Table, tex_escape, strong_tail
 
-# Header characters headgeom.tables._tex leaves alone, made LaTeX-safe (captions avoid them).
+# Header characters headgeom.reports.tables.tex_escape leaves alone, made LaTeX-safe (captions avoid them).
 _LATEX = (("²", "$^2$"), ("‖", r"$\|$"), ("≈", r"$\approx$"), ("−", "-"), ("≠", r"$\neq$"), ("<", "$<$"),
           (">", "$>$"), ("|", "$|$"))
 

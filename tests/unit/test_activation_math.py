@@ -1,4 +1,4 @@
-"""Activation-stage math (METHODS §3) against independent computations: explicit operators,
+"""Activation-stage math (docs/methods.md §3) against independent computations: explicit operators,
 finite differences through torch's / transformers' own norm modules, and direct per-token loops."""
 
 import numpy as np

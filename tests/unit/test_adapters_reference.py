@@ -1,7 +1,7 @@
 """Adapters against the real thing: for every supported architecture, a tiny randomly
 initialized ``transformers`` model (float64) is saved as safetensors, run through
 ``open_checkpoint`` -> ``extract`` -> ``TensorStore.layer_factors``, and the factors are
-compared with what the model's own attention modules compute (METHODS §0).
+compared with what the model's own attention modules compute (docs/methods.md §0).
 
 What is compared, per layer, for a random input at position 0 (RoPE is the identity there)
 with sequence length 1 (softmax = 1: every head outputs its V):

@@ -1,4 +1,4 @@
-"""METHODS §1 identities on random factors, and hand-built exact cases."""
+"""docs/methods.md §1 identities on random factors, and hand-built exact cases."""
 
 import numpy as np
 import pytest

@@ -272,7 +272,7 @@ def test_capacity_layer_scramble_count_and_default():
         for r, h in enumerate(out["head"]):
             Dh, Kh = geo.coords([h], [f.kv_group[h]])
             pp = []
-            for j in range(n):  # the signed-permutation draws of METHODS, P_D written out
+            for j in range(n):  # the signed-permutation draws of docs/methods.md §1.5, P_D written out
                 g = rng_for("mdl", 1, int(h), j, "scramble")
                 PL, PR = signed_permutation(g, 4), signed_permutation(g, 4)
                 pp.append(_P_explicit(PL @ Kh[0] @ PR, Dh[0]))

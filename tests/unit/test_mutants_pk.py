@@ -401,7 +401,7 @@ def test_pk_layer_layer_rank_uses_the_rank_rtol_given():
 
 
 def test_layer_spaces_default_tolerance_keeps_full_rank_heads():
-    """The default rank_rtol is 1e-6 (METHODS): generic heads keep full rank. layer_spaces 1."""
+    """The default rank_rtol is 1e-6 (docs/methods.md §2.2): generic heads keep full rank. layer_spaces 1."""
     rng = np.random.default_rng(117)
     f = gqa_layer(rng)
     sp = PK.layer_spaces(f, ("O", "V"))
@@ -471,7 +471,7 @@ def test_layer_stats_share_above_twice_iso_is_strict():
 def test_self_overlap_exactness_boundary_and_default_permutations():
     """Exact test iff n! - 1 <= n_perm (every non-identity permutation used); n_perm = n! - 2
     is not exact and draws n_perm random permutations; the default is 10 000 permutations
-    (METHODS, Appendix H). self_overlap_test 17, 19, 20 (boundary), 1 (default)."""
+    (docs/methods.md §2.10; the PK paper, Appendix H). self_overlap_test 17, 19, 20 (boundary), 1 (default)."""
     rng = np.random.default_rng(119)
     rho = rng.random((3, 3))
     obs, null, p, exact = PK.self_overlap_test(rho, [0, 1, 2], np.random.default_rng(0), n_perm=5)

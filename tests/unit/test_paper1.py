@@ -1,4 +1,4 @@
-"""Paper 1 suite (METHODS §1): identities, invariants and determinism of headgeom.paper1,
+"""Paper 1 suite (docs/methods.md §1): identities, invariants and determinism of headgeom.methods.paper1,
 checked against explicit operators on tiny shapes; the table builders on synthetic layers."""
 
 import numpy as np
@@ -66,7 +66,7 @@ def test_perturbation_split_scale_bounds_P_and_equals_it_without_cancellation():
 
 
 def test_perturbation_split_sign_convention_when_K2_is_orthogonal_to_K():
-    """sigma = 1 when <K^2, K> = 0 exactly (METHODS §1). For this integer K (found by search),
+    """sigma = 1 when <K^2, K> = 0 exactly (docs/methods.md §1). For this integer K (found by search),
     <K^2, K> = 0 exactly in floating point, so s = 0, u = y = K/||K|| and
     b = <KEK, K> / (c ||K^2|| ||K||) = -4 / (...) < 0, computed here directly; sigma = -1 would
     flip b's sign (P_split, which squares the numerator, would not see it)."""

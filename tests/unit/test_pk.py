@@ -1,4 +1,4 @@
-"""METHODS §2: PK, rho, principal angles, folding, reference statistics."""
+"""docs/methods.md §2: PK, rho, principal angles, folding, reference statistics."""
 
 import numpy as np
 import pytest
@@ -65,7 +65,7 @@ def test_rank_deficient_head_dimension_and_zero_head_nan():
 
 
 def test_isotropic_reference_values():
-    assert np.isclose(pk.isotropic_sd(64, 768), 0.0017, atol=5e-5)  # METHODS: 0.0017 at 768/64
+    assert np.isclose(pk.isotropic_sd(64, 768), 0.0017, atol=5e-5)  # docs/methods.md §2.5: 0.0017 at 768/64
     assert pk.isotropic_rho(64, 768) == 64 / 768
 
 

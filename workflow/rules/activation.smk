@@ -1,4 +1,4 @@
-# Activation stage (METHODS §3; headgeom/activation): forward passes on text through transformers'
+# Activation stage (docs/methods.md §3; headgeom/activation): forward passes on text through transformers'
 # modeling code, paper 1's natural return and the PK paper's read paths (Figures 4, 5).
 #
 #   activation_forward   results/activations/{model}/{corpus}/{n}x{w}/layer{L}.safetensors: one job per

@@ -1,4 +1,4 @@
-# config models[...] keys headgeom.sources.open_source reads
+# config models[...] keys headgeom.io.sources.open_source reads
 FETCH_KEYS = ("source", "path", "repo_id", "revision", "package")
 
 

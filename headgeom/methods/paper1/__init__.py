@@ -1,9 +1,9 @@
-"""Paper 1 suite (METHODS §1 beyond closure.py): perturbation split, orientation scrambles and
+"""Paper 1 suite (docs/methods.md §1 beyond closure.py): perturbation split, orientation scrambles and
 the Haar audit, factorial D x K, feasible capacity, shared-value algebra and value anchors.
 
 Everything is float64 and built from d_head x d_head Grams of one layer:
   A_h = O_h^T O_h,  B_g = V_g^T V_g,  M[h, g] = V_g^T O_h,  C[g, g'] = V_g^T V_g'.
-Every random draw comes from ``headgeom.seeds.rng_for(model, layer, head, draw, purpose)``, so a
+Every random draw comes from ``headgeom.core.seeds.rng_for(model, layer, head, draw, purpose)``, so a
 head's numbers do not depend on which other heads, layers or jobs run, nor in which order.
 
 Assertions here guard identities (a failure is a bug in this code, never a property of the

@@ -1,4 +1,4 @@
-"""Perturbation split of the latent closure P_D(K) (METHODS §1): c, s, a, b, w2, with the identity
+"""Perturbation split of the latent closure P_D(K) (docs/methods.md §1.3): c, s, a, b, w2, with the identity
 asserted."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from headgeom.methods.paper1.common import fro2, inner
 
 
 def perturbation_split(K, D):
-    """Exact split of P_D(K) around the isoclinic core (METHODS §1).
+    """Exact split of P_D(K) around the isoclinic core (docs/methods.md §1.3).
 
     c = tr(D)/d, E = D - cI, X = K^2, Y = K, F = KEK; x = X/||X||, sigma = sign<X,Y> (1 if 0),
     y = sigma Y/||Y||, s = <x,y> = sqrt(P_I(K)); u = (y - s x)/sqrt(1-s^2) (computed by
