@@ -305,7 +305,11 @@ def problems(config: dict) -> list[Problem]:
     for name in weight_models(config):
         entry = known.get(name)
         if not isinstance(entry, dict):
-            out.append(Problem("model", name, "fetch", f"is not under models: (known: {', '.join(sorted(known))})"))
+            where = [f"paper1.lineages.{k}" for k, members in ((config.get("paper1") or {}).get("lineages") or {}).items()
+                     if name in (members or [])]
+            named = f" (named in {', '.join(where)})" if where and name not in (config.get("active_models") or []) else ""
+            out.append(Problem("model", name, "fetch",
+                               f"is not under models:{named} (known: {', '.join(sorted(known))})"))
             continue
         m = _Model()
         bad = _source(entry, m)
