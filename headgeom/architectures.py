@@ -11,7 +11,12 @@ One ``Family`` per transformers ``model_type`` group says, in transformers' own 
   norm        the pre-attention norm (None: post-LN or no norm), ``norm_type`` what is folded
               (layernorm: centering and gain; rmsnorm: gain; none), ``norm_offset`` added to its
               weight (Gemma's ``1 + w``), ``norm_weight`` False for a non-parametric norm (OLMo)
-  post_norm   a norm on the attention output before it reaches the residual (Gemma-2/3, OLMo-2)
+  post_norm   a norm on the attention output before it reaches the residual (Gemma-2/3, OLMo-2):
+              ``post_norm_type`` (rmsnorm | layernorm) and ``post_norm_offset`` (Gemma's ``1 + w``) say
+              what it computes; the activation stage takes each head's write through it
+  eps_keys    config keys of the pre-attention norm's epsilon (first present wins; GGUF metadata:
+              ``<arch>.attention.layer_norm_rms_epsilon`` / ``layer_norm_epsilon``), which the activation
+              stage checks against the epsilon the model's norm module computes with
   qk_norm     "per_head" | "full" (over all heads jointly) | None: a norm after the q/k projection
   parallel    attention and MLP read the same normalized input (GPT-J, Falcon, Phi, ...)
   moe         the MLP is a mixture of experts (irrelevant to attention, recorded)
@@ -59,8 +64,10 @@ class Family:
     norm_type: str = "rmsnorm"
     norm_offset: float = 0.0
     norm_weight: bool = True
-    norm_eps: float | None = None  # a norm whose eps is a constant in its code, not a module attribute
+    norm_eps: float | None = None  # the norm's eps is a constant in its code, not a config key (OLMo, OPT)
     post_norm: str | None = None
+    post_norm_type: str = "rmsnorm"
+    post_norm_offset: float = 0.0
     qk_norm: str | None = None
     parallel: bool = False
     moe: bool = False
@@ -71,6 +78,8 @@ class Family:
     layers_keys: tuple[str, ...] = ("num_hidden_layers",)
     kv_keys: tuple[str, ...] = ("num_key_value_heads",)
     head_dim_keys: tuple[str, ...] = ("head_dim",)
+    eps_keys: tuple[str, ...] = ("rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_eps",
+                                 "norm_epsilon", "layernorm_epsilon")
     #: config -> field overrides (a config-dependent layout); None: the same for every config
     variant: Callable[[dict], dict] | None = field(default=None, compare=False, repr=False)
     notes: str = ""
@@ -165,6 +174,12 @@ def _stablelm(c: dict) -> dict:
                 parallel=bool(c.get("use_parallel_residual")))
 
 
+def _gemma(c: dict) -> dict:
+    # Gemma-1's post_attention_layernorm is its pre-MLP norm (the llama layout): no post-attention
+    # norm and no q/k norm; Gemma-2 has the post-attention norm but no q/k norm
+    return {"gemma": dict(post_norm=None, qk_norm=None), "gemma2": dict(qk_norm=None)}.get(c.get("model_type"), {})
+
+
 def _cohere(c: dict) -> dict:
     return dict(qk_norm="per_head" if c.get("use_qk_norm") else None)
 
@@ -182,7 +197,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("llama", ("llama", "mistral")),
     Family("mixtral", ("mixtral",), moe=True),
     Family("gemma3", ("gemma3_text", "gemma3", "gemma2", "gemma"), norm_offset=1.0, qk_norm="per_head",
-           post_norm="post_attention_layernorm", notes="(1 + w) RMSNorms; Gemma-1 has no q/k or post norm"),
+           post_norm="post_attention_layernorm", post_norm_offset=1.0, variant=_gemma,
+           notes="(1 + w) RMSNorms; Gemma-1 has no q/k or post norm, Gemma-2 no q/k norm"),
     Family("qwen2", ("qwen2",)),
     Family("qwen2_moe", ("qwen2_moe",), moe=True),
     Family("qwen3", ("qwen3",), qk_norm="per_head"),
@@ -205,7 +221,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("phi3", ("phi3",), q=None, k=None, v=None, qkv="self_attn.qkv_proj", split="concat"),
     Family("opt", ("opt",), layers="decoder.layers", q="self_attn.q_proj", k="self_attn.k_proj",
            v="self_attn.v_proj", o="self_attn.out_proj", norm="self_attn_layer_norm", variant=_opt,
-           kv_keys=(), head_dim_keys=(), **_LN),
+           kv_keys=(), head_dim_keys=(), norm_eps=1e-5, notes="nn.LayerNorm with its default eps 1e-5", **_LN),
     Family("gpt_neo", ("gpt_neo",), layers="h", attn="attn", q="attn.attention.q_proj", k="attn.attention.k_proj",
            v="attn.attention.v_proj", o="attn.attention.out_proj", norm="ln_1", kv_keys=(), head_dim_keys=(),
            heads_keys=("num_heads",), layers_keys=("num_layers",), **_LN),
@@ -277,10 +293,39 @@ def family_for(config: dict, architecture: str | None = None) -> Family:
 def hook_map(fam: Family) -> dict:
     """Module paths the activation stage hooks, relative to one layer of the base model:
     o (its input is z), attn (its first output is the attention block's output), q/k/v or qkv
-    (weight check), norm (pre-attention; None: post-LN or none), post_norm."""
+    (weight check), norm (pre-attention; None: post-LN or none) with what it computes (norm_type,
+    norm_offset, norm_weight, a constant norm_eps), post_norm (on the attention output before the
+    residual add) with post_norm_type and post_norm_offset."""
     return dict(layers=fam.layers, attn=fam.o if fam.post_ln and fam.name == "bert" else fam.attn, o=fam.o,
                 q=fam.q, k=fam.k, v=fam.v, qkv=fam.qkv, split=fam.split, conv1d=fam.conv1d,
-                norm=fam.norm, norm_eps=fam.norm_eps, post_norm=fam.post_norm)
+                norm=fam.norm, norm_type=fam.norm_type, norm_offset=fam.norm_offset, norm_weight=fam.norm_weight,
+                norm_eps=fam.norm_eps, post_norm=fam.post_norm, post_norm_type=fam.post_norm_type,
+                post_norm_offset=fam.post_norm_offset)
+
+
+#: GGUF metadata keys of the norm epsilon (after ``<general.architecture>.``)
+_GGUF_EPS = ("attention.layer_norm_rms_epsilon", "attention.layer_norm_epsilon")
+
+
+def config_eps(config: dict, fam: Family | None = None) -> float | None:
+    """The pre-attention norm's epsilon a checkpoint's config declares (an HF config dict with its
+    family ``fam``, or GGUF metadata, as a tensor store's manifest records it); the family's code
+    constant where its norm has one (OLMo); None when the family has no pre-attention norm or the
+    config names none."""
+    arch = config.get("general.architecture")
+    if arch:  # GGUF: every supported GGUF layout has an RMSNorm before attention
+        keys, c = tuple(f"{arch}.{k}" for k in _GGUF_EPS), config
+    elif fam is None or fam.norm is None:
+        return None
+    elif fam.norm_eps is not None:
+        return float(fam.norm_eps)
+    else:
+        keys, c = fam.eps_keys, config_view(config)
+    for k in keys:
+        if c.get(k) is not None:
+            v = c[k]
+            return float(v[0] if isinstance(v, (list, tuple)) else v)
+    return None
 
 
 def o_proj_names() -> tuple[str, ...]:
@@ -331,7 +376,8 @@ def coverage_md() -> str:
         qk = "Q/K skipped (q/k norm)" if f.qk_norm else "Q/K via logits"
         if f.name == "gemma3":
             qk = "Q/K skipped (family has q/k norm), multimodal `gemma3` wrapper not built"
-        act = "yes" + (" (writes before the post-attention norm)" if f.post_norm else "")
+        act = "yes" + (" (writes through the post-attention "
+               f"{ {'rmsnorm': 'RMSNorm', 'layernorm': 'LayerNorm'}[f.post_norm_type]})" if f.post_norm else "")
         lines.append(f"| {f.name} | {', '.join(f'`{m}`' for m in f.model_types)} | {_layout(f)} | {_folded(f)} | {other} "
                      f"| yes | {act} | V/O per head, {'norm, ' if f.norm else ''}{qk}, activation hooks |")
     lines += ["| gguf-llama | GGUF `llama` | separate, llama.cpp Q/K row permutation undone | RMSNorm gain | – | yes | "

@@ -8,6 +8,17 @@ never ``trust_remote_code``. Per layer the hooks capture
   z  (tokens, H, d_head)  the input of the attention output projection split into heads: head
                           h's attention-weighted value mix, so its write is y_h = O_h z_h
   x  (tokens, d_model)    the residual entering the layer, before its norm
+  write_scale (tokens,)   families with a norm on the attention output before the residual add
+                          (``post_norm`` of the family: Gemma-2/3, OLMo-2): 1 / s_t, the norm's
+                          per-token factor computed from the full attention output a_t the norm
+                          receives (RMSNorm: s_t = sqrt(mean(a_t^2) + eps); LayerNorm: of the
+                          centred a_t), eps read from the norm module
+  write_gain (d_model,)   and the norm's gain as the model applies it (weight + the family's
+                          post_norm_offset, Gemma's 1 + w); head j's write as the model adds it to
+                          the residual is then u_tj = write_gain * P_c(O_j z_tj) * write_scale_t
+                          (P_c: centring, LayerNorm only), and sum_j u_tj is the norm's output
+                          (minus the normed output-projection bias and a LayerNorm's bias, where
+                          the model has them)
   attn_out (tokens, d_model)  what the attention block returns (kept only for tests)
 
 Everything is float32 on the configured device; analysis converts to float64.
@@ -16,7 +27,7 @@ Everything is float32 on the configured device; analysis converts to float64.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +53,8 @@ class LoadedModel:
     n_heads: int
     n_kv: int
     d_head: int
+    #: sha256 of every tokenizer file the tokenizer was loaded from (GGUF: of its tokenizer metadata)
+    tokenizer_files: dict = field(default_factory=dict)
 
     def layers(self):
         return _get(self.model, self.hooks["layers"])
@@ -55,13 +68,31 @@ class LoadedModel:
     def norm_eps(self, layer: int) -> float | None:
         if self.hooks["norm"] is None:
             return None
-        if self.hooks.get("norm_eps") is not None:  # a constant in the norm's code (OLMo)
-            return float(self.hooks["norm_eps"])
         m = self.module(layer, "norm")
-        for a in ("variance_epsilon", "eps", "epsilon"):
-            if hasattr(m, a):
-                return float(getattr(m, a))
-        raise ModelRunError(f"cannot read epsilon of {type(m).__name__} in layer {layer}")
+        if self.hooks.get("norm_eps") is not None and not any(hasattr(m, a) for a in _EPS_ATTRS):
+            return float(self.hooks["norm_eps"])  # a constant in the norm's code, no attribute (OLMo)
+        return _module_eps(m, layer)
+
+    def norm_gain(self, layer: int) -> np.ndarray | None:
+        """The pre-attention norm's gain as the model applies it (weight + the family's offset);
+        None without a pre-attention norm or for a non-parametric one."""
+        if self.hooks["norm"] is None or not self.hooks.get("norm_weight", True):
+            return None
+        w = self.module(layer, "norm").weight.detach().double().cpu().numpy()
+        return w + float(self.hooks.get("norm_offset") or 0.0)
+
+    def post_norm_eps(self, layer: int) -> float | None:
+        return None if self.hooks.get("post_norm") is None else _module_eps(self.module(layer, "post_norm"), layer)
+
+
+_EPS_ATTRS = ("variance_epsilon", "eps", "epsilon")
+
+
+def _module_eps(m, layer: int) -> float:
+    for a in _EPS_ATTRS:
+        if hasattr(m, a):
+            return float(getattr(m, a))
+    raise ModelRunError(f"cannot read epsilon of {type(m).__name__} in layer {layer}")
 
 
 def _get(obj, dotted: str):
@@ -146,7 +177,38 @@ def _load(path: Path, model_name: str, device, architecture=None):
 
     c = config_view(cfg.to_dict())
     sh = family_for(c, architecture).shapes(c)
-    return model, tok, mt, hooks, sh["n_heads"], sh["n_kv_heads"], sh["d_head"]
+    files = tokenizer_files(Path(where), tok, path if kw.get("gguf_file") else None)
+    return model, tok, mt, hooks, sh["n_heads"], sh["n_kv_heads"], sh["d_head"], files
+
+
+#: files a transformers tokenizer may read besides its class's own ``vocab_files_names``
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                   "chat_template.jinja", "chat_template.json", "vocab.txt", "vocab.json", "merges.txt",
+                   "tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
+
+
+def tokenizer_files(where: Path, tok, gguf: Path | None = None) -> dict[str, str]:
+    """name -> sha256 of every tokenizer file in ``where`` that transformers' tokenizer loading
+    reads (its class's ``vocab_files_names`` and the common configuration files); for a GGUF file
+    also ``gguf:tokenizer.*``, the sha256 of its tokenizer metadata (every ``tokenizer.`` field's
+    name and raw bytes, in key order)."""
+    import hashlib
+
+    from ..io.files import sha256_file
+
+    names = set(TOKENIZER_FILES) | {str(v) for v in (getattr(tok, "vocab_files_names", None) or {}).values()}
+    out = {n: sha256_file(where / n) for n in sorted(names) if (where / n).is_file()}
+    if gguf is not None:
+        from gguf import GGUFReader
+
+        h = hashlib.sha256()
+        fields = GGUFReader(str(gguf)).fields
+        for k in sorted(k for k in fields if k.startswith("tokenizer.")):
+            h.update(k.encode() + b"\0")
+            for part in fields[k].parts:
+                h.update(np.ascontiguousarray(part).tobytes())
+        out["gguf:tokenizer.*"] = h.hexdigest()
+    return out
 
 
 @contextmanager
@@ -157,18 +219,23 @@ def open_model(model_name: str, entry: dict, device: str = "cpu", log=print):
     dev = device_for(device)
     with open_source(entry, log=log) as (ckpt, source):
         path = Path(ckpt.path)
-        model, tok, mt, hooks, H, G, d = _load(path, model_name, dev, entry.get("architecture"))
-    yield LoadedModel(model, tok, mt, hooks, source, H, G, d)
+        model, tok, mt, hooks, H, G, d, files = _load(path, model_name, dev, entry.get("architecture"))
+    yield LoadedModel(model, tok, mt, hooks, source, H, G, d, files)
 
 
 def capture(lm: LoadedModel, ids: np.ndarray, keep_attn_out: bool = False, device: str = "cpu"):
     """Run the windows (n_windows, window) one at a time; return per layer a dict with
-    z (N, H, d_head), x (N, d_model) [and attn_out (N, d_model)], float32, N = n_windows*window."""
+    z (N, H, d_head), x (N, d_model) [and attn_out (N, d_model)], float32, N = n_windows*window;
+    for a family with a post-attention norm also write_scale (N,) and write_gain (d_model,)
+    (module docstring)."""
     import torch
 
     L = lm.n_layers()
-    buf = {l: {"z": [], "x": [], "attn_out": []} for l in range(L)}
+    buf = {l: {"z": [], "x": [], "attn_out": [], "write_scale": []} for l in range(L)}
     handles = []
+    post = lm.hooks.get("post_norm")
+    center = lm.hooks.get("post_norm_type") == "layernorm"
+    post_eps = {l: lm.post_norm_eps(l) for l in range(L)} if post else {}
 
     def pre_o(l):
         def f(mod, args):
@@ -182,6 +249,15 @@ def capture(lm: LoadedModel, ids: np.ndarray, keep_attn_out: bool = False, devic
             buf[l]["x"].append(x.detach().reshape(-1, x.shape[-1]).float().cpu().numpy())
         return f
 
+    def pre_post_norm(l):
+        def f(mod, args, kwargs):
+            a = args[0] if args else next(iter(kwargs.values()))
+            a = a.detach().reshape(-1, a.shape[-1]).double().cpu().numpy()
+            if center:
+                a = a - a.mean(axis=1, keepdims=True)
+            buf[l]["write_scale"].append(1.0 / np.sqrt(np.einsum("td,td->t", a, a) / a.shape[1] + post_eps[l]))
+        return f
+
     def post_attn(l):
         def f(mod, args, out):
             o = out[0] if isinstance(out, tuple) else out
@@ -192,6 +268,8 @@ def capture(lm: LoadedModel, ids: np.ndarray, keep_attn_out: bool = False, devic
         for l in range(L):
             handles.append(lm.module(l, "o").register_forward_pre_hook(pre_o(l)))
             handles.append(lm.layers()[l].register_forward_pre_hook(pre_layer(l), with_kwargs=True))
+            if post:
+                handles.append(lm.module(l, "post_norm").register_forward_pre_hook(pre_post_norm(l), with_kwargs=True))
             if keep_attn_out:
                 handles.append(lm.module(l, "attn").register_forward_hook(post_attn(l)))
         dev = next(lm.model.parameters()).device
@@ -206,6 +284,11 @@ def capture(lm: LoadedModel, ids: np.ndarray, keep_attn_out: bool = False, devic
     for l in range(L):
         out[l] = {k: np.ascontiguousarray(np.concatenate(v, axis=0), dtype=np.float32)
                   for k, v in buf[l].items() if v}
+        if post:
+            m = lm.module(l, "post_norm")
+            w = m.weight.detach().double().cpu().numpy() if getattr(m, "weight", None) is not None else 1.0
+            out[l]["write_gain"] = np.ascontiguousarray(w + float(lm.hooks.get("post_norm_offset") or 0.0),
+                                                        dtype=np.float32)
     return out
 
 
@@ -229,9 +312,17 @@ def module_weights(lm: LoadedModel, layer: int) -> dict[str, np.ndarray]:
     return out
 
 
-def weight_check(lm: LoadedModel, factors, layer: int) -> dict[str, float]:
-    """Max |store - model| / max|model| per projection: the store's per-head factors (what the
-    weight-space stages use) against the weights transformers runs."""
+#: what each entry of a weight check compares (error messages)
+CHECKED = {"q": "query projection", "k": "key projection", "v": "value projection", "o": "output projection",
+           "norm_gain": "pre-attention norm gain", "norm_eps": "pre-attention norm epsilon"}
+
+
+def weight_check(lm: LoadedModel, factors, layer: int, store_eps: float | None = None) -> dict[str, float]:
+    """Max |store - model| / max|model| per quantity: the store's per-head factors (what the
+    weight-space stages use) against the weights transformers runs: the q/k/v/o projections and
+    the pre-attention norm's gain as the model applies it (module weight + the family's offset),
+    and, where the store's config declares it (``store_eps``), the norm's epsilon against the one
+    the norm module computes with (``variance_epsilon`` / ``eps``, or the family's code constant)."""
     w = module_weights(lm, layer)
     f = factors
     stacks = {
@@ -240,10 +331,27 @@ def weight_check(lm: LoadedModel, factors, layer: int) -> dict[str, float]:
         "v": np.concatenate(list(f.W_V), axis=0),
         "o": np.concatenate(list(f.W_O), axis=1),
     }
+    gain = lm.norm_gain(layer)
+    if gain is not None:
+        w["norm_gain"] = gain
+        stacks["norm_gain"] = f.norm_gain if f.norm_gain is not None else np.full(gain.shape, np.nan)
     res = {}
     for k, s in stacks.items():
         m = w[k]
         if m.shape != s.shape:
-            raise ModelRunError(f"layer {layer}: {k} weight shape {m.shape} in transformers, {s.shape} in the tensor store")
+            raise ModelRunError(f"layer {layer}: {CHECKED[k]} shape {m.shape} in transformers, {s.shape} in the tensor store")
         res[k] = float(np.max(np.abs(m - s)) / max(np.max(np.abs(m)), 1e-300))
+    eps = lm.norm_eps(layer)
+    if eps is not None and store_eps is not None:
+        res["norm_eps"] = abs(float(store_eps) - eps) / max(abs(eps), 1e-300)
     return res
+
+
+def weight_mismatch(model: str, layer: int, check: dict[str, float], tol: float) -> str | None:
+    """One line naming the model, the layer and each quantity over ``tol``; None when all agree."""
+    bad = {k: v for k, v in check.items() if not v <= tol}
+    if not bad:
+        return None
+    what = ", ".join(f"{CHECKED.get(k, k)} (max rel. diff {v:.3g})" for k, v in bad.items())
+    return (f"model {model!r} layer {layer}: what transformers runs and the tensor store differ in the {what}; "
+            f"tolerance activation.weight_rtol = {tol:g} (refetch the model or check its checkpoint)")

@@ -57,7 +57,7 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
                 log=print) -> dict:
     """Run the windows of ``corpus`` through ``model`` and write ``out_dir/layer{l}.safetensors``
     plus ``out_dir/forward.json``. The directory appears whole or not at all."""
-    from .forward import capture, open_model, weight_check
+    from .forward import capture, open_model, weight_check, weight_mismatch
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
@@ -73,23 +73,29 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
                 f"model {model!r}: transformers runs {L} layers x {lm.n_heads} heads x d_head {lm.d_head}, the tensor "
                 f"store has {store.fields.n_layers} x {store.fields.n_heads} x {store.fields.d_head}")
         # the weight-space factors and the forward pass must come from the same weights
+        # (the norm's gain and epsilon included: the read paths use the store's gain and this eps)
         checks, tol = {}, float(params.get("weight_rtol", 1e-5))
+        store_eps = _store_eps(store, entry.get("architecture"))
         for l in range(L):
-            checks[l] = weight_check(lm, store.layer_factors(l), l)
-            bad = {k: v for k, v in checks[l].items() if not v <= tol}
+            checks[l] = weight_check(lm, store.layer_factors(l), l, store_eps)
+            bad = weight_mismatch(model, l, checks[l], tol)
             if bad:
-                raise ModelRunError(f"model {model!r} layer {l}: tensor-store weights differ from the weights "
-                                    f"transformers runs (max rel. diff {bad}, tolerance {tol})")
+                raise ModelRunError(bad)
         eps = {l: lm.norm_eps(l) for l in range(L)}
+        post = lm.hooks.get("post_norm")
+        write = ({"write_point": "post_norm", "module": post, "norm_type": lm.hooks.get("post_norm_type"),
+                  "eps": {l: lm.post_norm_eps(l) for l in range(L)}} if post else {"write_point": "o_proj"})
         t1 = time.perf_counter()
         acts = capture(lm, ids)
         t_fwd = time.perf_counter() - t1
         model_class = type(lm.model).__name__
         tok_name = type(lm.tokenizer).__name__
         vocab = int(getattr(lm.tokenizer, "vocab_size", 0) or 0)
+        tok_files = dict(lm.tokenizer_files)
     base = {
         "job": "activation_forward", "model": model, "corpus": corpus, "corpus_record": crec,
-        "text": text_summary(text), "windows": wrec, "tokenizer": {"class": tok_name, "vocab_size": vocab},
+        "text": text_summary(text), "windows": wrec,
+        "tokenizer": {"class": tok_name, "vocab_size": vocab, "files_sha256": tok_files},
         "transformers_class": model_class, "params": params, "code": code_version(),
         "model_source": store.provenance(),
     }
@@ -100,10 +106,14 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
         for l in range(L):
             meta = dict(base, layer=l, norm_eps=eps[l], norm_type=store.layer_factors(l).norm_type,
                         weight_check=checks[l], n_tokens=int(acts[l]["x"].shape[0]))
+            arrays = {k: acts[l][k] for k in ("z", "x")}
+            if post:  # the post-attention norm's per-token factor and gain (forward.py)
+                meta["write"] = {"module": post, "norm_type": write["norm_type"], "eps": write["eps"][l]}
+                arrays.update(write_scale=acts[l]["write_scale"], write_gain=acts[l]["write_gain"])
             p = layer_file(tmp, l)
-            _save_layer(p, {"z": acts[l]["z"], "x": acts[l]["x"]}, meta)
+            _save_layer(p, arrays, meta)
             files[p.name] = sha256_file(p)
-        summary = dict(base, n_layers=L, files=files, norm_eps=eps, weight_check=checks,
+        summary = dict(base, n_layers=L, files=files, norm_eps=eps, weight_check=checks, write=write,
                        seconds={"load": round(t_load, 2), "forward": round(t_fwd, 2)})
         write_json(tmp / FORWARD_SUMMARY, summary)
         os.chmod(tmp, 0o777 & ~_umask())
@@ -116,6 +126,24 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
     log(f"[forward {model} / {corpus}] {ids.shape[0]} x {ids.shape[1]} tokens, {L} layers, load {t_load:.1f}s, "
         f"forward {t_fwd:.1f}s, max weight diff {max(max(c.values()) for c in checks.values()):.2e}")
     return summary
+
+
+def _store_eps(store: TensorStore, architecture=None) -> float | None:
+    """The pre-attention norm epsilon the store's checkpoint config declares (None: none named)."""
+    from ..architectures import config_eps, family_for
+
+    cfg = store.manifest.get("config") or {}
+    return config_eps(cfg, None if "general.architecture" in cfg else family_for(cfg, architecture))
+
+
+def _post_ln(store: TensorStore) -> bool:
+    """The store's family is post-LN (the attention output is normed after the residual add)."""
+    from ..architectures import FAMILIES, config_view
+
+    fam = FAMILIES.get(store.manifest.get("adapter"))
+    if fam is None:
+        return False
+    return fam.resolve(config_view(store.manifest.get("config") or {})).post_ln
 
 
 def _umask() -> int:
@@ -156,31 +184,34 @@ def natural_return_job(store_dir, act_dir, layer: int, out, params: dict, log=pr
 
 def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print) -> None:
     """Writer layer ``layer`` against every reader layer l' > layer, kinds params['kinds']."""
-    from .read_paths import read_path_pair
+    from .read_paths import read_path_pair, write_factors
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
     L = store.fields.n_layers
     fw = store.layer_factors(layer)
-    zw = read_layer(act_dir, layer)[0]["z"]
+    warrays, wmeta = read_layer(act_dir, layer)
+    Ow, zw = write_factors(fw.W_O, warrays["z"], warrays, wmeta, params.get("write_point", "residual"))
+    flag = "post_ln_read_path" if _post_ln(store) else "no_pre_norm_read_path"
     parts = []
     for lr in range(layer + 1, L):
         fr = store.layer_factors(lr)
         arrays, meta = read_layer(act_dir, lr)
         for kind in params.get("kinds", ["Q", "K", "V"]):
             cols = read_path_pair(fw, zw, fr, arrays["x"], meta.get("norm_eps"), kind,
-                                  rank_rtol=params.get("rank_rtol", 1e-6), eps_exact=params.get("eps_exact", True))
+                                  rank_rtol=params.get("rank_rtol", 1e-6), eps_exact=params.get("eps_exact", True),
+                                  write_O=Ow, no_norm_flag=flag)
             n = len(cols["writer"])
             cols = {"reader_layer": np.full(n, lr, np.int64), "kind": np.array([kind] * n, dtype=object), **cols}
             parts.append(cols)
     names = ["reader_layer", "kind", "writer", "reader", "rho", "share", "e_lin", "e_norm", "e_cross", "e_tot",
-             "ratio_lin_tot", "rel_rms", "cross_sign", "composition", "rank_writer", "rank_reader"]
+             "ratio_lin_tot", "rel_rms", "cross_sign", "composition", "rank_writer", "rank_reader", "flags"]
     if parts:
         cols = {k: np.concatenate([p[k] for p in parts]) for k in names}
     else:  # the last layer writes to no later reader: an empty shard with the same columns
         ints = ("reader_layer", "writer", "reader", "rank_writer", "rank_reader")
-        cols = {k: np.array([], dtype=object if k == "kind" else np.int64 if k in ints
-                            else np.int8 if k == "cross_sign" else np.float64) for k in names}
+        cols = {k: np.array([], dtype=object if k in ("kind", "flags") else np.int64 if k in ints
+                            else np.float64) for k in names}
         cols["model"] = np.array([], dtype=object)
         cols["writer_layer"] = np.array([], dtype=np.int64)
     model = store.manifest["model"]

@@ -10,8 +10,18 @@ the residual x entering layer l' the first-order response is A J(x) u with
 The eps = 0 form has kappa = 1; kappa keeps eps exactly as the model's norm does
 (the derivative of sqrt(mean((P_c x)^2) + eps)); ``eps_exact: false`` drops it (kappa = 1).
 Linear term A P_c u / sigma, normalization term -kappa A xhat (xhat^T P_c u) / sigma, total their
-sum. Post-norm models (BERT) have no pre-attention norm: the reader sees x itself, sigma = 1, and
-the normalization term is zero.
+sum. A reader without a pre-attention norm (post-LN BERT, whose write passes through the LayerNorms
+after the residual adds; OLMo-2, whose q/k norms come after the projection) is not modelled here: its
+``e_norm``, ``e_cross``, ``ratio_lin_tot``, ``rel_rms`` and ``cross_sign`` are NaN, the row's ``flags``
+says why (``post_ln_read_path`` / ``no_pre_norm_read_path``), and ``e_tot`` is the linear term alone.
+
+Writes *(choice, ``activation.read_paths.write_point``)*: ``residual`` (default) takes head j's write
+as the model adds it to the residual. Where the family has a norm on the attention output before
+the residual add (Gemma-2/3, OLMo-2) that is u_tj = gamma_post * P_c(O_j z_tj) / s_t, with s_t the
+norm's per-token factor computed from the full attention output and gamma_post its gain (forward.py:
+``write_scale`` = 1 / s_t, ``write_gain``); the heads' writes then sum to the norm's output, and the
+writing space is Im(diag(gamma_post) P_c O_j) (rho, ranks). ``pre_norm`` takes u_tj = O_j z_tj, the
+output projection's per-head part, before that norm. Elsewhere both are O_j z_tj.
 
 Everything per (writer j, reader h) comes from d x d matrices: with R_h = P_c diag(gamma) W_X^{hT}
 (D x d, pk.reading_matrix) and M_hj = R_h^T O_j = A_h P_c O_j,
@@ -33,6 +43,30 @@ import numpy as np
 from ..methods.pk import orthonormal_bases, reading_matrix
 
 READ_KINDS = ("Q", "K", "V")
+WRITE_POINTS = ("residual", "pre_norm")
+#: the columns a reader without a pre-attention norm leaves undefined (NaN + flags)
+NORM_COLUMNS = ("e_norm", "e_cross", "ratio_lin_tot", "rel_rms", "cross_sign")
+
+
+def write_factors(W_O: np.ndarray, z: np.ndarray, arrays: dict, meta: dict, write_point: str = "residual"):
+    """(O_w (H, D, d), z_w (N, H, d)): head j's write at token t is O_w[j] @ z_w[t, j] at
+    ``write_point`` (module docstring), from one layer's activation shard (arrays, meta)."""
+    if write_point not in WRITE_POINTS:
+        raise ValueError(f"activation.read_paths.write_point must be one of {WRITE_POINTS}, not {write_point!r}")
+    O = np.asarray(W_O, np.float64)
+    z = np.asarray(z, np.float64)
+    if write_point == "pre_norm" or "write_scale" not in arrays:
+        return O, z
+    if (meta.get("write") or {}).get("norm_type") == "layernorm":
+        O = O - O.mean(axis=1, keepdims=True)
+    O = np.asarray(arrays["write_gain"], np.float64)[None, :, None] * O
+    return O, z * np.asarray(arrays["write_scale"], np.float64)[:, None, None]
+
+
+def head_writes(W_O: np.ndarray, z: np.ndarray, arrays: dict, meta: dict, write_point: str = "residual"):
+    """(N, H, D) every head's write at every token (tests; small use)."""
+    O, zw = write_factors(W_O, z, arrays, meta, write_point)
+    return np.einsum("hDd,thd->thD", O, zw, optimize=True)
 
 
 def norm_stats(x: np.ndarray, norm_type: str, eps: float | None, eps_exact: bool = True):
@@ -109,14 +143,17 @@ def composition(fw, fr, kind: str) -> np.ndarray:
 
 
 def read_path_pair(fw, zw: np.ndarray, fr, x: np.ndarray, eps, kind: str, rank_rtol: float = 1e-6,
-                   eps_exact: bool = True) -> dict[str, np.ndarray]:
+                   eps_exact: bool = True, write_O: np.ndarray | None = None,
+                   no_norm_flag: str = "no_pre_norm_read_path") -> dict[str, np.ndarray]:
     """All (writer j of layer l, reader of kind X of layer l') rows for one layer pair.
 
     fw, fr: LayerFactors of the writer and reader layers; zw (N, Hw, d) writer value mixes;
-    x (N, D) residual entering the reader layer; eps: the reader norm's epsilon."""
+    x (N, D) residual entering the reader layer; eps: the reader norm's epsilon; write_O
+    (Hw, D, d) and zw from ``write_factors`` when the writes are not O_j z_j (default: fw.W_O);
+    no_norm_flag: the ``flags`` value of rows whose reader has no pre-attention norm."""
     zw = np.asarray(zw, np.float64)
     N = zw.shape[0]
-    O = fw.W_O  # (Hw, D, d)
+    O = fw.W_O if write_O is None else np.asarray(write_O, np.float64)  # (Hw, D, d)
     Hw = O.shape[0]
     sigma, xhat, kappa = norm_stats(x, fr.norm_type, eps, eps_exact)
     R, _, heads = _readers(fr, kind)  # (Hr, D, d)
@@ -157,10 +194,15 @@ def read_path_pair(fw, zw: np.ndarray, fr, x: np.ndarray, eps, kind: str, rank_r
             "e_lin": E_lin.ravel(), "e_norm": E_norm.ravel(), "e_cross": E_cross.ravel(), "e_tot": E_tot.ravel(),
             "ratio_lin_tot": (E_lin / E_tot).ravel(),
             "rel_rms": np.sqrt(E_norm / E_tot).ravel(),
-            "cross_sign": np.sign(E_cross).ravel().astype(np.int8),
+            "cross_sign": np.sign(E_cross).ravel().astype(np.float64),
             "composition": comp.ravel(),
             "rank_writer": np.repeat(rU, Hr), "rank_reader": np.tile(rB, Hw),
         }
+    flag = no_norm_flag if fr.norm_type == "none" else ""
+    if flag:  # no pre-attention norm: the normalization split is not measured here (module docstring)
+        for k in NORM_COLUMNS:
+            cols[k] = np.full(Hw * Hr, np.nan)
+    cols["flags"] = np.array([flag] * (Hw * Hr), dtype=object)
     return cols
 
 

@@ -136,6 +136,8 @@ def read_paths_rows(rp: dict, models) -> list[dict]:
                 t = (wl == a) & (rl == b)
                 per_pair.append(_spearman(share[t], rho[t]))
             per_pair = np.array(per_pair)
+            flags = sorted({str(f) for f in rp["flags"][s] if f}) if "flags" in rp else []
+            unmeasured = bool(flags) and all(rp["flags"][s])  # no reader has a pre-attention norm
             rows.append({
                 "model": m, "kind": kind, "pairs": int(s.sum()),
                 "ratio_lin_tot_med": _q(rp["ratio_lin_tot"][s], 0.5), "ratio_lin_tot_p05": _q(rp["ratio_lin_tot"][s], 0.05),
@@ -149,8 +151,17 @@ def read_paths_rows(rp: dict, models) -> list[dict]:
                 "layer_pairs_negative": int((per_pair < 0).sum()),
                 "composition_rho_spearman": _spearman(rp["composition"][s], rho),
                 "composition_rho_pearson": _pearson(rp["composition"][s], rho),
+                "flags": " ".join(flags),
             })
+            if unmeasured:  # the normalization split is not measured (read_paths.py): nothing derived from it
+                rows[-1].update({k: np.nan for k in NORM_SPLIT})
+                rows[-1]["cross_positive"] = None
     return rows
+
+
+#: table columns derived from the linear / normalization split of the read-path response
+NORM_SPLIT = ("ratio_lin_tot_med", "ratio_lin_tot_p05", "ratio_lin_tot_p95", "rel_rms_med", "norm_over_lin_total",
+              "norm_over_lin_med", "tot_over_lin_total")
 
 
 def read_paths_table(rp: dict, models, params: dict) -> Table:
@@ -169,9 +180,16 @@ def read_paths_table(rp: dict, models, params: dict) -> Table:
          Column("share_rho_ratio_p05", "p05", f2), Column("share_rho_ratio_p95", "p95", f2),
          Column("lin_rho_spearman", "Spearman lin-rho", f2), Column("layer_pair_spearman_med", "layer-pair med", f2),
          Column("layer_pairs_negative", "layer pairs < 0"), Column("composition_rho_spearman", "Spearman comp-rho", f2),
-         Column("composition_rho_pearson", "Pearson comp-rho", f2)],
+         Column("composition_rho_pearson", "Pearson comp-rho", f2), Column("flags", "Flags")],
         rows,
-        notes="Energies are token means of squared norms; rel. RMS = sqrt(E||n||^2 / E||t||^2).",
+        notes="Energies are token means of squared norms; rel. RMS = sqrt(E||n||^2 / E||t||^2). "
+              "Writes are taken where the model adds them to the residual, through a post-attention norm "
+              "where the model has one (activation.read_paths.write_point: residual, the default; pre_norm: "
+              "before that norm). Flag post_ln_read_path (post-LN models, e.g. BERT) / no_pre_norm_read_path "
+              "(no norm before the reader's projections): the write reaches the reader through norms this "
+              "first-order split does not model (post-LN: the LayerNorm after each residual add), so the "
+              "linear / normalization columns (lin/tot, rel. RMS, norm/lin, tot/lin, cross > 0) are NaN, "
+              "not measured; share, rho, linear energy and composition stay measured.",
         aggregation="headgeom.activation.report.read_paths_table",
     )
     return t

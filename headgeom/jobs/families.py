@@ -269,7 +269,7 @@ JOBS = {
             "activation_read_paths", run_activation_read_paths,
             outputs={"shard": ("activation_read_paths", "layer")},
             params={"kinds": "activation/read_paths/kinds", "eps_exact": "activation/read_paths/eps_exact",
-                    "rank_rtol": "rank_rtol"},
+                    "write_point": "activation/read_paths/write_point", "rank_rtol": "rank_rtol"},
             cost=_activation_cost("read_paths"),
             seed_scheme="none (deterministic; windows fixed by corpus, n_windows, window, bos)",
             log="logs/activation/read_paths/{model}/layer{layer}.log",

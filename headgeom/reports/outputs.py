@@ -319,7 +319,8 @@ CAPTIONS = {
         "over every writer head of layer l and reader head of a later layer: linear against normalization "
         "term of the first-order response (ratios, relative RMS error, cross-term signs), projected energy "
         "share tr(P_V C)/tr C of actual writes against ρ (Spearman, Pearson, share/ρ quantiles, per layer "
-        "pair), linear-term energy against ρ, and composition scores against ρ."
+        "pair), linear-term energy against ρ, and composition scores against ρ. Models without a "
+        "pre-attention norm (post-LN BERT) have the normalization columns NaN and a flag (not measured)."
     ),
     ('figure', 'activation_fig4'): (
         "**PK paper, Figure 4.** Measured projected energy share of actual writes against ρ (hexbin, log "

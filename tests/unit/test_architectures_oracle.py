@@ -300,35 +300,48 @@ def test_activation_hooks(i, built, tmp_path):
     store, the captured z reproduces the output projection's input (sum_h O_h z_h + b_o equals
     the o module's output), and the pre-attention norm's eps is readable."""
     from headgeom.activation.forward import HOOK_MAPS, LoadedModel, capture, weight_check
-    from headgeom.architectures import hook_map
+    from headgeom.activation.read_paths import head_writes
+    from headgeom.architectures import config_eps, hook_map
 
     mt, extra = CASES[i]
     store, fam, _ = built(i)
-    model, _, _ = build(mt, extra, tmp_path)
+    model, cfg, _ = build(mt, extra, tmp_path)
     assert mt in DERIVED or HOOK_MAPS[mt]["o"] == fam.o
     f = store.fields
     lm = LoadedModel(model.base_model, None, mt, hook_map(fam), {}, f.n_heads, f.n_kv_heads, f.d_head)
-    outs = {}
+    outs, posts = {}, {}
 
-    def keep(l):
+    def keep(l, into):
         def f(m, a, o):
-            outs[l] = o.detach().reshape(-1, o.shape[-1]).double().numpy()
+            into[l] = o.detach().reshape(-1, o.shape[-1]).double().numpy()
         return f
 
-    handles = [lm.module(l, "o").register_forward_hook(keep(l)) for l in range(lm.n_layers())]
+    handles = [lm.module(l, "o").register_forward_hook(keep(l, outs)) for l in range(lm.n_layers())]
+    if fam.post_norm:  # what the post-attention norm hands to the residual add
+        handles += [lm.module(l, "post_norm").register_forward_hook(keep(l, posts)) for l in range(lm.n_layers())]
     try:
         cap = capture(lm, np.array([[5, 7, 9]]))
     finally:
         for h in handles:
             h.remove()
+    eps_store = config_eps(store.manifest["config"], fam)
     for l in range(lm.n_layers()):
         lf = store.layer_factors(l)
-        assert max(weight_check(lm, lf, l).values()) < 1e-12, IDS[i]
+        check = weight_check(lm, lf, l, eps_store)
+        assert max(check.values()) < 1e-12, (IDS[i], check)
+        # the pre-attention norm's gain and epsilon are checked wherever the family has a parametric norm
+        assert ("norm_gain" in check) == bool(fam.norm and fam.norm_weight), IDS[i]
+        assert ("norm_eps" in check) == bool(fam.norm), (IDS[i], check)
         z = cap[l]["z"].astype(np.float64)
         y = np.einsum("hDd,nhd->nD", lf.W_O, z)
         assert np.max(np.abs(y - outs[l])) <= 1e-5 * np.max(np.abs(outs[l])), IDS[i]
         eps = lm.norm_eps(l)
         assert (eps is None) == (fam.norm is None) and (eps is None or 0 < eps < 1e-3), IDS[i]
+        # a post-attention norm: the heads' writes through it sum to its output (what the residual gets)
+        assert ("write_scale" in cap[l]) == bool(fam.post_norm), IDS[i]
+        if fam.post_norm:
+            u = head_writes(lf.W_O, z, cap[l], {"write": {"norm_type": fam.post_norm_type}}).sum(axis=1)
+            assert np.max(np.abs(u - posts[l])) <= 1e-5 * np.max(np.abs(posts[l])), IDS[i]
 
 
 def test_architecture_key_forces_a_family_or_errors():
