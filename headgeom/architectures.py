@@ -275,12 +275,14 @@ class GGUFArch:
     permute_qk: bool = False  # Q/K rows permuted within each head (interleaved RoPE pairs): undone on read
     split: str | None = None  # a fused attn_qkv and its layout as written
     norm_offset_stored: bool = False  # the converter added the family's norm offset (+1) to the weights
+    #: the pre-attention norm's GGUF names, the first present wins (Falcon-40B's ln_attn is attn_norm_2)
+    norm: tuple[str, ...] = ("attn_norm",)
     notes: str = ""
 
 
 #: role -> GGUF tensor name within ``blk.{L}.`` (llama.cpp's standard names)
-GGUF_NAMES = dict(q="attn_q", k="attn_k", v="attn_v", qkv="attn_qkv", o="attn_output", norm="attn_norm",
-                  q_norm="attn_q_norm", k_norm="attn_k_norm")
+GGUF_NAMES = dict(q="attn_q", k="attn_k", v="attn_v", qkv="attn_qkv", o="attn_output", q_norm="attn_q_norm",
+                  k_norm="attn_k_norm")
 
 #: every GGUF architecture transformers' own GGUF loader reads (transformers.integrations.ggml)
 GGUF_ARCHS: dict[str, GGUFArch] = {
@@ -294,7 +296,8 @@ GGUF_ARCHS: dict[str, GGUFArch] = {
     "minimax-m2": GGUFArch("minimax_m2"),
     "phi3": GGUFArch("phi3", split="concat"),
     "bloom": GGUFArch("bloom", split="concat", notes="per-head interleave reordered to [q | k | v]"),
-    "falcon": GGUFArch("falcon", split="concat", notes="KV groups reordered to [q | k | v]"),
+    "falcon": GGUFArch("falcon", split="concat", norm=("attn_norm_2", "attn_norm"),
+                       notes="KV groups reordered to [q | k | v]; `attn_norm_2` (ln_attn) where present"),
     "gpt2": GGUFArch("gpt2", split="concat", notes="Conv1D transposed to (out, in)"),
     "stablelm": GGUFArch("stablelm"),
     "starcoder2": GGUFArch("starcoder2"),

@@ -62,7 +62,7 @@ class GGUFAdapter(Adapter):
         proj = [n["qkv"]] if self.spec.split else [n["q"], n["k"], n["v"]]
         pats = [rf"blk\.{{L}}\.({'|'.join(proj + [n['o']])})\.(weight|bias)"]
         if self.family.norm and self.family.norm_weight:
-            pats.append(rf"blk\.{{L}}\.{n['norm']}\.(weight|bias)")
+            pats.append(rf"blk\.{{L}}\.({'|'.join(self.spec.norm)})\.(weight|bias)")
         if self.family.qk_norm:
             pats.append(rf"blk\.{{L}}\.({n['q_norm']}|{n['k_norm']})\.weight")
         self.wanted_patterns = tuple(pats)
@@ -89,19 +89,21 @@ class GGUFAdapter(Adapter):
                 WQ, WK = unpermute_llama_rows(WQ, H), unpermute_llama_rows(WK, G)
             WQ, WK, WV = split_rows(WQ, H), split_rows(WK, G), split_rows(get(p + n["v"] + ".weight"), G)
         offset = 0.0 if g.norm_offset_stored else fam.norm_offset
+        norm = None
         if fam.norm is None:
             gain = None
         elif fam.norm_weight:
-            gain = get(p + n["norm"] + ".weight") + offset
+            norm = next((m for m in g.norm[:-1] if present(get, p, [m + ".weight"])), g.norm[-1])
+            gain = get(p + norm + ".weight") + offset
         else:
             gain = np.ones(f.d_model)
         folded = {"layernorm": "LayerNorm: centering P_c and gain", "rmsnorm": "RMSNorm gain",
                   "none": "nothing"}[fam.norm_type if fam.norm else "none"]
         if fam.norm:
-            folded += f" (GGUF {n['norm']} weight" + (
+            folded += f" (GGUF {norm or g.norm[-1]} weight" + (
                 f", which already includes the +{fam.norm_offset:g})" if g.norm_offset_stored and fam.norm_offset
                 else f" + {offset:g})" if offset else ")")
-        mods = ([n["qkv"]] if g.split else [n["q"], n["k"], n["v"]]) + [n["o"]] + ([n["norm"]] if fam.norm else [])
+        mods = ([n["qkv"]] if g.split else [n["q"], n["k"], n["v"]]) + [n["o"]] + ([norm] if norm else [])
         notes = {"folded": folded, "quantized": True, "family": fam.name,
                  "bias": present(get, p, [m + ".bias" for m in mods])}
         if g.split:
