@@ -295,9 +295,9 @@ GGUF_ARCHS: dict[str, GGUFArch] = {
     "gpt-oss": GGUFArch("gpt_oss"),
     "minimax-m2": GGUFArch("minimax_m2"),
     "phi3": GGUFArch("phi3", split="concat"),
-    "bloom": GGUFArch("bloom", split="concat", notes="per-head interleave reordered to [q | k | v]"),
+    "bloom": GGUFArch("bloom", split="concat", notes="per-head interleave reordered to q, k, v blocks"),
     "falcon": GGUFArch("falcon", split="concat", norm=("attn_norm_2", "attn_norm"),
-                       notes="KV groups reordered to [q | k | v]; `attn_norm_2` (ln_attn) where present"),
+                       notes="KV groups reordered to q, k, v blocks; `attn_norm_2` (ln_attn) where present"),
     "gpt2": GGUFArch("gpt2", split="concat", notes="Conv1D transposed to (out, in)"),
     "stablelm": GGUFArch("stablelm"),
     "starcoder2": GGUFArch("starcoder2"),
@@ -410,8 +410,8 @@ def coverage_md() -> str:
                      f"| yes | {act} | V/O per head, {'norm, ' if f.norm else ''}{qk}, activation hooks |")
     lines += ["", "GGUF (llama.cpp's converter; every architecture transformers' GGUF loader reads), read by the "
               "adapter `gguf-<architecture>` from the family above and tensors `blk.{L}.attn_q` / `attn_k` / `attn_v` "
-              "(or `attn_qkv`), `attn_output`, `attn_norm`; verified against the family's safetensors factors and "
-              "transformers' GGUF loader (tests/unit/test_gguf_families.py):", "",
+              "(or `attn_qkv`), `attn_output`, `attn_norm`; verified against the family's safetensors factors and, "
+              "where it reads the file, transformers' GGUF loader (tests/unit/test_gguf_families.py):", "",
               "| GGUF `general.architecture` | adapter | family | as the converter writes it |", "|---|---|---|---|"]
     for a, g in sorted(GGUF_ARCHS.items()):
         how = [f"fused `attn_qkv`: {g.split}" if g.split else "separate q/k/v"]
