@@ -60,7 +60,8 @@ def adapter_for(config: dict, fmt: str = "safetensors", architecture: str | None
         refused = REFUSED
     if arch in refused:
         raise UnknownArchitectureError(
-            f"architecture {arch!r} ({fmt}) is not supported: {refused[arch]}; supported: {', '.join(supported(fmt))}")
+            f"{'GGUF ' if fmt == 'gguf' else ''}architecture {arch!r} is not supported: {refused[arch]}; "
+            f"supported: {', '.join(supported(fmt))}")
     for a in ADAPTERS.values():
         if a.fmt == fmt and arch in a.model_types:
             return a
