@@ -274,7 +274,8 @@ class GGUFArch:
     family: str  # a FAMILIES key: norm type and offset, q/k and post norms
     permute_qk: bool = False  # Q/K rows permuted within each head (interleaved RoPE pairs): undone on read
     split: str | None = None  # a fused attn_qkv and its layout as written
-    norm_offset_stored: bool = False  # the converter added the family's norm offset (+1) to the weights
+    #: whose norm offset (+1) the converter added to the stored weights ("Gemma"); "" for none
+    norm_offset_stored: str = ""
     #: the pre-attention norm's GGUF names, the first present wins (Falcon-40B's ln_attn is attn_norm_2)
     norm: tuple[str, ...] = ("attn_norm",)
     notes: str = ""
@@ -301,9 +302,9 @@ GGUF_ARCHS: dict[str, GGUFArch] = {
     "gpt2": GGUFArch("gpt2", split="concat", notes="Conv1D transposed to (out, in)"),
     "stablelm": GGUFArch("stablelm"),
     "starcoder2": GGUFArch("starcoder2"),
-    "nemotron": GGUFArch("nemotron", norm_offset_stored=True),
-    "gemma2": GGUFArch("gemma3", norm_offset_stored=True),
-    "gemma3": GGUFArch("gemma3", norm_offset_stored=True),
+    "nemotron": GGUFArch("nemotron", norm_offset_stored="Nemotron"),
+    "gemma2": GGUFArch("gemma3", norm_offset_stored="Gemma"),
+    "gemma3": GGUFArch("gemma3", norm_offset_stored="Gemma"),
 }
 
 #: GGUF architectures transformers reads that headgeom refuses, with the reason
@@ -418,7 +419,7 @@ def coverage_md() -> str:
         if g.permute_qk:
             how.append("Q/K rows permuted per head (undone)")
         if g.norm_offset_stored:
-            how.append(f"norm weights stored with the +{FAMILIES[g.family].norm_offset:g}")
+            how.append(f"norm weights stored with {g.norm_offset_stored}'s +{FAMILIES[g.family].norm_offset:g}")
         if g.notes:
             how.append(g.notes)
         lines.append(f"| `{a}` | gguf-{a} | {g.family} | {'; '.join(how)} |")

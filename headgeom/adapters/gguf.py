@@ -101,7 +101,8 @@ class GGUFAdapter(Adapter):
                   "none": "nothing"}[fam.norm_type if fam.norm else "none"]
         if fam.norm:
             folded += f" (GGUF {norm or g.norm[-1]} weight" + (
-                f", which already includes the +{fam.norm_offset:g})" if g.norm_offset_stored and fam.norm_offset
+                f", which already includes {g.norm_offset_stored}'s +{fam.norm_offset:g})"
+                if g.norm_offset_stored and fam.norm_offset
                 else f" + {offset:g})" if offset else ")")
         mods = ([n["qkv"]] if g.split else [n["q"], n["k"], n["v"]]) + [n["o"]] + ([norm] if norm else [])
         notes = {"folded": folded, "quantized": True, "family": fam.name,
