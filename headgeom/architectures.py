@@ -217,6 +217,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("stablelm", ("stablelm",), variant=_stablelm, **_LN),
     Family("starcoder2", ("starcoder2",), **_LN),
     Family("gpt_oss", ("gpt_oss",), moe=True, notes="attention sinks (a per-head logit) not in the factors"),
+    Family("minimax_m2", ("minimax_m2",), qk_norm="full", moe=True),
+    Family("nemotron", ("nemotron",), norm_offset=1.0, **_LN, notes="LayerNorm1P: gain (1 + w)"),
     Family("phi", ("phi",), o="self_attn.dense", parallel=True, **_LN),
     Family("phi3", ("phi3",), q=None, k=None, v=None, qkv="self_attn.qkv_proj", split="concat"),
     Family("opt", ("opt",), layers="decoder.layers", q="self_attn.q_proj", k="self_attn.k_proj",
@@ -269,7 +271,78 @@ REFUSED = {
     "mamba": "no attention (state-space model)",
     "mamba2": "no attention (state-space model)",
     "rwkv": "no attention (recurrent)",
+    "lfm2": "hybrid: attention in some layers only, short convolutions in the others",
+    "gemma4": "the head dimension differs between sliding-window and full-attention layers",
+    "deci": "the attention shape differs from layer to layer (some layers have none)",
+    "t5": "encoder-decoder: relative position bias and cross-attention are not modelled",
+    "umt5": "encoder-decoder: relative position bias and cross-attention are not modelled",
 }
+
+
+# ---- GGUF (llama.cpp's converter, convert_hf_to_gguf.py) ------------------------------------------
+@dataclass(frozen=True)
+class GGUFArch:
+    """How llama.cpp's converter writes one family: GGUF ``general.architecture`` -> family.
+    Tensors are ``blk.{L}.`` + ``GGUF_NAMES[role]``; every fused ``attn_qkv`` the converter writes
+    is ``[q | k | v]`` (``concat``: Falcon's groups and BLOOM's per-head interleave are reordered,
+    GPT-2's Conv1D transposed)."""
+
+    family: str  # a FAMILIES key: norm type and offset, q/k and post norms
+    permute_qk: bool = False  # Q/K rows permuted within each head (interleaved RoPE pairs): undone on read
+    split: str | None = None  # a fused attn_qkv and its layout as written
+    #: whose norm offset (+1) the converter added to the stored weights ("Gemma"); "" for none
+    norm_offset_stored: str = ""
+    #: the pre-attention norm's GGUF names, the first present wins (Falcon-40B's ln_attn is attn_norm_2)
+    norm: tuple[str, ...] = ("attn_norm",)
+    notes: str = ""
+
+
+#: role -> GGUF tensor name within ``blk.{L}.`` (llama.cpp's standard names)
+GGUF_NAMES = dict(q="attn_q", k="attn_k", v="attn_v", qkv="attn_qkv", o="attn_output", q_norm="attn_q_norm",
+                  k_norm="attn_k_norm")
+
+#: every GGUF architecture transformers' own GGUF loader reads (transformers.integrations.ggml)
+GGUF_ARCHS: dict[str, GGUFArch] = {
+    "llama": GGUFArch("llama", permute_qk=True),
+    "mistral": GGUFArch("llama", permute_qk=True, notes="llama.cpp writes Mistral as llama"),
+    "qwen2": GGUFArch("qwen2"),
+    "qwen2moe": GGUFArch("qwen2_moe"),
+    "qwen3": GGUFArch("qwen3"),
+    "qwen3moe": GGUFArch("qwen3_moe"),
+    "gpt-oss": GGUFArch("gpt_oss"),
+    "minimax-m2": GGUFArch("minimax_m2"),
+    "phi3": GGUFArch("phi3", split="concat"),
+    "bloom": GGUFArch("bloom", split="concat", notes="per-head interleave reordered to q, k, v blocks"),
+    "falcon": GGUFArch("falcon", split="concat", norm=("attn_norm_2", "attn_norm"),
+                       notes="KV groups reordered to q, k, v blocks; `attn_norm_2` (ln_attn) where present"),
+    "gpt2": GGUFArch("gpt2", split="concat", notes="Conv1D transposed to (out, in)"),
+    "stablelm": GGUFArch("stablelm"),
+    "starcoder2": GGUFArch("starcoder2"),
+    "nemotron": GGUFArch("nemotron", norm_offset_stored="Nemotron"),
+    "gemma2": GGUFArch("gemma3", norm_offset_stored="Gemma"),
+    "gemma3": GGUFArch("gemma3", norm_offset_stored="Gemma"),
+}
+
+#: GGUF architectures transformers reads that headgeom refuses, with the reason
+GGUF_REFUSED = {
+    "mamba": REFUSED["mamba"],
+    "t5": REFUSED["t5"],
+    "t5encoder": "encoder only, relative position bias is not modelled",
+    "lfm2": REFUSED["lfm2"],
+    "gemma4": REFUSED["gemma4"],
+    "deci": REFUSED["deci"],
+}
+
+
+def gguf_family(arch: str) -> Family:
+    """The family of a GGUF ``general.architecture`` (or its adapter name ``gguf-<arch>``)."""
+    arch = arch.removeprefix("gguf-")
+    if arch in GGUF_REFUSED:
+        raise UnknownArchitectureError(f"GGUF architecture {arch!r} is not supported: {GGUF_REFUSED[arch]}")
+    if arch not in GGUF_ARCHS:
+        raise UnknownArchitectureError(
+            f"unknown GGUF architecture {arch!r}; supported: {', '.join(sorted(GGUF_ARCHS))}")
+    return FAMILIES[GGUF_ARCHS[arch].family]
 
 
 def family_for(config: dict, architecture: str | None = None) -> Family:
@@ -277,6 +350,8 @@ def family_for(config: dict, architecture: str | None = None) -> Family:
     ``architecture`` (a model's ``architecture:`` key) forces the family, and must exist."""
     if architecture is not None:
         fam = FAMILIES.get(architecture) or FAMILIES.get(BY_MODEL_TYPE.get(architecture, ""))
+        if fam is None and architecture.startswith("gguf-") and architecture[5:] in GGUF_ARCHS:
+            fam = gguf_family(architecture)
         if fam is None:
             raise UnknownArchitectureError(
                 f"architecture {architecture!r} is not a known family; known: {', '.join(sorted(FAMILIES))}")
@@ -380,11 +455,22 @@ def coverage_md() -> str:
                f"{ {'rmsnorm': 'RMSNorm', 'layernorm': 'LayerNorm'}[f.post_norm_type]})" if f.post_norm else "")
         lines.append(f"| {f.name} | {', '.join(f'`{m}`' for m in f.model_types)} | {_layout(f)} | {_folded(f)} | {other} "
                      f"| yes | {act} | V/O per head, {'norm, ' if f.norm else ''}{qk}, activation hooks |")
-    lines += ["| gguf-llama | GGUF `llama` | separate, llama.cpp Q/K row permutation undone | RMSNorm gain | – | yes | "
-              "yes (transformers' GGUF loader) | tests/unit/test_adapters_reference.py |",
-              "| gguf-gemma3 | GGUF `gemma3` | separate | RMSNorm gain (stored with the +1) | q/k norm | yes | "
-              "yes (transformers' GGUF loader) | tests/unit/test_adapters_reference.py |",
-              "", "Refused with the reason: " + "; ".join(f"`{k}` ({v})" for k, v in sorted(REFUSED.items())) + ".",
+    lines += ["", "GGUF (llama.cpp's converter; every architecture transformers' GGUF loader reads), read by the "
+              "adapter `gguf-<architecture>` from the family above and tensors `blk.{L}.attn_q` / `attn_k` / `attn_v` "
+              "(or `attn_qkv`), `attn_output`, `attn_norm`; verified against the family's safetensors factors and, "
+              "where it reads the file, transformers' GGUF loader (tests/unit/test_gguf_families.py):", "",
+              "| GGUF `general.architecture` | adapter | family | as the converter writes it |", "|---|---|---|---|"]
+    for a, g in sorted(GGUF_ARCHS.items()):
+        how = [f"fused `attn_qkv`: {g.split}" if g.split else "separate q/k/v"]
+        if g.permute_qk:
+            how.append("Q/K rows permuted per head (undone)")
+        if g.norm_offset_stored:
+            how.append(f"norm weights stored with {g.norm_offset_stored}'s +{FAMILIES[g.family].norm_offset:g}")
+        if g.notes:
+            how.append(g.notes)
+        lines.append(f"| `{a}` | gguf-{a} | {g.family} | {'; '.join(how)} |")
+    lines += ["", "Refused with the reason: " + "; ".join(f"`{k}` ({v})" for k, v in sorted(REFUSED.items())) + ".",
+              "GGUF refused: " + "; ".join(f"`{k}` ({v})" for k, v in sorted(GGUF_REFUSED.items())) + ".",
               "", COVERAGE_END]
     return "\n".join(lines)
 
@@ -417,7 +503,7 @@ def preflight(model: str, entry: dict) -> str | None:
                 return None  # the fetch reports an unreadable config with its own message
     if arch is None and model_type is None:
         return None
-    if arch is not None and (arch in FAMILIES or arch in BY_MODEL_TYPE or arch in ("gguf-llama", "gguf-gemma3")):
+    if arch is not None and (arch in FAMILIES or arch in BY_MODEL_TYPE or (arch.startswith("gguf-") and arch[5:] in GGUF_ARCHS)):
         return None
     try:
         family_for({"model_type": model_type}, arch)

@@ -1,42 +1,18 @@
 """Registry of architecture adapters. ``adapter_for(config, fmt)`` picks one or raises
-UnknownArchitectureError naming every supported architecture."""
+UnknownArchitectureError naming every supported architecture.
+
+Every adapter is read from ``headgeom.architectures``: one ``FamilyAdapter`` per family of
+``FAMILIES`` (safetensors; named as the family, the name tensor-store manifests record) and one
+``GGUFAdapter`` per architecture of ``GGUF_ARCHS`` (named ``gguf-<general.architecture>``)."""
 
 from __future__ import annotations
 
 from headgeom.core.errors import UnknownArchitectureError
 from .base import Adapter, ArchFields
-from .bert import BertAdapter
 from .family import FamilyAdapter, family_adapters
-from .gguf import GGUFGemma3Adapter, GGUFLlamaAdapter
-from .gpt2 import GPT2Adapter
-from .gpt_neox import GPTNeoXAdapter
-from .granite import GraniteAdapter
-from .llama import Gemma3Adapter, LlamaAdapter
-from .olmo import Olmo2Adapter, OlmoAdapter
-from .qwen import Qwen2Adapter, Qwen3Adapter, Qwen3MoeAdapter
-from .smollm3 import SmolLM3Adapter
+from .gguf import GGUFAdapter, gguf_adapters
 
-ADAPTERS: dict[str, Adapter] = {
-    a.name: a
-    for a in (
-        BertAdapter(),
-        LlamaAdapter(),
-        Gemma3Adapter(),
-        GGUFLlamaAdapter(),
-        GGUFGemma3Adapter(),
-        GPT2Adapter(),
-        GPTNeoXAdapter(),
-        SmolLM3Adapter(),
-        Qwen2Adapter(),
-        Qwen3Adapter(),
-        Qwen3MoeAdapter(),
-        OlmoAdapter(),
-        Olmo2Adapter(),
-        GraniteAdapter(),
-    )
-}
-# every other family of headgeom.architectures, through its description alone
-ADAPTERS.update({a.name: a for a in family_adapters(skip=set(ADAPTERS))})
+ADAPTERS: dict[str, Adapter] = {a.name: a for a in (*family_adapters(skip=set()), *gguf_adapters())}
 
 
 def register(adapter: Adapter) -> Adapter:
@@ -50,24 +26,42 @@ def supported(fmt: str | None = None) -> list[str]:
     )
 
 
+def _forced(architecture: str, fmt: str) -> Adapter | None:
+    """The adapter an ``architecture:`` key names for a checkpoint of format ``fmt``: an adapter
+    name, a family name or model_type (for GGUF: the GGUF adapter of that family)."""
+    for name in (architecture, f"gguf-{architecture}"):
+        a = ADAPTERS.get(name)
+        if a is not None and a.fmt == fmt:
+            return a
+    if fmt == "gguf":
+        from headgeom.architectures import BY_MODEL_TYPE
+
+        fam = BY_MODEL_TYPE.get(architecture, architecture)
+        return next((a for a in ADAPTERS.values() if a.fmt == fmt and a.family.name == fam), None)
+    return None
+
+
 def adapter_for(config: dict, fmt: str = "safetensors", architecture: str | None = None) -> Adapter:
     """The adapter of a checkpoint's config; ``architecture`` (a model's ``architecture:`` key)
     forces one by family/adapter name, and must be known and of the checkpoint's format."""
     if architecture is not None:
-        a = ADAPTERS.get(architecture) or ADAPTERS.get(f"gguf-{architecture}")
-        if a is None or a.fmt != fmt:
+        a = _forced(architecture, fmt)
+        if a is None:
             raise UnknownArchitectureError(
                 f"architecture {architecture!r} ({fmt}) is not a known family; supported: {', '.join(supported(fmt))}")
         return a
+    from headgeom.architectures import GGUF_REFUSED, REFUSED
+
     if fmt == "gguf":
         arch = config.get("general.architecture")
+        refused = GGUF_REFUSED
     else:
         arch = config.get("model_type")
-        from headgeom.architectures import REFUSED
-
-        if arch in REFUSED:
-            raise UnknownArchitectureError(
-                f"architecture {arch!r} is not supported: {REFUSED[arch]}; supported: {', '.join(supported())}")
+        refused = REFUSED
+    if arch in refused:
+        raise UnknownArchitectureError(
+            f"{'GGUF ' if fmt == 'gguf' else ''}architecture {arch!r} is not supported: {refused[arch]}; "
+            f"supported: {', '.join(supported(fmt))}")
     for a in ADAPTERS.values():
         if a.fmt == fmt and arch in a.model_types:
             return a
@@ -92,4 +86,5 @@ def by_name(name: str) -> Adapter:
         ) from None
 
 
-__all__ = ["ADAPTERS", "Adapter", "ArchFields", "FamilyAdapter", "adapter_for", "by_name", "register", "supported"]
+__all__ = ["ADAPTERS", "Adapter", "ArchFields", "FamilyAdapter", "GGUFAdapter", "adapter_for", "by_name", "register",
+           "supported"]

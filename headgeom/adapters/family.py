@@ -4,6 +4,8 @@ and its norm fold rule. A family with a standard layout needs no adapter code of
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from headgeom.architectures import FAMILIES, Family, config_view, split_fused
@@ -16,12 +18,16 @@ class FamilyAdapter(Adapter):
         self.family = family
         self.name = family.name
         self.model_types = family.model_types
-        leaf = family.layers.split(".")[-1]
-        self._leaf = leaf
+        # the checkpoint prefix is what precedes the layers path (``model.``, ``bert.``, ``transformer.``);
+        # manifests written with the prefix before its last part (``model.decoder.`` + ``layers``) still read
+        self._layers = family.layers
+        self._leaf = family.layers.split(".")[-1]
+        self._parent = family.layers[: -len(self._leaf)]
+        lay = re.escape(family.layers)
         pats = []
         for variant in _variants(family):
             for mod in variant.tensors:
-                pats.append(rf"{leaf}\.{{L}}\.{mod.replace('.', chr(92) + '.')}\.(weight|bias)")
+                pats.append(rf"{lay}\.{{L}}\.{re.escape(mod)}\.(weight|bias)")
         self.wanted_patterns = tuple(dict.fromkeys(pats))
 
     def fields(self, config, keys):
@@ -29,11 +35,15 @@ class FamilyAdapter(Adapter):
         fam = self.family.resolve(c)
         keys = list(keys)
         first = fam.qkv or fam.q
-        prefix = detect_prefix(keys, f"{self._leaf}.0.{first}.")
+        prefix = detect_prefix(keys, f"{self._layers}.0.{first}.")
+        # a config-dependent layout is recorded (the manifest then says which one it read); a fixed one is not
+        layout = _layout_key(fam) if self.family.variant is not None else ""
         return ArchFields(adapter=self.name, norm_type=fam.norm_type, norm_position="post" if fam.post_ln else "pre",
-                          prefix=prefix, layout=_layout_key(fam), **fam.shapes(c))
+                          prefix=prefix, layout=layout, **fam.shapes(c))
 
     def resolved(self, f: ArchFields) -> Family:
+        if self.family.variant is None:
+            return self.family
         for v in _variants(self.family):
             if _layout_key(v) == f.layout:
                 return v
@@ -41,7 +51,8 @@ class FamilyAdapter(Adapter):
 
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
         fam = self.resolved(f)
-        p = f"{f.prefix}{self._leaf}.{layer}."
+        within = self._leaf if self._parent and f.prefix.endswith(self._parent) else self._layers
+        p = f"{f.prefix}{within}.{layer}."
         H, G, d = f.n_heads, f.n_kv_heads, f.d_head
 
         def w(mod):
@@ -59,8 +70,13 @@ class FamilyAdapter(Adapter):
         else:
             gain = np.ones(f.d_model)
         mods = [m for m in (fam.q, fam.k, fam.v, fam.qkv, fam.o) if m] + ([fam.norm] if fam.norm else [])
-        notes = {"folded": {"layernorm": "LayerNorm: centering P_c and gain", "rmsnorm": "RMSNorm gain",
-                            "none": "nothing"}[fam.norm_type] + (f" (+{fam.norm_offset:g})" if fam.norm_offset else ""),
+        folded = {"layernorm": "LayerNorm: centering P_c and gain", "rmsnorm": "RMSNorm gain",
+                  "none": "nothing"}[fam.norm_type] + (f" (+{fam.norm_offset:g})" if fam.norm_offset else "")
+        if fam.norm and not fam.norm_weight:
+            folded += " (non-parametric: gain all ones)"
+        if fam.post_ln:
+            folded += " (post-LN: the input LayerNorm belongs to the previous block)"
+        notes = {"folded": folded,
                  "bias": present(get, p, [m + ".bias" for m in mods]), "family": fam.name}
         if fam.split:
             notes["layout"] = f"fused {fam.qkv}: {fam.split}" + (" (Conv1D, transposed)" if fam.conv1d else "")

@@ -1,18 +1,21 @@
-"""GGUF checkpoints (llama.cpp layout), read with the ``gguf`` package.
+"""GGUF checkpoints (llama.cpp layout), read with the ``gguf`` package: one adapter class for every
+GGUF architecture of ``headgeom.architectures.GGUF_ARCHS``, driven by its family description.
 
-Tensors are dequantized to float32 at fetch time and stored under their GGUF names.
-* llama: llama.cpp's converter permutes Q and K rows within each head (interleaved RoPE
-  pairs -> halves). We undo it so factors match the HF layout exactly; the reading space is a
-  row space, so it would be unchanged either way.
-* gemma3: the converter already added 1 to every norm weight, so the stored weight IS the gain.
+Tensors are dequantized to float32 at fetch time and stored under their GGUF names
+(``blk.{L}.attn_q.weight``, ...: ``GGUF_NAMES``). What the converter changed is undone from the
+table: llama.cpp's Q/K row permutation (interleaved RoPE pairs -> halves) so factors match the HF
+layout exactly (a reading space is a row space, so it would be unchanged either way); a fused
+``attn_qkv`` is split by the table's rule (the converter writes ``[q | k | v]``); norm weights the
+converter stored with the family's offset already added (Gemma, Nemotron) are the gain as stored.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from headgeom.architectures import FAMILIES, GGUF_ARCHS, GGUF_NAMES, GGUFArch, split_fused
 from headgeom.core.factors import LayerFactors, gqa_map, split_cols, split_rows
-from .base import Adapter, ArchFields
+from .base import Adapter, ArchFields, present
 
 
 def unpermute_llama_rows(W: np.ndarray, n_head: int) -> np.ndarray:
@@ -33,59 +36,89 @@ def permute_llama_rows(W: np.ndarray, n_head: int) -> np.ndarray:
     )
 
 
+def _first(config: dict, keys, default=None):
+    for k in keys:
+        if config.get(k) is not None:
+            return config[k]
+    if default is None:
+        from headgeom.core.errors import CheckpointError
+
+        raise CheckpointError(f"GGUF metadata lacks all of {list(keys)}")
+    return default
+
+
 class GGUFAdapter(Adapter):
+    """The adapter ``gguf-<arch>`` of one GGUF architecture (``GGUF_ARCHS[arch]``)."""
+
     fmt = "gguf"
-    wanted_patterns = (
-        r"blk\.{L}\.attn_(q|k|v|output)\.(weight|bias)",
-        r"blk\.{L}\.attn_norm\.weight",
-    )
-    unpermute_qk = False
-    folded_note = "RMSNorm gain (GGUF attn_norm weight)"
+
+    def __init__(self, arch: str, spec: GGUFArch | None = None):
+        self.arch = arch
+        self.spec = spec or GGUF_ARCHS[arch]
+        self.family = FAMILIES[self.spec.family]
+        self.name = f"gguf-{arch}"
+        self.model_types = (arch,)
+        n = GGUF_NAMES
+        proj = [n["qkv"]] if self.spec.split else [n["q"], n["k"], n["v"]]
+        pats = [rf"blk\.{{L}}\.({'|'.join(proj + [n['o']])})\.(weight|bias)"]
+        if self.family.norm and self.family.norm_weight:
+            pats.append(rf"blk\.{{L}}\.({'|'.join(self.spec.norm)})\.(weight|bias)")
+        if self.family.qk_norm:
+            pats.append(rf"blk\.{{L}}\.({n['q_norm']}|{n['k_norm']})\.weight")
+        self.wanted_patterns = tuple(pats)
 
     def fields(self, config, keys):
         a = config["general.architecture"]
-        D = int(config[f"{a}.embedding_length"])
-        H = int(config[f"{a}.attention.head_count"])
-        G = int(config.get(f"{a}.attention.head_count_kv", H))
-        d_head = int(config.get(f"{a}.attention.value_length", D // H))
-        return ArchFields(
-            adapter=self.name,
-            n_layers=int(config[f"{a}.block_count"]),
-            d_model=D,
-            n_heads=H,
-            n_kv_heads=G,
-            d_head=d_head,
-            norm_type="rmsnorm",
-            norm_position="pre",
-            prefix="",
-        )
+        D = int(_first(config, [f"{a}.embedding_length"]))
+        H = int(_first(config, [f"{a}.attention.head_count"]))
+        G = int(_first(config, [f"{a}.attention.head_count_kv"], H))
+        d = int(_first(config, [f"{a}.attention.value_length", f"{a}.attention.key_length"], D // H))
+        fam = self.family
+        return ArchFields(adapter=self.name, n_layers=int(_first(config, [f"{a}.block_count"])), d_model=D, n_heads=H,
+                          n_kv_heads=G, d_head=d, norm_type=fam.norm_type if fam.norm else "none",
+                          norm_position="post" if fam.post_ln else "pre", prefix="")
 
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
-        p = f"blk.{layer}."
-        WQ, WK = get(p + "attn_q.weight"), get(p + "attn_k.weight")
-        if self.unpermute_qk:
-            WQ = unpermute_llama_rows(WQ, f.n_heads)
-            WK = unpermute_llama_rows(WK, f.n_kv_heads)
-        return LayerFactors(
-            W_Q=split_rows(WQ, f.n_heads),
-            W_K=split_rows(WK, f.n_kv_heads),
-            W_V=split_rows(get(p + "attn_v.weight"), f.n_kv_heads),
-            W_O=split_cols(get(p + "attn_output.weight"), f.n_heads),
-            kv_group=gqa_map(f.n_heads, f.n_kv_heads),
-            norm_gain=get(p + "attn_norm.weight"),
-            norm_type="rmsnorm",
-            notes={"folded": self.folded_note, "quantized": True},
-        )
+        p, n, fam, g = f"blk.{layer}.", GGUF_NAMES, self.family, self.spec
+        H, G, d = f.n_heads, f.n_kv_heads, f.d_head
+        if g.split:
+            WQ, WK, WV = split_fused(get(p + n["qkv"] + ".weight"), g.split, H, G, d)
+        else:
+            WQ, WK = get(p + n["q"] + ".weight"), get(p + n["k"] + ".weight")
+            if g.permute_qk:
+                WQ, WK = unpermute_llama_rows(WQ, H), unpermute_llama_rows(WK, G)
+            WQ, WK, WV = split_rows(WQ, H), split_rows(WK, G), split_rows(get(p + n["v"] + ".weight"), G)
+        offset = 0.0 if g.norm_offset_stored else fam.norm_offset
+        norm = None
+        if fam.norm is None:
+            gain = None
+        elif fam.norm_weight:
+            norm = next((m for m in g.norm[:-1] if present(get, p, [m + ".weight"])), g.norm[-1])
+            gain = get(p + norm + ".weight") + offset
+        else:
+            gain = np.ones(f.d_model)
+        folded = {"layernorm": "LayerNorm: centering P_c and gain", "rmsnorm": "RMSNorm gain",
+                  "none": "nothing"}[fam.norm_type if fam.norm else "none"]
+        if fam.norm:
+            folded += f" (GGUF {norm or g.norm[-1]} weight" + (
+                f", which already includes {g.norm_offset_stored}'s +{fam.norm_offset:g})"
+                if g.norm_offset_stored and fam.norm_offset
+                else f" + {offset:g})" if offset else ")")
+        mods = ([n["qkv"]] if g.split else [n["q"], n["k"], n["v"]]) + [n["o"]] + ([norm] if norm else [])
+        notes = {"folded": folded, "quantized": True, "family": fam.name,
+                 "bias": present(get, p, [m + ".bias" for m in mods])}
+        if g.split:
+            notes["layout"] = f"fused {n['qkv']}: {g.split}"
+        for k in ("qk_norm", "post_norm", "parallel", "moe"):
+            if getattr(fam, k):
+                notes[k] = getattr(fam, k)
+        return LayerFactors(W_Q=WQ, W_K=WK, W_V=WV, W_O=split_cols(get(p + n["o"] + ".weight"), H),
+                            kv_group=gqa_map(H, G), norm_gain=gain, norm_type=fam.norm_type if fam.norm else "none",
+                            notes=notes)
 
 
-class GGUFLlamaAdapter(GGUFAdapter):
-    name = "gguf-llama"
-    model_types = ("llama",)
-    unpermute_qk = True
+def gguf_adapters() -> list[GGUFAdapter]:
+    return [GGUFAdapter(a) for a in GGUF_ARCHS]
 
 
-class GGUFGemma3Adapter(GGUFAdapter):
-    name = "gguf-gemma3"
-    model_types = ("gemma3",)
-    folded_note = "RMSNorm gain (GGUF attn_norm weight, which already includes Gemma's +1)"
-    wanted_patterns = GGUFAdapter.wanted_patterns + (r"blk\.{L}\.attn_(q|k)_norm\.weight",)
+__all__ = ["GGUFAdapter", "gguf_adapters", "permute_llama_rows", "unpermute_llama_rows"]

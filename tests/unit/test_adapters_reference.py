@@ -484,9 +484,13 @@ def test_unknown_architecture_names_supported_ones():
     for t in ("gpt2", "gpt_neox", "llama", "mistral", "smollm3", "qwen2", "qwen3", "qwen3_moe",
               "olmo", "olmo2", "granite", "gemma3_text", "bert"):  # fmt: skip
         assert f"{t} (safetensors)" in msg
-    assert supported("gguf") == ["gemma3 (gguf)", "llama (gguf)"]
-    with pytest.raises(UnknownArchitectureError):
-        adapter_for({"general.architecture": "qwen2"}, "gguf")
+    from headgeom.architectures import GGUF_ARCHS
+
+    assert supported("gguf") == sorted(f"{a} (gguf)" for a in GGUF_ARCHS)
+    with pytest.raises(UnknownArchitectureError, match="no attention"):
+        adapter_for({"general.architecture": "mamba"}, "gguf")
+    with pytest.raises(UnknownArchitectureError, match="unknown"):
+        adapter_for({"general.architecture": "no-such-arch"}, "gguf")
     with pytest.raises(UnknownArchitectureError, match="supported"):
         by_name("no-such-adapter")
 
