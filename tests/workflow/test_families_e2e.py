@@ -183,25 +183,34 @@ def natural_return_problems(df, n_kv: int) -> list[str]:
 
 
 def read_paths_problems(df, norm_free_layers: set[int]) -> list[str]:
-    """Columns that must be finite; the norm terms are exactly 0 where the reader layer has no
-    pre-attention norm (post-LN, OLMo-2) and vary otherwise."""
+    """Measured columns finite; where the reader layer has no pre-attention norm (post-LN, OLMo-2)
+    the normalization columns are NaN with a flag (not measured), elsewhere finite, unflagged and
+    e_norm positive and varying."""
     bad = []
     if df.empty:
         return ["no rows"]
+    norm_cols = ("e_norm", "e_cross", "ratio_lin_tot", "rel_rms", "cross_sign")
     for kind, g in df.groupby("kind"):
-        for c in ("rho", "share", "e_lin", "e_norm", "e_cross", "e_tot", "ratio_lin_tot", "rel_rms", "composition"):
+        normed = ~g["reader_layer"].isin(norm_free_layers).to_numpy()
+        flags = g["flags"].fillna("").astype(str).to_numpy()
+        for c in ("rho", "share", "e_lin", "e_tot", "composition"):
             v = g[c].to_numpy(float)
             if not np.isfinite(v).all():
                 bad.append(f"{kind}: {c} not finite in {int((~np.isfinite(v)).sum())} of {v.size} rows")
+        for c in norm_cols:
+            v = g[c].to_numpy(float)
+            if not np.isfinite(v[normed]).all():
+                bad.append(f"{kind}: {c} not finite at a normed reader layer")
+            if np.isfinite(v[~normed]).any():
+                bad.append(f"{kind}: {c} printed as measured at a reader layer without a pre-attention norm")
+        if any(f for f in flags[normed]) or not all(f.endswith("_read_path") for f in flags[~normed]):
+            bad.append(f"{kind}: flags do not match the reader layers without a pre-attention norm")
         for c in ("rho", "share", "e_lin", "composition"):
             v = g[c].to_numpy(float)
             if np.isfinite(v).all() and _constant(v):
                 bad.append(f"{kind}: {c} is one constant {v[0]!r} over {v.size} rows")
-        normed = ~g["reader_layer"].isin(norm_free_layers).to_numpy()
-        e_norm = g["e_norm"].to_numpy(float)
-        if np.any(e_norm[~normed] != 0):
-            bad.append(f"{kind}: e_norm not 0 at a reader layer without a pre-attention norm")
-        if normed.any() and np.isfinite(e_norm).all() and (_constant(e_norm[normed]) or not (e_norm[normed] > 0).all()):
+        e_norm = g["e_norm"].to_numpy(float)[normed]
+        if e_norm.size and np.isfinite(e_norm).all() and (_constant(e_norm) or not (e_norm > 0).all()):
             bad.append(f"{kind}: e_norm not positive and varying at normed reader layers")
     return bad
 
