@@ -29,7 +29,7 @@ def _preflight():
     """
     if not workflow.is_main_process:
         return
-    from headgeom.core.preflight import PreflightError, problems, report
+    from headgeom.core.preflight import problems, report
 
     found = problems(config)
     if not found:
@@ -45,7 +45,9 @@ def _preflight():
     if keep_going:
         print(text, file=sys.stderr)
         return
-    raise PreflightError(text)
+    # the list alone (no Snakemake traceback around it): exit status 1, nothing run
+    print(text, file=sys.stderr)
+    raise SystemExit(1)
 
 
 _preflight()
