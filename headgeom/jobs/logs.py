@@ -143,7 +143,9 @@ def end_of_run_errors(snakemake_log, logs_dir="logs", since: float | None = None
         if err is None:
             err = ("no error line in its log (killed, out of memory or time, or failed before its script ran; "
                    "the log and Snakemake's message above say more)")
-        lines.append(f"{j['rule']}{where}: {err}" + (f"  [log: {path}]" if path else ""))
+        line = f"{j['rule']}{where}: {err}" + (f"  [log: {path}]" if path else "")
+        if line not in lines:  # every attempt of a retried job that failed each time: one line
+            lines.append(line)
         named.update(os.path.normpath(p) for p in logs)
     if since is not None and os.path.isdir(logs_dir):  # job logs Snakemake's log did not name
         for root, _, files in os.walk(logs_dir):

@@ -298,3 +298,18 @@ def test_keep_going_lists_the_problems_and_runs_the_rest(snakemake_bin, root, st
     assert "headgeom: model 'notok' (activation stage only: its weight stages would run)" in out, out[-3000:]
     assert "found before any job ran; --keep-going: running what does not need them" in out, out[-3000:]
     assert "wildcards: model=notok" in out, out[-3000:]  # its fetch is scheduled
+
+
+def test_a_job_that_failed_every_attempt_is_one_end_line(tmp_path):
+    """Under a profile with retries a job fails once per attempt (a new jobid each time, as the
+    SLURM executor reports it): the console gets its error once."""
+    from headgeom.jobs.logs import MARKER, end_of_run_errors
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs/f.log").write_text(f"Traceback ...\n{MARKER}bad checkpoint\n")
+    block = ["Error in rule fetch:", "    message: None", "    jobid: {}", "    wildcards: model=m",
+             f"    log: {tmp_path}/logs/f.log (check log file(s) for error details)"]
+    text = "\n".join([*(ln.format(1) for ln in block), *(ln.format(9) for ln in block)])
+    (tmp_path / "run.log").write_text(text)
+    assert end_of_run_errors(str(tmp_path / "run.log")) == [
+        f"fetch (model=m): bad checkpoint  [log: {tmp_path}/logs/f.log]"]
