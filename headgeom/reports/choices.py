@@ -205,7 +205,7 @@ def _fmt(v) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def _agg_of(workdir: Path, tables_dir: Path, name: str, only=None):
+def _agg(workdir: Path, tables_dir: Path, name: str, only=None):
     """The aggregation behind table ``name`` (None when it is not built, or not one of ``only``:
     the tables of this run, so that a table left by an earlier run of other models is ignored)."""
     from headgeom.reports import audit
@@ -298,23 +298,20 @@ def _shown(default) -> str:
 def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None, only=None):
     """(switch, where, default, alternative, build(out_dir) -> tables rebuilt) for every alternative
     (``only``: the tables of this run; None = every table found)."""
-    def _agg(workdir, tables_dir, name):
-        return _agg_of(workdir, tables_dir, name, only)
-
     heads_tables = _choice_tables()
     for sw in SWITCHES:
         for alt in sw.alternatives[1:]:
             def build(tmp, sw=sw, alt=alt):
                 built = []
                 for n in heads_tables:
-                    agg = _agg(workdir, tables_dir, n)
+                    agg = _agg(workdir, tables_dir, n, only)
                     if agg is not None:
                         _build(workdir, agg, tmp, {**agg.params, "choices": {**DEFAULTS, sw.key: alt}})
                         built.append(n)
                 return built
             yield f"choices.{sw.key}", sw.method, sw.default, alt, build
     for sw in TABLE_SWITCHES:
-        aggs = [a for a in (_agg(workdir, tables_dir, n) for n in sw.tables) if a is not None]
+        aggs = [a for a in (_agg(workdir, tables_dir, n, only) for n in sw.tables) if a is not None]
         default = next((_get(a.params, sw.param) for a in aggs if _get(a.params, sw.param) is not None), sw.fallback)
         for alt in _others(sw.values, default):
             def build(tmp, sw=sw, alt=alt, aggs=aggs):
@@ -323,7 +320,7 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None, 
                 return [a.name for a in aggs]
             yield sw.key, sw.method, _shown(default), alt, build
     for sw in SHARD_SWITCHES:
-        aggs = [a for a in (_agg(workdir, tables_dir, n) for n in _family_tables(sw.family)) if a is not None]
+        aggs = [a for a in (_agg(workdir, tables_dir, n, only) for n in _family_tables(sw.family)) if a is not None]
         aggs = [a for a in aggs if a.groups.get(sw.family)]
         default = next((_get(prov, ("params", sw.job_param)) for prov in _shard_records(aggs, (sw.family,)).values()),
                        sw.fallback)
@@ -339,7 +336,7 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None, 
                 return [a.name for a in aggs]
             yield sw.key, sw.method, _shown(default), alt, build
     act_tables = list(dict.fromkeys(t for f in ACTIVATION_FAMILIES for t in _family_tables(f)))
-    aggs = [a for a in (_agg(workdir, tables_dir, n) for n in act_tables) if a is not None]
+    aggs = [a for a in (_agg(workdir, tables_dir, n, only) for n in act_tables) if a is not None]
     aggs = [a for a in aggs if any(a.groups.get(f) for f in ACTIVATION_FAMILIES)]
     for sw in FORWARD_SWITCHES:
         defaults = {_get(_forward_params(workdir, rel), (sw.param,)) for rel in _forward_dirs(aggs)}
@@ -416,19 +413,10 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
     only = None if tables is None else set(tables)
     n = sum(1 for _ in _alternatives(workdir, tables_dir, sources, only))
     one = partial(_evaluate, workdir, tables_dir, sources, ledger, models_run, base, only)
-    rows = [None] * n
-    if workers > 1 and n > 1:
-        import multiprocessing
-
-        # fork: the rule's script runs as __main__, which a spawned worker would execute again
-        with multiprocessing.get_context("fork").Pool(min(workers, n)) as pool:
-            for done, (i, row) in enumerate(pool.imap_unordered(_indexed(one), range(n)), 1):
-                rows[i] = row
-                _progress(progress, done, n, row)
-    else:
-        for i in range(n):
-            rows[i] = one(i)
-            _progress(progress, i + 1, n, rows[i])
+    rows = []
+    for row in _rows(one, n, workers):
+        rows.append(row)
+        _progress(progress, len(rows), n, row)
     return Table("choice_sensitivity",
                  "For each switch of a reconstructed choice and each alternative: the tables rebuilt, the ledger claims "
                  "they feed, and every claim whose status changes (status and pipeline value, default → alternative).",
@@ -443,14 +431,16 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
                        "temporary directory) and then recomputes every activation shard.")
 
 
-class _indexed:
-    """f(i) -> (i, f(i)), picklable for a process pool."""
+def _rows(one, n: int, workers: int):
+    """one(0), ..., one(n - 1) in order; in ``workers`` processes when there are several."""
+    if workers > 1 and n > 1:
+        import multiprocessing
 
-    def __init__(self, f):
-        self.f = f
-
-    def __call__(self, i):
-        return i, self.f(i)
+        # fork: the rule's script runs as __main__, which a spawned worker would execute again
+        with multiprocessing.get_context("fork").Pool(min(workers, n)) as pool:
+            yield from pool.imap(one, range(n), chunksize=1)
+    else:
+        yield from map(one, range(n))
 
 
 def _progress(progress, done: int, n: int, row: dict) -> None:
