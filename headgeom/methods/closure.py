@@ -8,36 +8,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from headgeom.methods.grams import LayerGrams
+from headgeom.methods.grams import LayerGrams, head_grams, wrong_v_groups  # noqa: F401 (wrong_v_groups: part of this module's API)
+from headgeom.methods.linalg import fro2, inner, mT, tr_prod, trace
 
 # Relative size below which T (or T^2) counts as zero: P and alpha are then undefined.
 ZERO_RTOL = 1e-24
 
 
-def _t(X):
-    return np.swapaxes(X, -1, -2)
-
-
-def grams(O: np.ndarray, V: np.ndarray):
-    """A = O^T O, B = V^T V, M = V^T O for O, V of shape (..., d_model, d_head)."""
-    return _t(O) @ O, _t(V) @ V, _t(V) @ O
-
-
-def _trace(X):
-    return np.einsum("...ii->...", X)
-
-
-def _tr_prod(X, Y):
-    """tr(X Y) without forming the product."""
-    return np.einsum("...ij,...ji->...", X, Y)
-
-
 def closure_terms(A, B, M):
     """(||T||^2, <T^2,T>, ||T^2||^2)."""
     AB = A @ B
-    nT2 = np.einsum("...ii->...", AB)
-    ip = _tr_prod(_t(M), AB)
-    nT4 = _tr_prod(_t(M) @ A, M @ B)
+    nT2 = trace(AB)
+    ip = tr_prod(mT(M), AB)
+    nT4 = tr_prod(mT(M) @ A, M @ B)
     return nT2, ip, nT4
 
 
@@ -58,12 +41,12 @@ def closure_from_terms(nT2, ip, nT4):
 
 def closure_score(O, V):
     """P(T) for T = O V^T (broadcasting over heads)."""
-    return closure_from_terms(*closure_terms(*grams(O, V)))[0]
+    return closure_from_terms(*closure_terms(*head_grams(O, V)))[0]
 
 
 def weighted_inner(X, Y, A, B):
     """<X,Y>_{A,B} = tr(X^T A Y B) (the weighted-metric form, docs/methods.md §1.1)."""
-    return _tr_prod(_t(X) @ A, Y @ B)
+    return tr_prod(mT(X) @ A, Y @ B)
 
 
 def closure_weighted_form(A, B, M):
@@ -78,16 +61,12 @@ def closure_weighted_form(A, B, M):
 # ---------------------------------------------------------------- principal coordinates
 
 
-def _frob2(X):
-    return np.einsum("...ij,...ij->...", X, X)
-
-
 def P_of(K, D=None):
     """P_D(K) = <KDK,K>^2/(||KDK||^2 ||K||^2); D=None gives latent closure P_I(K)."""
     KK = K @ (D[..., :, None] * K) if D is not None else K @ K
-    ip = np.einsum("...ij,...ij->...", KK, K)
+    ip = inner(KK, K)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return ip**2 / (_frob2(KK) * _frob2(K))
+        return ip**2 / (fro2(KK) * fro2(K))
 
 
 def gram_rank(G, rtol: float = 1e-6):
@@ -105,13 +84,13 @@ def principal_coordinates(A, B, M):
     Returns D (cosines of principal angles, descending) and the transport core
     K = W_c^T R_O R_V^T U_c, with T = Qt_O K Qt_V^T and T^2 = Qt_O (K D K) Qt_V^T.
     Requires full-rank O and V (callers flag rank-deficient heads first)."""
-    R_O = _t(np.linalg.cholesky(A))  # upper: A = R_O^T R_O
-    R_V = _t(np.linalg.cholesky(B))
+    R_O = mT(np.linalg.cholesky(A))  # upper: A = R_O^T R_O
+    R_V = mT(np.linalg.cholesky(B))
     # C = R_V^{-T} M R_O^{-1}, via triangular solves
-    X = np.linalg.solve(_t(R_V), M)  # R_V^{-T} M
-    C = _t(np.linalg.solve(_t(R_O), _t(X)))  # (R_O^{-T} X^T)^T = X R_O^{-1}
+    X = np.linalg.solve(mT(R_V), M)  # R_V^{-T} M
+    C = mT(np.linalg.solve(mT(R_O), mT(X)))  # (R_O^{-T} X^T)^T = X R_O^{-1}
     U_c, D, W_cT = np.linalg.svd(C)
-    K = W_cT @ R_O @ _t(R_V) @ U_c
+    K = W_cT @ R_O @ mT(R_V) @ U_c
     return D, K
 
 
@@ -121,26 +100,15 @@ def principal_summary(D, K):
     d = D.shape[-1]
     trD, trD2 = D.sum(-1), (D**2).sum(-1)
     KK = K @ K
-    ipK = np.einsum("...ij,...ij->...", KK, K)
+    ipK = inner(KK, K)
     with np.errstate(divide="ignore", invalid="ignore"):
         return {
             "G_overlap": trD2 / d,
             "I_D": trD**2 / (d * trD2),
             "I_D_minmax": D.min(-1) / D.max(-1),
-            "P_latent": ipK**2 / (_frob2(KK) * _frob2(K)),
-            "beta": ipK / _frob2(K),
+            "P_latent": ipK**2 / (fro2(KK) * fro2(K)),
+            "beta": ipK / fro2(K),
         }
-
-
-# ---------------------------------------------------------------- controls
-
-
-def wrong_v_groups(kv_group: np.ndarray, n_kv: int) -> np.ndarray | None:
-    """Cyclic wrong-V: O_h pairs with V_{(g(h)+1) mod G} (MHA: g(h)=h, so V_{h+1}).
-    None when G = 1 (undefined: NaN + flag)."""
-    if n_kv < 2:
-        return None
-    return (np.asarray(kv_group) + 1) % n_kv
 
 
 # ---------------------------------------------------------------- one layer
@@ -233,9 +201,9 @@ def product_law_general(A_a, B_a, B_b, C_ab, N, alpha):
     """For T_a = O_a V_a^T and T_b = O_b V_b^T with N = V_a^T O_b, C_ab = V_a^T V_b:
       ||T_a T_b||^2 = tr(N^T A_a N B_b),  <T_a T_b, T_a> = tr(N^T A_a C_ab),  ||T_a||^2 = tr(A_a B_a).
     Returns F = 1 - ||T_aT_b - alpha T_a||^2/||T_aT_b||^2, beta = <T_aT_b,T_a>/||T_a||^2, rho = beta/alpha."""
-    nP2 = _trace(_t(N) @ A_a @ N @ B_b)
-    ip = _trace(_t(N) @ A_a @ C_ab)
-    nTa2 = _trace(A_a @ B_a)
+    nP2 = trace(mT(N) @ A_a @ N @ B_b)
+    ip = trace(mT(N) @ A_a @ C_ab)
+    nTa2 = trace(A_a @ B_a)
     with np.errstate(divide="ignore", invalid="ignore"):
         resid = nP2 - 2 * alpha * ip + alpha**2 * nTa2
         beta = ip / nTa2
@@ -245,5 +213,5 @@ def product_law_general(A_a, B_a, B_b, C_ab, N, alpha):
 def sibling_law(O_i, O_j, V, alpha_j):
     """For heads i, j sharing V: F_ij, beta_ij, rho_ij (docs/methods.md §1.9, shared-value algebra).
     T_i T_j = O_i M_j V^T with M_j = V^T O_j: product_law_general with V_a = V_b = V."""
-    A_i, B, M_j = _t(O_i) @ O_i, _t(V) @ V, _t(V) @ O_j
-    return product_law_general(A_i, B, B, B, M_j, alpha_j)
+    A_i, B, _ = head_grams(O_i, V)
+    return product_law_general(A_i, B, B, B, mT(V) @ O_j, alpha_j)

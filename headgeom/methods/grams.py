@@ -9,7 +9,7 @@ paper-1 suite need comes from d_head x d_head Grams
 
 computed once per layer, each by one BLAS product, and cached with what is derived from them
 (eigenvalues of A and B, ranks, condition numbers). ``headgeom.methods.closure.closure_layer``
-and ``headgeom.methods.paper1.common.LayerGeometry`` share one object, so every value of a
+and the paper-1 suite (headgeom.methods.paper1) share one object, so every value of a
 layer comes from the same bits.
 
 Cost: the closure needs A (H Grams), B (G), and M for the own and the cyclic wrong group (2H):
@@ -26,10 +26,21 @@ from functools import cached_property
 import numpy as np
 
 from headgeom.core.backend import NUMPY
+from headgeom.methods.linalg import mT
 
 
-def _t(X):
-    return np.swapaxes(X, -1, -2)
+def head_grams(O: np.ndarray, V: np.ndarray):
+    """One head's Grams without a layer: A = O^T O, B = V^T V, M = V^T O for O, V of shape
+    (..., d_model, d_head)."""
+    return mT(O) @ O, mT(V) @ V, mT(V) @ O
+
+
+def wrong_v_groups(kv_group: np.ndarray, n_kv: int) -> np.ndarray | None:
+    """Cyclic wrong-V control: O_h pairs with V_{(g(h)+1) mod G} (MHA: g(h)=h, so V_{h+1}).
+    None when G = 1 (undefined: NaN + flag)."""
+    if n_kv < 2:
+        return None
+    return (np.asarray(kv_group) + 1) % n_kv
 
 
 def _group_slices(kv_group: np.ndarray, G: int):
@@ -61,17 +72,17 @@ class LayerGrams:
         self.G = self.W_V.shape[0]
         self.kv_group = np.asarray(f.kv_group)
         self.rank_rtol = rank_rtol
-        self.wrong_group = None if self.G < 2 else (self.kv_group + 1) % self.G
+        self.wrong_group = wrong_v_groups(self.kv_group, self.G)
 
     # ------------------------------------------------------------ products
 
     @cached_property
     def A(self):
-        return self.bk.matmul(_t(self.O), self.O)
+        return self.bk.matmul(mT(self.O), self.O)
 
     @cached_property
     def B(self):
-        return self.bk.matmul(self.W_V, _t(self.W_V))
+        return self.bk.matmul(self.W_V, mT(self.W_V))
 
     @cached_property
     def _M_pair(self):
@@ -110,6 +121,11 @@ class LayerGrams:
         if "_M_pair" in self.__dict__:  # keep one set of bits per block
             del self.__dict__["_M_pair"]
         return self.bk.matmul(self._W_all[None], self.O).reshape(self.H, self.G, self.d, self.d)
+
+    @property
+    def Vg(self):
+        """V_g (G, D, d): the value factors as d_model x d_head matrices."""
+        return mT(self.W_V)
 
     @cached_property
     def C(self):

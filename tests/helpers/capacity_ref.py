@@ -7,7 +7,9 @@ import numpy as np
 from headgeom.core.seeds import rng_for
 from headgeom.methods import closure as C
 from headgeom.methods import paper1 as P1
-from headgeom.methods.paper1.common import CAPACITY, LayerGeometry, fro2, valid_heads
+from headgeom.methods.grams import LayerGrams
+from headgeom.methods.linalg import fro2
+from headgeom.methods.paper1.common import CAPACITY, coords, valid_heads
 from headgeom.methods.paper1.scramble import haar_orthogonal, scramble_draws, sv_relerr
 
 
@@ -56,7 +58,7 @@ def ref_feasible_capacity(K, D, model, layer, head, restarts, iters):
 def ref_capacity_layer(f, model, layer, prm):
     """The per-head loop of capacity_layer before batching (one ascent per head)."""
     base = C.closure_layer(f, rank_rtol=prm["rank_rtol"])
-    geo = LayerGeometry(f, prm["rank_rtol"])
+    geo = LayerGrams(f, prm["rank_rtol"])
     valid = valid_heads(base, geo)
     strong, matched, sample = P1.capacity_selection(base["P"], valid, prm["strong_threshold"], model, layer,
                                                     prm["sample_per_layer"])
@@ -65,7 +67,7 @@ def ref_capacity_layer(f, model, layer, prm):
     for r, h in enumerate(sel):
         if not valid[h]:
             continue
-        Dh, Kh = geo.coords([h], [geo.kv_group[h]])
+        Dh, Kh = coords(geo, [h], [geo.kv_group[h]])
         pp, _, _ = scramble_draws(Kh[0], Dh[0], model, layer, int(h), prm["scramble_draws"], 0)
         cap = ref_feasible_capacity(Kh[0], Dh[0], model, layer, int(h), prm["restarts"], prm["iters"])
         out["P"][r], out["R"][r] = cap["P_start"], np.median(pp)

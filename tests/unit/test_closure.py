@@ -5,6 +5,7 @@ import pytest
 
 from headgeom.methods import closure as C
 from headgeom.core.factors import LayerFactors
+from head_grams import grams
 from synth import closed_head
 
 rng = np.random.default_rng(12345)
@@ -23,7 +24,7 @@ def test_gram_traces_match_explicit_operator(D, d):
     for _ in range(5):
         O, V = rng.standard_normal((D, d)), rng.standard_normal((D, d))
         T, T2, P, alpha = explicit(O, V)
-        nT2, ip, nT4 = C.closure_terms(*C.grams(O, V))
+        nT2, ip, nT4 = C.closure_terms(*grams(O, V))
         assert np.isclose(nT2, np.sum(T**2), rtol=1e-12)
         assert np.isclose(ip, np.sum(T2 * T), rtol=1e-10, atol=1e-10 * abs(nT2) ** 1.5)
         assert np.isclose(nT4, np.sum(T2**2), rtol=1e-12)
@@ -35,7 +36,7 @@ def test_gram_traces_match_explicit_operator(D, d):
 
 def test_weighted_metric_form_agrees():
     O, V = rng.standard_normal((5, 30, 7)), rng.standard_normal((5, 30, 7))
-    A, B, M = C.grams(O, V)
+    A, B, M = grams(O, V)
     P, alpha, _, _ = C.closure_from_terms(*C.closure_terms(A, B, M))
     Pw, aw = C.closure_weighted_form(A, B, M)
     np.testing.assert_allclose(Pw, P, rtol=1e-10)
@@ -45,7 +46,7 @@ def test_weighted_metric_form_agrees():
 def test_principal_coordinates_factorize_T_and_T2():
     D, d = 20, 5
     O, V = rng.standard_normal((D, d)), rng.standard_normal((D, d))
-    A, B, M = C.grams(O, V)
+    A, B, M = grams(O, V)
     Dv, K = C.principal_coordinates(A, B, M)
     # rebuild the orthonormal bases the Gram route stands for
     R_O, R_V = np.linalg.cholesky(A).T, np.linalg.cholesky(B).T
@@ -74,7 +75,7 @@ def test_random_subspace_total_overlap_expectation():
     G = []
     for _ in range(60):
         O, V = rng.standard_normal((D, d)), rng.standard_normal((D, d))
-        Dv, _ = C.principal_coordinates(*C.grams(O, V))
+        Dv, _ = C.principal_coordinates(*grams(O, V))
         G.append(np.sum(Dv**2) / d)
     assert abs(np.mean(G) - d / D) < 0.15 * d / D
 
@@ -86,7 +87,7 @@ def test_exactly_closed_head():
         O = closed_head(V, alpha)
         T = O @ V.T
         np.testing.assert_allclose(T @ T, alpha * T, atol=1e-10 * np.abs(T).max())
-        P, a, g, und = C.closure_from_terms(*C.closure_terms(*C.grams(O, V)))
+        P, a, g, und = C.closure_from_terms(*C.closure_terms(*grams(O, V)))
         assert np.isclose(P, 1.0, atol=1e-12) and np.isclose(a, alpha, rtol=1e-10)
         assert np.isclose(g, abs(alpha), rtol=1e-10)
 
@@ -121,12 +122,12 @@ def test_zero_head_gives_nan_and_flag():
     D, d = 16, 4
     O = np.zeros((D, d))
     V = rng.standard_normal((D, d))
-    P, a, g, und = C.closure_from_terms(*C.closure_terms(*C.grams(O, V)))
+    P, a, g, und = C.closure_from_terms(*C.closure_terms(*grams(O, V)))
     assert und and np.isnan(P) and np.isnan(a)
     # square-zero T (T != 0, T^2 = 0): V^T O = 0
     V = np.vstack([rng.standard_normal((8, d)), np.zeros((8, d))])
     O = np.vstack([np.zeros((8, d)), rng.standard_normal((8, d))])
-    P, a, g, und = C.closure_from_terms(*C.closure_terms(*C.grams(O, V)))
+    P, a, g, und = C.closure_from_terms(*C.closure_terms(*grams(O, V)))
     assert und and np.isnan(P)
 
 

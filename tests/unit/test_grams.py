@@ -1,5 +1,5 @@
 """LayerGrams (headgeom.methods.grams): every Gram against explicit products of the factors,
-the two routes to M agreeing, ranks against SVDs, and closure_layer / LayerGeometry sharing it."""
+the two routes to M agreeing, ranks against SVDs, and closure_layer and the paper 1 suite sharing it."""
 
 import numpy as np
 import pytest
@@ -7,7 +7,6 @@ import pytest
 from headgeom.core.factors import LayerFactors, gqa_map
 from headgeom.methods import closure as C
 from headgeom.methods.grams import LayerGrams
-from headgeom.methods.paper1.common import LayerGeometry
 
 
 def layer(D=48, d=6, H=6, G=3, seed=0, perm=None):
@@ -70,13 +69,14 @@ def test_ranks_and_cond_match_svd():
     np.testing.assert_allclose(g.cond(np.array([0]), np.array([0]))[0], sO[0] / sO[-1] * sV[0] / sV[-1], rtol=1e-8)
 
 
-def test_closure_and_geometry_share_one_object():
+def test_closure_reads_the_full_M_when_it_is_computed_first():
     f = layer(D=64, d=8, H=8, G=4, seed=7)
-    geo = LayerGeometry(f)
-    shared = C.closure_layer(f, grams=geo.grams)
+    geo = LayerGrams(f)
+    M = geo.M_full  # as heads_layer does
+    shared = C.closure_layer(f, grams=geo)
     alone = C.closure_layer(f)
-    assert geo.grams.__dict__["M_full"] is geo.M
+    assert geo.__dict__["M_full"] is M
     for k in ("P", "alpha", "g_T", "P_wrong_v", "rank_O", "rank_V", "G_overlap", "P_latent"):
         np.testing.assert_allclose(shared[k], alone[k], rtol=1e-12, atol=0)
     # the shared M blocks are exactly the geometry's
-    assert np.array_equal(geo.grams.M_own, geo.M[np.arange(8), f.kv_group])
+    assert np.array_equal(geo.M_own, M[np.arange(8), f.kv_group])

@@ -27,6 +27,7 @@ from headgeom.core.factors import LayerFactors, gqa_map
 from headgeom.io.fetch import fetch_model
 from headgeom.jobs.pk import pk_cross_job
 from headgeom.io.shards import read_shards
+from head_grams import grams
 from synth import write_llama
 
 RNG = np.random.default_rng(20261201)
@@ -124,7 +125,7 @@ def test_closure_principal_summaries_match_scipy_angles_and_fresh_qr():
 def test_principal_coordinates_D_and_K_against_fresh_qr():
     rng = np.random.default_rng(11)
     O, V = rng.standard_normal((3, 16, 4)), rng.standard_normal((3, 16, 4))
-    Dv, K = C.principal_coordinates(*C.grams(O, V))
+    Dv, K = C.principal_coordinates(*grams(O, V))
     for h in range(3):
         cos, _, Kx = principal_explicit(O[h], V[h])
         np.testing.assert_allclose(Dv[h], cos, atol=1e-10)
@@ -151,14 +152,14 @@ def test_closure_from_terms_zero_threshold_and_sign():
     e = np.zeros((4, 4))
     e[0, 1] = 1.0  # nilpotent: T^2 = 0
     O, V = e[:, :2], np.eye(4)[:, :2]
-    P, a, g, und = C.closure_from_terms(*C.closure_terms(*C.grams(e, np.eye(4))))
+    P, a, g, und = C.closure_from_terms(*C.closure_terms(*grams(e, np.eye(4))))
     assert und and np.isnan(P) and np.isnan(a) and np.isnan(g)
     O = RNG.standard_normal((10, 3))
     V = -O @ np.linalg.inv(O.T @ O)  # T^2 = -T
-    P, a, g, und = C.closure_from_terms(*C.closure_terms(*C.grams(O, V)))
+    P, a, g, und = C.closure_from_terms(*C.closure_terms(*grams(O, V)))
     assert not und and P == pytest.approx(1.0, rel=1e-12) and a == pytest.approx(-1.0, rel=1e-12)
     assert g == pytest.approx(1.0, rel=1e-12)
-    P, a, g, und = C.closure_from_terms(*C.closure_terms(*C.grams(1e-6 * O, 1e-6 * V)))
+    P, a, g, und = C.closure_from_terms(*C.closure_terms(*grams(1e-6 * O, 1e-6 * V)))
     assert not und and a == pytest.approx(-1e-12, rel=1e-9)
 
 
@@ -464,7 +465,7 @@ def test_closure_score_and_weighted_form_on_batches():
     rng = np.random.default_rng(23)
     O, V = rng.standard_normal((3, 10, 3)), rng.standard_normal((3, 10, 3))
     P = C.closure_score(O, V)
-    Pw, aw = C.closure_weighted_form(*C.grams(O, V))
+    Pw, aw = C.closure_weighted_form(*grams(O, V))
     for h in range(3):
         Pe, ae, _, _ = closure_explicit(O[h], V[h])
         assert P[h] == pytest.approx(Pe, rel=1e-9) and Pw[h] == pytest.approx(Pe, rel=1e-9)
@@ -492,7 +493,7 @@ def test_P_of_and_principal_summary_against_definitions():
 def test_closure_weighted_form_with_two_batch_axes():
     rng = np.random.default_rng(25)
     O, V = rng.standard_normal((2, 3, 9, 4)), rng.standard_normal((2, 3, 9, 4))
-    Pw, aw = C.closure_weighted_form(*C.grams(O, V))
+    Pw, aw = C.closure_weighted_form(*grams(O, V))
     assert Pw.shape == (2, 3)
     for i in range(2):
         for j in range(3):
@@ -741,7 +742,7 @@ def test_closure_from_terms_near_nilpotent_and_nonfinite_terms():
     # a small but honest T: g_T = ||T^2|| / ||T|| at any scale (no cut-off at ||T|| <= 1)
     O = RNG.standard_normal((8, 2)) * 1e-3
     V = RNG.standard_normal((8, 2))
-    P, a, g, und = C.closure_from_terms(*C.closure_terms(*C.grams(O, V)))
+    P, a, g, und = C.closure_from_terms(*C.closure_terms(*grams(O, V)))
     Pe, ae, ge, _ = closure_explicit(O, V)
     assert not und and g == pytest.approx(ge, rel=1e-10) and P == pytest.approx(Pe, rel=1e-9)
 

@@ -63,7 +63,7 @@ def _P_D(K, D):
     return _ip(KDK, K) ** 2 / (_ip(KDK, KDK) * _ip(K, K))
 
 
-# ------------------------------------------------------------------ common: LayerGeometry, valid_heads
+# ------------------------------------------------------------------ common: LayerGrams ranks, valid_heads
 
 
 def _deficient_layer(kv, G, ratio, bad_head=1, D=20, d=4, seed=11):
@@ -74,14 +74,12 @@ def _deficient_layer(kv, G, ratio, bad_head=1, D=20, d=4, seed=11):
     return _factors(W_O, W_V, kv, seed)
 
 
-def test_layer_geometry_uses_its_rank_tolerance_and_the_grams_it_is_given():
+def test_layer_grams_use_their_rank_tolerance():
     f = _deficient_layer([0, 0, 1, 1], 2, ratio=1e-4)
     assert _rank(f.W_O[1], 1e-6) == 4 and _rank(f.W_O[1], 1e-3) == 3  # independent SVD ranks
-    assert P1.LayerGeometry(f).rank_O.tolist() == [4, 4, 4, 4]
-    assert P1.LayerGeometry(f, rank_rtol=1e-3).rank_O.tolist() == [4, 3, 4, 4]
-    g = LayerGrams(f, 1e-3)
-    geo = P1.LayerGeometry(f, grams=g)  # the shared Grams (and their tolerance) are used as given
-    assert geo.grams is g and geo.rank_O.tolist() == [4, 3, 4, 4]
+    assert LayerGrams(f).rank_O.tolist() == [4, 4, 4, 4]
+    geo = LayerGrams(f, rank_rtol=1e-3)
+    assert geo.rank_O.tolist() == [4, 3, 4, 4]
     # Vg: (G, D, d), the value factors V_g = W_V[g]^T themselves, B_g = V_g^T V_g
     assert geo.Vg.shape == (2, 20, 4)
     for gg in range(2):
@@ -91,8 +89,7 @@ def test_layer_geometry_uses_its_rank_tolerance_and_the_grams_it_is_given():
 
 def test_coords_of_no_heads_are_empty_with_the_right_shapes():
     f = _factors(*_random_layer([0, 0, 1, 1], 2, d=5), [0, 0, 1, 1])
-    geo = P1.LayerGeometry(f)
-    D, K = geo.coords([], [])
+    D, K = P1.coords(LayerGrams(f), [], [])
     assert D.shape == (0, 5) and K.shape == (0, 5, 5)
 
 
@@ -107,18 +104,18 @@ def test_valid_heads_excludes_a_head_flagged_by_the_closure_or_deficient_in_the_
     base_strict = C.closure_layer(f, rank_rtol=strict)
     assert "rank_deficient" in base_strict["flags"][1].split(",")
     assert np.isfinite(base_strict["P"][1])  # P itself is defined: only the flag excludes it
-    np.testing.assert_array_equal(P1.valid_heads(base_strict, P1.LayerGeometry(f, loose)), want)
+    np.testing.assert_array_equal(P1.valid_heads(base_strict, LayerGrams(f, loose)), want)
     base_loose = C.closure_layer(f, rank_rtol=loose)
     assert "rank_deficient" not in base_loose["flags"][1]
-    np.testing.assert_array_equal(P1.valid_heads(base_loose, P1.LayerGeometry(f, strict)), want)
-    np.testing.assert_array_equal(P1.valid_heads(base_loose, P1.LayerGeometry(f, loose)), np.ones(4, bool))
+    np.testing.assert_array_equal(P1.valid_heads(base_loose, LayerGrams(f, strict)), want)
+    np.testing.assert_array_equal(P1.valid_heads(base_loose, LayerGrams(f, loose)), np.ones(4, bool))
 
 
 def test_valid_heads_of_a_layer_without_query_heads():
     r = np.random.default_rng(0)
     f = LayerFactors(W_Q=np.zeros((0, 4, 10)), W_K=r.standard_normal((1, 4, 10)), W_V=r.standard_normal((1, 4, 10)),
                      W_O=np.zeros((0, 10, 4)), kv_group=np.zeros(0, int), norm_gain=None, norm_type="none")
-    v = P1.valid_heads(C.closure_layer(f), P1.LayerGeometry(f))
+    v = P1.valid_heads(C.closure_layer(f), LayerGrams(f))
     assert v.dtype == bool and v.shape == (0,)
 
 
@@ -265,7 +262,7 @@ def test_anchor_scores_against_explicit_projectors_with_a_rank_deficient_value_g
     W_O, W_V = _random_layer(kv, 3, D=16, d=4, seed=5)
     W_V[0][-1] = W_V[0][0]  # a repeated row of W_V: V_0 has rank 3
     f = _factors(W_O, W_V, kv)
-    geo = P1.LayerGeometry(f)
+    geo = LayerGrams(f)
     assert geo.rank_V.tolist() == [3, 4, 4]
     proj = [None] + [f.W_V[g].T @ np.linalg.inv(f.W_V[g] @ f.W_V[g].T) @ f.W_V[g] for g in (1, 2)]
     cache = {}
@@ -320,7 +317,7 @@ def test_pair_rows_on_unequal_kv_groups_with_deficient_heads():
     assert valid.tolist() == [False, True, False, True, True, True]
     alpha = np.array([0.3, -1.2, 0.8, 1.7, -0.6, 2.1])  # any gains: F uses alpha_j as given
     P = np.linspace(0.1, 0.6, 6)
-    pr = P1.pair_rows(P1.LayerGeometry(f), P, alpha, valid)
+    pr = P1.pair_rows(LayerGrams(f), P, alpha, valid)
     ctrl = {1: 4, 2: 5, 3: -1, 4: 0, 5: -1}  # group 1 -> group 2 = [4, 5]; group 2 -> group 0 = [0]
     pairs = [(i, j) for grp in ([1, 2, 3], [4, 5]) for i in grp for j in grp if i != j]
     assert list(zip(pr["head_i"].tolist(), pr["head_j"].tolist())) == pairs
@@ -348,7 +345,7 @@ def test_pair_rows_control_is_the_next_group_for_three_groups():
     W_O, W_V = _random_layer(kv, 3, D=18, d=4, seed=17)
     f = _factors(W_O, W_V, kv)
     alpha = np.array([1.1, -0.7, 0.9, 1.4, -1.3, 0.6])
-    pr = P1.pair_rows(P1.LayerGeometry(f), np.zeros(6), alpha, np.ones(6, bool))
+    pr = P1.pair_rows(LayerGrams(f), np.zeros(6), alpha, np.ones(6, bool))
     for r in range(len(pr["F"])):
         i, j, ic = int(pr["head_i"][r]), int(pr["head_j"][r]), int(pr["ctrl_head"][r])
         assert kv[ic] == (kv[i] + 1) % 3 and ic % 2 == i % 2
@@ -363,7 +360,7 @@ def test_pair_rows_mqa_has_no_control_and_survives_an_invalid_head():
     f = _factors(W_O, W_V, kv)
     valid = _valid_independent(f)
     assert valid.tolist() == [True, False, True]
-    pr = P1.pair_rows(P1.LayerGeometry(f), np.zeros(3), np.ones(3), valid)
+    pr = P1.pair_rows(LayerGrams(f), np.zeros(3), np.ones(3), valid)
     assert len(pr["F"]) == 6 and (pr["ctrl_head"] == -1).all() and np.isnan(pr["F_ctrl"]).all()
     ok = (pr["head_i"] != 1) & (pr["head_j"] != 1)
     assert np.isfinite(pr["F"][ok]).all() and np.isnan(pr["F"][~ok]).all()
@@ -373,7 +370,7 @@ def test_pair_rows_column_dtypes_also_when_there_are_no_pairs():
     ints = ("kv_group", "head_i", "head_j", "ctrl_head")
     for kv, G in (([0, 0, 1, 1], 2), ([0, 1, 2], 3)):  # GQA; MHA (no sibling pairs)
         f = _factors(*_random_layer(kv, G, d=3, seed=23), kv)
-        pr = P1.pair_rows(P1.LayerGeometry(f), np.zeros(len(kv)), np.ones(len(kv)), np.ones(len(kv), bool))
+        pr = P1.pair_rows(LayerGrams(f), np.zeros(len(kv)), np.ones(len(kv)), np.ones(len(kv), bool))
         n = 4 if G == 2 else 0
         for k, v in pr.items():
             assert v.shape == (n,)
@@ -422,7 +419,7 @@ def test_gamma_bound_guard_fires_exactly_above_its_tolerance():
     top = rat[key]
     assert key[2] == "alpha" and -0.5 < top < -0.01
     assert sorted(rat.values())[-2] < top - 1e-3
-    geo = P1.LayerGeometry(f)
+    geo = LayerGrams(f)
     P1.pair_rows(geo, np.zeros(2), alpha, np.ones(2, bool), bound_rtol=top + 1e-9)
     with pytest.raises(AssertionError, match="gamma bound"):
         P1.pair_rows(geo, np.zeros(2), alpha, np.ones(2, bool), bound_rtol=top - 1e-9)
@@ -440,7 +437,7 @@ def test_gamma_bound_guard_checks_a_equal_zero(monkeypatch):
     one = _guard_ratios(f, np.array([1.0, 1.0]), gamma_scale=0.0)
     assert max(v for (i, j, name), v in one.items() if name == "alpha") < 0.9  # a = 1 would not fire
     monkeypatch.setattr(P1.siblings, "gamma_bound", lambda A_i, A_j: np.zeros(len(A_i)))
-    geo = P1.LayerGeometry(f)
+    geo = LayerGrams(f)
     P1.pair_rows(geo, np.zeros(2), alpha, np.ones(2, bool), bound_rtol=1 + 1e-6)
     with pytest.raises(AssertionError, match="gamma bound"):
         P1.pair_rows(geo, np.zeros(2), alpha, np.ones(2, bool), bound_rtol=1 - 1e-6)

@@ -16,6 +16,7 @@ from headgeom.core.factors import LayerFactors
 from headgeom.core.seeds import rng_for
 from headgeom.methods import closure as C
 from headgeom.methods import paper1 as P1
+from headgeom.methods.grams import LayerGrams
 from headgeom.methods.paper1 import capacity as CAP
 from headgeom.methods.paper1 import heads as HEADS
 from headgeom.methods.paper1.scramble import signed_permutation
@@ -265,12 +266,12 @@ def test_capacity_layer_columns_against_explicit_operators():
 
 def test_capacity_layer_scramble_count_and_default():
     f = _layer(H=4, G=2, seed=22)
-    geo = P1.LayerGeometry(f)
+    geo = LayerGrams(f)
     for prm, n in ((dict(HEAD_PARAMS, **CAP_PARAMS, scramble_draws=3), 3),
                    ({k: v for k, v in dict(HEAD_PARAMS, **CAP_PARAMS).items() if k != "scramble_draws"}, 8)):
         out = P1.capacity_layer(f, f, "mdl", "mdl", 1, prm)
         for r, h in enumerate(out["head"]):
-            Dh, Kh = geo.coords([h], [f.kv_group[h]])
+            Dh, Kh = P1.coords(geo, [h], [f.kv_group[h]])
             pp = []
             for j in range(n):  # the signed-permutation draws of docs/methods.md §1.5, P_D written out
                 g = rng_for("mdl", 1, int(h), j, "scramble")

@@ -8,9 +8,11 @@ import scipy.linalg
 from headgeom.methods import closure as C
 from headgeom.core import stats
 from headgeom.methods import paper1 as P1
+from headgeom.methods.grams import LayerGrams
 from headgeom.reports import paper1 as R
 from headgeom.core.factors import LayerFactors
 from headgeom.core.seeds import rng_for
+from head_grams import grams
 from synth import closed_head
 
 rng = np.random.default_rng(2024)
@@ -119,7 +121,7 @@ def test_split_check_fails_on_a_wrong_term():
 
 def test_split_chain_from_factors_to_P_of_T():
     O, V = rng.standard_normal((30, 6)), rng.standard_normal((30, 6))
-    Dv, K = C.principal_coordinates(*C.grams(O, V))
+    Dv, K = C.principal_coordinates(*grams(O, V))
     sp = P1.perturbation_split(K, Dv)
     assert abs(sp["P_split"] - C.closure_score(O, V)) < 1e-10 * C.closure_score(O, V)
 
@@ -181,9 +183,9 @@ def test_heads_layer_asserts_singular_values(monkeypatch):
 def test_head_draws_do_not_depend_on_other_heads_or_order():
     f = _layer(H=6, G=3, seed=4)
     cols, _ = P1.heads_layer(f, "mdl", 7, PARAMS)
-    geo = P1.LayerGeometry(f)
+    geo = LayerGrams(f)
     for h in (5, 0, 3):  # any order, one head at a time
-        Dh, Kh = geo.coords([h], [f.kv_group[h]])
+        Dh, Kh = P1.coords(geo, [h], [f.kv_group[h]])
         pp, ph, _ = P1.scramble_draws(Kh[0], Dh[0], "mdl", 7, h, 8, 2)
         np.testing.assert_array_equal(pp, cols["P_scramble"][h])
         np.testing.assert_array_equal(ph, cols["P_haar"][h])

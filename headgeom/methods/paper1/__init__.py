@@ -11,7 +11,7 @@ weights): the perturbation split reproduces P_D(K); scrambles, Haar draws and ca
 keep the singular values of K; the gamma_ij bound holds."""
 
 # The suite by topic; the names below are its public API (tests, jobs, reports).
-from headgeom.methods.paper1.common import BOOTSTRAP, CAPACITY, EXCLUDING_FLAGS, HAAR, LayerGeometry, MATCHED, SAMPLE, SCRAMBLE, fro2, inner, mT, trace, valid_heads  # noqa: F401
+from headgeom.methods.paper1.common import BOOTSTRAP, CAPACITY, EXCLUDING_FLAGS, HAAR, MATCHED, SAMPLE, SCRAMBLE, coords, valid_heads  # noqa: F401
 from headgeom.methods.paper1.split import perturbation_split, split_relerr  # noqa: F401
 from headgeom.methods.paper1.scramble import haar_orthogonal, scramble_draws, signed_permutation, sv_relerr  # noqa: F401
 from headgeom.methods.paper1.factorial import donor_sets, factorial_S, factorial_layer, interaction  # noqa: F401

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from headgeom.methods.paper1.common import LayerGeometry, mT, trace
+from headgeom.methods.grams import LayerGrams
+from headgeom.methods.linalg import mT, trace
 
 
 # ================================================================ anchors
 
 
-def anchor_scores(geo: LayerGeometry, h: int, nT2: float, cache: dict | None = None) -> np.ndarray:
+def anchor_scores(geo: LayerGrams, h: int, nT2: float, cache: dict | None = None) -> np.ndarray:
     """Squared cosine of T_h (equivalently P_h = T_h/alpha_h) with every value anchor
     P_{V_g} = V_g B_g^{-1} V_g^T of the layer: <T_h, P_{V_g}> = tr(M_hg^T B_g^{-1} C[g, g(h)]),
     ||P_{V_g}||^2 = d (full-rank V_g). NaN for rank-deficient candidates. ``cache`` keeps
@@ -24,7 +25,7 @@ def anchor_scores(geo: LayerGeometry, h: int, nT2: float, cache: dict | None = N
             continue
         if (g, g0) not in cache:
             cache[(g, g0)] = np.linalg.solve(geo.B[g], geo.C[g, g0])
-        ip = np.sum(geo.M[h, g] * cache[(g, g0)])  # tr(M^T X) = <M, X>_F
+        ip = np.sum(geo.M_full[h, g] * cache[(g, g0)])  # tr(M^T X) = <M, X>_F
         out[g] = ip**2 / (geo.d * nT2)
     return out
 

@@ -7,7 +7,9 @@ import numpy as np
 
 from headgeom.methods import closure as C
 from headgeom.core.seeds import rng_for, seed_for
-from headgeom.methods.paper1.common import CAPACITY, LayerGeometry, MATCHED, SAMPLE, fro2, inner, mT, valid_heads
+from headgeom.methods.grams import LayerGrams
+from headgeom.methods.linalg import fro2, inner, mT
+from headgeom.methods.paper1.common import CAPACITY, MATCHED, SAMPLE, coords, valid_heads
 from headgeom.methods.paper1.scramble import haar_orthogonal, scramble_draws, sv_relerr
 
 
@@ -258,14 +260,14 @@ def capacity_layer(f, f_final, model: str, final_model: str, layer: int, params:
     n_sample = int(params["sample_per_layer"])
     sv_rtol = float(params.get("sv_rtol", 1e-12))
 
-    base_f = C.closure_layer(f_final, rank_rtol=rank_rtol) if f_final is not f else None
-    base = C.closure_layer(f, rank_rtol=rank_rtol)
-    geo = LayerGeometry(f, rank_rtol)
-    if base_f is None:
+    geo = LayerGrams(f, rank_rtol)  # the closure first (its own/wrong M blocks), then M_full for the coordinates
+    base = C.closure_layer(f, rank_rtol=rank_rtol, grams=geo)
+    if f_final is f:
         base_f, geo_f = base, geo
     else:
-        geo_f = LayerGeometry(f_final, rank_rtol)
-        if (geo_f.H, geo_f.G, geo_f.d, geo_f.d_model) != (geo.H, geo.G, geo.d, geo.d_model):
+        geo_f = LayerGrams(f_final, rank_rtol)
+        base_f = C.closure_layer(f_final, rank_rtol=rank_rtol, grams=geo_f)
+        if (geo_f.H, geo_f.G, geo_f.d, geo_f.D) != (geo.H, geo.G, geo.d, geo.D):
             raise ValueError(f"{model} layer {layer} has another shape than its lineage's final checkpoint {final_model}")
     valid_f = valid_heads(base_f, geo_f)
     strong, matched, sample = capacity_selection(base_f["P"], valid_f, threshold, final_model, layer, n_sample)
@@ -277,7 +279,7 @@ def capacity_layer(f, f_final, model: str, final_model: str, layer: int, params:
     flags = np.array(["undefined_here" if not valid[h] else "" for h in sel], dtype=object)
     rows = np.flatnonzero(flags == "")
     hs = sel[rows]
-    Dh, Kh = geo.coords(hs, geo.kv_group[hs])
+    Dh, Kh = coords(geo, hs, geo.kv_group[hs])
     for r, h, K1, D1 in zip(rows, hs, Kh, Dh):
         pp, _, _ = scramble_draws(K1, D1, model, layer, int(h), n_perm, 0)
         out["R"][r] = np.median(pp) if pp.size else np.nan

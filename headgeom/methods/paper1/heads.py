@@ -7,7 +7,9 @@ import numpy as np
 
 from headgeom.methods import closure as C
 from headgeom.methods.paper1.anchors import anchor_scores, oblique_share, retrieval_rank
-from headgeom.methods.paper1.common import LayerGeometry, trace, valid_heads
+from headgeom.methods.grams import LayerGrams
+from headgeom.methods.linalg import trace
+from headgeom.methods.paper1.common import coords, valid_heads
 from headgeom.methods.paper1.factorial import factorial_layer
 from headgeom.methods.paper1.scramble import scramble_draws
 from headgeom.methods.paper1.siblings import pair_rows
@@ -37,9 +39,10 @@ def heads_layer(f, model: str, layer: int, params: dict, log=None):
     split_rtol = float(params.get("split_rtol", 1e-8))
     sv_rtol = float(params.get("sv_rtol", 1e-12))
 
-    geo = LayerGeometry(f, rank_rtol)  # its LayerGrams (full M first) serves the closure too
-    base = C.closure_layer(f, identity_rtol=identity_rtol, rank_rtol=rank_rtol, grams=geo.grams)
-    H, G, d = geo.H, geo.G, geo.d
+    geo = LayerGrams(f, rank_rtol)
+    geo.M_full  # noqa: B018 -- the suite needs every (head, group) block: computed first, the closure reads its blocks from it
+    base = C.closure_layer(f, identity_rtol=identity_rtol, rank_rtol=rank_rtol, grams=geo)
+    H, d = geo.H, geo.d
     kv = geo.kv_group
     valid = valid_heads(base, geo)
     idx = np.flatnonzero(valid)
@@ -47,7 +50,7 @@ def heads_layer(f, model: str, layer: int, params: dict, log=None):
 
     Ds, Ks = np.full((H, d), np.nan), np.full((H, d, d), np.nan)
     if idx.size:
-        Ds[idx], Ks[idx] = geo.coords(idx, kv[idx])
+        Ds[idx], Ks[idx] = coords(geo, idx, kv[idx])
     P_D = nan()
     if idx.size:
         P_D[idx] = C.P_of(Ks[idx], Ds[idx])
@@ -85,7 +88,7 @@ def heads_layer(f, model: str, layer: int, params: dict, log=None):
     # (all contrasts from one S: config choices.factorial_contrast picks one at the tables)
     I_all = factorial_layer(Ks, Ds, valid, kv, all_contrasts=True)
     I_real = I_all["interaction"]
-    wv = C.wrong_v_groups(kv, G)
+    wv = geo.wrong_group
     I_ctrl = nan()
     I_ctrl_all = {k: nan() for k in I_all}
     if wv is not None:
@@ -93,7 +96,7 @@ def heads_layer(f, model: str, layer: int, params: dict, log=None):
         iw = np.flatnonzero(valid_w)
         Dw, Kw = np.full((H, d), np.nan), np.full((H, d, d), np.nan)
         if iw.size:
-            Dw[iw], Kw[iw] = geo.coords(iw, wv[iw])
+            Dw[iw], Kw[iw] = coords(geo, iw, wv[iw])
         I_ctrl_all = factorial_layer(Kw, Dw, valid_w, kv, all_contrasts=True)
         I_ctrl = I_ctrl_all["interaction"]
 
@@ -102,7 +105,7 @@ def heads_layer(f, model: str, layer: int, params: dict, log=None):
     anchor, anchor_w, oblique = nan(), nan(), nan()
     rank = np.full(H, -1)
     if idx.size:
-        oblique[idx] = oblique_share(geo.A[idx], geo.B[kv[idx]], geo.own_M()[idx])
+        oblique[idx] = oblique_share(geo.A[idx], geo.B[kv[idx]], geo.M_own[idx])
     cache = {}
     for h in idx:
         sc = anchor_scores(geo, h, nT2[h], cache)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from headgeom.methods import closure as C
-from headgeom.methods.paper1.common import LayerGeometry, mT
+from headgeom.methods.grams import LayerGrams
+from headgeom.methods.linalg import mT
 
 
 # ================================================================ shared-value algebra
@@ -28,7 +29,7 @@ def _fro_rows(X, Y):
     return X.reshape(X.shape[0], -1) @ Y.reshape(Y.shape[0], -1).T
 
 
-def pair_rows(geo: LayerGeometry, P, alpha, valid, bound_rtol: float = 1e-9):
+def pair_rows(geo: LayerGrams, P, alpha, valid, bound_rtol: float = 1e-9):
     """Ordered sibling pairs (i != j, one KV group): fixed-gain explanation F_ij, free gain
     beta_ij, gain ratio rho_ij (alpha_j fitted on j alone), the next-group control i' (same query
     slot in KV group g+1; NaN when G = 1), gamma_ij and the bound
@@ -53,7 +54,7 @@ def pair_rows(geo: LayerGeometry, P, alpha, valid, bound_rtol: float = 1e-9):
             continue
         B = geo.B[g]
         A = geo.A[mem]
-        M = geo.M[mem, g]  # M_j = V^T O_j
+        M = geo.M_full[mem, g]  # M_j = V^T O_j
         ok = valid[mem]
         S = M @ B @ mT(M)  # M_j B M_j^T
         Zt = B @ mT(M)  # B M_j^T
@@ -73,7 +74,7 @@ def pair_rows(geo: LayerGeometry, P, alpha, valid, bound_rtol: float = 1e-9):
         if G > 1:
             gc = (g + 1) % G
             nxt = groups[gc]
-            N = geo.M[mem, gc]  # V'^T O_j
+            N = geo.M_full[mem, gc]  # V'^T O_j
             Sc = N @ B @ mT(N)
             Zc = N @ mT(geo.C[gc, g])
             ctrl = (gc, nxt, Sc, Zc)

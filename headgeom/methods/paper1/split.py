@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from headgeom.methods.paper1.common import fro2, inner
+from headgeom.methods.linalg import fro2, inner
 
 
 # ================================================================ perturbation split
