@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from headgeom.io.shards import read_shards
-from headgeom.reports import choices as CH
-from headgeom.reports.claims import load_ledger
+from headgeom.verify import sensitivity as CH
+from headgeom.verify.claims import load_ledger
 from tinyrun import tiny_run
 
 pytestmark = pytest.mark.slow
@@ -27,16 +27,16 @@ def test_sensitivity_moves_exactly_the_claims_that_read_the_switched_column(tmp_
         ("choices.return_gain", "fitted"), ("choices.isotropy", "min_max"),
         ("choices.factorial_contrast", "row"), ("choices.factorial_contrast", "column")}
 
-    tail = next(csv.DictReader(open(w / "results/tables/closure_tail.csv")))
+    tail = next(csv.DictReader(open(w / "results/tables/p1_table2_strong_tail.csv")))
     heads, _ = read_shards(sorted((w / "results/shards/paper1_heads/tiny").glob("layer*.parquet")))
     alpha = np.asarray(heads["alpha"], float)
     fitted = f"{np.median(np.abs(alpha[np.isfinite(alpha)])):.3g}"
     default = f"{float(tail['gT_median_all']):.3g}"
     assert fitted != default  # the test needs the two readings to differ at the printed precision
     ledger = {"claims": {"p1": [
-        {"id": "gT.default", "model": "tiny", "table": "closure_tail", "column": "gT_median_all", "value": default},
-        {"id": "gT.fitted", "model": "tiny", "table": "closure_tail", "column": "gT_median_all", "value": fitted},
-        {"id": "P.median", "model": "tiny", "table": "closure_tail", "column": "median_P",
+        {"id": "gT.default", "model": "tiny", "table": "p1_table2_strong_tail", "column": "gT_median_all", "value": default},
+        {"id": "gT.fitted", "model": "tiny", "table": "p1_table2_strong_tail", "column": "gT_median_all", "value": fitted},
+        {"id": "P.median", "model": "tiny", "table": "p1_table2_strong_tail", "column": "median_P",
          "value": f"{float(tail['median_P']):.3g}"},
     ]}}
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump(ledger))
