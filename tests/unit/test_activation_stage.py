@@ -71,10 +71,10 @@ def test_synthetic_end_to_end(synth, tmp_path):
     assert ((r["share"] >= 0) & (r["share"] <= 1 + 1e-12)).all()
     out = {k: str(tmp_path / f"t.{k}") for k in ("csv", "md", "tex", "prov")}
     c, _ = read_shards(clo)
-    tables = {"activation_natural_return": P1.p1_activations_natural_return(n, c, ["synth"], **{"high_quantile": 0.75,
+    tables = {"p1_activations_natural_return": P1.p1_activations_natural_return(n, c, ["synth"], **{"high_quantile": 0.75,
                                                                                         "low_quantile": 0.5}),
-              "activation_read_paths": PK.pk_sec5_4_read_paths(r, ["synth"])}
-    tables["activation_natural_return"].write(out, [], {})
+              "pk_sec5_4_read_paths": PK.pk_sec5_4_read_paths(r, ["synth"])}
+    tables["p1_activations_natural_return"].write(out, [], {})
     assert "synth" in Path(out["csv"]).read_text()
     tables["activation_read_paths"].write(out, [], {})
     # every column and row key the claims ledger reads from these tables is in them
