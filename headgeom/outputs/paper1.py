@@ -803,7 +803,7 @@ def p1_table4_sibling_law(paper1_pairs: dict, paper1_heads: dict | None = None, 
     """**Paper 1, Table 4.** Shared-value sibling law: right heads j with P(T_j) ≥ {{
     snakemake.params.strong_threshold }} and every sibling i in their KV group; median fixed-gain
     explanation F_ij and gain ratio ρ_ij against the next-group control."""
-    pairs, heads, threshold = paper1_pairs, paper1_heads or {}, strong_threshold
+    pairs, threshold = paper1_pairs, strong_threshold  # paper1_heads: not read (the pairs carry what it needs)
     rows = []
     for m in models:
         s = _model_sel(pairs, m)

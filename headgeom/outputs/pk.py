@@ -324,7 +324,9 @@ def pk_table4_null_summary(data, fields, models, null_types) -> Table:
 @table("pk_table6_min_angle_vs_nulls", families=WITHIN, params=NULLS)
 def pk_table6_min_angle_vs_nulls(data, fields, models, null_types) -> Table:
     """**PK paper, Table 6.** Layers whose observed minimum writing-space angle is not below every
-    column-reassignment sample (observed minimum angle and the minimum over reassignment samples)."""
+    sample of a null that keeps the columns (column reassignment; of the null types {{
+    snakemake.params.null_types|join(', ') }}): observed minimum angle and the minimum over that null's
+    samples."""
     nulls = [t for t in null_types if NULL_MODELS[t].keeps_columns]
     conds = conditions(data, fields, null_types)
     rows = []
@@ -374,9 +376,10 @@ def pk_table7_reading_within(data, fields, models, null_types) -> Table:
 
 @table("pk_table8_cross_nulls", families=CROSS, params=NULLS)
 def pk_table8_cross_nulls(data, fields, models, null_types) -> Table:
-    """**PK paper, Table 8.** Writer-reader overlap across layers against the null models, per reading kind:
-    layer pairs, layer pairs whose SD exceeds all null samples, median SD / rotation-null mean, and
-    layer pairs whose mean is below / above all null samples."""
+    """**PK paper, Table 8.** Writer-reader overlap across layers against the null models (null types:
+    {{ snakemake.params.null_types|join(', ') }}), per reading kind: layer pairs, layer pairs whose SD
+    exceeds all null samples, median SD / mean SD of each spectrum-keeping null (rotation), and layer
+    pairs whose mean is below / above all null samples."""
     spectral = [t for t in null_types if NULL_MODELS[t].keeps_spectrum]
     conds = conditions(data, fields, null_types)
     rows = []
@@ -843,8 +846,9 @@ def pk_fig7_quantiles(data, fields, models, null_types):
 
 @figure("pk_fig8_reading_sd", families=WITHIN, params=NULLS)
 def pk_fig8_reading_sd(data, fields, models, null_types):
-    """**PK paper, Figure 8.** Dispersion of Q and K reading-space overlap per layer against the largest
-    column-reassignment sample."""
+    """**PK paper, Figure 8.** Dispersion of Q and K reading-space overlap per layer against the
+    largest sample of each null that keeps the columns (column reassignment; of the null types {{
+    snakemake.params.null_types|join(', ') }})."""
     plt = pyplot()
     ow = observed_within(data.get("pk", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), ("model", "layer", "kind"))

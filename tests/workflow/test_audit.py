@@ -26,7 +26,6 @@ KEYS = ("model", "lineage", "checkpoint", "scope", "comparison", "kind", "test",
 # one number per table: (row filter, column); tables not listed here (added later) get a generic
 # pick: the last row, selected by its key columns, and its first numeric non-key column
 PICKS = {
-    "p1_table2_strong_tail": ({"model": "tiny"}, "strong"),
     "pk_table5_writing": ({"model": "tiny"}, "sd_median"),
     "pk_table1_min_angles": ({"model": "tiny", "comparison": "writing -> K, across layers"}, "min_angle"),
     "pk_table2_lower_bound": ({"model": "tiny"}, "min_V"),
