@@ -76,7 +76,7 @@ def test_synthetic_end_to_end(synth, tmp_path):
               "pk_sec5_4_read_paths": PK.pk_sec5_4_read_paths(r, ["synth"])}
     tables["p1_activations_natural_return"].write(out, [], {})
     assert "synth" in Path(out["csv"]).read_text()
-    tables["activation_read_paths"].write(out, [], {})
+    tables["pk_sec5_4_read_paths"].write(out, [], {})
     # every column and row key the claims ledger reads from these tables is in them
     from headgeom.verify.claims import load_ledger
 

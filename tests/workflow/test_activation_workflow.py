@@ -162,7 +162,7 @@ def test_cuda_device_asks_a_gpu_for_the_forward_rule_alone(plans, root):
 
 def test_audit_recomputes_an_activation_number(act_run):
     buf = io.StringIO()
-    res = audit(act_run, "activation_read_paths", {"model": "synth", "kind": "V"}, "share_rho_spearman",
+    res = audit(act_run, "pk_sec5_4_read_paths", {"model": "synth", "kind": "V"}, "share_rho_spearman",
                 out=lambda *a: print(*a, file=buf))
     text = buf.getvalue()
     assert res["ok"] and not res["integrity"], text
@@ -262,8 +262,8 @@ def test_sensitivity_evaluates_the_activation_switches_as_a_rerun_would(act_run,
     (c / "cfg_alt.yaml").write_text(yaml.safe_dump(alt))
     snakemake(snakemake_bin, root, c, "results/tables/p1_activations_natural_return.csv",
               "results/tables/pk_sec5_4_read_paths.csv", configfiles=("cfg_alt.yaml",), timeout=1200)
-    claims = [*_swap_claims(act_run, c, "activation_natural_return", {"model": "synth"}, "activation.paper1.endpoint"),
-              *_swap_claims(act_run, c, "activation_read_paths", {"kind": "V"}, "activation.read_paths.eps_exact")]
+    claims = [*_swap_claims(act_run, c, "p1_activations_natural_return", {"model": "synth"}, "activation.paper1.endpoint"),
+              *_swap_claims(act_run, c, "pk_sec5_4_read_paths", {"kind": "V"}, "activation.read_paths.eps_exact")]
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": {"p1": claims}}))
     t = CH.sensitivity(act_run, load_ledger(tmp_path / "claims.yaml"), ["synth"])
     rows = {(r["switch"], r["alternative"]): r for r in t.rows}
@@ -288,8 +288,8 @@ def test_sensitivity_reruns_the_forward_pass_for_window_cutting(act_run, snakema
     (c / "cfg_alt.yaml").write_text(yaml.safe_dump(merge(cfg, {"activation": {"bos": False}})))
     snakemake(snakemake_bin, root, c, "results/tables/p1_activations_natural_return.csv",
               "results/tables/pk_sec5_4_read_paths.csv", configfiles=("cfg_alt.yaml",), timeout=1200)
-    claims = [*_swap_claims(act_run, c, "activation_natural_return", {"model": "synth"}, "activation.bos", ".nr"),
-              *_swap_claims(act_run, c, "activation_read_paths", {"kind": "V"}, "activation.bos", ".rp")]
+    claims = [*_swap_claims(act_run, c, "p1_activations_natural_return", {"model": "synth"}, "activation.bos", ".nr"),
+              *_swap_claims(act_run, c, "pk_sec5_4_read_paths", {"kind": "V"}, "activation.bos", ".rp")]
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": {"p1": claims}}))
     monkeypatch.chdir(act_run)  # the config's relative model and corpus paths, as in the rule's job
     before = sorted(p.relative_to(act_run) for p in act_run.rglob("*") if p.is_file())
@@ -329,7 +329,7 @@ def test_a_forward_switch_without_the_model_entries_is_a_row_saying_so(act_run, 
 
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": {"p1": []}}))
     t = CH.sensitivity(act_run, load_ledger(tmp_path / "claims.yaml"), ["synth"], sources={"models": {}, "texts": {}},
-                       tables=["activation_natural_return"])
+                       tables=["p1_activations_natural_return"])
     r = next(r for r in t.rows if r["switch"] == "activation.bos")
     assert r["changed"] is None and r["claims"].startswith("not evaluated: the config entries of model 'synth'"), r
     # only the table named is rebuilt (the paper 1 switches would rebuild every paper1_heads table)

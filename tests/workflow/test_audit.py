@@ -39,7 +39,7 @@ PICKS = {
     "p1_table2_strong_tail": ({"model": "tiny"}, "gT_med"),
     "p1_table3_trajectories": ({"checkpoint": "tiny"}, "e_gap"),
     "p1_table4_sibling_law": ({"model": "tiny"}, "rho"),
-    "paper1_capacity": ({"model": "tiny"}, "cap_strong"),
+    "p1_capacity": ({"model": "tiny"}, "cap_strong"),
 }
 # the tiny run has no activation stage (its checkpoint has no tokenizer); the activation tables
 # are audited in test_activation_workflow.py
@@ -109,8 +109,8 @@ def test_audit_cli_as_typed(run):
     out = r.stdout
     # --full: the whole trace, every shard with its provenance
     assert out.count("\n    config  ") == 2 and out.count("\n    seeds   ") == 2 and out.count("identity_rtol=1e-10") == 2, out
-    for s in ("Aggregation", "results/shards/paper1_heads/tiny/layer1.parquet", "identity_rtol=1e-10", "rule       table_closure_tail",
-              "snakemake -c2 --forcerun table_closure_tail results/tables/p1_table2_strong_tail.csv",
+    for s in ("Aggregation", "results/shards/paper1_heads/tiny/layer1.parquet", "identity_rtol=1e-10", "rule       table_p1_table2_strong_tail",
+              "snakemake -c2 --forcerun table_p1_table2_strong_tail results/tables/p1_table2_strong_tail.csv",
               "snakemake -c2 --forcerun paper1_heads results/shards/paper1_heads/tiny/layer0.parquet",
               "model.layers.1.self_attn.o_proj.weight", "(a) from the 2 listed shards: 25.0  -> MATCH (exact)",
               "(b) from the tensors", "Verdict: MATCH"):
@@ -152,7 +152,7 @@ def test_audit_default_view_is_one_screen(run):
     assert "2 of 8 heads with P ≥ 0.9 (strong_threshold): " in out, out
     assert re.search(r"layer 0 head 0 P=1(\.0+)?\b", out) and re.search(r"layer 1 head 3 P=1(\.0+)?\b", out), out
     # rule, code, config once, inputs as counts, verdicts
-    assert "Rule table_closure_tail: " in out and "snakemake -c2 --forcerun table_closure_tail" in out
+    assert "Rule table_p1_table2_strong_tail: " in out and "snakemake -c2 --forcerun table_p1_table2_strong_tail" in out
     assert re.search(r"Code: table headgeom \S+ (git \w{12} \((clean|dirty)\)|\(no git commit recorded\))", out), out
     assert out.count("identity_rtol=1e-10") == 1 and out.count("strong_threshold=0.9") == 1, out
     prov = json.loads((run / "results/tables/p1_table2_strong_tail.prov.json").read_text())
@@ -170,7 +170,7 @@ def test_audit_json_parses_and_carries_what_was_checked(run):
     rep = json.loads(r.stdout)
     assert {"number", "rows", "rule", "builder", "code", "config", "inputs", "verdicts", "ok"} <= set(rep)
     assert rep["ok"] is True and rep["number"]["value"] == "2" and rep["number"]["row"] == {"model": "tiny"}
-    assert rep["rule"]["name"] == "table_closure_tail" and "p1_table2_strong_tail" in rep["builder"]["function"]
+    assert rep["rule"]["name"] == "table_p1_table2_strong_tail" and "p1_table2_strong_tail" in rep["builder"]["function"]
     assert rep["config"]["strong_threshold"]["value"] == 0.9 and "identity_rtol" in rep["config"]
     assert [s["status"] for s in rep["inputs"]["shards"]] == ["ok", "ok"]
     assert rep["inputs"]["tensors"] and all(t["status"] == "ok" for t in rep["inputs"]["tensors"])
@@ -297,8 +297,8 @@ def report_results(snakemake_bin, root, run, tmp_path_factory):
 def test_report_lists_every_table_and_figure_with_a_caption(run, report_results):
     tables, figures = _outputs(run)
     # the report shows each table as its HTML rendering (results/tables/<name>.html)
-    want = [f"results/tables/{t}.html" for t in tables if not t.startswith("paper1_")] + [
-        f"figures/{f}.png" for f in figures if not f.startswith("paper1_")]
+    want = [f"results/tables/{t}.html" for t in tables if not t.startswith("p1_")] + [
+        f"figures/{f}.png" for f in figures if not f.startswith("p1_")]
     missing = [p for p in want if p not in report_results]
     assert not missing, missing
     for p in want:
@@ -309,6 +309,6 @@ def test_report_lists_every_table_and_figure_with_a_caption(run, report_results)
 
 def test_report_lists_paper1_tables_and_figures(run, report_results):
     tables, figures = _outputs(run)
-    want = [f"results/tables/{t}.html" for t in tables if t.startswith("paper1_")] + [
-        f"figures/{f}.png" for f in figures if f.startswith("paper1_")]
+    want = [f"results/tables/{t}.html" for t in tables if t.startswith("p1_")] + [
+        f"figures/{f}.png" for f in figures if f.startswith("p1_")]
     assert want and not [p for p in want if p not in report_results]

@@ -148,12 +148,12 @@ def test_null_types_rerun_the_null_jobs_and_their_readers_only(plans):
 
 
 def test_strong_threshold_reruns_its_tables_and_figures(plans):
-    """No closure, PK or paper1_heads job reruns. paper1_capacity does: it uses the threshold to
+    """No closure, PK or paper1_heads job reruns. The paper1_capacity job does: it uses the threshold to
     pick the strong heads (and their matched controls) whose capacity it optimizes."""
     uses = {T("p1_table2_strong_tail"), F("p1_fig_closure_ccdf")}
-    uses |= {T(n) for n in ("p1_table2_strong_tail", "p1_table3_trajectories", "p1_table4_sibling_law", "paper1_scramble", "p1_orientation_layers",
-                            "paper1_capacity", "p1_latent_closure", "p1_anchors")}
-    uses |= {F(n) for n in ("p1_fig_closure_ccdf", "paper1_scramble", "paper1_capacity", "p1_fig_sibling_law")}
+    uses |= {T(n) for n in ("p1_table2_strong_tail", "p1_table3_trajectories", "p1_table4_sibling_law", "p1_orientation_scramble", "p1_orientation_layers",
+                            "p1_capacity", "p1_latent_closure", "p1_anchors")}
+    uses |= {F(n) for n in ("p1_fig_closure_ccdf", "p1_fig_orientation_scramble", "p1_fig_capacity", "p1_fig_sibling_law")}
     capacity = {("paper1_capacity", f"results/shards/paper1_capacity/tiny/layer{l}.parquet") for l in (0, 1)}
     _assert_plan(plans, "strong_threshold", with_claims(uses | capacity))
     per_layer = {r for r, o in plans["strong_threshold"] if o and o.startswith("results/shards/")}

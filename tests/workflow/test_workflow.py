@@ -56,7 +56,7 @@ def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
     rows = list(csv.DictReader(open(tiny / "results/tables/p1_table2_strong_tail.csv")))
     assert len(rows) == 1 and rows[0]["model"] == "tiny"
     assert int(rows[0]["heads"]) == 8 and int(rows[0]["strong"]) == 2  # exactly the planted heads
-    assert float(rows[0]["neg_alpha_share"]) == 0.5
+    assert float(rows[0]["neg_alpha"]) == 0.5
     prov_t = json.loads((tiny / "results/tables/p1_table2_strong_tail.prov.json").read_text())
     assert len(prov_t["inputs"]) == 2 and prov_t["params"] == {
         "strong_threshold": 0.9, "choices": {"return_gain": "rms", "isotropy": "participation",
