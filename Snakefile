@@ -1,6 +1,6 @@
 # headgeom: tensors -> per-layer jobs -> Parquet shards -> tables and figures.
 # `snakemake -c2` builds everything for config["active_models"]; any single table or
-# figure is a target of its own (e.g. `snakemake -c2 results/tables/closure_tail.csv`).
+# figure is a target of its own (e.g. `snakemake -c2 results/tables/p1_table2_strong_tail.csv`).
 from pathlib import Path
 
 from snakemake.utils import min_version, validate

@@ -31,7 +31,7 @@ from pathlib import Path
 
 
 def _audit(args) -> int:
-    from headgeom.reports.audit import AuditError, audit
+    from headgeom.verify.audit import AuditError, audit
 
     try:
         view = "full" if args.full else "none" if args.json else "short"
@@ -41,14 +41,14 @@ def _audit(args) -> int:
         print(f"headgeom audit: {e}", file=sys.stderr)
         return 2
     if args.json:
-        from headgeom.reports.audit import report_json
+        from headgeom.verify.audit import report_json
 
         print(report_json(res))
     return 0 if res["ok"] else 1
 
 
 def _claims(args) -> int:
-    from headgeom.reports.claims import build_claims, load_ledger
+    from headgeom.verify.claims import build_claims, load_ledger
 
     ledger = load_ledger(args.ledger)
     workdir = Path(args.directory)
@@ -63,7 +63,7 @@ def _claims(args) -> int:
 
 def _coverage(args, rows) -> None:
     """The coverage line under the claims table (stderr under --format csv, so the CSV stays one)."""
-    from headgeom.reports.claims_coverage import coverage, coverage_line, load_inventory
+    from headgeom.verify.claims_coverage import coverage, coverage_line, load_inventory
 
     inv_path = Path(args.inventory) if args.inventory else Path(args.ledger).with_name("paper_numbers.yaml")
     inv = load_inventory(inv_path) if inv_path.exists() else None
@@ -84,7 +84,7 @@ def _table_models(workdir: Path):
 
 
 def _summary(args) -> int:
-    from headgeom.reports.summary import summary_markdown
+    from headgeom.verify.summary import summary_markdown
 
     workdir = Path(args.directory)
     models = args.models or list(dict.fromkeys(_table_models(workdir)))
@@ -168,7 +168,7 @@ def _check(args) -> int:
 
 
 def _docs(args) -> int:
-    from headgeom.reports import docs
+    from headgeom.verify import docs
 
     if args.check:
         stale = docs.stale()
@@ -188,7 +188,7 @@ def main(argv=None) -> int:
                        description="Explain one number of a table (the shard rows behind it, its aggregation, "
                                    "provenance, tensors, rule) and recompute it from the shards and from the "
                                    "tensors. One screen by default; --full for the whole trace, --json for tools.")
-    a.add_argument("table", help="table name (closure_tail, pk_t4_null_summary, ...) or path to its CSV")
+    a.add_argument("table", help="table name (p1_table2_strong_tail, pk_table4_null_summary, ...) or path to its CSV")
     a.add_argument("--row", action="append", metavar="KEY=VALUE",
                    help="select the row: column KEY equals VALUE (repeat until one row is left)")
     a.add_argument("--column", required=True, help="the column of the number")

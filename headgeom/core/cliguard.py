@@ -1,6 +1,6 @@
 """A target written after ``--configfile`` is named in one line, before Snakemake reads it.
 
-``snakemake -c2 --configfile my.yaml results/tables/closure_tail.csv``: ``--configfile`` takes
+``snakemake -c2 --configfile my.yaml results/tables/p1_table2_strong_tail.csv``: ``--configfile`` takes
 every word up to the next option, so Snakemake reads the CSV as a second config file and stops
 with "Config file must be given as JSON or YAML with keys at top level" (not naming the file), a
 UnicodeDecodeError (a PNG or Parquet file) or a FileNotFoundError traceback (a target not built

@@ -70,13 +70,18 @@ class NullModel:
     sampler: Callable
     label: str  # how tables and figures name it ("rotation", "reassignment")
     uses_backend: bool = False  # sampler(S, rng, backend=...) runs its products on the job's backend
+    # what a draw keeps, for the PK comparisons made against one kind of null: keeps_columns (each
+    # column of S, dealt to the heads anew) -> the minimum-angle comparisons (PK Table 6, Figure 8);
+    # keeps_spectrum (the singular values of S) -> the SD / null-mean ratio of PK Table 8
+    keeps_columns: bool = False
+    keeps_spectrum: bool = False
 
 
 NULL_MODELS = {
     n.name: n
     for n in (
-        NullModel("rotation", rotate_spectrum, "rotation", uses_backend=True),
-        NullModel("reassign", reassign_columns, "reassignment"),
+        NullModel("rotation", rotate_spectrum, "rotation", uses_backend=True, keeps_spectrum=True),
+        NullModel("reassign", reassign_columns, "reassignment", keeps_columns=True),
     )
 }
 

@@ -23,7 +23,7 @@ import transformers
 
 from headgeom.activation import ModelRunError
 from headgeom.activation import jobs as act_jobs
-from headgeom.activation import report
+from headgeom.outputs import pk as PK
 from headgeom.activation.jobs import forward_job, read_layer, read_paths_job
 from headgeom.activation.read_paths import NORM_COLUMNS, head_writes
 from headgeom.activation.texts import make_windows
@@ -169,10 +169,10 @@ def test_post_ln_read_path_columns_are_nan_and_flagged(tmp_path, llama):
     for k in NORM_COLUMNS:
         assert np.isnan(r[k]).all(), k
     assert np.isfinite(r["e_lin"]).all() and np.isfinite(r["share"]).all() and np.isfinite(r["rho"]).all()
-    t = report.read_paths_table(r, ["bert"], {})
+    t = PK.pk_sec5_4_read_paths(r, ["bert"])
     for row in t.rows:
         assert row["flags"] == "post_ln_read_path"
-        for k in report.NORM_SPLIT:
+        for k in PK.NORM_SPLIT:
             assert np.isnan(row[k]), k
         assert row["cross_positive"] is None
         assert np.isfinite(row["share_rho_spearman"])
@@ -185,8 +185,8 @@ def test_post_ln_read_path_columns_are_nan_and_flagged(tmp_path, llama):
     assert set(rl["flags"]) == {""}
     for k in NORM_COLUMNS:
         assert np.isfinite(rl[k]).all(), k
-    for row in report.read_paths_table(rl, ["synth"], {}).rows:
-        assert row["flags"] == "" and all(np.isfinite(row[k]) for k in report.NORM_SPLIT)
+    for row in PK.pk_sec5_4_read_paths(rl, ["synth"]).rows:
+        assert row["flags"] == "" and all(np.isfinite(row[k]) for k in PK.NORM_SPLIT)
 
 
 def test_tokenizer_files_are_hashed_and_an_edit_changes_the_hash(tmp_path, llama):

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from headgeom.activation import CorpusError, ModelRunError
-from headgeom.activation import report
+from headgeom.outputs import paper1 as P1
+from headgeom.outputs import pk as PK
 from headgeom.activation.forward import device_for, open_model
 from headgeom.activation.jobs import forward_job, natural_return_job, read_layer, read_paths_job
 from headgeom.activation.texts import load_corpus, make_windows
@@ -70,14 +71,14 @@ def test_synthetic_end_to_end(synth, tmp_path):
     assert ((r["share"] >= 0) & (r["share"] <= 1 + 1e-12)).all()
     out = {k: str(tmp_path / f"t.{k}") for k in ("csv", "md", "tex", "prov")}
     c, _ = read_shards(clo)
-    tables = {"activation_natural_return": report.natural_return_table(n, c, ["synth"], {"high_quantile": 0.75,
+    tables = {"p1_activations_natural_return": P1.p1_activations_natural_return(n, c, ["synth"], **{"high_quantile": 0.75,
                                                                                         "low_quantile": 0.5}),
-              "activation_read_paths": report.read_paths_table(r, ["synth"], {})}
-    tables["activation_natural_return"].write(out, [], {})
+              "pk_sec5_4_read_paths": PK.pk_sec5_4_read_paths(r, ["synth"])}
+    tables["p1_activations_natural_return"].write(out, [], {})
     assert "synth" in Path(out["csv"]).read_text()
-    tables["activation_read_paths"].write(out, [], {})
+    tables["pk_sec5_4_read_paths"].write(out, [], {})
     # every column and row key the claims ledger reads from these tables is in them
-    from headgeom.reports.claims import load_ledger
+    from headgeom.verify.claims import load_ledger
 
     ledger = [e for e in load_ledger(Path(__file__).resolve().parents[2] / "config/claims.yaml")
               if e.get("table") in tables]
@@ -88,10 +89,10 @@ def test_synthetic_end_to_end(synth, tmp_path):
         wanted |= {k for row in (e.get("rows") or [e.get("row") or {}]) for k in row}
         assert wanted <= keys, (e["id"], wanted - keys)
     figs = {k: str(tmp_path / f"f.{k}") for k in ("png", "pdf", "prov")}
-    from headgeom.reports.figures import save
+    from headgeom.outputs.formats import save
 
-    for fig in (report.read_paths_fig4(r, ["synth"], {}), report.read_paths_fig5(r, ["synth"], {}),
-                report.natural_return_figure(n, c, ["synth"], {})):
+    for fig in (PK.pk_fig4_share_vs_rho(r, ["synth"]), PK.pk_fig5_spearman_layer_pairs(r, ["synth"]),
+                P1.p1_fig_activations_natural_return(n, c, ["synth"])):
         save(fig, figs, {"figure": "test"})
     assert Path(figs["png"]).stat().st_size > 1000
     # deterministic: a second forward pass writes identical activations

@@ -35,7 +35,7 @@ from headgeom.adapters import ADAPTERS
 from headgeom.architectures import BY_MODEL_TYPE, FAMILIES, family_for
 from headgeom.io.checkpoint import open_checkpoint
 from headgeom.io.store import TensorStore, extract
-from headgeom.reports.base_instruct import O_PROJ
+from headgeom.outputs.pk import O_PROJ
 
 T = transformers
 SMALL = dict(vocab_size=64, max_position_embeddings=64, n_positions=64, intermediate_size=64, n_inner=64,

@@ -12,7 +12,8 @@ from headgeom.core.errors import ConfigError
 from headgeom.core.factors import LayerFactors
 from headgeom.methods import closure as C
 from headgeom.methods.paper1.factorial import contrasts
-from headgeom.reports import choices as CH
+from headgeom.outputs.choices import DEFAULTS, apply
+from headgeom.verify import sensitivity as CH
 
 
 def _factors(H=4, G=2, D=24, d=6, seed=0):
@@ -53,22 +54,22 @@ def test_apply_picks_the_alternative_columns_and_default_is_identity():
             "I_factorial_ctrl": np.array([0.0, 0.0]), "I_factorial_row": np.array([1.0, 1.1]),
             "I_factorial_ctrl_row": np.array([2.0, 2.1]), "I_factorial_column": np.array([3.0, 3.1]),
             "I_factorial_ctrl_column": np.array([4.0, 4.1])}
-    assert CH.apply(cols, CH.DEFAULTS) is cols
-    out = CH.apply(cols, {"return_gain": "fitted", "isotropy": "min_max", "factorial_contrast": "column"})
+    assert apply(cols, DEFAULTS) is cols
+    out = apply(cols, {"return_gain": "fitted", "isotropy": "min_max", "factorial_contrast": "column"})
     assert out["g_T"].tolist() == [0.5, 3.0] and out["I_D"].tolist() == [0.3, 0.2]
     assert out["I_factorial"].tolist() == [3.0, 3.1] and out["I_factorial_ctrl"].tolist() == [4.0, 4.1]
     assert cols["g_T"].tolist() == [1.0, 2.0]  # the input is not changed
     with pytest.raises(ConfigError, match="choices.isotropy"):
-        CH.apply(cols, {"isotropy": "nope"})
+        apply(cols, {"isotropy": "nope"})
     with pytest.raises(ConfigError, match="rerun the paper1_heads"):
-        CH.apply({"g_T": cols["g_T"], "alpha": cols["alpha"]}, {"isotropy": "min_max"})
+        apply({"g_T": cols["g_T"], "alpha": cols["alpha"]}, {"isotropy": "min_max"})
 
 
 # ------------------------------------------------------------------ table-param switches (the band)
 
 
 def _anchor_workdir(root, c=0.74):
-    """A workdir holding the paper1_anchor table (with its sidecar) built from the shards of one
+    """A workdir holding the p1_anchors table (with its sidecar) built from the shards of one
     planted layer (tests/unit/test_figs_tables.py::_membership_layer): three exactly closed siblings
     in group 0 (a band pair under every reading) and in group 1 a strong pair with F_34 ≈ 0.886,
     F_43 = 1 (in the band at τ ≤ 0.85 and under membership 'strong', not at the default τ = 0.9)."""
@@ -76,7 +77,7 @@ def _anchor_workdir(root, c=0.74):
 
     from headgeom.io.shards import write_shard
     from headgeom.methods import paper1 as P1
-    from headgeom.reports.outputs import TABLES, build_output
+    from headgeom.outputs import TABLES, build_output
     from test_figs_tables import PARAMS, _membership_layer, _with_model
 
     heads, pairs = P1.heads_layer(_membership_layer(c=c), "m", 0, PARAMS)
@@ -91,17 +92,17 @@ def _anchor_workdir(root, c=0.74):
     man.write_text(json.dumps({"fields": {}}))
     tables = root / "results/tables"
     tables.mkdir(parents=True)
-    outputs = {ext: str(tables / f"paper1_anchor.{ext}") for ext in ("csv", "md", "tex")}
-    outputs["prov"] = str(tables / "paper1_anchor.prov.json")
+    outputs = {ext: str(tables / f"p1_anchors.{ext}") for ext in ("csv", "md", "tex")}
+    outputs["prov"] = str(tables / "p1_anchors.prov.json")
     params = {"strong_threshold": 0.9, "band": {"membership": "explanation", "explanation": 0.9, "min_pairs": 1},
-              "choices": dict(CH.DEFAULTS)}
-    assert set(TABLES["paper1_anchor"].params) == set(params)
+              "choices": dict(DEFAULTS)}
+    assert set(TABLES["p1_anchors"].params) == set(params)
     import os
 
     cwd = os.getcwd()
     os.chdir(root)  # sidecars record shard paths relative to the working directory, as in a run
     try:
-        build_output("table", "paper1_anchor", {f: [p] for f, p in paths.items()}, [str(man)], ["m"], outputs, params)
+        build_output("table", "p1_anchors", {f: [p] for f, p in paths.items()}, [str(man)], ["m"], outputs, params)
     finally:
         os.chdir(cwd)
     return pairs
@@ -110,15 +111,15 @@ def _anchor_workdir(root, c=0.74):
 def test_band_switches_move_exactly_the_band_claims(tmp_path):
     import yaml
 
-    from headgeom.reports.claims import load_ledger
+    from headgeom.verify.claims import load_ledger
 
     pairs = _anchor_workdir(tmp_path)
     F = {(int(i), int(j)): float(f) for i, j, f in zip(pairs["head_i"], pairs["head_j"], pairs["F"])}
     assert 0.85 < F[(3, 4)] < 0.9 and F[(4, 3)] > 0.99  # the planted pair sits between the thresholds
     ledger = {"claims": {"p1": [
-        {"id": "band.3", "model": "m", "table": "paper1_anchor", "column": "law_pairs", "value": 3},
-        {"id": "band.4", "model": "m", "table": "paper1_anchor", "column": "law_pairs", "value": 4},
-        {"id": "strong.4", "model": "m", "table": "paper1_anchor", "column": "band_pairs", "value": 4},
+        {"id": "band.3", "model": "m", "table": "p1_anchors", "column": "law_pairs", "value": 3},
+        {"id": "band.4", "model": "m", "table": "p1_anchors", "column": "law_pairs", "value": 4},
+        {"id": "strong.4", "model": "m", "table": "p1_anchors", "column": "band_pairs", "value": 4},
     ]}}
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump(ledger))
     t = CH.sensitivity(tmp_path, load_ledger(tmp_path / "claims.yaml"), ["m"])

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from headgeom.reports.claims import build_rows, load_ledger, reduce_values
-from headgeom.reports.outputs import OUTPUTS
-from headgeom.reports.claims_coverage import (coverage, coverage_line, inventory_numbers, inventory_problems, load_inventory,
+from headgeom.verify.claims import build_rows, load_ledger, reduce_values
+from headgeom.outputs import OUTPUTS
+from headgeom.verify.claims_coverage import (coverage, coverage_line, inventory_numbers, inventory_problems, load_inventory,
                                       numbers_in, token_audit)
 from headgeom.cli import main as cli_main
 
@@ -160,14 +160,14 @@ def test_numbers_in_reads_the_papers_forms():
 def test_coverage_line_counts_statuses(tmp_path, capsys):
     tables = tmp_path / "results" / "tables"
     tables.mkdir(parents=True)
-    (tables / "pk_t3_models.csv").write_text("model,D,d,layers\ntiny,48,12,2\n")
+    (tables / "pk_table3_models.csv").write_text("model,D,d,layers\ntiny,48,12,2\n")
     (tmp_path / "config").mkdir()
     (tmp_path / "config" / "claims.yaml").write_text("""
 claims:
   pk:
-    - {id: ok, where: T3, model: tiny, table: pk_t3_models, values: {D: 48, d: 12}}
-    - {id: bad, where: T3, model: tiny, table: pk_t3_models, column: layers, value: 3}
-    - {id: far, where: T3, model: big, table: pk_t3_models, column: D, value: 4096}
+    - {id: ok, where: T3, model: tiny, table: pk_table3_models, values: {D: 48, d: 12}}
+    - {id: bad, where: T3, model: tiny, table: pk_table3_models, column: layers, value: 3}
+    - {id: far, where: T3, model: big, table: pk_table3_models, column: D, value: 4096}
     - {id: nc, where: T3, model: tiny, value: 0.5, reason: "not computed: why"}
 """)
     (tmp_path / "config" / "paper_numbers.yaml").write_text("""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from headgeom.reports.claims import (AGREES, DIFFERS, NOT_COMPUTED_REASONS, build_rows, load_ledger, reason_category,
+from headgeom.verify.claims import (AGREES, DIFFERS, NOT_COMPUTED_REASONS, build_rows, load_ledger, reason_category,
                                      reduce_values)
 
 LEDGER = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"

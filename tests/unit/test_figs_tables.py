@@ -10,9 +10,9 @@ import pytest
 from headgeom.core import stats
 from headgeom.core.factors import LayerFactors
 from headgeom.methods import paper1 as P1
-from headgeom.reports import paper1 as R
-from headgeom.reports import pk as PK
-from headgeom.reports.figures import ccdf_steps, pyplot
+from headgeom.outputs import paper1 as R
+from headgeom.outputs import pk as PK
+from headgeom.outputs.formats import ccdf_steps, pyplot
 
 PARAMS = dict(scramble_draws=4, haar_draws=2, split_rtol=1e-8, sv_rtol=1e-12, identity_rtol=1e-10, rank_rtol=1e-6)
 
@@ -41,7 +41,7 @@ def test_ccdf_staircase_is_the_fraction_at_least_t():
 
 def test_fig2_observed_curve_is_drawn_at_the_right_level():
     data, fields = _fig2_data()
-    fig, extra = PK.fig2(data, fields, ["m"], ("rotation", "reassign"), random_samples=5)
+    fig, extra = PK.pk_fig2_rho_ccdf_nulls(data, fields, ["m"], ("rotation", "reassign"), random_samples=5)
     ax = fig.axes[0]
     line = next(ln for ln in ax.get_lines() if ln.get_label() == "observed")
     rho = PK.observed_within(data["pk"], fields)[("m", extra["layers"]["m"], "O")]["rho"]
@@ -117,7 +117,7 @@ def _fig2_data():
 
 def test_fig2_counts_table():
     data, fields = _fig2_data()
-    t = PK.table_fig2(data, fields, ["m"], ("rotation", "reassign"), reference_draws=50)
+    t = PK.pk_fig2_counts(data, fields, ["m"], ("rotation", "reassign"), reference_draws=50)
     (row,) = t.rows
     rho = np.asarray(data["pk"]["rho"], float)[np.asarray(data["pk"]["layer"]) == 1]
     sds = {L: np.asarray(data["pk"]["rho"], float)[np.asarray(data["pk"]["layer"]) == L].std() for L in (0, 1, 2)}
@@ -148,7 +148,7 @@ def test_fig3_shows_other_sample_counts_apart_and_marks_r_below_one():
     conds = [_cond("a", "within", "O", L, 2.0 + L, 30) for L in range(5)]
     conds += [_cond("a", "within", "Q", 0, 0.972, 30), _cond("a", "within", "Q", 1, 3.0, 30)]
     conds += [_cond("b", "within", "O", 46, 7.1, 3)]
-    fig, extra = PK.fig3(conds, ["a", "b"])
+    fig, extra = PK.draw_fig3(conds, ["a", "b"])
     assert len(fig.axes) == 2
     assert "n = 30" in fig.axes[0].get_title() and "n = 3 " in fig.axes[1].get_title()
     assert extra["below_one"] == [{"model": "a", "scope": "within", "kind": "Q", "where": "layer 0", "r": 0.972}]
@@ -177,7 +177,7 @@ def test_fig9_titles_do_not_overlap_and_below_above_panels_have_a_legend():
                    above=(lw + lr) % 3 == 1)
              for m in ("model-one-long-name", "model-two") for k in "QKV" for lw in range(L) for lr in range(lw + 1, L)]
     fields = {m: {"n_layers": L} for m in ("model-one-long-name", "model-two")}
-    fig, _ = PK.fig9(conds, fields, ["model-one-long-name", "model-two"])
+    fig, _ = PK.draw_fig9(conds, fields, ["model-one-long-name", "model-two"])
     assert _overlaps(fig) == []
     legends = [a.get_legend() for a in fig.axes if a.get_legend() is not None]
     assert len(legends) == 2  # one per model, on its below/above row
@@ -211,7 +211,7 @@ def _heads_two_models():
 
 def test_scramble_table_pooled_row():
     heads = _heads_two_models()
-    t = R.scramble_table(heads, ["a", "b"], 0.9)
+    t = R.p1_orientation_scramble(heads, ["a", "b"], 0.9)
     pooled = t.rows[-1]
     assert pooled["model"] == "pooled" and pooled["heads"] == 24
     P = heads["P"]
@@ -265,14 +265,14 @@ def test_left_zero_band_planted():
     band = R.band_pairs(pairs, np.ones(len(pairs["F"]), bool), 0.9, 0.9)
     got = {(int(i), int(j)) for i, j in zip(pairs["head_i"][band], pairs["head_j"][band])}
     assert got == {(i, j) for i in range(3) for j in range(3) if i != j}
-    t = R.anchor_table(pairs, heads, ["m"], 0.9, explanation=0.9, min_pairs=3)
+    t = R.p1_anchors(pairs, heads, ["m"], 0.9, band={"explanation": 0.9, "min_pairs": 3})
     row = t.rows[0]
     assert row["law_pairs"] == 3 and row["law_products"] == 6 and row["law_counted"] == "yes"
     cos2 = [np.sum(T[i] * T[j]) ** 2 / (np.sum(T[i] ** 2) * np.sum(T[j] ** 2)) for i, j in ((0, 1), (0, 2), (1, 2))]
     assert row["law_cos2"] == pytest.approx(np.median(cos2 + cos2))
     assert row["law_F"] == pytest.approx(1.0)
     # the family filter: with min_pairs = 4 the model is not counted
-    assert R.anchor_table(pairs, heads, ["m"], 0.9, explanation=0.9, min_pairs=4).rows[0]["law_counted"] == "no"
+    assert R.p1_anchors(pairs, heads, ["m"], 0.9, band={"explanation": 0.9, "min_pairs": 4}).rows[0]["law_counted"] == "no"
 
 
 def test_band_needs_both_directions_and_both_heads_strong():
@@ -336,7 +336,7 @@ def test_band_membership_switch_planted():
     cos2 = {(i, j): np.sum(T[i] * T[j]) ** 2 / (np.sum(T[i] ** 2) * np.sum(T[j] ** 2))
             for i, j in ((0, 1), (0, 2), (1, 2), (3, 4))}
     for membership, want in (("explanation", [(0, 1), (0, 2), (1, 2)]), ("strong", list(cos2))):
-        row = R.anchor_table(pairs, heads, ["m"], 0.9, explanation=0.9, min_pairs=1, membership=membership).rows[0]
+        row = R.p1_anchors(pairs, heads, ["m"], 0.9, band={"explanation": 0.9, "min_pairs": 1, "membership": membership}).rows[0]
         assert row["law_pairs"] == len(want) and row["law_products"] == 2 * len(want)
         assert row["law_cos2"] == pytest.approx(np.median([cos2[k] for k in want]))
         # the all-strong-pairs columns do not depend on the switch
@@ -391,7 +391,7 @@ def test_layer_matched_auroc():
             sel = (heads["model"] == m) & (heads["layer"] == L)
             assert lm[sel].sum() == strong[sel].sum()  # as many as strong in the layer (0 in layer 2)
             assert not (lm & strong).any()
-    t = R.latent_table(heads, ["a", "b"], 0.9, n_boot=200, large=("a", "b"))
+    t = R.p1_latent_closure(heads, ["a", "b"], 0.9, bootstrap=200, large=("a", "b"))
     pooled_large = t.rows[-1]
     assert pooled_large["model"] == "pooled large" and pooled_large["matched"] == int(lm.sum())
     pos, neg = heads["P_latent"][strong], heads["P_latent"][lm]
@@ -432,13 +432,13 @@ def _sweep_row(t, model="pooled", t_val=0.9):
 
 def test_sweep_intervals_are_layer_clustered_and_widen_with_between_layer_variance():
     models = ["a", "b"]
-    same = _sweep_row(R.sweep_table(_sweep_heads(), models, [0.9], n_boot=400))
+    same = _sweep_row(R.p1_threshold_sweep(_sweep_heads(), models, [0.9], bootstrap=400))
     # every layer separates perfectly: every replicate gives 1, the interval is the point
     assert same["auroc_latent"] == same["auroc_ID"] == 1.0
     assert (same["lat_lo"], same["lat_hi"], same["id_lo"], same["id_hi"]) == (1.0, 1.0, 1.0, 1.0)
     widths = []
     for flip in ((0,), (0, 1, 2)):
-        row = _sweep_row(R.sweep_table(_sweep_heads(flip), models, [0.9], n_boot=400))
+        row = _sweep_row(R.p1_threshold_sweep(_sweep_heads(flip), models, [0.9], bootstrap=400))
         # independent point value: the brute-force Mann-Whitney over the pooled heads
         h = _sweep_heads(flip)
         pos, neg = h["P_latent"][h["P"] >= 0.9], h["P_latent"][h["P"] < 0.9]
@@ -448,13 +448,13 @@ def test_sweep_intervals_are_layer_clustered_and_widen_with_between_layer_varian
     # half the layers flipped is more between-layer variance than one in six: a wider interval
     assert widths[1] > widths[0] > 0
     # per-model rows get intervals too; none without replicates
-    assert np.isfinite(_sweep_row(R.sweep_table(_sweep_heads((0,)), models, [0.9], n_boot=200), "a")["lat_lo"])
-    row0 = _sweep_row(R.sweep_table(_sweep_heads((0,)), models, [0.9]))
+    assert np.isfinite(_sweep_row(R.p1_threshold_sweep(_sweep_heads((0,)), models, [0.9], bootstrap=200), "a")["lat_lo"])
+    row0 = _sweep_row(R.p1_threshold_sweep(_sweep_heads((0,)), models, [0.9]))
     assert all(np.isnan(row0[k]) for k in ("lat_lo", "lat_hi", "id_lo", "id_hi"))
     # complete layers: one model, layer 0 separating, layer 1 reversed. A replicate is {0,0} (AUROC 1),
     # {1,1} (0), each with probability 1/4, or {0,1}: the interval is exactly (0, 1); resampling
     # heads instead would almost never reach either end
-    row = _sweep_row(R.sweep_table(_sweep_heads((1,), n_layers=2, models=("a",)), ["a"], [0.9], n_boot=400), "a")
+    row = _sweep_row(R.p1_threshold_sweep(_sweep_heads((1,), n_layers=2, models=("a",)), ["a"], [0.9], bootstrap=400), "a")
     assert (row["lat_lo"], row["lat_hi"], row["id_lo"], row["id_hi"]) == (0.0, 1.0, 0.0, 1.0)
 
 
@@ -478,7 +478,7 @@ def test_capacity_gap_intervals_widen_with_between_layer_variance():
     widths = []
     for spread in (0.0, 0.02, 0.08):
         cap = _capacity_cols(spread)
-        row = R.capacity_table(cap, ["m"], 0.9, n_boot=400).rows[0]
+        row = R.p1_capacity(cap, ["m"], 0.9, bootstrap=400).rows[0]
         st, mt = cap["is_strong"], cap["is_matched"]
         # independent point values: medians of the planted groups
         assert row["closure_gap"] == pytest.approx(np.median(cap["P"][st]) - np.median(cap["P"][mt]))
@@ -487,12 +487,12 @@ def test_capacity_gap_intervals_widen_with_between_layer_variance():
         widths.append((row["closure_gap_hi"] - row["closure_gap_lo"], row["cap_gap_hi"] - row["cap_gap_lo"]))
     assert widths[0] == (0.0, 0.0)  # identical layers: every replicate is the point
     assert widths[2][0] > widths[1][0] > 0 and widths[2][1] > widths[1][1] > 0
-    assert np.isnan(R.capacity_table(_capacity_cols(0.05), ["m"], 0.9).rows[0]["cap_gap_lo"])  # no replicates
+    assert np.isnan(R.p1_capacity(_capacity_cols(0.05), ["m"], 0.9).rows[0]["cap_gap_lo"])  # no replicates
     # complete layers: with two layers a replicate is {0,0}, {1,1} (each with probability 1/4, so
     # the 2.5/97.5% quantiles) or {0,1} (gap between them): the interval is exactly the two layers'
     # own gaps. Resampling heads would pair layer 0's strong with layer 1's matched (gap 0.75, 0.5)
-    row = R.capacity_table(_capacity_cols(0, layers=[(0.95, 0.9, 0.99, 0.98), (0.5, 0.2, 0.9, 0.6)]), ["m"], 0.9,
-                           n_boot=400).rows[0]
+    row = R.p1_capacity(_capacity_cols(0, layers=[(0.95, 0.9, 0.99, 0.98), (0.5, 0.2, 0.9, 0.6)]), ["m"], 0.9,
+                           bootstrap=400).rows[0]
     assert (row["closure_gap_lo"], row["closure_gap_hi"]) == pytest.approx((0.05, 0.3))
     assert (row["cap_gap_lo"], row["cap_gap_hi"]) == pytest.approx((0.01, 0.3))
 
@@ -501,7 +501,7 @@ def test_table3_gap_intervals_widen_with_between_layer_variance():
     widths = []
     for spread in (0.0, 0.02, 0.08):
         cap = _capacity_cols(spread)
-        row = R.table3(cap, {"m": ["m"]}, 0.9, 400).rows[0]
+        row = R.p1_table3_trajectories(cap, {"m": ["m"]}, 0.9, 400).rows[0]
         assert row["p_lo"] <= row["p_gap"] <= row["p_hi"] and row["c_lo"] <= row["c_gap"] <= row["c_hi"]
         widths.append((row["p_hi"] - row["p_lo"], row["c_hi"] - row["c_lo"]))
     assert widths[0] == pytest.approx((0.0, 0.0), abs=1e-12)
@@ -523,13 +523,13 @@ def test_sv_ratio_and_rank_audit_tolerances():
     np.testing.assert_allclose(ratio, [1e-3, 1e-8, 1e-13], rtol=1e-2)
     heads = {"model": np.array(["m"] * 3), "sv_ratio_O": ratio, "sv_ratio_V": np.full(3, 0.5)}
     fields = {"m": {"d_model": D, "d_head": d}}
-    rtol = R.rank_audit_table(heads, fields, ["m"], "rank_rtol", 1e-6).rows[0]
-    eps = R.rank_audit_table(heads, fields, ["m"], "eps", 1e-6).rows[0]
+    rtol = R.p1_orientation_rank_audit(heads, fields, ["m"], "rank_rtol", 1e-6).rows[0]
+    eps = R.p1_orientation_rank_audit(heads, fields, ["m"], "eps", 1e-6).rows[0]
     assert rtol["full"] == "4/6" and eps["full"] == "6/6"  # 1e-13 > 40 * 2.2e-16
     assert eps["tol"] == pytest.approx(D * np.finfo(float).eps)
     assert rtol["min_ratio"] == pytest.approx(1e-13, rel=1e-2) and rtol["min_V"] == 0.5
     with pytest.raises(ValueError):
-        R.rank_audit_table(heads, fields, ["m"], "bogus", 1e-6)
+        R.p1_orientation_rank_audit(heads, fields, ["m"], "bogus", 1e-6)
 
 
 def test_heads_layer_reports_factor_ratios():

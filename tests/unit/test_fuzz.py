@@ -23,7 +23,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 # One place for the imports of the code under test (the package layout may move).
-from headgeom.reports import audit as AUD
+from headgeom.verify import audit as AUD
 from headgeom.io import hub as HUB
 from headgeom.io.checkpoint import (SafetensorsDir, check_safetensors_header, contained, open_checkpoint,
                                  read_weight_map)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 # One place for the imports of the code under test (the package layout may move).
-from headgeom.reports import audit as AUD
+from headgeom.verify import audit as AUD
 from headgeom.io import hub as HUB
 from headgeom.io import store as STORE
 from headgeom.io.checkpoint import SafetensorsDir, check_gguf, check_safetensors_header, open_checkpoint
@@ -203,22 +203,22 @@ def test_audit_refuses_sidecar_inputs_outside_the_workdir(tmp_path):
     (work / "results" / "tables").mkdir(parents=True)
     secret = tmp_path / "secret.bin"
     secret.write_bytes(b"x")
-    (work / "results/tables/closure_tail.csv").write_text("model,P\ntiny,0.5\n")
-    (work / "results/tables/closure_tail.prov.json").write_text(json.dumps(
-        {"table": "closure_tail", "params": {}, "inputs": [
+    (work / "results/tables/p1_table2_strong_tail.csv").write_text("model,P\ntiny,0.5\n")
+    (work / "results/tables/p1_table2_strong_tail.prov.json").write_text(json.dumps(
+        {"table": "p1_table2_strong_tail", "params": {}, "inputs": [
             {"path": "results/shards/paper1_heads/../../../../secret.bin", "sha256": "0", "provenance": {"model": "tiny"}}]}))
     with pytest.raises(AUD.AuditError, match="leaves"):
-        AUD.audit(work, "closure_tail", ["model=tiny"], "P", tensors=False, out=lambda *a: None)
+        AUD.audit(work, "p1_table2_strong_tail", ["model=tiny"], "P", tensors=False, out=lambda *a: None)
 
 
 @pytest.mark.parametrize("text", ["{", "[]", '{"inputs": 5}', '{"inputs": [{"path": 3}]}', '{"inputs": [7]}'])
 def test_audit_unreadable_sidecar_is_an_audit_error(tmp_path, text):
     work = tmp_path / "work"
     (work / "results" / "tables").mkdir(parents=True)
-    (work / "results/tables/closure_tail.csv").write_text("model,P\ntiny,0.5\n")
-    (work / "results/tables/closure_tail.prov.json").write_text(text)
+    (work / "results/tables/p1_table2_strong_tail.csv").write_text("model,P\ntiny,0.5\n")
+    (work / "results/tables/p1_table2_strong_tail.prov.json").write_text(text)
     with pytest.raises(AUD.AuditError):
-        AUD.audit(work, "closure_tail", ["model=tiny"], "P", tensors=False, out=lambda *a: None)
+        AUD.audit(work, "p1_table2_strong_tail", ["model=tiny"], "P", tensors=False, out=lambda *a: None)
 
 
 # ------------------------------------------------------------------ concurrent extracts

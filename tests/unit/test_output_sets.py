@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 # One place for the imports of the code under test (the package layout may move).
-from headgeom.reports import audit as AUD
-from headgeom.reports import figures as FIG
+from headgeom.verify import audit as AUD
+from headgeom.outputs import formats as FIG
 from headgeom.io import files as HIO
 from headgeom.jobs.paper1 import heads_job
-from headgeom.reports.outputs import build_output
+from headgeom.outputs import build_output
 from headgeom.io.fetch import fetch_model
-from headgeom.reports.tables import Column, Table
+from headgeom.outputs.formats import Column, Table
 from synth import write_llama
 
 
@@ -89,7 +89,7 @@ def test_figure_set_sidecar_written_last_with_hashes(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     """A results/ tree built by the job functions (no Snakemake): a tiny store with no strongly
-    closed head, two closure shards and closure_tail, whose strong-head columns are NaN."""
+    closed head, two closure shards and p1_table2_strong_tail, whose strong-head columns are NaN."""
     w = tmp_path_factory.mktemp("auditw")
     write_llama(w / "ck", n_layers=2, closed=())
     fetch_model("tiny", {"source": "local", "path": str(w / "ck")}, w / "results/tensors/tiny", log=lambda s: None)
@@ -106,8 +106,8 @@ def workdir(tmp_path_factory):
             heads_job("results/tensors/tiny", layer, p, f"results/shards/paper1_pairs/tiny/layer{layer}.parquet",
                       params, log=lambda s: None)
             shards.append(p)
-        build_output("table", "closure_tail", {"paper1_heads": shards}, ["results/tensors/tiny/manifest.json"], ["tiny"],
-                     outs(Path("results/tables"), "closure_tail"), {"strong_threshold": 0.9})
+        build_output("table", "p1_table2_strong_tail", {"paper1_heads": shards}, ["results/tensors/tiny/manifest.json"], ["tiny"],
+                     outs(Path("results/tables"), "p1_table2_strong_tail"), {"strong_threshold": 0.9, "sweep": [0.85, 0.9, 0.95]})
     finally:
         os.chdir(cwd)
     return w
@@ -115,14 +115,14 @@ def workdir(tmp_path_factory):
 
 def test_audit_reports_nan_against_nan_explicitly(workdir):
     lines = []
-    res = AUD.audit(workdir, "closure_tail", {"model": "tiny"}, "neg_alpha_share", out=lines.append)
+    res = AUD.audit(workdir, "p1_table2_strong_tail", {"model": "tiny"}, "neg_alpha", out=lines.append)
     text = "\n".join(lines)
     assert res["value"] == "nan" and res["nan"] is True
     assert "NaN = NaN" in text and "-> MATCH" not in text
     assert "Verdict: NaN" in text
     # a real number of the same table still says MATCH
     lines = []
-    res = AUD.audit(workdir, "closure_tail", {"model": "tiny"}, "median_P", tensors=False, out=lines.append)
+    res = AUD.audit(workdir, "p1_table2_strong_tail", {"model": "tiny"}, "wrong_v_median", tensors=False, out=lines.append)
     assert res["ok"] and not res["nan"] and "Verdict: MATCH" in "\n".join(lines)
 
 
@@ -131,13 +131,13 @@ def test_audit_says_when_a_table_has_no_rows(workdir, tmp_path):
 
     w = tmp_path / "w"
     shutil.copytree(workdir / "results", w / "results")
-    csv = w / "results/tables/closure_tail.csv"
+    csv = w / "results/tables/p1_table2_strong_tail.csv"
     csv.write_text(csv.read_text().splitlines()[0] + "\n")
-    prov = json.loads((w / "results/tables/closure_tail.prov.json").read_text())
+    prov = json.loads((w / "results/tables/p1_table2_strong_tail.prov.json").read_text())
     prov["outputs"]["csv"]["sha256"] = HIO.sha256_file(csv)
-    (w / "results/tables/closure_tail.prov.json").write_text(json.dumps(prov))
+    (w / "results/tables/p1_table2_strong_tail.prov.json").write_text(json.dumps(prov))
     with pytest.raises(AUD.AuditError, match="no rows"):
-        AUD.audit(w, "closure_tail", {"model": "tiny"}, "median_P", out=lambda *a: None)
+        AUD.audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", out=lambda *a: None)
 
 
 def test_audit_refuses_a_table_whose_files_are_not_its_sidecars_set(workdir, tmp_path):
@@ -145,6 +145,6 @@ def test_audit_refuses_a_table_whose_files_are_not_its_sidecars_set(workdir, tmp
 
     w = tmp_path / "w"
     shutil.copytree(workdir / "results", w / "results")
-    (w / "results/tables/closure_tail.md").write_text("other\n")
+    (w / "results/tables/p1_table2_strong_tail.md").write_text("other\n")
     with pytest.raises(AUD.AuditError, match="complete set"):
-        AUD.audit(w, "closure_tail", {"model": "tiny"}, "median_P", out=lambda *a: None)
+        AUD.audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", out=lambda *a: None)

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 # One place for the imports of the code under test (the package layout may move).
-from headgeom.reports import figures as FIG
+from headgeom.outputs import formats as FIG
 from headgeom.io import files as HIO
 from headgeom.io.fetch import fetch_model
 from headgeom.io.shards import write_shard
-from headgeom.reports.tables import Column, Table
+from headgeom.outputs.formats import Column, Table
 from synth import write_llama
 
 

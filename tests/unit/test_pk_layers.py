@@ -1,4 +1,4 @@
-"""The per-layer PK tables (headgeom.reports.pk_layers) against numpy/scipy on the raw shard values."""
+"""The per-layer PK tables (headgeom.outputs.pk) against numpy/scipy on the raw shard values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from headgeom.reports import pk_layers
+from headgeom.outputs import pk as pk_layers
 
 D, d = 64, 8
 FIELDS = {"m": {"d_head": d, "d_model": D}}
@@ -73,7 +73,7 @@ def _sel(cols, **eq):
 
 
 def test_null_samples_against_numpy(data):
-    t = pk_layers.table_null_samples(data, FIELDS, ["m"], TYPES)
+    t = pk_layers.pk_sec5_3_null_samples(data, FIELDS, ["m"], TYPES)
     assert len(t.rows) == 4 * 2 * 2 + 6 * 2 * 2
     for r in t.rows:
         if r["scope"] == "within":
@@ -104,7 +104,7 @@ def test_null_samples_against_numpy(data):
 
 
 def test_layer_stats_against_numpy(data):
-    t = pk_layers.table_layer_stats(data, FIELDS, ["m"])
+    t = pk_layers.pk_appendix_f_layer_stats(data, FIELDS, ["m"])
     iso = d / D
     iso_sd = np.sqrt(2 * (D - d) ** 2 / (D**2 * (D - 1) * (D + 2)))
     assert len(t.rows) == 4 * 2 + 6 * 2
@@ -127,7 +127,7 @@ def test_layer_stats_against_numpy(data):
 
 
 def test_cross_distance_against_numpy(data):
-    t = pk_layers.table_cross_distance(data, FIELDS, ["m"], TYPES)
+    t = pk_layers.pk_appendix_f_cross_distance(data, FIELDS, ["m"], TYPES)
     c, nc = data["pk_cross"], data["pk_null_cross"]
     assert {(r["kind"], r["distance"]) for r in t.rows} == {(k, g) for k in ("Q", "V") for g in (1, 2, 3)}
     for r in t.rows:
@@ -147,7 +147,7 @@ def test_cross_distance_against_numpy(data):
 
 
 def test_self_layers_rows_are_the_shard_rows(data):
-    t = pk_layers.table_self_layers(data, ["m"])
+    t = pk_layers.pk_appendix_h_self_layers(data, ["m"])
     s = data["pk_self"]
     assert len(t.rows) == 6
     for r in t.rows:
@@ -158,6 +158,6 @@ def test_self_layers_rows_are_the_shard_rows(data):
 def test_the_data_exercises_both_sides_of_every_comparison(data):
     """The synthetic shards put observed values on both sides of the null samples, so a reversed
     or loosened comparison changes some row."""
-    t = pk_layers.table_null_samples(data, FIELDS, ["m"], TYPES)
+    t = pk_layers.pk_sec5_3_null_samples(data, FIELDS, ["m"], TYPES)
     for col in ("sd_above_all", "angle_below_all", "angle_above_all"):
         assert {r[col] for r in t.rows} == {True, False}, col

@@ -13,9 +13,10 @@ import pytest
 
 from headgeom.jobs import families as FAM
 from headgeom.methods import nulls as N
-from headgeom.reports import docs
-from headgeom.reports import outputs as O
-from headgeom.reports.tables import Column, Table
+from headgeom.verify import docs
+from headgeom import outputs as O
+from headgeom.outputs import registry as REG
+from headgeom.outputs.formats import Column, Table
 from synth import write_llama
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +38,7 @@ def test_every_family_has_one_job_and_a_path_with_its_wildcards():
 
 def test_every_output_reads_registered_families_and_has_a_caption():
     for (kind, name), out in O.OUTPUTS.items():
-        assert kind in O.KINDS and out.name == name
+        assert kind in REG.KINDS and out.name == name
         assert set(out.families) <= set(FAM.FAMILIES), (name, out.families)
         assert out.caption.startswith("**"), name
         assert set(out.derived) <= {"pairs"}
@@ -106,29 +107,38 @@ def store(tmp_path):
     return tmp_path
 
 
-def test_a_toy_null_model_and_a_toy_table_through_the_registries_alone(store, monkeypatch):
-    """One sampler + one NullModel entry makes a null the null job draws; one builder + one
-    Output entry makes a table build_output writes. The toy null flips the sign of every column
+@pytest.fixture
+def registry():
+    """The output registry, restored after the test (toy outputs removed)."""
+    saved = [(d, dict(d)) for d in (REG.OUTPUTS, REG.TABLES, REG.FIGURES)]
+    yield REG
+    for d, before in saved:
+        d.clear()
+        d.update(before)
+
+
+def test_a_toy_null_model_and_a_toy_table_through_the_registries_alone(store, monkeypatch, registry):
+    """One sampler + one NullModel entry makes a null the null job draws; one decorated builder
+    makes a table build_output writes. The toy null flips the sign of every column
     of the stacked layer matrix, which leaves every head's space, and so every ρ, unchanged:
     its per-sample mean ρ must equal the observed mean ρ of the same layer (pk_layer)."""
     monkeypatch.setattr(N, "NULL_MODELS", dict(N.NULL_MODELS))
-    monkeypatch.setattr(O, "OUTPUTS", dict(O.OUTPUTS))
-    monkeypatch.setattr(O, "TABLES", dict(O.TABLES))
     N.register_null(N.NullModel("flip", lambda S, rng: -S, "sign flip"))
+    table, _ = registry.decorators("PK paper")
 
-    def toy_table(d, f, models, p):
-        nw = d["pk_null_within"]
+    @table("toy_null_means", families=("pk", "pk_null_within"), params={"null_types": "pk/nulls/types"})
+    def toy_table(pk, pk_null_within, models, null_types):
+        """**Toy.** Mean ρ per null."""
+        nw = pk_null_within
         rows = [{"model": m, "null": t, "kind": "O",
                  "mean": float(np.mean([x for x, n, k in zip(nw["mean"], nw["null"], nw["kind"]) if n == t and k == "O"]))}
-                for m in models for t in p["null_types"]]
-        obs = d["pk"]
+                for m in models for t in null_types]
         rows.append({"model": models[0], "null": "observed", "kind": "O",
-                     "mean": float(np.mean([r for r, k in zip(obs["rho"], obs["kind"]) if k == "O"]))})
+                     "mean": float(np.mean([r for r, k in zip(pk["rho"], pk["kind"]) if k == "O"]))})
         return Table("toy_null_means", "Mean ρ per null.", [Column("model", "Model"), Column("null", "Null"),
                                                            Column("kind", "Kind"), Column("mean", "Mean ρ")], rows)
 
-    O.register(O.Output("toy_null_means", "table", "PK paper", ("pk", "pk_null_within"), toy_table,
-                        caption="**Toy.** Mean ρ per null.", params={"null_types": "pk/nulls/types"}))
+    assert registry.TABLES["toy_null_means"].caption == "**Toy.** Mean ρ per null."
 
     w = store
     manifest = str(w / "results/tensors/toy/manifest.json")
@@ -157,21 +167,22 @@ def test_an_unknown_null_type_is_a_clear_error():
         N.null_factors(np.zeros((2, 4, 2)), "nope", np.random.default_rng(0))
 
 
-def test_adding_an_output_needs_no_other_edit():
-    """The rule loop, the build script and the docs read only the registry: a registered
-    output gets its caption file and its docs row from `headgeom docs` alone."""
-    toy = O.Output("toy_fig", "figure", "Paper 1", ("paper1_heads",), lambda d, f, m, p: None,
-                   caption="**Toy figure.** Nothing.")
+def test_adding_an_output_needs_no_other_edit(registry):
+    """The rule loop, the build script and the docs read only the registry: a decorated builder
+    gets its caption file and its docs row from `headgeom docs` alone."""
+    _, figure = registry.decorators("Paper 1")
+
+    @figure("toy_fig", families=("paper1_heads",))
+    def toy_fig(paper1_heads, models):
+        """**Toy figure.** Nothing."""
+
+    toy = registry.FIGURES["toy_fig"]
+    assert toy.params == {"choices": "choices"}  # reads the paper 1 per-head shards: takes choices:
     assert docs.caption_rst(toy).startswith("**Toy figure.** Nothing.\n\nModels:")
-    reg = dict(O.OUTPUTS)
-    try:
-        O.register(toy)
-        assert "figure `toy_fig`" in docs.outputs_md()
-        assert ROOT / "workflow/report/captions/figure_toy_fig.rst" in docs.generated(ROOT)
-    finally:
-        O.OUTPUTS.clear()
-        O.OUTPUTS.update(reg)
-        O.FIGURES.pop("toy_fig", None)
+    assert "figure `toy_fig`" in docs.outputs_md()
+    assert ROOT / "workflow/report/captions/figure_toy_fig.rst" in docs.generated(ROOT)
+    with pytest.raises(ValueError, match="already registered"):
+        figure("toy_fig")(toy_fig)
     assert dataclasses.is_dataclass(toy)
 
 

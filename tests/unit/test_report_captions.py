@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from headgeom.reports import docs
-from headgeom.reports.tables import Column, Table
+from headgeom.verify import docs
+from headgeom.outputs.formats import Column, Table
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTIONS = sorted(p for p in (ROOT / "workflow" / "report").rglob("*.rst") if p.name != "workflow.rst")

@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from headgeom.jobs.families import JOBS
-from headgeom.reports.audit import audit
-from headgeom.reports.claims import ledger_tables, load_ledger
-from headgeom.reports.outputs import OUTPUTS
+from headgeom.verify.audit import audit
+from headgeom.verify.claims import ledger_tables, load_ledger
+from headgeom.outputs import OUTPUTS
 from synth_hf import TEXT, write_synthetic_llama
 from tinyrun import CFG, copy_run, dry_run_jobs, dry_runs, merge, snakemake
 
@@ -61,7 +61,7 @@ RP = layer_jobs("activation_read_paths") | outputs_reading("activation_read_path
 
 
 def with_claims(root, jobs: set) -> set:
-    from headgeom.reports.summary import tables_read
+    from headgeom.verify.summary import tables_read
 
     tables = {("table_" + t, f"results/tables/{t}.csv") for t in ledger_tables(load_ledger(root / "config/claims.yaml"))}
     out = jobs | {CLAIMS, CHOICE, ALL} if jobs & tables else jobs | {ALL}
@@ -105,7 +105,7 @@ def test_the_run_built_the_activation_outputs(act_run):
     for o in OUTPUTS.values():
         if o.shard_models == "activation":
             assert (act_run / o.main).stat().st_size > 0, o.main
-    csv = (act_run / "results/tables/activation_natural_return.csv").read_text()
+    csv = (act_run / "results/tables/p1_activations_natural_return.csv").read_text()
     assert "synth" in csv
 
 
@@ -162,7 +162,7 @@ def test_cuda_device_asks_a_gpu_for_the_forward_rule_alone(plans, root):
 
 def test_audit_recomputes_an_activation_number(act_run):
     buf = io.StringIO()
-    res = audit(act_run, "activation_read_paths", {"model": "synth", "kind": "V"}, "share_rho_spearman",
+    res = audit(act_run, "pk_sec5_4_read_paths", {"model": "synth", "kind": "V"}, "share_rho_spearman",
                 out=lambda *a: print(*a, file=buf))
     text = buf.getvalue()
     assert res["ok"] and not res["integrity"], text
@@ -197,15 +197,15 @@ def test_architecture_the_stage_cannot_run_is_named_and_weight_space_still_runs(
     cfg = merge(CFG, {**ACT_CFG, "models": {"g2": {"source": "local", "path": "g2"}}, "active_models": ["g2"],
                       "activation": {**ACT_CFG["activation"], "models": ["g2"]}})
     (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
-    r = snakemake(snakemake_bin, root, tmp_path, "results/tables/closure_tail.csv", "results/tables/paper1_table2.csv",
-                  "results/tables/activation_natural_return.csv", "--keep-going", "--show-failed-logs", ok=False,
+    r = snakemake(snakemake_bin, root, tmp_path, "results/tables/p1_table2_strong_tail.csv", "results/tables/p1_table2_strong_tail.csv",
+                  "results/tables/p1_activations_natural_return.csv", "--keep-going", "--show-failed-logs", ok=False,
                   timeout=1200)
     out = r.stdout + r.stderr
     assert r.returncode != 0
     assert re.search(r"ModelRunError: model 'g2'.*model_type 'gpt2'.*weight-space stages still run", out), out[-3000:]
-    for t in ("closure_tail", "paper1_table2"):
+    for t in ("p1_table2_strong_tail", "p1_table2_strong_tail"):
         assert "g2" in (tmp_path / f"results/tables/{t}.csv").read_text()
-    assert not (tmp_path / "results/tables/activation_natural_return.csv").exists()
+    assert not (tmp_path / "results/tables/p1_activations_natural_return.csv").exists()
 
 
 def test_plan_lists_the_activation_jobs_the_workflow_runs(act_run, snakemake_bin, root):
@@ -254,16 +254,16 @@ def test_sensitivity_evaluates_the_activation_switches_as_a_rerun_would(act_run,
     activations with each alternative (endpoint median_cos2, eps_exact false). Reference: the
     pipeline itself rerun with those switches on a copy of the run. Claims stating the default
     and the rerun's values swap status, at 12 significant digits, and nothing else moves."""
-    from headgeom.reports import choices as CH
+    from headgeom.verify import sensitivity as CH
 
     c = copy_run(act_run, tmp_path / "run")
     alt = merge(yaml.safe_load((c / "cfg.yaml").read_text()),
                 {"activation": {"paper1": {"endpoint": "median_cos2"}, "read_paths": {"eps_exact": False}}})
     (c / "cfg_alt.yaml").write_text(yaml.safe_dump(alt))
-    snakemake(snakemake_bin, root, c, "results/tables/activation_natural_return.csv",
-              "results/tables/activation_read_paths.csv", configfiles=("cfg_alt.yaml",), timeout=1200)
-    claims = [*_swap_claims(act_run, c, "activation_natural_return", {"model": "synth"}, "activation.paper1.endpoint"),
-              *_swap_claims(act_run, c, "activation_read_paths", {"kind": "V"}, "activation.read_paths.eps_exact")]
+    snakemake(snakemake_bin, root, c, "results/tables/p1_activations_natural_return.csv",
+              "results/tables/pk_sec5_4_read_paths.csv", configfiles=("cfg_alt.yaml",), timeout=1200)
+    claims = [*_swap_claims(act_run, c, "p1_activations_natural_return", {"model": "synth"}, "activation.paper1.endpoint"),
+              *_swap_claims(act_run, c, "pk_sec5_4_read_paths", {"kind": "V"}, "activation.read_paths.eps_exact")]
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": {"p1": claims}}))
     t = CH.sensitivity(act_run, load_ledger(tmp_path / "claims.yaml"), ["synth"])
     rows = {(r["switch"], r["alternative"]): r for r in t.rows}
@@ -273,7 +273,7 @@ def test_sensitivity_evaluates_the_activation_switches_as_a_rerun_would(act_run,
         assert f"{key[0]}.default: agrees → differs" in r["claims"] and f"{key[0]}.alternative: differs → agrees" in r["claims"]
     assert rows[("choices.return_gain", "fitted")]["changed"] == 0
     # the run itself is untouched (the recomputed shards live in a temporary directory)
-    assert "median_cos2" not in (act_run / "results/tables/activation_natural_return.md").read_text()
+    assert "median_cos2" not in (act_run / "results/tables/p1_activations_natural_return.md").read_text()
 
 
 def test_sensitivity_reruns_the_forward_pass_for_window_cutting(act_run, snakemake_bin, root, tmp_path, monkeypatch):
@@ -281,15 +281,15 @@ def test_sensitivity_reruns_the_forward_pass_for_window_cutting(act_run, snakema
     choice_sensitivity reruns it into a temporary directory and recomputes every activation shard.
     Reference: the pipeline rerun with activation.bos false on a copy of the run; claims stating
     the default and the rerun's values (both activation tables) swap status, nothing else moves."""
-    from headgeom.reports import choices as CH
+    from headgeom.verify import sensitivity as CH
 
     c = copy_run(act_run, tmp_path / "run")
     cfg = yaml.safe_load((c / "cfg.yaml").read_text())
     (c / "cfg_alt.yaml").write_text(yaml.safe_dump(merge(cfg, {"activation": {"bos": False}})))
-    snakemake(snakemake_bin, root, c, "results/tables/activation_natural_return.csv",
-              "results/tables/activation_read_paths.csv", configfiles=("cfg_alt.yaml",), timeout=1200)
-    claims = [*_swap_claims(act_run, c, "activation_natural_return", {"model": "synth"}, "activation.bos", ".nr"),
-              *_swap_claims(act_run, c, "activation_read_paths", {"kind": "V"}, "activation.bos", ".rp")]
+    snakemake(snakemake_bin, root, c, "results/tables/p1_activations_natural_return.csv",
+              "results/tables/pk_sec5_4_read_paths.csv", configfiles=("cfg_alt.yaml",), timeout=1200)
+    claims = [*_swap_claims(act_run, c, "p1_activations_natural_return", {"model": "synth"}, "activation.bos", ".nr"),
+              *_swap_claims(act_run, c, "pk_sec5_4_read_paths", {"kind": "V"}, "activation.bos", ".rp")]
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": {"p1": claims}}))
     monkeypatch.chdir(act_run)  # the config's relative model and corpus paths, as in the rule's job
     before = sorted(p.relative_to(act_run) for p in act_run.rglob("*") if p.is_file())
@@ -325,11 +325,11 @@ def test_a_run_of_another_model_in_the_same_directory_keeps_choice_sensitivity_w
 
 
 def test_a_forward_switch_without_the_model_entries_is_a_row_saying_so(act_run, tmp_path):
-    from headgeom.reports import choices as CH
+    from headgeom.verify import sensitivity as CH
 
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump({"claims": {"p1": []}}))
     t = CH.sensitivity(act_run, load_ledger(tmp_path / "claims.yaml"), ["synth"], sources={"models": {}, "texts": {}},
-                       tables=["activation_natural_return"])
+                       tables=["p1_activations_natural_return"])
     r = next(r for r in t.rows if r["switch"] == "activation.bos")
     assert r["changed"] is None and r["claims"].startswith("not evaluated: the config entries of model 'synth'"), r
     # only the table named is rebuilt (the paper 1 switches would rebuild every paper1_heads table)

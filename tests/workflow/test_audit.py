@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from headgeom.reports.outputs import TABLES as REGISTERED_TABLES
-from headgeom.reports.audit import AuditError, audit
+from headgeom.outputs import TABLES as REGISTERED_TABLES
+from headgeom.verify.audit import AuditError, audit
 from tinyrun import copy_run, snakemake, tiny_run
 
 pytestmark = pytest.mark.slow
@@ -26,21 +26,20 @@ KEYS = ("model", "lineage", "checkpoint", "scope", "comparison", "kind", "test",
 # one number per table: (row filter, column); tables not listed here (added later) get a generic
 # pick: the last row, selected by its key columns, and its first numeric non-key column
 PICKS = {
-    "closure_tail": ({"model": "tiny"}, "strong"),
-    "pk_writing": ({"model": "tiny"}, "sd_median"),
-    "pk_t1_min_angles": ({"model": "tiny", "comparison": "writing -> K, across layers"}, "min_angle"),
-    "pk_t2_lower_bound": ({"model": "tiny"}, "min_V"),
-    "pk_t3_models": ({"model": "tiny"}, "random_sd"),
-    "pk_t4_null_summary": ({"model": "tiny", "comparison": "writing, within layer"}, "median_r"),
-    "pk_t6_min_angle_vs_reassign": (None, "obs_min_angle"),
-    "pk_t7_reading_within": ({"model": "tiny", "kind": "Q"}, "min_angle"),
-    "pk_t8_cross_nulls": ({"model": "tiny", "kind": "V"}, "median_ratio_rotation"),
-    "pk_t9_weighted": (None, "max_weighted"),
-    "pk_self_overlap": ({"model": "tiny", "test": "V_vs_O"}, "p_max"),
-    "paper1_table2": ({"model": "tiny"}, "gT_med"),
-    "paper1_table3": ({"checkpoint": "tiny"}, "e_gap"),
-    "paper1_table4": ({"model": "tiny"}, "rho"),
-    "paper1_capacity": ({"model": "tiny"}, "cap_strong"),
+    "pk_table5_writing": ({"model": "tiny"}, "sd_median"),
+    "pk_table1_min_angles": ({"model": "tiny", "comparison": "writing -> K, across layers"}, "min_angle"),
+    "pk_table2_lower_bound": ({"model": "tiny"}, "min_V"),
+    "pk_table3_models": ({"model": "tiny"}, "random_sd"),
+    "pk_table4_null_summary": ({"model": "tiny", "comparison": "writing, within layer"}, "median_r"),
+    "pk_table6_min_angle_vs_nulls": (None, "obs_min_angle"),
+    "pk_table7_reading_within": ({"model": "tiny", "kind": "Q"}, "min_angle"),
+    "pk_table8_cross_nulls": ({"model": "tiny", "kind": "V"}, "median_ratio_rotation"),
+    "pk_table9_weighted": (None, "max_weighted"),
+    "pk_appendix_h_self_overlap": ({"model": "tiny", "test": "V_vs_O"}, "p_max"),
+    "p1_table2_strong_tail": ({"model": "tiny"}, "gT_med"),
+    "p1_table3_trajectories": ({"checkpoint": "tiny"}, "e_gap"),
+    "p1_table4_sibling_law": ({"model": "tiny"}, "rho"),
+    "p1_capacity": ({"model": "tiny"}, "cap_strong"),
 }
 # the tiny run has no activation stage (its checkpoint has no tokenizer); the activation tables
 # are audited in test_activation_workflow.py
@@ -104,20 +103,20 @@ def test_audit_recomputes_a_number_of_every_table(run, table):
 def test_audit_cli_as_typed(run):
     exe = Path(sys.executable).parent / "headgeom"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "headgeom.cli"]
-    r = subprocess.run([*cmd, "audit", "closure_tail", "--row", "model=tiny", "--column", "strong_pct", "--full"],
+    r = subprocess.run([*cmd, "audit", "p1_table2_strong_tail", "--row", "model=tiny", "--column", "strong_pct", "--full"],
                        cwd=run, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     # --full: the whole trace, every shard with its provenance
     assert out.count("\n    config  ") == 2 and out.count("\n    seeds   ") == 2 and out.count("identity_rtol=1e-10") == 2, out
-    for s in ("Aggregation", "results/shards/paper1_heads/tiny/layer1.parquet", "identity_rtol=1e-10", "rule       table_closure_tail",
-              "snakemake -c2 --forcerun table_closure_tail results/tables/closure_tail.csv",
+    for s in ("Aggregation", "results/shards/paper1_heads/tiny/layer1.parquet", "identity_rtol=1e-10", "rule       table_p1_table2_strong_tail",
+              "snakemake -c2 --forcerun table_p1_table2_strong_tail results/tables/p1_table2_strong_tail.csv",
               "snakemake -c2 --forcerun paper1_heads results/shards/paper1_heads/tiny/layer0.parquet",
               "model.layers.1.self_attn.o_proj.weight", "(a) from the 2 listed shards: 25.0  -> MATCH (exact)",
               "(b) from the tensors", "Verdict: MATCH"):
         assert s in out, (s, out)
     # a number that is not there: exit 2 and a message naming the rows
-    r = subprocess.run([*cmd, "audit", "closure_tail", "--row", "model=nope", "--column", "strong", "-d", str(run)],
+    r = subprocess.run([*cmd, "audit", "p1_table2_strong_tail", "--row", "model=nope", "--column", "strong", "-d", str(run)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "no row" in r.stderr and "model=tiny" in r.stderr
 
@@ -141,22 +140,22 @@ def _recorded_tensors(prov_inputs, model="tiny"):
 
 
 def test_audit_default_view_is_one_screen(run):
-    r = subprocess.run([*_cli(), "audit", "closure_tail", "--row", "model=tiny", "--column", "strong_pct"],
+    r = subprocess.run([*_cli(), "audit", "p1_table2_strong_tail", "--row", "model=tiny", "--column", "strong_pct"],
                        cwd=run, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     lines = out.splitlines()
     assert len(lines) <= 40, out
     # the number, and the rows it was computed from: the builder reads P, the two planted closed heads pass
-    assert lines[0].startswith("closure_tail [model=tiny] strong_pct = 25.0"), out
+    assert lines[0].startswith("p1_table2_strong_tail [model=tiny] strong_pct = 25.0"), out
     assert "Computed from 8 heads of paper1_heads (model = tiny, 2 shards); the number moves with P" in out, out
     assert "2 of 8 heads with P ≥ 0.9 (strong_threshold): " in out, out
     assert re.search(r"layer 0 head 0 P=1(\.0+)?\b", out) and re.search(r"layer 1 head 3 P=1(\.0+)?\b", out), out
     # rule, code, config once, inputs as counts, verdicts
-    assert "Rule table_closure_tail: " in out and "snakemake -c2 --forcerun table_closure_tail" in out
+    assert "Rule table_p1_table2_strong_tail: " in out and "snakemake -c2 --forcerun table_p1_table2_strong_tail" in out
     assert re.search(r"Code: table headgeom \S+ (git \w{12} \((clean|dirty)\)|\(no git commit recorded\))", out), out
     assert out.count("identity_rtol=1e-10") == 1 and out.count("strong_threshold=0.9") == 1, out
-    prov = json.loads((run / "results/tables/closure_tail.prov.json").read_text())
+    prov = json.loads((run / "results/tables/p1_table2_strong_tail.prov.json").read_text())
     n_tensors = len(_recorded_tensors(prov["inputs"]))
     assert f"Inputs: 2 shards sha256 OK (2 feed the row); 1 tensor store sha256 OK; {n_tensors} tensors sha256 OK" in out
     assert "FAILED" not in out and "config  " not in out  # no per-shard provenance blocks
@@ -165,13 +164,13 @@ def test_audit_default_view_is_one_screen(run):
 
 
 def test_audit_json_parses_and_carries_what_was_checked(run):
-    r = subprocess.run([*_cli(), "audit", "closure_tail", "--row", "model=tiny", "--column", "strong", "--json",
+    r = subprocess.run([*_cli(), "audit", "p1_table2_strong_tail", "--row", "model=tiny", "--column", "strong", "--json",
                         "--no-tensors", "-d", str(run)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     rep = json.loads(r.stdout)
     assert {"number", "rows", "rule", "builder", "code", "config", "inputs", "verdicts", "ok"} <= set(rep)
     assert rep["ok"] is True and rep["number"]["value"] == "2" and rep["number"]["row"] == {"model": "tiny"}
-    assert rep["rule"]["name"] == "table_closure_tail" and "closure_tail" in rep["builder"]["function"]
+    assert rep["rule"]["name"] == "table_p1_table2_strong_tail" and "p1_table2_strong_tail" in rep["builder"]["function"]
     assert rep["config"]["strong_threshold"]["value"] == 0.9 and "identity_rtol" in rep["config"]
     assert [s["status"] for s in rep["inputs"]["shards"]] == ["ok", "ok"]
     assert rep["inputs"]["tensors"] and all(t["status"] == "ok" for t in rep["inputs"]["tensors"])
@@ -186,7 +185,7 @@ def test_corrupted_shard_is_a_listed_failure_in_the_default_view(run, tmp_path):
     b = bytearray(shard.read_bytes())
     b[len(b) // 2] ^= 0xFF  # one flipped byte: the file no longer has the sidecar's sha256
     shard.write_bytes(bytes(b))
-    r = subprocess.run([*_cli(), "audit", "closure_tail", "--row", "model=tiny", "--column", "strong", "--no-tensors",
+    r = subprocess.run([*_cli(), "audit", "p1_table2_strong_tail", "--row", "model=tiny", "--column", "strong", "--no-tensors",
                         "-d", str(w)], capture_output=True, text=True, timeout=300)
     out = r.stdout
     assert r.returncode == 1, out + r.stderr
@@ -195,7 +194,7 @@ def test_corrupted_shard_is_a_listed_failure_in_the_default_view(run, tmp_path):
     assert "  FAILED results/shards/paper1_heads/tiny/layer0.parquet: file sha256 differs from the sidecar's" in out, out
     assert "Verdict: MISMATCH" in out, out
     # --json carries the failure, item by item
-    r = subprocess.run([*_cli(), "audit", "closure_tail", "--row", "model=tiny", "--column", "strong", "--no-tensors",
+    r = subprocess.run([*_cli(), "audit", "p1_table2_strong_tail", "--row", "model=tiny", "--column", "strong", "--no-tensors",
                         "--json", "-d", str(w)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 1, r.stdout + r.stderr
     rep = json.loads(r.stdout)
@@ -215,7 +214,7 @@ def test_tampered_shard_is_a_mismatch(run, tmp_path):
     t2 = t.set_column(t.column_names.index("P"), "P", pa.array(P)).replace_schema_metadata(t.schema.metadata)
     pq.write_table(t2, shard)
     buf = io.StringIO()
-    res = audit(w, "closure_tail", {"model": "tiny"}, "strong", out=lambda *a: print(*a, file=buf))
+    res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", out=lambda *a: print(*a, file=buf))
     text = buf.getvalue()
     assert not res["ok"]
     assert res["shards"][0] is False and res["shards"][2] == "1"  # the table says 2
@@ -223,7 +222,7 @@ def test_tampered_shard_is_a_mismatch(run, tmp_path):
     assert any("layer1.parquet: file sha256 differs" in x for x in res["integrity"])
     assert "sha256 DIFFERS from sidecar" in text and "MISMATCH" in text
     # the CLI exits 1
-    r = subprocess.run([sys.executable, "-m", "headgeom.cli", "audit", "closure_tail", "--row", "model=tiny",
+    r = subprocess.run([sys.executable, "-m", "headgeom.cli", "audit", "p1_table2_strong_tail", "--row", "model=tiny",
                         "--column", "strong", "-d", str(w), "--no-tensors"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "MISMATCH" in r.stdout
 
@@ -235,7 +234,7 @@ def test_tampered_tensor_store_fails_the_tensor_recompute(run, tmp_path):
     b[-8:] = bytes(8)  # the last tensor's last bytes
     store.write_bytes(bytes(b))
     buf = io.StringIO()
-    res = audit(w, "closure_tail", {"model": "tiny"}, "strong", out=lambda *a: print(*a, file=buf))
+    res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", out=lambda *a: print(*a, file=buf))
     text = buf.getvalue()
     assert res["shards"][0] and not res["tensors"][0] and not res["ok"], text
     assert "could not recompute" in res["tensors"][1] and "DIFFERS from manifest" in text
@@ -243,7 +242,7 @@ def test_tampered_tensor_store_fails_the_tensor_recompute(run, tmp_path):
 
 def test_audit_errors_name_what_is_there(run):
     with pytest.raises(AuditError, match="no column"):
-        audit(run, "closure_tail", {"model": "tiny"}, "nope", out=lambda *a: None)
+        audit(run, "p1_table2_strong_tail", {"model": "tiny"}, "nope", out=lambda *a: None)
     with pytest.raises(AuditError, match="no table"):
         audit(run, "no_such_table", {}, "x", out=lambda *a: None)
 
@@ -259,7 +258,7 @@ def _outputs(run):
 
 def test_every_table_and_figure_has_a_provenance_sidecar(run):
     tables, figures = _outputs(run)
-    assert "claims" in tables and "closure_tail" in tables and "pk_fig3_r" in figures
+    assert "claims" in tables and "p1_table2_strong_tail" in tables and "pk_fig3_r" in figures
     for t in tables:
         prov = json.loads((run / f"results/tables/{t}.prov.json").read_text())
         assert prov["code"]["source_sha256"] and "params" in prov and "inputs" in prov, t
@@ -278,7 +277,7 @@ def test_every_table_and_figure_has_its_own_caption(root, run):
     # claims and choice_sensitivity read the ledger, not shards: their captions are workflow/report/table_*.rst
     missing = [f"table_{t}" for t in tables if f"table_{t}" not in have and t not in ("claims", "choice_sensitivity")] + [
         f"figure_{f}" for f in figures if f"figure_{f}" not in have]
-    assert not missing, f"give {missing} a caption in headgeom/reports/outputs.py and run `headgeom docs`"
+    assert not missing, f"give {missing} a caption in headgeom/outputs/ and run `headgeom docs`"
 
 
 def _report(snakemake_bin, root, run, tmp_path):
@@ -298,18 +297,18 @@ def report_results(snakemake_bin, root, run, tmp_path_factory):
 def test_report_lists_every_table_and_figure_with_a_caption(run, report_results):
     tables, figures = _outputs(run)
     # the report shows each table as its HTML rendering (results/tables/<name>.html)
-    want = [f"results/tables/{t}.html" for t in tables if not t.startswith("paper1_")] + [
-        f"figures/{f}.png" for f in figures if not f.startswith("paper1_")]
+    want = [f"results/tables/{t}.html" for t in tables if not t.startswith("p1_")] + [
+        f"figures/{f}.png" for f in figures if not f.startswith("p1_")]
     missing = [p for p in want if p not in report_results]
     assert not missing, missing
     for p in want:
         cap = report_results[p]["caption"]
         assert len(re.sub("<[^>]+>", "", cap)) > 60 and "No caption written" not in cap, (p, cap)
-    assert "t = 0.9" in report_results["results/tables/closure_tail.html"]["caption"]
+    assert "t = 0.9" in report_results["results/tables/p1_table2_strong_tail.html"]["caption"]
 
 
 def test_report_lists_paper1_tables_and_figures(run, report_results):
     tables, figures = _outputs(run)
-    want = [f"results/tables/{t}.html" for t in tables if t.startswith("paper1_")] + [
-        f"figures/{f}.png" for f in figures if f.startswith("paper1_")]
+    want = [f"results/tables/{t}.html" for t in tables if t.startswith("p1_")] + [
+        f"figures/{f}.png" for f in figures if f.startswith("p1_")]
     assert want and not [p for p in want if p not in report_results]

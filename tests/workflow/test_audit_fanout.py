@@ -21,7 +21,7 @@ FIELDS = {"d_model": 48, "n_heads": 4, "n_kv_heads": 2, "d_head": 12, "n_layers"
 
 
 def test_audit_of_a_multi_writer_fanout_part(tmp_path, snakemake_bin, root):
-    from headgeom.reports.audit import audit
+    from headgeom.verify.audit import audit
 
     w = tmp_path
     write_llama(w / "ckpt", n_layers=N_LAYERS, closed=((0, 0, 1.5), (2, 3, -0.8)), shards=2)
@@ -33,15 +33,15 @@ def test_audit_of_a_multi_writer_fanout_part(tmp_path, snakemake_bin, root):
     parts = fanout.pair_parts(N_LAYERS, fanout.max_pairs_per_job("pk_cross_layer", FIELDS, cfg))
     assert len(parts) >= 2 and any(len(p) > 1 for p in parts), parts
     (w / "cfg.yaml").write_text(yaml.safe_dump(cfg))
-    snakemake(snakemake_bin, root, w, "results/tables/pk_t2_lower_bound.csv")
+    snakemake(snakemake_bin, root, w, "results/tables/pk_table2_lower_bound.csv")
 
-    prov = json.loads((w / "results/tables/pk_t2_lower_bound.prov.json").read_text())
+    prov = json.loads((w / "results/tables/pk_table2_lower_bound.prov.json").read_text())
     multi = [r for r in prov["inputs"] if isinstance(r["provenance"].get("layer"), list)]
     assert len(prov["inputs"]) == len(parts) and multi, [r["path"] for r in prov["inputs"]]
     assert all(isinstance(v, dict) for v in multi[0]["provenance"]["tensors"].values())  # grouped by layer
 
     buf = io.StringIO()
-    res = audit(w, "pk_t2_lower_bound", {"model": "tiny4"}, "min_V", out=lambda *a: print(*a, file=buf))
+    res = audit(w, "pk_table2_lower_bound", {"model": "tiny4"}, "min_V", out=lambda *a: print(*a, file=buf))
     text = buf.getvalue()
     assert res["shards"][0] and res["tensors"][0], text
     assert not res["integrity"] and res["ok"], text
@@ -53,7 +53,7 @@ def test_audit_of_a_multi_writer_fanout_part(tmp_path, snakemake_bin, root):
 
     # the one-screen view counts the tensors inside the per-layer groups, once each, all OK
     lines = []
-    res = audit(w, "pk_t2_lower_bound", {"model": "tiny4"}, "min_V", tensors=False, view="short", out=lines.append)
+    res = audit(w, "pk_table2_lower_bound", {"model": "tiny4"}, "min_V", tensors=False, view="short", out=lines.append)
     short = "\n".join(lines)
     assert res["ok"] and len(lines) <= 40, short
     names = set()

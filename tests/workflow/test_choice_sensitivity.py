@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import csv
 
-import numpy as np
 import pytest
 import yaml
 
 from headgeom.io.shards import read_shards
-from headgeom.reports import choices as CH
-from headgeom.reports.claims import load_ledger
+from headgeom.outputs import paper1 as P1
+from headgeom.outputs.choices import apply
+from headgeom.verify import sensitivity as CH
+from headgeom.verify.claims import load_ledger
 from tinyrun import tiny_run
 
 pytestmark = pytest.mark.slow
@@ -27,26 +28,27 @@ def test_sensitivity_moves_exactly_the_claims_that_read_the_switched_column(tmp_
         ("choices.return_gain", "fitted"), ("choices.isotropy", "min_max"),
         ("choices.factorial_contrast", "row"), ("choices.factorial_contrast", "column")}
 
-    tail = next(csv.DictReader(open(w / "results/tables/closure_tail.csv")))
+    tail = next(csv.DictReader(open(w / "results/tables/p1_table2_strong_tail.csv")))
+    fact = next(csv.DictReader(open(w / "results/tables/p1_factorial.csv")))
     heads, _ = read_shards(sorted((w / "results/shards/paper1_heads/tiny").glob("layer*.parquet")))
-    alpha = np.asarray(heads["alpha"], float)
-    fitted = f"{np.median(np.abs(alpha[np.isfinite(alpha)])):.3g}"
-    default = f"{float(tail['gT_median_all']):.3g}"
-    assert fitted != default  # the test needs the two readings to differ at the printed precision
+    # the row contrast's value, from the table's own builder on the switched columns
+    switched = P1.p1_factorial(apply(heads, {"factorial_contrast": "row"}), ["tiny"]).rows[0]["mean_I"]
+    default, alt = f"{float(fact['mean_I']):.3g}", f"{switched:.3g}"
+    assert alt != default  # the test needs the two readings to differ at the printed precision
     ledger = {"claims": {"p1": [
-        {"id": "gT.default", "model": "tiny", "table": "closure_tail", "column": "gT_median_all", "value": default},
-        {"id": "gT.fitted", "model": "tiny", "table": "closure_tail", "column": "gT_median_all", "value": fitted},
-        {"id": "P.median", "model": "tiny", "table": "closure_tail", "column": "median_P",
-         "value": f"{float(tail['median_P']):.3g}"},
+        {"id": "I.default", "model": "tiny", "table": "p1_factorial", "column": "mean_I", "value": default},
+        {"id": "I.row", "model": "tiny", "table": "p1_factorial", "column": "mean_I", "value": alt},
+        {"id": "P.wrong_v", "model": "tiny", "table": "p1_table2_strong_tail", "column": "wrong_v_median",
+         "value": f"{float(tail['wrong_v_median']):.3g}"},
     ]}}
     (tmp_path / "claims.yaml").write_text(yaml.safe_dump(ledger))
     t = CH.sensitivity(w, load_ledger(tmp_path / "claims.yaml"), ["tiny"])
     rows = {(r["switch"], r["alternative"]): r for r in t.rows}
-    gain = rows[("choices.return_gain", "fitted")]
-    assert gain["changed"] == 2
-    assert "gT.default: agrees → differs" in gain["claims"] and "gT.fitted: differs → agrees" in gain["claims"]
-    assert "P.median" not in gain["claims"]
-    for key in (("choices.isotropy", "min_max"), ("choices.factorial_contrast", "row"),
-                ("choices.factorial_contrast", "column")):
+    row = rows[("choices.factorial_contrast", "row")]
+    assert row["changed"] == 2
+    assert "I.default: agrees → differs" in row["claims"] and "I.row: differs → agrees" in row["claims"]
+    assert "P.wrong_v" not in row["claims"]
+    assert rows[("choices.factorial_contrast", "column")]["changed"] == 2  # the same value at 3 digits here
+    for key in (("choices.return_gain", "fitted"), ("choices.isotropy", "min_max")):
         assert rows[key]["changed"] == 0 and rows[key]["claims"] == "none"
-        assert rows[key]["tables"] == gain["tables"] > 0
+        assert rows[key]["tables"] == row["tables"] > 0

@@ -9,22 +9,22 @@ import re
 import pytest
 import yaml
 
-from headgeom.reports.claims import agrees, build_claims, load_ledger, reduce_values
+from headgeom.verify.claims import agrees, build_claims, load_ledger, reduce_values
 from tinyrun import copy_run, snakemake, tiny_run
 
 LEDGER_TEST = """
 claims:
   pk:
-    - {id: tiny.pkw, where: Table 5, model: tiny, table: pk_writing, values: {D: 48, d: 12, heads: 4, iso: 0.2500}}
-    - {id: tiny.t3, where: Table 3, model: tiny, table: pk_t3_models, values: {heads: "4 / 2", writer_pairs: 6}}
-    - {id: tiny.wrong, where: Table 3, model: tiny, table: pk_t3_models, column: layers, value: 12}
-    - {id: qwen.t3, where: Table 3, model: qwen2.5-7b, table: pk_t3_models, values: {D: 3584, layers: 28}}
+    - {id: tiny.pkw, where: Table 5, model: tiny, table: pk_table5_writing, values: {D: 48, d: 12, heads: 4, iso: 0.2500}}
+    - {id: tiny.t3, where: Table 3, model: tiny, table: pk_table3_models, values: {heads: "4 / 2", writer_pairs: 6}}
+    - {id: tiny.wrong, where: Table 3, model: tiny, table: pk_table3_models, column: layers, value: 12}
+    - {id: qwen.t3, where: Table 3, model: qwen2.5-7b, table: pk_table3_models, values: {D: 3584, layers: 28}}
   p1:
-    - {id: tiny.strong, where: Table 2, models: [tiny], table: paper1_table2, row: {model: "{model}"}, column: strong,
+    - {id: tiny.strong, where: Table 2, models: [tiny], table: p1_table2_strong_tail, row: {model: "{model}"}, column: strong,
        reduce: sum, value: 2, quantity: planted closed heads}
-    - {id: tiny.part, where: Table 2, models: [tiny, qwen3-4b-base], table: paper1_table2, row: {model: "{model}"},
+    - {id: tiny.part, where: Table 2, models: [tiny, qwen3-4b-base], table: p1_table2_strong_tail, row: {model: "{model}"},
        column: strong, reduce: sum, value: 2}
-    - {id: six, where: Table 2, models: [pythia-2.8b-deduped, qwen3-4b-base], table: paper1_table2, row: {model: "{model}"},
+    - {id: six, where: Table 2, models: [pythia-2.8b-deduped, qwen3-4b-base], table: p1_table2_strong_tail, row: {model: "{model}"},
        column: strong_pct, reduce: range, value: "3.98 – 8.00"}
     - {id: nocode, where: abstract, model: tiny, value: 0.336, reason: a pooled median the pipeline does not report}
 """
@@ -81,7 +81,7 @@ def test_shipped_ledger_is_well_formed(root):
 @pytest.mark.slow
 def test_ledger_reads_columns_the_pipeline_writes(tmp_path_factory, snakemake_bin, root):
     """Every table, row key and column the ledger reads exists in the pipeline's tables."""
-    from headgeom.reports.outputs import TABLES
+    from headgeom.outputs import TABLES
 
     run = tiny_run(tmp_path_factory, snakemake_bin, root)
     for e in load_ledger(root / "config/claims.yaml"):
@@ -114,7 +114,7 @@ def test_claims_table_on_the_tiny_run(tmp_path_factory, snakemake_bin, root):
     assert rows["pk.t3.qwen7b.D"]["paper_value"] == "3584" and rows["pk.t3.qwen7b.D"]["pipeline"] == "–"
     prov = json.loads((run / "results/tables/claims.prov.json").read_text())
     assert prov["ledger"]["claims"] == len(ledger) and prov["params"]["models"] == ["tiny"]
-    assert {p["path"].split("/")[-1] for p in prov["inputs"]} >= {"pk_writing.csv", "pk_t3_models.csv"}
+    assert {p["path"].split("/")[-1] for p in prov["inputs"]} >= {"pk_table5_writing.csv", "pk_table3_models.csv"}
     for ext in ("md", "tex"):
         assert "not run" in (run / f"results/tables/claims.{ext}").read_text()
 
@@ -137,7 +137,7 @@ def test_claims_table_on_the_tiny_run(tmp_path_factory, snakemake_bin, root):
     for cid in ("qwen.t3.D", "qwen.t3.layers", "six"):
         assert rows[cid]["status"] == "not run" and rows[cid]["pipeline"] == "–", rows[cid]
     assert rows["nocode"]["status"] == "not computed by the pipeline" and "pooled median" in rows["nocode"]["note"]
-    assert "pk_writing[model=tiny].D" == rows["tiny.pkw.D"]["read"]
+    assert "pk_table5_writing[model=tiny].D" == rows["tiny.pkw.D"]["read"]
     # the same table from the command line
     t = build_claims(load_ledger(w / "ledger.yaml"), w / "results/tables", ["tiny"])
     assert {r["id"]: r["status"] for r in t.rows} == {k: v["status"] for k, v in rows.items()}

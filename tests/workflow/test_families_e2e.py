@@ -78,7 +78,7 @@ E2E_CFG = merge(CFG, {
 
 
 def _targets() -> list[str]:
-    from headgeom.reports.outputs import OUTPUTS
+    from headgeom.outputs import OUTPUTS
 
     tables = [next(iter(o.paths().values())) for o in OUTPUTS.values() if o.kind == "table"]  # the CSVs
     return [*tables, "results/tables/claims.csv", "results/tables/choice_sensitivity.csv", "results/summary.md"]

@@ -183,7 +183,7 @@ def _flip_tensor_byte(store: Path, key: str) -> None:
 def test_corrupt_store_stops_the_jobs_and_the_given_command_refetches_it(snakemake_bin, root, stub_bin, tmp_path):
     w = _workdir(tmp_path, tmp_path / "ckpt")
     write_llama(tmp_path / "ckpt", closed=((1, 3, -0.8),))
-    target = "results/tables/closure_tail.csv"
+    target = "results/tables/p1_table2_strong_tail.csv"
     rc, out = _snake(snakemake_bin, root, w, target, stub=stub_bin)
     assert rc == 0, out[-3000:]
     store = w / "results/tensors/tiny"
@@ -241,7 +241,7 @@ def degenerate(snakemake_bin, root, stub_bin, tmp_path_factory):
     t["model.layers.2.self_attn.v_proj.weight"][DH:2 * DH] = 0  # layer 2 KV group 1: V = 0 (heads 2, 3)
     save_file({k: np.ascontiguousarray(v) for k, v in t.items()}, str(ckpt / "model.safetensors"), metadata={"format": "pt"})
     _workdir(w, ckpt)
-    rc, out = _snake(snakemake_bin, root, w, "results/tables/closure_tail.csv", "results/tables/pk_writing.csv", stub=stub_bin)
+    rc, out = _snake(snakemake_bin, root, w, "results/tables/p1_table2_strong_tail.csv", "results/tables/pk_table5_writing.csv", stub=stub_bin)
     return w, rc, out
 
 
@@ -264,7 +264,7 @@ def test_nonfinite_weights_give_nan_and_flag_and_the_run_continues(degenerate):
     q = [r for r in pk1.to_pylist() if r["kind"] == "Q"]
     assert all((np.isnan(r["rho"]) and r["flags"] == "undefined") == (2 in (r["head_i"], r["head_j"])) for r in q)
     assert all(np.isfinite(r["rho"]) for r in pk1.to_pylist() if r["kind"] == "O")  # Inf in Q leaves O alone
-    row = next(csv.DictReader(open(w / "results/tables/closure_tail.csv")))
+    row = next(csv.DictReader(open(w / "results/tables/p1_table2_strong_tail.csv")))
     assert int(row["heads"]) == 12 and int(row["undefined"]) == 4  # NaN head + zero head + 2 zero-V heads
 
 
@@ -287,7 +287,7 @@ def test_zero_and_rank_deficient_heads_give_nan_and_flag_and_the_run_continues(d
     pk2, _ = read_shard(w / "results/shards/pk/tiny/layer2.parquet")
     [v] = [r for r in pk2.to_pylist() if r["kind"] == "V"]
     assert np.isnan(v["rho"]) and v["flags"] == "undefined" and v["dim_j"] == 0
-    pkw = next(csv.DictReader(open(w / "results/tables/pk_writing.csv")))
+    pkw = next(csv.DictReader(open(w / "results/tables/pk_table5_writing.csv")))
     assert int(pkw["layers"]) == 3
 
 
@@ -333,7 +333,7 @@ def test_job_killed_mid_write_leaves_no_partial_shard_and_rerun_completes(snakem
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(hook), os.environ.get("PYTHONPATH")) if p),
            "HG_KILL_TARGET": "layer1.parquet", "HG_KILL_MARKER": str(marker)}
     shards = w / "results/shards/paper1_heads/tiny"
-    target = "results/tables/closure_tail.csv"
+    target = "results/tables/p1_table2_strong_tail.csv"
 
     rc, out = _snake(snakemake_bin, root, w, target, stub=stub_bin, env=env)
     assert rc != 0 and marker.exists(), out[-3000:]  # the layer-1 job was killed while writing
@@ -350,7 +350,7 @@ def test_job_killed_mid_write_leaves_no_partial_shard_and_rerun_completes(snakem
     assert rc == 0, out[-3000:]
     c1 = _closure(w, 1)
     assert len(c1) == 4 and np.isclose(c1[3]["P"], 1.0)
-    prov = json.loads((w / "results/tables/closure_tail.prov.json").read_text())
+    prov = json.loads((w / "results/tables/p1_table2_strong_tail.prov.json").read_text())
     inputs = {Path(i["path"]).name: i["sha256"] for i in prov["inputs"]}
     assert inputs == {f"layer{l}.parquet": sha256_file(shards / f"layer{l}.parquet") for l in (0, 1)}
     row = next(csv.DictReader(open(w / target)))

@@ -16,9 +16,9 @@ from synth import write_llama
 
 pytestmark = pytest.mark.slow
 
-TABLES = ["paper1_table2", "paper1_table3", "paper1_table4", "paper1_sweep", "paper1_scramble", "paper1_layers",
-          "paper1_factorial", "paper1_capacity", "paper1_latent", "paper1_anchor"]
-FIGURES = ["paper1_closure_ccdf", "paper1_scramble", "paper1_capacity", "paper1_siblings"]
+TABLES = ["p1_table2_strong_tail", "p1_table3_trajectories", "p1_table4_sibling_law", "p1_threshold_sweep", "p1_orientation_scramble", "p1_orientation_layers",
+          "p1_factorial", "p1_capacity", "p1_latent_closure", "p1_anchors"]
+FIGURES = ["p1_fig_closure_ccdf", "p1_fig_orientation_scramble", "p1_fig_capacity", "p1_fig_sibling_law"]
 TARGETS = [f"results/tables/{t}.csv" for t in TABLES] + [f"figures/{f}.png" for f in FIGURES]
 
 
@@ -88,40 +88,40 @@ def test_paper1_rules_end_to_end(snakemake_bin, root, lineage):
     assert heads["I_factorial"].tolist() == cols["I_factorial"]
 
     # Table 2: exactly the planted heads
-    t2 = _rows(w / "results/tables/paper1_table2.csv")
+    t2 = _rows(w / "results/tables/p1_table2_strong_tail.csv")
     assert len(t2) == 1 and t2[0]["strong"] == "2" and t2[0]["heads"] == "8" and float(t2[0]["neg_alpha"]) == 0.5
 
     # Table 3: the lineage in order, groups fixed at the final checkpoint
-    t3 = _rows(w / "results/tables/paper1_table3.csv")
+    t3 = _rows(w / "results/tables/p1_table3_trajectories.csv")
     assert [r["checkpoint"] for r in t3] == ["tiny-ck0", "tiny-ck1", "tiny"] and {r["lineage"] for r in t3} == {"tinyline"}
     assert {r["n_strong"] for r in t3} == {"2"} and {r["layers"] for r in t3} == {"2"}
     assert float(t3[0]["P_s"]) < 0.9 and np.isclose(float(t3[2]["P_s"]), 1.0)
     assert np.isclose(float(t3[2]["E_s"]), 1.0) and float(t3[2]["e_gap"]) > float(t3[0]["e_gap"])
     assert float(t3[2]["e_lo"]) <= float(t3[2]["e_gap"]) <= float(t3[2]["e_hi"])
-    prov3 = json.loads((w / "results/tables/paper1_table3.prov.json").read_text())
+    prov3 = json.loads((w / "results/tables/p1_table3_trajectories.prov.json").read_text())
     assert prov3["params"]["lineages"] == {"tinyline": ["tiny-ck0", "tiny-ck1", "tiny"]}
     assert len(prov3["inputs"]) == 6  # 3 checkpoints x 2 layers
-    assert prov3["aggregation"] == "headgeom.reports.outputs: table 'paper1_table3'"
+    assert prov3["aggregation"] == "headgeom.outputs: table 'p1_table3_trajectories'"
 
     # Table 4: an exactly closed right head passes its gain to its sibling (F = rho = 1)
-    t4 = _rows(w / "results/tables/paper1_table4.csv")
+    t4 = _rows(w / "results/tables/p1_table4_sibling_law.csv")
     assert t4[0]["right"] == "2" and t4[0]["comp"] == "2"
     assert np.isclose(float(t4[0]["F"]), 1.0) and np.isclose(float(t4[0]["rho"]), 1.0)
     assert abs(float(t4[0]["rho_ctrl"])) < 0.5
-    an = _rows(w / "results/tables/paper1_anchor.csv")[0]
+    an = _rows(w / "results/tables/p1_anchors.csv")[0]
     assert an["rank1"] == "2/2" and np.isclose(float(an["anchor"]), 1.0)
-    cap = _rows(w / "results/tables/paper1_capacity.csv")[0]
+    cap = _rows(w / "results/tables/p1_capacity.csv")[0]
     assert cap["n_strong"] == "2" and cap["n_matched"] == "2" and cap["n_sample"] == "4"
 
     # one table alone: only its own rule reruns (nothing upstream is stale either)
     for ext in ("csv", "md", "tex", "prov.json"):
-        (w / f"results/tables/paper1_table4.{ext}").unlink()
-    r = _run(snakemake_bin, root, w, "results/tables/paper1_table4.csv")
+        (w / f"results/tables/p1_table4_sibling_law.{ext}").unlink()
+    r = _run(snakemake_bin, root, w, "results/tables/p1_table4_sibling_law.csv")
     out = r.stdout + r.stderr
     assert "localrule table_paper1_table4:" in out
-    for other in ("rule paper1_heads:", "rule paper1_capacity:", "fetch:", "rule table_paper1_table2:"):
+    for other in ("rule paper1_heads:", "rule paper1_capacity:", "fetch:", "rule table_p1_table2_strong_tail:"):
         assert other not in out
-    assert (w / "results/tables/paper1_table4.md").exists()
+    assert (w / "results/tables/p1_table4_sibling_law.md").exists()
 
 
 def test_bad_lineage_names_the_key(snakemake_bin, root, tmp_path):

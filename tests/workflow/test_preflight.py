@@ -181,7 +181,7 @@ def test_failing_fetch_prints_its_error_at_the_end(snakemake_bin, root, stub_bin
     cfg = json.loads((tiny / "ckpt/config.json").read_text())
     cfg["num_hidden_layers"] = 3
     (tiny / "ckpt/config.json").write_text(json.dumps(cfg))
-    rc, out = _snake(snakemake_bin, root, tiny, "results/tables/closure_tail.csv", stub=stub_bin)
+    rc, out = _snake(snakemake_bin, root, tiny, "results/tables/p1_table2_strong_tail.csv", stub=stub_bin)
     assert rc != 0, out[-3000:]
     want = ("fetch (model=tiny): tiny: checkpoint lacks tensors the adapter needs: layer 2: "
             "model.layers.2.self_attn.q_proj.weight  [log: logs/fetch/tiny.log]")
@@ -191,7 +191,7 @@ def test_failing_fetch_prints_its_error_at_the_end(snakemake_bin, root, stub_bin
 
 @SLOW
 def test_failing_layer_jobs_print_their_errors_at_the_end(snakemake_bin, root, stub_bin, tiny):
-    rc, out = _snake(snakemake_bin, root, tiny, "results/tables/closure_tail.csv", stub=stub_bin,
+    rc, out = _snake(snakemake_bin, root, tiny, "results/tables/p1_table2_strong_tail.csv", stub=stub_bin,
                      env_extra={"HEADGEOM_TEST_FAIL_FIRST_ATTEMPT": "paper1_heads"})
     assert rc != 0, out[-3000:]
     msg = "RuntimeError: paper1_heads: attempt 1 failed on purpose (HEADGEOM_TEST_FAIL_FIRST_ATTEMPT)"
@@ -228,9 +228,9 @@ def test_target_after_configfile_is_one_line(snakemake_bin, root, stub_bin, tiny
     pth = Path(sysconfig.get_paths()["purelib"]) / "headgeom-cliguard.pth"
     assert pth.is_file() and pth.read_text() == PTH_LINE, "run `make .venv/.installed` (it writes the .pth file)"
     (tiny / "results/tables").mkdir(parents=True)
-    (tiny / "results/tables/closure_tail.csv").write_text("model,heads\ntiny,8\n")
+    (tiny / "results/tables/p1_table2_strong_tail.csv").write_text("model,heads\ntiny,8\n")
     (tiny / "results/fig.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
-    for target in ("results/tables/closure_tail.csv", "results/fig.png", "results/tables/not_built_yet.csv"):
+    for target in ("results/tables/p1_table2_strong_tail.csv", "results/fig.png", "results/tables/not_built_yet.csv"):
         cmd = [snakemake_bin, "-s", str(root / "Snakefile"), "-c2", "--configfile", "cfg.yaml", target]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tiny, env=_env(stub_bin))
         out = (r.stdout + r.stderr).strip()
@@ -277,9 +277,9 @@ def test_nested_config_values_are_typed_as_yaml():
 
 @SLOW
 def test_nested_config_value_passes_the_schema(snakemake_bin, root, stub_bin, tiny):
-    rc, out = _snake(snakemake_bin, root, tiny, "-n", "results/tables/closure_tail.csv", stub=stub_bin)
+    rc, out = _snake(snakemake_bin, root, tiny, "-n", "results/tables/p1_table2_strong_tail.csv", stub=stub_bin)
     assert rc == 0, out[-3000:]
-    cmd = [snakemake_bin, "-n", "-s", str(root / "Snakefile"), "-d", str(tiny), "-c2", "results/tables/closure_tail.csv",
+    cmd = [snakemake_bin, "-n", "-s", str(root / "Snakefile"), "-d", str(tiny), "-c2", "results/tables/p1_table2_strong_tail.csv",
            "--config", "pk={nulls: {within_samples: 4}}", "activation={enabled: false}",
            "--configfile", str(tiny / "cfg.yaml")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=_env(stub_bin))

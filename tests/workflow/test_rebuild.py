@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import yaml
 
-from headgeom.reports.outputs import FIGURES, TABLES
-from headgeom.reports.claims import ledger_tables, load_ledger
+from headgeom.outputs import FIGURES, TABLES
+from headgeom.verify.claims import ledger_tables, load_ledger
 from synth import write_llama
 from tinyrun import copy_run, dry_run_jobs, merge, snakemake, tiny_run
 
@@ -48,9 +48,9 @@ AGGREGATES = {T(n) for n, o in TABLES.items() if o.shard_models != "activation"}
 def with_claims(jobs: set) -> set:
     """The claims table reruns when a table the ledger reads reruns; the choice-sensitivity
     table too, and when a table it rebuilds (one reading the paper 1 per-head shards) reruns."""
-    from headgeom.reports.choices import affected_tables
+    from headgeom.verify.sensitivity import affected_tables
 
-    from headgeom.reports.summary import tables_read
+    from headgeom.verify.summary import tables_read
 
     ledger = {T(t) for t in ledger_tables(load_ledger(ROOT_LEDGER))}
     out = jobs | {CLAIMS, ALL} if jobs & ledger else jobs | {ALL}
@@ -125,7 +125,7 @@ def test_nothing_to_do_without_an_edit(plans):
 
 @pytest.mark.parametrize("name", ["figure_layer", "figure_kind"])
 def test_figure_only_key_reruns_that_figure_alone(plans, name):
-    _assert_plan(plans, name, {F("pk_rho_ccdf"), ALL})
+    _assert_plan(plans, name, {F("pk_fig_rho_ccdf_layer"), ALL})
 
 
 def test_growing_within_null_samples_adds_blocks_only(plans):
@@ -148,12 +148,12 @@ def test_null_types_rerun_the_null_jobs_and_their_readers_only(plans):
 
 
 def test_strong_threshold_reruns_its_tables_and_figures(plans):
-    """No closure, PK or paper1_heads job reruns. paper1_capacity does: it uses the threshold to
+    """No closure, PK or paper1_heads job reruns. The paper1_capacity job does: it uses the threshold to
     pick the strong heads (and their matched controls) whose capacity it optimizes."""
-    uses = {T("closure_tail"), F("closure_ccdf")}
-    uses |= {T(n) for n in ("paper1_table2", "paper1_table3", "paper1_table4", "paper1_scramble", "paper1_layers",
-                            "paper1_capacity", "paper1_latent", "paper1_anchor")}
-    uses |= {F(n) for n in ("paper1_closure_ccdf", "paper1_scramble", "paper1_capacity", "paper1_siblings")}
+    uses = {T("p1_table2_strong_tail"), F("p1_fig_closure_ccdf")}
+    uses |= {T(n) for n in ("p1_table2_strong_tail", "p1_table3_trajectories", "p1_table4_sibling_law", "p1_orientation_scramble", "p1_orientation_layers",
+                            "p1_capacity", "p1_latent_closure", "p1_anchors")}
+    uses |= {F(n) for n in ("p1_fig_closure_ccdf", "p1_fig_orientation_scramble", "p1_fig_capacity", "p1_fig_sibling_law")}
     capacity = {("paper1_capacity", f"results/shards/paper1_capacity/tiny/layer{l}.parquet") for l in (0, 1)}
     _assert_plan(plans, "strong_threshold", with_claims(uses | capacity))
     per_layer = {r for r, o in plans["strong_threshold"] if o and o.startswith("results/shards/")}
@@ -164,11 +164,11 @@ def test_model_metadata_does_not_refetch(plans):
     """fetch gets only the keys that locate a checkpoint (source, path, repo_id, revision, package)."""
     assert plans["model_notes"] == []
     # `pair` is read by the base/instruct table alone
-    _assert_plan(plans, "model_pair", with_claims({T("pk_base_instruct"), T("pk_base_instruct_pairs")}))
+    _assert_plan(plans, "model_pair", with_claims({T("pk_appendix_e_base_instruct"), T("pk_sec5_5_base_instruct_pairs")}))
 
 
 def test_small_angle_reruns_pk_writing_only(plans):
-    _assert_plan(plans, "small_angle", with_claims({T("pk_writing")}))
+    _assert_plan(plans, "small_angle", with_claims({T("pk_table5_writing")}))
 
 
 def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):

@@ -22,7 +22,7 @@ def test_report_of_the_tiny_run(tmp_path_factory, snakemake_bin, root):
         page = md.with_suffix(".html").read_text(encoding="utf-8")
         assert '<table class="hg">' in page and "<script>" in page, md.name
     # the report is made with another config than the run's: captions must still say what was built
-    prov = json.loads((run / "results/tables/closure_tail.prov.json").read_text())
+    prov = json.loads((run / "results/tables/p1_table2_strong_tail.prov.json").read_text())
     built = prov["params"]["strong_threshold"]
     (run / "cfg_other.yaml").write_text("tables: {strong_threshold: 0.123}\n")
     out = run / "report_test.html"
@@ -36,4 +36,4 @@ def test_report_of_the_tiny_run(tmp_path_factory, snakemake_bin, root):
     assert pages and any('<table class="hg">' in p and "<th" in p for p in pages), len(pages)
     assert "headgeom: attention-head weight geometry" in html and "tiny" in html  # the landing page
     assert f"t = {built}" in html and "t = 0.123" not in html
-    assert re.search(r"closure_tail\.html", html)
+    assert re.search(r"p1_table2_strong_tail\.html", html)

@@ -80,8 +80,8 @@ def test_qwen3_null_job_draws_writing_spaces_only_three_samples(paper_design, sn
     w = paper_design["w"]
     (w / "q3only.yaml").write_text(yaml.safe_dump({"active_models": [Q3]}))  # keep the run small
     shard = f"results/shards/pk_null_within/{Q3}/layer46/block0.parquet"
-    snakemake(snakemake_bin, root, w, shard, "results/tables/pk_t4_null_summary.csv",
-              "results/tables/pk_conditions.csv", configfiles=paper_design["files"] + ["q3only.yaml"])
+    snakemake(snakemake_bin, root, w, shard, "results/tables/pk_table4_null_summary.csv",
+              "results/tables/pk_fig3_fig9_conditions.csv", configfiles=paper_design["files"] + ["q3only.yaml"])
     t, prov = read_shard(w / shard)
     cols = t.to_pydict()
     assert set(cols["kind"]) == {"O"} and sorted(set(cols["sample"])) == [0, 1, 2]
@@ -89,12 +89,12 @@ def test_qwen3_null_job_draws_writing_spaces_only_three_samples(paper_design, sn
     assert prov["params"]["kinds"] == ["O"] and prov["params"]["samples"] == [0, 1, 2]
     import csv
 
-    rows = list(csv.DictReader(open(w / "results/tables/pk_t4_null_summary.csv")))
+    rows = list(csv.DictReader(open(w / "results/tables/pk_table4_null_summary.csv")))
     q3 = [r for r in rows if r["model"] == Q3]
     assert len(q3) == 1 and q3[0]["conditions"] == "1" and q3[0]["samples"] == "3"
     assert {r["model"] for r in rows} == {Q3}
     # n beside every r of the conditions table
-    cond = [r for r in csv.DictReader(open(w / "results/tables/pk_conditions.csv")) if r["r"] not in ("", "–")]
+    cond = [r for r in csv.DictReader(open(w / "results/tables/pk_fig3_fig9_conditions.csv")) if r["r"] not in ("", "–")]
     assert cond and all(r["n_samples"] for r in cond)
     assert {r["n_samples"] for r in cond if r["model"] == Q3} == {"3"}
 

@@ -103,8 +103,8 @@ def test_tiny_workflow_runs_through_slurm(slurm_cluster, tmp_path: Path):
 # (SLURM) plus the local aggregation rules. Named explicitly so that the job set, and the
 # test's run time, stay fixed while the other suites (paper 1, PK suite) grow.
 PIPELINE_TARGETS = [
-    "results/tables/closure_tail.csv", "results/tables/pk_writing.csv",
-    "figures/closure_ccdf.png", "figures/pk_rho_ccdf.png",
+    "results/tables/p1_table2_strong_tail.csv", "results/tables/pk_table5_writing.csv",
+    "figures/p1_fig_closure_ccdf.png", "figures/pk_fig_rho_ccdf_layer.png",
 ]
 
 
@@ -175,7 +175,7 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
                 closed=((0, 1, 1.5), (1, 6, 0.8), (2, 3, 2.0)))
     cfg = tmp_path / "three.yaml"
     cfg.write_text(f"models:\n  synth3:\n    source: local\n    path: {ckpt}\nactive_models: [synth3]\n")
-    targets = [*PIPELINE_TARGETS, "results/tables/paper1_capacity.csv"]
+    targets = [*PIPELINE_TARGETS, "results/tables/p1_capacity.csv"]
     snakefile = REPO / "Snakefile"
     slurm_dir, local_dir = tmp_path / "slurm", tmp_path / "local"
     slurm_dir.mkdir()
@@ -515,7 +515,7 @@ def test_activation_stage_runs_through_slurm_unchanged(slurm_cluster, tmp_path: 
                        "paper1": {"corpus": "toy", "n_windows": 2, "window": 24},
                        "read_paths": {"corpus": "toy", "n_windows": 3, "window": 24}},
     })))
-    targets = ["results/tables/activation_natural_return.csv", "results/tables/activation_read_paths.csv"]
+    targets = ["results/tables/p1_activations_natural_return.csv", "results/tables/pk_sec5_4_read_paths.csv"]
     snakemake(SNAKEMAKE, REPO, local_dir, *targets, timeout=900)
 
     # the SLURM run starts from the same finished run without its activation outputs
@@ -565,7 +565,7 @@ def test_failing_job_under_slurm_prints_its_error_at_the_end(slurm_cluster, tmp_
     (tmp_path / "ckpt/config.json").write_text(json.dumps(c))
     work = tmp_path / "work"
     work.mkdir()
-    proc = run_snakemake(["results/tables/closure_tail.csv", "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
+    proc = run_snakemake(["results/tables/p1_table2_strong_tail.csv", "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
                           "--configfile", str(cfg)], cwd=work, limit_s=420)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-6000:]

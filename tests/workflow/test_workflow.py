@@ -53,38 +53,38 @@ def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
     assert {"model", "layer", "kind", "head_i", "head_j", "pk", "rho", "min_angle_deg"} <= set(pk_t.column_names)
     assert sorted(set(pk_t.column("kind").to_pylist())) == ["K", "O", "Q", "V"]
 
-    rows = list(csv.DictReader(open(tiny / "results/tables/closure_tail.csv")))
+    rows = list(csv.DictReader(open(tiny / "results/tables/p1_table2_strong_tail.csv")))
     assert len(rows) == 1 and rows[0]["model"] == "tiny"
     assert int(rows[0]["heads"]) == 8 and int(rows[0]["strong"]) == 2  # exactly the planted heads
-    assert float(rows[0]["neg_alpha_share"]) == 0.5
-    prov_t = json.loads((tiny / "results/tables/closure_tail.prov.json").read_text())
+    assert float(rows[0]["neg_alpha"]) == 0.5
+    prov_t = json.loads((tiny / "results/tables/p1_table2_strong_tail.prov.json").read_text())
     assert len(prov_t["inputs"]) == 2 and prov_t["params"] == {
         "strong_threshold": 0.9, "choices": {"return_gain": "rms", "isotropy": "participation",
                                              "factorial_contrast": "interaction"}}
-    pkw = list(csv.DictReader(open(tiny / "results/tables/pk_writing.csv")))
+    pkw = list(csv.DictReader(open(tiny / "results/tables/pk_table5_writing.csv")))
     assert pkw[0]["D"] == "48" and pkw[0]["d"] == "12" and int(pkw[0]["layers"]) == 2
     for ext in ("md", "tex"):
-        assert "tiny" in (tiny / f"results/tables/closure_tail.{ext}").read_text()
-    for fig in ("closure_ccdf", "pk_rho_ccdf"):
+        assert "tiny" in (tiny / f"results/tables/p1_table2_strong_tail.{ext}").read_text()
+    for fig in ("p1_fig_closure_ccdf", "pk_fig_rho_ccdf_layer"):
         assert (tiny / f"figures/{fig}.png").stat().st_size > 1000
         assert (tiny / f"figures/{fig}.pdf").stat().st_size > 1000
     # PK suite: every layer and layer pair has its statistics and null comparison
-    conds = list(csv.DictReader(open(tiny / "results/tables/pk_conditions.csv")))
+    conds = list(csv.DictReader(open(tiny / "results/tables/pk_fig3_fig9_conditions.csv")))
     assert len(conds) == 2 * 4 + 1 * 3  # 2 layers x O/Q/K/V within, 1 layer pair x Q/K/V across
     assert all(c["r"] not in ("", "nan") for c in conds if c["kind"] != "K" and c["kind"] != "V")
-    ranks = {(r["kind"]): r for r in csv.DictReader(open(tiny / "results/tables/pk_ranks.csv"))}
+    ranks = {(r["kind"]): r for r in csv.DictReader(open(tiny / "results/tables/pk_sec5_1_ranks.csv"))}
     assert ranks["O"]["rank_min"] == "12" and ranks["O"]["expected"] == "0" and ranks["K"]["rank_max"] == "12"
-    t4 = list(csv.DictReader(open(tiny / "results/tables/pk_t4_null_summary.csv")))
+    t4 = list(csv.DictReader(open(tiny / "results/tables/pk_table4_null_summary.csv")))
     assert {r["comparison"] for r in t4} >= {"writing, within layer", "writing -> Q, across layers"}
     # nothing left to do: every table and figure in ALL_TARGETS was built
     assert "Nothing to be done" in _run(snakemake_bin, root, tiny, "-n")
 
 
 def test_single_table_target_builds_only_its_dag(snakemake_bin, root, tiny):
-    out = _run(snakemake_bin, root, tiny, "results/tables/closure_tail.csv")
-    assert (tiny / "results/tables/closure_tail.csv").exists()
+    out = _run(snakemake_bin, root, tiny, "results/tables/p1_table2_strong_tail.csv")
+    assert (tiny / "results/tables/p1_table2_strong_tail.csv").exists()
     assert not (tiny / "results/shards/pk").exists()
-    assert not (tiny / "figures/closure_ccdf.png").exists()
+    assert not (tiny / "figures/p1_fig_closure_ccdf.png").exists()
     assert "pk_layer" not in out
 
 

@@ -5,7 +5,7 @@
 #                        (model, corpus, windows): z (tokens, H, d_head) and x (tokens, d_model), float32
 # The per-layer analysis jobs (activation_natural_return, activation_read_paths) are shard families
 # of headgeom.jobs.families (rules from workflow/rules/jobs.smk); their tables and figures are entries
-# of headgeom.reports.outputs (rules from workflow/rules/outputs.smk).
+# of headgeom.outputs (rules from workflow/rules/outputs.smk).
 #
 # Why the forward pass stays a rule of its own: it writes a directory of per-layer safetensors
 # activations, not a results/shards Parquet family; its wildcards are the corpus and the window shape,

@@ -3,7 +3,7 @@
 #   results/tables/claims.{csv,md,tex,prov.json}
 # Reads the CSVs of the tables the ledger names (those this workflow builds), so it reruns when
 # any of them, the ledger or the active models change.
-from headgeom.reports.claims import (
+from headgeom.verify.claims import (
     ledger_tables as _ledger_tables,
     load_ledger as _load_ledger,
 )
@@ -57,11 +57,11 @@ ALL_TARGETS += [
 ]
 
 
-# Sensitivity to the reconstructed choices (headgeom.reports.choices): each alternative of each
+# Sensitivity to the reconstructed choices (headgeom.verify.sensitivity): each alternative of each
 # `choices:` switch rebuilds the tables reading the paper 1 per-head shards (from the shards
 # their sidecars list) and re-reads the ledger; one row per alternative lists the claims whose
 # status changes.
-from headgeom.reports.choices import affected_tables as _choice_tables
+from headgeom.verify.sensitivity import affected_tables as _choice_tables
 
 CHOICE_TABLES = [t for t in _choice_tables() if t in _BUILT_TABLES]
 
@@ -110,9 +110,9 @@ ALL_TARGETS += [
 ]
 
 
-# The end-of-run summary (headgeom.reports.summary): per model the headline numbers, each with
+# The end-of-run summary (headgeom.verify.summary): per model the headline numbers, each with
 # its table and column, and where the outputs are; printed on the console when a run succeeds.
-from headgeom.reports.summary import tables_read as _summary_tables
+from headgeom.verify.summary import tables_read as _summary_tables
 
 SUMMARY_TABLES = [t for t in _summary_tables() if t in _BUILT_TABLES or t == "claims"]
 

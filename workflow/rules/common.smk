@@ -6,7 +6,7 @@ from headgeom.core.provenance import code_version
 from headgeom.io.files import within_workdir
 from headgeom.jobs import costs, fanout, scopes, slurm_arrays
 from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS, activation_dir
-from headgeom.reports.outputs import OUTPUTS
+from headgeom.outputs import OUTPUTS
 
 
 def _check_active_models():

@@ -1,4 +1,4 @@
-# Every table and figure, generated from the output registry (headgeom.reports.outputs):
+# Every table and figure, generated from the output registry (headgeom.outputs):
 #   results/tables/<name>.{csv,md,tex,prov.json}    figures/<name>.{png,pdf,prov.json}
 # Each rule reads the shard families its entry names, gets the config values its entry names
 # as params, and is built by workflow/scripts/output.py; its CSV / PNG carries the entry's

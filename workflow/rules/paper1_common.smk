@@ -33,5 +33,5 @@ def p1_final(model):
     return P1_LINEAGES[name][-1] if name else model
 
 
-# whose shards an output reads (headgeom.reports.outputs.Output.shard_models)
+# whose shards an output reads (headgeom.outputs.Output.shard_models)
 OUTPUT_MODELS = {"active": ACTIVE, "lineages": P1_TRAJ_MODELS}

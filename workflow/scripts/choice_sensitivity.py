@@ -1,8 +1,8 @@
-# The sensitivity of the ledger to the reconstructed choices (headgeom.reports.choices).
+# The sensitivity of the ledger to the reconstructed choices (headgeom.verify.sensitivity).
 from pathlib import Path
 
 from headgeom.jobs.logs import to_log
-from headgeom.reports.choices import sensitivity_job
+from headgeom.verify.sensitivity import sensitivity_job
 
 log = to_log(snakemake)
 sources = {"models": dict(snakemake.params.model_entries), "texts": dict(snakemake.params.texts)}

@@ -1,7 +1,7 @@
 from pathlib import Path
 
 from headgeom.jobs.logs import to_log
-from headgeom.reports.claims import claims_job
+from headgeom.verify.claims import claims_job
 
 log = to_log(snakemake)
 t = claims_job(snakemake.input.ledger, Path(snakemake.output.csv).parent, list(snakemake.params.models),

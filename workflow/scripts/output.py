@@ -1,6 +1,6 @@
-# One table or figure of the output registry (headgeom.reports.outputs), named by params.output (kind, name).
+# One table or figure of the output registry (headgeom.outputs), named by params.output (kind, name).
 from headgeom.jobs.logs import to_log
-from headgeom.reports.outputs import build_output
+from headgeom.outputs import build_output
 
 log = to_log(snakemake)
 params = dict(snakemake.params.items())

@@ -2,7 +2,7 @@ from pathlib import Path
 
 from headgeom.io.files import write_text
 from headgeom.jobs.logs import to_log
-from headgeom.reports.summary import summary_markdown
+from headgeom.verify.summary import summary_markdown
 
 log = to_log(snakemake)
 root = Path(snakemake.output.md).parents[1]  # the work directory (results/summary.md)

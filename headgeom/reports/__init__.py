@@ -1,2 +1,0 @@
-"""Shards -> tables and figures: table/figure writers, the two papers' reports, the claims
-ledger and audit."""

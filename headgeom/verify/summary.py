@@ -1,0 +1,102 @@
+"""The end-of-run summary: per model the headline numbers of both papers, read from the tables
+the run built, and where the tables, figures and report are (``results/summary.md``, printed on
+the console when a run succeeds).
+
+Every number is a cell of one table's CSV, named beside it; a table the run did not build (its
+stage off, or a model it does not cover) reads "not built". Nothing is recomputed here.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter
+from pathlib import Path
+
+# (table, column, label): the headline cells per model, in the order printed. One entry per
+# number; a new headline is one line here.
+HEADLINES = (
+    ("p1_table2_strong_tail", "strong", "strong heads (closure P above the threshold)"),
+    ("p1_table2_strong_tail", "strong_pct", "strong heads, % of heads"),
+    ("p1_table2_strong_tail", "gT_med", "return gain g_T, median over strong heads"),
+    ("p1_table2_strong_tail", "wrong_v_median", "median P with the wrong V (control)"),
+    ("pk_table5_writing", "mean_rho_median", "writing spaces: median over layers of mean pair ρ"),
+    ("pk_table5_writing", "iso", "d/D (mean ρ of isotropic subspaces)"),
+    ("activation_natural_return", "align_high", "natural return: median alignment, high-closure heads"),
+    ("activation_natural_return", "align_low", "natural return: median alignment, low-closure heads"),
+    ("activation_natural_return", "align_wrong_v", "natural return: median alignment, wrong V"),
+)
+# the PK paper's null verdicts: comparisons whose every condition exceeds all null samples
+NULL_TABLE = "pk_table4_null_summary"
+
+
+def _read(tables_dir: Path, name: str) -> list[dict] | None:
+    path = tables_dir / f"{name}.csv"
+    if not path.is_file():
+        return None
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _fmt(text: str) -> str:
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return text if text else "–"
+    if math.isnan(v):
+        return "NaN"
+    return f"{v:.4g}"
+
+
+def model_headlines(tables_dir: Path, model: str) -> list[tuple[str, str, str]]:
+    """(label, value, source ``table:column``) for one model; value "not built" where the run
+    has no such table or no row for the model."""
+    out, cache = [], {}
+    for table, column, label in HEADLINES:
+        rows = cache.setdefault(table, _read(tables_dir, table))
+        row = next((r for r in rows or () if r.get("model") == model), None)
+        value = "not built" if row is None or column not in row else _fmt(row[column])
+        out.append((label, value, f"{table}:{column}"))
+    nulls = [r for r in _read(tables_dir, NULL_TABLE) or () if r.get("model") == model]
+    for r in nulls:
+        verdict = f"{r['exceeds_all']} of {r['conditions']} conditions above all {r['samples']} samples"
+        out.append((f"null verdict, {r['comparison']}", verdict, f"{NULL_TABLE}:exceeds_all"))
+    return out
+
+
+def claims_line(tables_dir: Path) -> str | None:
+    rows = _read(tables_dir, "claims")
+    if rows is None:
+        return None
+    counts = Counter(r["status"] for r in rows)
+    return f"{len(rows)} ledger entries: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+def tables_read() -> list[str]:
+    """Every table the summary reads (the workflow's inputs of the summary rule)."""
+    return list(dict.fromkeys([t for t, _, _ in HEADLINES] + [NULL_TABLE, "claims"]))
+
+
+def summary_markdown(root: Path, models: list[str]) -> str:
+    """The summary of the run in work directory ``root`` for ``models``."""
+    root = Path(root)
+    tables = root / "results" / "tables"
+    lines = ["# headgeom run summary", ""]
+    for model in models:
+        lines += [f"## {model}", "", "| headline | value | from |", "|---|---|---|"]
+        lines += [f"| {label} | {value} | `{src}` |" for label, value, src in model_headlines(tables, model)]
+        lines.append("")
+    claims = claims_line(tables)
+    if claims:
+        lines += ["## Claims ledger", "", claims + " (`results/tables/claims.csv`)", ""]
+    # (no counts of files here: the summary is built beside tables that are still being written)
+    lines += [
+        "## Where things are", "",
+        "* tables: `results/tables/<name>.{csv,md,tex,html,prov.json}`",
+        "* figures: `figures/<name>.{png,pdf,prov.json}`",
+        "* shards: `results/shards/<family>/<model>/`",
+        "* report: `snakemake --report report.html` (every table and figure, captioned)",
+        "* where a number came from: `headgeom audit <table> --row model=<model> --column <column>`",
+        "",
+    ]
+    return "\n".join(lines)
