@@ -117,7 +117,10 @@ def strong_tail(P, Pw, alpha, g, threshold: float) -> dict:
 
 
 
-@table("p1_table2_strong_tail", families=(HEADS,), params=ST | {"sweep": "paper1/sweep"})
+@table("p1_table2_strong_tail", families=(HEADS,), params=ST | {"sweep": "paper1/sweep"},
+       headlines=(("strong", "strong heads (closure P above the threshold)"), ("strong_pct", "strong heads, % of heads"),
+                  ("gT_med", "return gain g_T, median over strong heads"),
+                  ("wrong_v_median", "median P with the wrong V (control)")))
 def p1_table2_strong_tail(paper1_heads: dict, models: list[str], strong_threshold: float, sweep) -> Table:
     """**Paper 1, Table 2.** Strong closure tail per model with the cyclic wrong-V control and return gain g_T
     (t = {{ snakemake.params.strong_threshold }}; sweep ends {{ snakemake.params.sweep|first }} and {{
@@ -1108,7 +1111,10 @@ def natural_return_rows(nat: dict, clo: dict, models, high_q: float = 0.9, low_q
 
 @table("p1_activations_natural_return", families=(NAT, HEADS), params={"endpoint": "activation/paper1/endpoint", "high_quantile": "activation/paper1/high_quantile",
                 "low_quantile": "activation/paper1/low_quantile"},
-       shard_models="activation", builder_models="activation")
+       shard_models="activation", builder_models="activation",
+       headlines=(("align_high", "natural return: median alignment, high-closure heads"),
+                  ("align_low", "natural return: median alignment, low-closure heads"),
+                  ("align_wrong_v", "natural return: median alignment, wrong V")))
 def p1_activations_natural_return(activation_natural_return: dict, paper1_heads: dict, models, endpoint: str = "pooled",
                                   high_quantile: float = 0.9, low_quantile: float = 0.5) -> Table:
     """**Paper 1, natural return on real text (activation stage).** Per model: the high-closure heads (P at or

@@ -168,7 +168,9 @@ def samples_text(cs) -> str:
 # ------------------------------------------------------------------ tables
 
 
-@table("pk_table5_writing", families=("pk",), params={"small_angle_deg": "tables/small_angle_deg"})
+@table("pk_table5_writing", families=("pk",), params={"small_angle_deg": "tables/small_angle_deg"},
+       headlines=(("mean_rho_median", "writing spaces: median over layers of mean pair ρ"),
+                  ("iso", "d/D (mean ρ of isotropic subspaces)")))
 def pk_table5_writing(pk: dict, models: list[str], fields: dict[str, dict], small_angle_deg: float = 10.0) -> Table:
     """**PK paper, Table 5.** Writing spaces within one layer: per model D, d, heads, layers, isotropic value
     d/D, the per-layer mean ρ of writing-space pairs (layer median, min, max), its dispersion SD over
@@ -293,7 +295,13 @@ def pk_table3_models(fields, models) -> Table:
                   Column("iso", "Isotropic d/D", "{:.4f}"), Column("random_sd", "Random SD", "{:.4f}")], rows)
 
 
-@table("pk_table4_null_summary", families=ALL4, params=NULLS)
+def _null_verdict(row: dict) -> tuple[str, str]:
+    """The run summary's line for one comparison: how many of its conditions exceed all null samples."""
+    return (f"null verdict, {row['comparison']}",
+            f"{row['exceeds_all']} of {row['conditions']} conditions above all {row['samples']} samples")
+
+
+@table("pk_table4_null_summary", families=ALL4, params=NULLS, headline_rows=_null_verdict)
 def pk_table4_null_summary(data, fields, models, null_types) -> Table:
     """**PK paper, Table 4.** Dispersion of ρ against both null models (null types: {{
     snakemake.params.null_types|join(', ') }}; samples per null from ``pk.nulls``): conditions (layers

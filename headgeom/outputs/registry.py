@@ -56,6 +56,8 @@ class Output:
     #   "activation" (the models the activation stage runs for: activation.enabled / activation.models)
     builder_models: str = "active"  # the models the builder gets (same choices); an output whose
     #   shard_models list is empty (activation stage off) is not a target of `all`
+    headlines: tuple = ()  # ((column, label), ...): the cells of a model's row the run summary prints
+    headline_rows: Callable | None = None  # row -> (label, value): one summary line per row of the model
 
     def paths(self) -> dict[str, str]:
         if self.kind == "table":
@@ -119,10 +121,12 @@ def _decorator(kind: str, paper: str):
         raise ValueError(f"paper must be one of {PAPERS}, not {paper!r}")
 
     def declare(name: str, *, families: tuple = (), params: dict | None = None, derived: tuple = (),
-                shard_models: str = "active", builder_models: str = "active"):
+                shard_models: str = "active", builder_models: str = "active", headlines: tuple = (),
+                headline_rows: Callable | None = None):
         def wrap(fn: Callable) -> Callable:
             register(Output(name, kind, paper, tuple(families), fn, caption_of(fn), dict(params or {}),
-                            tuple(derived), shard_models, builder_models))
+                            tuple(derived), shard_models, builder_models, tuple(headlines),
+                            headline_rows))
             return fn
         return wrap
 

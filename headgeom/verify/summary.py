@@ -2,7 +2,8 @@
 the run built, and where the tables, figures and report are (``results/summary.md``, printed on
 the console when a run succeeds).
 
-Every number is a cell of one table's CSV, named beside it; a table the run did not build (its
+Which cells: the ``headlines`` (and ``headline_rows``) a table declares in its registration
+(headgeom.outputs). Every number is a cell of one table's CSV, named beside it; a table the run did not build (its
 stage off, or a model it does not cover) reads "not built". Nothing is recomputed here.
 """
 
@@ -13,22 +14,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
-# (table, column, label): the headline cells per model, in the order printed. One entry per
-# number; a new headline is one line here.
-HEADLINES = (
-    ("p1_table2_strong_tail", "strong", "strong heads (closure P above the threshold)"),
-    ("p1_table2_strong_tail", "strong_pct", "strong heads, % of heads"),
-    ("p1_table2_strong_tail", "gT_med", "return gain g_T, median over strong heads"),
-    ("p1_table2_strong_tail", "wrong_v_median", "median P with the wrong V (control)"),
-    ("pk_table5_writing", "mean_rho_median", "writing spaces: median over layers of mean pair ρ"),
-    ("pk_table5_writing", "iso", "d/D (mean ρ of isotropic subspaces)"),
-    ("activation_natural_return", "align_high", "natural return: median alignment, high-closure heads"),
-    ("activation_natural_return", "align_low", "natural return: median alignment, low-closure heads"),
-    ("activation_natural_return", "align_wrong_v", "natural return: median alignment, wrong V"),
-)
-# the PK paper's null verdicts: comparisons whose every condition exceeds all null samples
-NULL_TABLE = "pk_table4_null_summary"
-
+from headgeom.outputs import TABLES
 
 def _read(tables_dir: Path, name: str) -> list[dict] | None:
     path = tables_dir / f"{name}.csv"
@@ -48,19 +34,26 @@ def _fmt(text: str) -> str:
     return f"{v:.4g}"
 
 
+def _summarised():
+    """The tables the summary reads, in registry order (their ``headlines`` / ``headline_rows``)."""
+    return [o for o in TABLES.values() if o.headlines or o.headline_rows]
+
+
 def model_headlines(tables_dir: Path, model: str) -> list[tuple[str, str, str]]:
     """(label, value, source ``table:column``) for one model; value "not built" where the run
     has no such table or no row for the model."""
-    out, cache = [], {}
-    for table, column, label in HEADLINES:
-        rows = cache.setdefault(table, _read(tables_dir, table))
+    out = []
+    for o in _summarised():
+        rows = _read(tables_dir, o.name)
         row = next((r for r in rows or () if r.get("model") == model), None)
-        value = "not built" if row is None or column not in row else _fmt(row[column])
-        out.append((label, value, f"{table}:{column}"))
-    nulls = [r for r in _read(tables_dir, NULL_TABLE) or () if r.get("model") == model]
-    for r in nulls:
-        verdict = f"{r['exceeds_all']} of {r['conditions']} conditions above all {r['samples']} samples"
-        out.append((f"null verdict, {r['comparison']}", verdict, f"{NULL_TABLE}:exceeds_all"))
+        for column, label in o.headlines:
+            value = "not built" if row is None or column not in row else _fmt(row[column])
+            out.append((label, value, f"{o.name}:{column}"))
+        if o.headline_rows:
+            for r in rows or ():
+                if r.get("model") == model:
+                    label, value = o.headline_rows(r)
+                    out.append((label, value, f"{o.name}"))
     return out
 
 
@@ -74,7 +67,7 @@ def claims_line(tables_dir: Path) -> str | None:
 
 def tables_read() -> list[str]:
     """Every table the summary reads (the workflow's inputs of the summary rule)."""
-    return list(dict.fromkeys([t for t, _, _ in HEADLINES] + [NULL_TABLE, "claims"]))
+    return [o.name for o in _summarised()] + ["claims"]
 
 
 def summary_markdown(root: Path, models: list[str]) -> str:

@@ -109,6 +109,21 @@ def test_the_run_built_the_activation_outputs(act_run):
     assert "synth" in csv
 
 
+def test_the_summary_shows_the_natural_return_headlines(act_run):
+    """Each headline the natural-return table declares is read from its CSV (a renamed table or
+    column would read "not built")."""
+    from headgeom.verify.summary import model_headlines
+
+    got = {src: value for _, value, src in model_headlines(act_run / "results/tables", "synth")}
+    with open(act_run / "results/tables/p1_activations_natural_return.csv", newline="") as fh:
+        row = next(r for r in csv.DictReader(fh) if r["model"] == "synth")
+    declared = OUTPUTS[("table", "p1_activations_natural_return")].headlines
+    assert declared
+    for column, _ in declared:
+        value = got[f"p1_activations_natural_return:{column}"]
+        assert value != "not built" and float(value) == pytest.approx(float(row[column]), rel=5e-4, nan_ok=True)
+
+
 def test_nothing_to_do_without_an_edit(plans):
     assert plans["unchanged"][0] == []
 
