@@ -137,6 +137,7 @@ def p1_table2_strong_tail(paper1_heads: dict, models: list[str], strong_threshol
         n_def, n_s = st["n_defined"], st["strong"]
         rows.append({
             "model": m, "layers": int(np.unique(_a(heads, "layer", s)).size), "heads": int(s.sum()),
+            "undefined": int(s.sum()) - n_def,  # NaN P (non-finite or zero T): out of every percentage
             "strong_pct": 100.0 * n_s / n_def if n_def else NAN, "strong": n_s,
             "wrong_v_median": st["wrong_v_median"], "wrong_v_max": st["wrong_v_max"],
             "wrong_v_at_lowest": int(np.sum(np.isfinite(Pw) & (Pw >= t_lo))) if np.isfinite(Pw).any() else None,
@@ -151,7 +152,7 @@ def p1_table2_strong_tail(paper1_heads: dict, models: list[str], strong_threshol
         name="p1_table2_strong_tail",
         caption=f"Strong closure tail (P ≥ {threshold:g}) per model with the cyclic wrong-V control and return gain g_T.",
         columns=[
-            _C("model", "Model"), _C("layers", "Layers"), _C("heads", "Heads"),
+            _C("model", "Model"), _C("layers", "Layers"), _C("heads", "Heads"), _C("undefined", "Undefined"),
             _C("strong_pct", "% P≥t", "{:.2f}"), _C("strong", "Count"),
             _C("wrong_v_median", "Wrong-V median", "{:.2e}"), _C("wrong_v_max", "Wrong-V max", "{:.3g}"),
             _C("wrong_v_at_lowest", f"Wrong-V ≥ {t_lo:g}"),

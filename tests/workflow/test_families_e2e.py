@@ -306,7 +306,7 @@ def test_snakemake_succeeded_and_ran_claims_and_summary(e2e_run):
 
 def test_natural_return_table_has_every_model(e2e_run):
     w, _ = e2e_run
-    p = w / "results" / "tables" / "activation_natural_return.csv"
+    p = w / "results" / "tables" / "p1_activations_natural_return.csv"
     if KNOWN_BROKEN and not p.exists():
         pytest.skip("a known-broken family's activation job failed, so no activation table")
     import pandas as pd

@@ -101,7 +101,8 @@ def test_paper1_rules_end_to_end(snakemake_bin, root, lineage):
     prov3 = json.loads((w / "results/tables/p1_table3_trajectories.prov.json").read_text())
     assert prov3["params"]["lineages"] == {"tinyline": ["tiny-ck0", "tiny-ck1", "tiny"]}
     assert len(prov3["inputs"]) == 6  # 3 checkpoints x 2 layers
-    assert prov3["aggregation"] == "headgeom.outputs: table 'p1_table3_trajectories'"
+    assert prov3["aggregation"] == ("headgeom.outputs: table 'p1_table3_trajectories' "
+                                   "(headgeom.outputs.paper1.p1_table3_trajectories)")
 
     # Table 4: an exactly closed right head passes its gain to its sibling (F = rho = 1)
     t4 = _rows(w / "results/tables/p1_table4_sibling_law.csv")
@@ -118,7 +119,7 @@ def test_paper1_rules_end_to_end(snakemake_bin, root, lineage):
         (w / f"results/tables/p1_table4_sibling_law.{ext}").unlink()
     r = _run(snakemake_bin, root, w, "results/tables/p1_table4_sibling_law.csv")
     out = r.stdout + r.stderr
-    assert "localrule table_paper1_table4:" in out
+    assert "localrule table_p1_table4_sibling_law:" in out
     for other in ("rule paper1_heads:", "rule paper1_capacity:", "fetch:", "rule table_p1_table2_strong_tail:"):
         assert other not in out
     assert (w / "results/tables/p1_table4_sibling_law.md").exists()

@@ -35,7 +35,7 @@ def test_summary_shows_each_headline_cell_of_its_table(tmp_path_factory, snakema
     rows = _rows(md)
     checked = 0
     for label, (value, source) in rows.items():
-        table, column = source.split(":")
+        table, _, column = source.partition(":")
         if value == "not built":
             assert not (run / "results/tables" / f"{table}.csv").exists(), label
             continue

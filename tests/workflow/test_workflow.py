@@ -59,8 +59,8 @@ def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
     assert float(rows[0]["neg_alpha"]) == 0.5
     prov_t = json.loads((tiny / "results/tables/p1_table2_strong_tail.prov.json").read_text())
     assert len(prov_t["inputs"]) == 2 and prov_t["params"] == {
-        "strong_threshold": 0.9, "choices": {"return_gain": "rms", "isotropy": "participation",
-                                             "factorial_contrast": "interaction"}}
+        "strong_threshold": 0.9, "sweep": [0.75, 0.775, 0.8, 0.825, 0.85, 0.875, 0.9, 0.925, 0.95, 0.975],
+        "choices": {"return_gain": "rms", "isotropy": "participation", "factorial_contrast": "interaction"}}
     pkw = list(csv.DictReader(open(tiny / "results/tables/pk_table5_writing.csv")))
     assert pkw[0]["D"] == "48" and pkw[0]["d"] == "12" and int(pkw[0]["layers"]) == 2
     for ext in ("md", "tex"):
