@@ -25,8 +25,12 @@ $(GUARD): $(STAMP) headgeom/core/cliguard.py
 run: $(GUARD)
 	$(BIN)/snakemake -c$(CORES)
 
+# Two pytest workers, each test file whole on one worker (its module fixtures built once). The
+# longest files start first (tests/conftest.py): the SLURM tests, which mostly wait on the
+# scheduler's polls, overlap the CPU-bound rest. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: $(GUARD)
-	$(BIN)/python -m pytest -v --durations=15
+	$(BIN)/python -m pytest -v --durations=15 $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test-fast: $(GUARD)
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -11,6 +11,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
+# The longest test files, started first: under `make test`'s two workers (pytest-xdist, file by
+# file) the SLURM tests, mostly waiting on the scheduler, then run beside the CPU-bound rest
+# instead of after it.
+LONG_FIRST = ("workflow/test_slurm.py", "workflow/test_families_e2e.py", "workflow/test_activation_workflow.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        path = item.path.as_posix()
+        return next((i for i, name in enumerate(LONG_FIRST) if path.endswith(name)), len(LONG_FIRST))
+
+    items.sort(key=rank)  # stable: the order within a file and among the rest is kept
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
