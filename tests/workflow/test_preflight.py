@@ -143,16 +143,16 @@ def test_headgeom_check_of_one_good_model(tmp_path):
 
 
 def test_hub_model_offline_without_a_cache_is_named(tmp_path, monkeypatch):
-    from headgeom.core.preflight import problems
+    from headgeom.jobs.preflight import problems
     from headgeom.jobs.plan import load_config
 
     cfg = load_config([], {"models": {"g": {"source": "hf", "repo_id": "org/none", "revision": "main"}},
                            "active_models": ["g"]})
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr("headgeom.core.preflight._offline", lambda: False)
+    monkeypatch.setattr("headgeom.jobs.preflight._offline", lambda: False)
     assert problems(cfg) == []  # online: the hub is asked at fetch, never when the workflow loads
-    monkeypatch.setattr("headgeom.core.preflight._offline", lambda: True)
+    monkeypatch.setattr("headgeom.jobs.preflight._offline", lambda: True)
     [p] = problems(cfg)
     assert p.name == "g" and "HF_HUB_OFFLINE is set" in p.line() and str(tmp_path / "hub") in p.line()
 
