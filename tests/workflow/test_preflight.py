@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from faults import fault_env
 from synth import write_llama
 
 SLOW = pytest.mark.slow
@@ -192,7 +193,7 @@ def test_failing_fetch_prints_its_error_at_the_end(snakemake_bin, root, stub_bin
 @SLOW
 def test_failing_layer_jobs_print_their_errors_at_the_end(snakemake_bin, root, stub_bin, tiny):
     rc, out = _snake(snakemake_bin, root, tiny, "results/tables/p1_table2_strong_tail.csv", stub=stub_bin,
-                     env_extra={"HEADGEOM_TEST_FAIL_FIRST_ATTEMPT": "paper1_heads"})
+                     env_extra=fault_env(HEADGEOM_TEST_FAIL_FIRST_ATTEMPT="paper1_heads"))
     assert rc != 0, out[-3000:]
     msg = "RuntimeError: paper1_heads: attempt 1 failed on purpose (HEADGEOM_TEST_FAIL_FIRST_ATTEMPT)"
     assert sorted(_end_lines(out)) == [
