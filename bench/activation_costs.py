@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from headgeom.activation.natural_return import layer_return
-from headgeom.activation.read_paths import read_path_pair
+from headgeom.methods.natural_return import layer_return
+from headgeom.methods.read_paths import read_path_pair
 from headgeom.core.factors import LayerFactors, gqa_map
 
 

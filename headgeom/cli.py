@@ -133,13 +133,13 @@ def _costs(args) -> int:
 
 
 def _check(args) -> int:
-    """The pre-flight check the workflow runs when it loads (headgeom.core.preflight): exit 0
+    """The pre-flight check the workflow runs when it loads (headgeom.jobs.preflight): exit 0
     when nothing is wrong, 2 with one line per problem."""
     import os
 
     from headgeom.core.cliguard import not_a_config_file
     from headgeom.core.errors import HeadgeomError
-    from headgeom.core.preflight import load, problems, report
+    from headgeom.jobs.preflight import load, problems, report
 
     files = [str(Path(f).absolute()) for f in args.configfile or []]
     bad = [ln for ln in map(not_a_config_file, args.configfile or []) if ln]

@@ -19,3 +19,11 @@ class CheckpointError(HeadgeomError):
 
 class IntegrityError(CheckpointError):
     """sha256 mismatch between a stored tensor and its manifest."""
+
+
+class CorpusError(HeadgeomError):
+    """A text corpus that is missing, empty, too short for its windows, or not text."""
+
+
+class ModelRunError(HeadgeomError):
+    """A model transformers cannot run offline here (architecture, quantization, files)."""

@@ -21,7 +21,8 @@ def shard_provenance(kind: str, store: TensorStore, layer: int, params: dict) ->
     }
 
 
-def with_keys(cols: dict, model: str, layer: int) -> dict:
-    """The shard's key columns (model, layer) in front of its data columns."""
+def with_keys(cols: dict, model: str, layer: int, key: str = "layer") -> dict:
+    """The shard's key columns (model, and the layer under the name ``key``) in front of its data
+    columns."""
     n = len(next(iter(cols.values()))) if cols else 0
-    return {"model": np.array([model] * n, dtype=object), "layer": np.full(n, layer, dtype=np.int64), **cols}
+    return {"model": np.array([model] * n, dtype=object), key: np.full(n, layer, dtype=np.int64), **cols}

@@ -111,13 +111,13 @@ def run_paper1_capacity(inputs, outputs, wildcards, params, log):
 
 
 def run_activation_natural_return(inputs, outputs, wildcards, params, log):
-    from headgeom.activation.jobs import natural_return_job
+    from headgeom.jobs.activation import natural_return_job
 
     natural_return_job(_store(inputs), inputs["acts"], int(wildcards["layer"]), outputs["shard"], params, log=log)
 
 
 def run_activation_read_paths(inputs, outputs, wildcards, params, log):
-    from headgeom.activation.jobs import read_paths_job
+    from headgeom.jobs.activation import read_paths_job
 
     read_paths_job(_store(inputs), inputs["acts"], int(wildcards["layer"]), outputs["shard"], params, log=log)
 
@@ -176,7 +176,7 @@ def activation_dir(config, section: str, model: str = "{model}") -> str:
 
 def _activation_cost(kind):
     def cost(manifest, config, wildcards=None):
-        from headgeom.activation import costs as act_costs
+        from headgeom.jobs import activation_costs as act_costs
 
         if kind == "natural_return":
             return act_costs.natural_return_resources(manifest, activation_tokens(config, "paper1"))

@@ -1,5 +1,5 @@
-"""Closure and PK per-layer jobs (run through the shard-family registry, headgeom.jobs.families);
-they hold no math."""
+"""The PK paper's per-layer jobs: pk, pk_cross, pk_null_within, pk_null_cross (run through the
+shard-family registry, headgeom.jobs.families); they hold no math."""
 
 from __future__ import annotations
 

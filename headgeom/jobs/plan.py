@@ -113,7 +113,7 @@ def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
             r = job.cost(fields, mc, {k: str(v) for k, v in wc.items()})
             out.append(PlannedJob(job.name, model, wc, int(r["mem_mb"]), int(r["runtime"])))
     if act:  # the forward pass: one job per distinct (corpus, windows) of the activation sections
-        from headgeom.activation.costs import forward_resources
+        from headgeom.jobs.activation_costs import forward_resources
 
         for section in dict.fromkeys(activation_dir(config, s, model) for s in ("paper1", "read_paths")):
             corpus, shape = section.split("/")[-2:]

@@ -25,7 +25,7 @@ from functools import partial
 
 import numpy as np
 
-from headgeom.activation.natural_return import population
+from headgeom.methods.natural_return import population
 from headgeom.core.errors import ConfigError
 from headgeom.core.seeds import rng_for
 from headgeom.core.stats import auroc, cluster_bootstrap, hierarchical_bootstrap

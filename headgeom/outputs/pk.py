@@ -1298,7 +1298,7 @@ def read_paths_rows(rp: dict, models) -> list[dict]:
                 "composition_rho_pearson": _pearson(rp["composition"][s], rho),
                 "flags": " ".join(flags),
             })
-            if unmeasured:  # the normalization split is not measured (read_paths.py): nothing derived from it
+            if unmeasured:  # the normalization split is not measured (headgeom.methods.read_paths): nothing derived from it
                 rows[-1].update({k: np.nan for k in NORM_SPLIT})
                 rows[-1]["cross_positive"] = None
     return rows

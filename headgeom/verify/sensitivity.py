@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from headgeom.activation.jobs import FORWARD_SUMMARY, forward_job
+from headgeom.jobs.activation import FORWARD_SUMMARY, forward_job
 from headgeom.core.provenance import code_version
 from headgeom.io.files import sha256_file, write_set, write_text
 from headgeom.outputs import TABLES

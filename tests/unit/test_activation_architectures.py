@@ -21,12 +21,12 @@ import pytest
 import torch
 import transformers
 
-from headgeom.activation import ModelRunError
-from headgeom.activation import jobs as act_jobs
+from headgeom.core.errors import ModelRunError
+from headgeom.jobs import activation as act_jobs
 from headgeom.outputs import pk as PK
-from headgeom.activation.jobs import forward_job, read_layer, read_paths_job
-from headgeom.activation.read_paths import NORM_COLUMNS, head_writes
-from headgeom.activation.texts import make_windows
+from headgeom.jobs.activation import forward_job, read_layer, read_paths_job
+from headgeom.methods.read_paths import NORM_COLUMNS, head_writes
+from headgeom.io.texts import make_windows
 from headgeom.io.fetch import fetch_model
 from headgeom.io.shards import read_shards
 from headgeom.io.store import TensorStore
@@ -210,7 +210,7 @@ def test_tokenizer_files_are_hashed_and_an_edit_changes_the_hash(tmp_path, llama
 def test_gguf_tokenizer_metadata_is_hashed(tmp_path):
     import gguf
 
-    from headgeom.activation.forward import tokenizer_files
+    from headgeom.io.forward import tokenizer_files
 
     def write(p, tokens):
         w = gguf.GGUFWriter(str(p), "llama")

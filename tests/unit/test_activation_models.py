@@ -5,8 +5,8 @@ tensor store's factors are the weights transformers runs (GGUF dequantization, Q
 import numpy as np
 import pytest
 
-from headgeom.activation.forward import capture, open_model, weight_check
-from headgeom.activation.texts import load_corpus, make_windows
+from headgeom.io.forward import capture, open_model, weight_check
+from headgeom.io.texts import load_corpus, make_windows
 from headgeom.io.fetch import fetch_model
 from headgeom.io.store import TensorStore
 

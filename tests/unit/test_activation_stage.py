@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from headgeom.activation import CorpusError, ModelRunError
+from headgeom.core.errors import CorpusError, ModelRunError
 from headgeom.outputs import paper1 as P1
 from headgeom.outputs import pk as PK
-from headgeom.activation.forward import device_for, open_model
-from headgeom.activation.jobs import forward_job, natural_return_job, read_layer, read_paths_job
-from headgeom.activation.texts import load_corpus, make_windows
+from headgeom.io.forward import device_for, open_model
+from headgeom.jobs.activation import forward_job, natural_return_job, read_layer, read_paths_job
+from headgeom.io.texts import load_corpus, make_windows
 from headgeom.io.fetch import fetch_model
 from headgeom.io.shards import read_shards, write_shard
 from headgeom.io.store import TensorStore
@@ -231,7 +231,7 @@ def test_gguf_loader_draws_no_progress_bar(capfd):
     the forward job's load silences it, so a job log holds lines, not bar frames."""
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
-    from headgeom.activation.forward import _quiet_gguf_loader
+    from headgeom.io.forward import _quiet_gguf_loader
 
     with _quiet_gguf_loader():
         list(gguf_utils.tqdm(range(50), desc="Converting and de-quantizing GGUF tensors..."))

@@ -1,4 +1,4 @@
-"""headgeom.hub against a loopback hub (tests/hubserver.py): partial fetch by byte ranges,
+"""headgeom.io.hub against a loopback hub (tests/helpers/hubserver.py): partial fetch by byte ranges,
 resume after a dropped connection, commit pinning, offline cache, token handling."""
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from faults import fault_env
 from synth import write_llama
 
 SLOW = pytest.mark.slow
@@ -143,16 +144,16 @@ def test_headgeom_check_of_one_good_model(tmp_path):
 
 
 def test_hub_model_offline_without_a_cache_is_named(tmp_path, monkeypatch):
-    from headgeom.core.preflight import problems
+    from headgeom.jobs.preflight import problems
     from headgeom.jobs.plan import load_config
 
     cfg = load_config([], {"models": {"g": {"source": "hf", "repo_id": "org/none", "revision": "main"}},
                            "active_models": ["g"]})
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr("headgeom.core.preflight._offline", lambda: False)
+    monkeypatch.setattr("headgeom.jobs.preflight._offline", lambda: False)
     assert problems(cfg) == []  # online: the hub is asked at fetch, never when the workflow loads
-    monkeypatch.setattr("headgeom.core.preflight._offline", lambda: True)
+    monkeypatch.setattr("headgeom.jobs.preflight._offline", lambda: True)
     [p] = problems(cfg)
     assert p.name == "g" and "HF_HUB_OFFLINE is set" in p.line() and str(tmp_path / "hub") in p.line()
 
@@ -192,7 +193,7 @@ def test_failing_fetch_prints_its_error_at_the_end(snakemake_bin, root, stub_bin
 @SLOW
 def test_failing_layer_jobs_print_their_errors_at_the_end(snakemake_bin, root, stub_bin, tiny):
     rc, out = _snake(snakemake_bin, root, tiny, "results/tables/p1_table2_strong_tail.csv", stub=stub_bin,
-                     env_extra={"HEADGEOM_TEST_FAIL_FIRST_ATTEMPT": "paper1_heads"})
+                     env_extra=fault_env(HEADGEOM_TEST_FAIL_FIRST_ATTEMPT="paper1_heads"))
     assert rc != 0, out[-3000:]
     msg = "RuntimeError: paper1_heads: attempt 1 failed on purpose (HEADGEOM_TEST_FAIL_FIRST_ATTEMPT)"
     assert sorted(_end_lines(out)) == [

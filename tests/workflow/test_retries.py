@@ -10,6 +10,7 @@ import yaml
 
 from headgeom.io.shards import read_shard
 from headgeom.jobs.families import JOBS
+from faults import fault_env
 from synth import write_llama
 from tinyrun import CFG, snakemake
 
@@ -21,7 +22,8 @@ def test_retry_grows_memory_and_runtime_and_is_recorded(tmp_path, snakemake_bin,
     write_llama(w / "ckpt", n_layers=2)
     (w / "cfg.yaml").write_text(yaml.safe_dump({"models": {"tiny": {"source": "local", "path": str(w / "ckpt")}}, **CFG}))
     target = "results/shards/pk/tiny/layer0.parquet"
-    monkeypatch.setenv("HEADGEOM_TEST_FAIL_FIRST_ATTEMPT", "pk_layer")
+    for k, v in fault_env(HEADGEOM_TEST_FAIL_FIRST_ATTEMPT="pk_layer").items():  # tests/helpers/jobhooks
+        monkeypatch.setenv(k, v)
 
     # without retries the injected failure fails the run
     r = snakemake(snakemake_bin, root, w, target, ok=False)

@@ -232,16 +232,25 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
 
 
 def _profile_run_with(target: str, cfg: Path, work: Path, var: str, value: str) -> str:
-    """The pipeline target through the shipped profile with a test-only variable set (sbatch
-    exports it to the jobs); the run must succeed. Returns Snakemake's output."""
+    """The pipeline target through the shipped profile with a test-only fault variable set and the
+    hooks that read it on PYTHONPATH (tests/helpers/faults.py; sbatch exports both to the jobs);
+    the run must succeed. Returns Snakemake's output."""
     import os
 
-    os.environ[var] = value
+    from faults import fault_env
+
+    env = fault_env(**{var: value})
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
         proc = run_snakemake([target, "--profile", str(PROFILE), "-s", str(REPO / "Snakefile"),
                               "--configfile", str(cfg)], cwd=work, limit_s=420)
     finally:
-        del os.environ[var]
+        for k, v in saved.items():
+            if v is None:
+                del os.environ[k]
+            else:
+                os.environ[k] = v
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"SLURM run failed (exit {proc.returncode}):\n{log[-8000:]}"
     return log

@@ -1,8 +1,8 @@
 # Helpers of workflow/rules/activation.smk (the activation stage; headgeom/activation). The
 # per-layer analysis jobs and the tables/figures are in the registries
 # (headgeom.jobs.families, headgeom.outputs); only the forward pass is a rule of its own.
-from headgeom.activation.costs import forward_resources as _act_fwd_res
-from headgeom.activation.costs import gpus as _act_gpus
+from headgeom.jobs.activation_costs import forward_resources as _act_fwd_res
+from headgeom.jobs.activation_costs import gpus as _act_gpus
 
 from headgeom.jobs.families import activation_models
 

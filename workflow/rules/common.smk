@@ -29,7 +29,7 @@ def _preflight():
     """
     if not workflow.is_main_process:
         return
-    from headgeom.core.preflight import problems, report
+    from headgeom.jobs.preflight import problems, report
 
     found = problems(config)
     if not found:

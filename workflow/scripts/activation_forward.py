@@ -2,7 +2,7 @@ from pathlib import Path
 
 from headgeom.jobs.logs import to_log
 
-from headgeom.activation.jobs import forward_job
+from headgeom.jobs.activation import forward_job
 
 log = to_log(snakemake)
 wc = snakemake.wildcards

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.files import atomic_path, sha256_file, write_json
-from ..core.provenance import code_version
-from ..io.shards import write_shard
-from ..io.store import TensorStore
-from . import ModelRunError
-from .texts import load_corpus, make_windows, text_summary
+from headgeom.core.errors import ModelRunError
+from headgeom.core.provenance import code_version
+from headgeom.io.files import current_umask, sha256_file, write_json
+from headgeom.io.shards import write_shard
+from headgeom.io.store import TensorStore
+from headgeom.io.texts import load_corpus, make_windows, text_summary
+from headgeom.jobs.common import shard_provenance, with_keys
 
 META = "headgeom"
 FORWARD_SUMMARY = "forward.json"
@@ -57,7 +58,7 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
                 log=print) -> dict:
     """Run the windows of ``corpus`` through ``model`` and write ``out_dir/layer{l}.safetensors``
     plus ``out_dir/forward.json``. The directory appears whole or not at all."""
-    from .forward import capture, open_model, weight_check, weight_mismatch
+    from headgeom.io.forward import capture, open_model, weight_check, weight_mismatch
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
@@ -107,7 +108,7 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
             meta = dict(base, layer=l, norm_eps=eps[l], norm_type=store.layer_factors(l).norm_type,
                         weight_check=checks[l], n_tokens=int(acts[l]["x"].shape[0]))
             arrays = {k: acts[l][k] for k in ("z", "x")}
-            if post:  # the post-attention norm's per-token factor and gain (forward.py)
+            if post:  # the post-attention norm's per-token factor and gain (headgeom.io.forward)
                 meta["write"] = {"module": post, "norm_type": write["norm_type"], "eps": write["eps"][l]}
                 arrays.update(write_scale=acts[l]["write_scale"], write_gain=acts[l]["write_gain"])
             p = layer_file(tmp, l)
@@ -116,7 +117,7 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
         summary = dict(base, n_layers=L, files=files, norm_eps=eps, weight_check=checks, write=write,
                        seconds={"load": round(t_load, 2), "forward": round(t_fwd, 2)})
         write_json(tmp / FORWARD_SUMMARY, summary)
-        os.chmod(tmp, 0o777 & ~_umask())
+        os.chmod(tmp, 0o777 & ~current_umask())
         if out_dir.exists():
             shutil.rmtree(out_dir)
         os.replace(tmp, out_dir)
@@ -130,7 +131,7 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
 
 def _store_eps(store: TensorStore, architecture=None) -> float | None:
     """The pre-attention norm epsilon the store's checkpoint config declares (None: none named)."""
-    from ..architectures import config_eps, family_for
+    from headgeom.architectures import config_eps, family_for
 
     cfg = store.manifest.get("config") or {}
     return config_eps(cfg, None if "general.architecture" in cfg else family_for(cfg, architecture))
@@ -138,7 +139,7 @@ def _store_eps(store: TensorStore, architecture=None) -> float | None:
 
 def _post_ln(store: TensorStore) -> bool:
     """The store's family is post-LN (the attention output is normed after the residual add)."""
-    from ..architectures import FAMILIES, config_view
+    from headgeom.architectures import FAMILIES, config_view
 
     fam = FAMILIES.get(store.manifest.get("adapter"))
     if fam is None:
@@ -146,30 +147,18 @@ def _post_ln(store: TensorStore) -> bool:
     return fam.resolve(config_view(store.manifest.get("config") or {})).post_ln
 
 
-def _umask() -> int:
-    m = os.umask(0)
-    os.umask(m)
-    return m
-
-
-def _prov(job: str, store: TensorStore, act_dir, layer: int, params: dict, extra=None) -> dict:
+def _prov(job: str, store: TensorStore, act_dir, layer: int, params: dict) -> dict:
+    """The weight stages' shard provenance plus the forward pass the activations came from."""
     summ = json.loads((Path(act_dir) / FORWARD_SUMMARY).read_text())
     return {
-        "job": job, "model": store.manifest["model"], "layer": layer, "params": params, "code": code_version(),
-        "model_source": store.provenance(), "tensors": store.layer_tensors(layer), "fields": store.manifest["fields"],
+        **shard_provenance(job, store, layer, params),
         "activations": {"corpus": summ["corpus"], "corpus_record": summ["corpus_record"], "windows": summ["windows"],
                         "files": summ["files"]},
-        **(extra or {}),
     }
 
 
-def _keys(cols: dict, model: str, layer: int, key: str = "layer") -> dict:
-    n = len(next(iter(cols.values()))) if cols else 0
-    return {"model": np.array([model] * n, dtype=object), key: np.full(n, layer, dtype=np.int64), **cols}
-
-
 def natural_return_job(store_dir, act_dir, layer: int, out, params: dict, log=print) -> None:
-    from .natural_return import layer_return
+    from headgeom.methods.natural_return import layer_return
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
@@ -177,14 +166,14 @@ def natural_return_job(store_dir, act_dir, layer: int, out, params: dict, log=pr
     arrays, _ = read_layer(act_dir, layer)
     cols = layer_return(f, arrays["z"], endpoint=params.get("endpoint", "pooled"))
     model = store.manifest["model"]
-    write_shard(out, _keys(cols, model, layer), _prov("activation_natural_return", store, act_dir, layer, params))
+    write_shard(out, with_keys(cols, model, layer), _prov("activation_natural_return", store, act_dir, layer, params))
     log(f"[natural return {model} L{layer}] {f.n_heads} heads, median alignment {np.nanmedian(cols['align']):.3f}, "
         f"{time.perf_counter() - t0:.2f}s")
 
 
 def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print) -> None:
     """Writer layer ``layer`` against every reader layer l' > layer, kinds params['kinds']."""
-    from .read_paths import read_path_pair, write_factors
+    from headgeom.methods.read_paths import read_path_pair, write_factors
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
@@ -216,9 +205,9 @@ def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print)
         cols["writer_layer"] = np.array([], dtype=np.int64)
     model = store.manifest["model"]
     if parts:
-        cols = _keys(cols, model, layer, key="writer_layer")
+        cols = with_keys(cols, model, layer, key="writer_layer")
     write_shard(out, cols, _prov("activation_read_paths", store, act_dir, layer, params))
     log(f"[read paths {model} L{layer}] {len(cols['writer'])} rows, {time.perf_counter() - t0:.2f}s")
 
 
-__all__ = ["forward_job", "natural_return_job", "read_paths_job", "read_layer", "layer_file", "atomic_path"]
+__all__ = ["forward_job", "natural_return_job", "read_paths_job", "read_layer", "layer_file"]

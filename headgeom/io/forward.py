@@ -26,13 +26,13 @@ Everything is float32 on the configured device; analysis converts to float64.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from . import ModelRunError
+from ..core.errors import ModelRunError
 
 # Where the pieces sit in each transformers base model (AutoModel): headgeom.architectures.hook_map
 # of the model's family (o: the output projection whose input is z; attn: the module whose first
@@ -159,8 +159,9 @@ def _load(path: Path, model_name: str, device, architecture=None):
         raise ModelRunError(f"model {model_name!r}: the activation stage has no hook map for transformers "
                             f"model_type {mt!r} (supported: {sorted(HOOK_MAPS)}); the weight-space stages still run")
     try:
-        model = AutoModel.from_pretrained(where, dtype=torch.float32, **kw)
-        tok = AutoTokenizer.from_pretrained(where, **kw)
+        with _quiet_gguf_loader() if kw.get("gguf_file") else nullcontext():
+            model = AutoModel.from_pretrained(where, dtype=torch.float32, **kw)
+            tok = AutoTokenizer.from_pretrained(where, **kw)
     except ModelRunError:
         raise
     except Exception as e:
@@ -194,7 +195,7 @@ def tokenizer_files(where: Path, tok, gguf: Path | None = None) -> dict[str, str
     name and raw bytes, in key order)."""
     import hashlib
 
-    from ..io.files import sha256_file
+    from .files import sha256_file
 
     names = set(TOKENIZER_FILES) | {str(v) for v in (getattr(tok, "vocab_files_names", None) or {}).values()}
     out = {n: sha256_file(where / n) for n in sorted(names) if (where / n).is_file()}
@@ -214,7 +215,7 @@ def tokenizer_files(where: Path, tok, gguf: Path | None = None) -> dict[str, str
 @contextmanager
 def open_model(model_name: str, entry: dict, device: str = "cpu", log=print):
     """Yield a LoadedModel for one config ``models:`` entry (located like the fetch stage)."""
-    from ..io.sources import open_source
+    from .sources import open_source
 
     dev = device_for(device)
     with open_source(entry, log=log) as (ckpt, source):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..methods.closure import wrong_v_groups
+from .closure import wrong_v_groups
 
 ENDPOINTS = ("pooled", "median_cos2")
 

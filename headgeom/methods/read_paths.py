@@ -18,7 +18,7 @@ says why (``post_ln_read_path`` / ``no_pre_norm_read_path``), and ``e_tot`` is t
 Writes *(choice, ``activation.read_paths.write_point``)*: ``residual`` (default) takes head j's write
 as the model adds it to the residual. Where the family has a norm on the attention output before
 the residual add (Gemma-2/3, OLMo-2) that is u_tj = gamma_post * P_c(O_j z_tj) / s_t, with s_t the
-norm's per-token factor computed from the full attention output and gamma_post its gain (forward.py:
+norm's per-token factor computed from the full attention output and gamma_post its gain (headgeom.io.forward:
 ``write_scale`` = 1 / s_t, ``write_gain``); the heads' writes then sum to the norm's output, and the
 writing space is Im(diag(gamma_post) P_c O_j) (rho, ranks). ``pre_norm`` takes u_tj = O_j z_tj, the
 output projection's per-head part, before that norm. Elsewhere both are O_j z_tj.
@@ -40,9 +40,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..methods.pk import orthonormal_bases, reading_matrix
+from .pk import orthonormal_bases, reading_matrix
 
-READ_KINDS = ("Q", "K", "V")
 WRITE_POINTS = ("residual", "pre_norm")
 #: the columns a reader without a pre-attention norm leaves undefined (NaN + flags)
 NORM_COLUMNS = ("e_norm", "e_cross", "ratio_lin_tot", "rel_rms", "cross_sign")
