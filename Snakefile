@@ -44,7 +44,7 @@ localrules:
 rule all:
     default_target: True
     input:
-        ALL_TARGETS,
+        targets.all_targets(config),
 
 
 # The end-of-run summary on the console, when this run (re)built it.
