@@ -29,6 +29,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from headgeom import layout
+
 
 def _audit(args) -> int:
     from headgeom.verify.audit import AuditError, audit
@@ -55,7 +57,7 @@ def _claims(args) -> int:
     models = args.models
     if models is None:  # the models the tables were built for
         models = sorted({r for r in _table_models(workdir)})
-    table = build_claims(ledger, workdir / "results" / "tables", models)
+    table = build_claims(ledger, workdir / layout.TABLES_DIR, models)
     sys.stdout.write(table.markdown() if args.format == "md" else table.csv())
     _coverage(args, table.rows)
     return 0
@@ -74,7 +76,7 @@ def _coverage(args, rows) -> None:
 def _table_models(workdir: Path):
     import csv
 
-    for p in sorted((workdir / "results" / "tables").glob("*.csv")):
+    for p in sorted((workdir / layout.TABLES_DIR).glob("*.csv")):
         if p.stem == "claims":
             continue
         with open(p, newline="") as fh:

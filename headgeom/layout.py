@@ -6,7 +6,8 @@ Patterns use Snakemake's ``{wildcard}`` syntax; ``str.format`` fills them."""
 from __future__ import annotations
 
 # the tensor store of one model (headgeom.io.store): the manifest is written last
-TENSORS_DIR = "results/tensors/{model}"
+TENSORS_ROOT = "results/tensors"
+TENSORS_DIR = f"{TENSORS_ROOT}/{{model}}"
 MANIFEST = f"{TENSORS_DIR}/manifest.json"
 TENSORS = f"{TENSORS_DIR}/tensors.safetensors"
 
@@ -29,6 +30,10 @@ TABLE_EXTS = ("csv", "md", "tex", "html")
 FIGURE_EXTS = ("png", "pdf")
 SUMMARY = "results/summary.md"
 LOGS_DIR = "logs"
+
+
+def tensors_dir(model: str) -> str:
+    return TENSORS_DIR.format(model=model)
 
 
 def manifest(model: str) -> str:
