@@ -50,7 +50,6 @@ rule claims:
         "../scripts/claims.py"
 
 
-
 # Sensitivity to the reconstructed choices (headgeom.verify.sensitivity): each alternative of each
 # `choices:` switch rebuilds the tables reading the paper 1 per-head shards (from the shards
 # their sidecars list) and re-reads the ledger; one row per alternative lists the claims whose
@@ -100,7 +99,6 @@ rule choice_sensitivity:
         "../scripts/choice_sensitivity.py"
 
 
-
 # The end-of-run summary (headgeom.verify.summary): per model the headline numbers, each with
 # its table and column, and where the outputs are; printed on the console when a run succeeds.
 from headgeom.verify.summary import tables_read as _summary_tables
@@ -122,4 +120,3 @@ rule summary:
         models=ACTIVE,
     script:
         "../scripts/summary.py"
-
