@@ -56,8 +56,9 @@ class Job:
     cost_model: Callable  # cost_model(job, manifest path or fields, config, wildcards) -> {"mem_mb", "runtime"}
     seed_scheme: str
     log: str  # log path pattern
-    stage: str | None = None  # the scope stage it belongs to (headgeom.jobs.scopes.STAGES); None: activation
-    when: Callable | None = None  # when(pk) -> bool: whether the model (its resolved ``pk`` block) runs any
+    stage: str | None = None  # the scope stage it belongs to (headgeom.jobs.scopes.STAGES): a model's scope
+    #   turns the job off with it; None: no stage (the activation jobs follow activation.models instead)
+    when: Callable | None = None  # when(pk) -> bool: whether the model (its resolved ``pk`` block) runs it
     layers: tuple | None = None  # (dpath under ``pk`` of its layer selection, keep(pk of a layer) or None);
     #   None: every layer (headgeom.jobs.scopes.layers)
     pair_seconds: Callable | None = None  # pair_seconds(fields, config): one layer pair's seconds (fanout)
@@ -86,7 +87,7 @@ class Step:
     name: str
     outputs: dict  # output key -> path pattern
     log: str
-    cost: Callable  # cost(fields, config, wildcards) -> {"mem_mb", "runtime"}
+    cost: Callable  # cost(manifest path or fields, config, wildcards) -> {"mem_mb", "runtime"}
 
     def output(self, **wildcards) -> str:
         """The first output's path."""

@@ -124,8 +124,8 @@ def _job(job):
 
 
 def runs(job, config: dict, model: str) -> bool:
-    """Whether the model has any job of this kind (a registry job or its name): its stage on
-    and its ``when`` true of the model's ``pk`` block. ``config``: the global config. The
+    """Whether the model has any job of this kind (a registry job or its name): its stage (if
+    it has one) on and its ``when`` true of the model's ``pk`` block. ``config``: the global config. The
     activation stage's jobs run for the models of ``activation.models``
     (headgeom.jobs.families.activation_models), not through scopes."""
     from headgeom.jobs.families import activation_models
@@ -133,7 +133,7 @@ def runs(job, config: dict, model: str) -> bool:
     j = _job(job)
     if j.activations:
         return model in activation_models(config)
-    if j.stage not in stages(config, model):
+    if j.stage is not None and j.stage not in stages(config, model):
         return False
     return j.when is None or bool(j.when(model_config(config, model)["pk"]))
 
