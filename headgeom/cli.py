@@ -91,7 +91,7 @@ def _summary(args) -> int:
     workdir = Path(args.directory)
     models = args.models or list(dict.fromkeys(_table_models(workdir)))
     if not models:
-        print(f"headgeom summary: no tables under {workdir / 'results' / 'tables'}; run the pipeline first",
+        print(f"headgeom summary: no tables under {workdir / layout.TABLES_DIR}; run the pipeline first",
               file=sys.stderr)
         return 1
     print(summary_markdown(workdir, models))
