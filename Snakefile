@@ -44,7 +44,7 @@ localrules:
 rule all:
     default_target: True
     input:
-        ALL_TARGETS,
+        targets.all_targets(config),
 
 
 # The end-of-run summary on the console, when this run (re)built it.
@@ -54,7 +54,7 @@ _RUN_STARTED = _time.time()
 
 
 onsuccess:
-    _summary = Path("results/summary.md")
+    _summary = Path(layout.SUMMARY)
     if _summary.is_file() and _summary.stat().st_mtime >= _RUN_STARTED:
         print(f"\n{_summary.read_text(encoding='utf-8')}")
 
@@ -64,7 +64,7 @@ onsuccess:
 onerror:
     from headgeom.jobs.logs import end_of_run_errors as _end_errors
 
-    _lines = _end_errors(log, "logs", since=_RUN_STARTED)
+    _lines = _end_errors(log, layout.LOGS_DIR, since=_RUN_STARTED)
     if _lines:
         print(
             "\nheadgeom: failed jobs (rule (wildcards): error  [log]):",

@@ -96,33 +96,39 @@ class Model:
             raise HeadgeomError(f"no job {job!r} (known: {', '.join(JOBS)})")
         return {k: lookup(self.config, self.name, d) for k, d in JOBS[job].params.items()}
 
+    def _params_of(self, family: str) -> dict:
+        """The params of the job writing shard family ``family`` (the rows computed here are its)."""
+        from headgeom.jobs.families import family as _family
+
+        return self.params(_family(family).job)
+
     def closure(self, layers=None, *, as_pandas: bool = False):
         """Per layer and head: the columns of the paper1_heads shards (closure P, alpha, g_T,
         principal coordinates, split, scrambles, factorial, anchors; docs/methods.md)."""
         from headgeom.jobs.paper1 import heads_rows
 
-        p = self.params("paper1_heads")
+        p = self._params_of("paper1_heads")
         return self._table([heads_rows(self.factors(l), self.name, l, p)[0] for l in self._layers(layers)], as_pandas)
 
     def sibling_pairs(self, layers=None, *, as_pandas: bool = False):
         """Per layer, the ordered sibling pairs of each KV group: the paper1_pairs shard columns."""
         from headgeom.jobs.paper1 import heads_rows
 
-        p = self.params("paper1_heads")
+        p = self._params_of("paper1_heads")
         return self._table([heads_rows(self.factors(l), self.name, l, p)[1] for l in self._layers(layers)], as_pandas)
 
     def pk_within(self, layers=None, *, as_pandas: bool = False):
         """Per layer, every same-kind head pair (kinds ``pk.kinds``): the pk shard columns."""
         from headgeom.jobs.pk import pk_rows
 
-        p = self.params("pk_layer")
+        p = self._params_of("pk")
         return self._table([pk_rows(self.factors(l), self.name, l, p)[0] for l in self._layers(layers)], as_pandas)
 
     def pk_self(self, layers=None, *, as_pandas: bool = False):
         """Per layer, the self-head overlap tests (``pk.self_permutations``): the pk_self shard columns."""
         from headgeom.jobs.pk import pk_rows
 
-        p = self.params("pk_layer")
+        p = self._params_of("pk")
         return self._table([pk_rows(self.factors(l), self.name, l, p, self_overlap=True)[2]
                             for l in self._layers(layers)], as_pandas)
 
@@ -141,7 +147,7 @@ class Model:
         if not segments:
             raise HeadgeomError(f"{self.name}: no writer -> reader layer pair with writer {writer} < reader "
                                 f"{reader} ({L} layers)")
-        cols, _ = pk_cross_rows(self.factors, self.name, L, segments, self.params("pk_cross_layer"))
+        cols, _ = pk_cross_rows(self.factors, self.name, L, segments, self._params_of("pk_cross"))
         return self._table([cols], as_pandas)
 
     # ---------------------------------------------------------------- internals
@@ -207,14 +213,15 @@ def _default_name(entry: dict) -> str:
 def _config(config) -> dict:
     """config/config.yaml with ``config`` merged over it, checked against the schema."""
     from headgeom.core.config import check_config
-    from headgeom.jobs.plan import ROOT, _merge, load_config
+    from headgeom.jobs.plan import ROOT, load_config
+    from headgeom.jobs.scopes import merge
 
     if not (ROOT / "config" / "config.yaml").exists():
         raise ConfigError(f"{ROOT / 'config' / 'config.yaml'} is missing: headgeom.api reads the pipeline's "
                           "defaults from the repository it is installed from (pip install -e)")
     if config is None or isinstance(config, dict):
         cfg = load_config((), None)
-        cfg = _merge(cfg, config or {})
+        cfg = merge(cfg, config or {})
     else:
         files = [config] if isinstance(config, (str, os.PathLike)) else list(config)
         for f in files:

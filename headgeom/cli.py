@@ -29,6 +29,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from headgeom import layout
+
 
 def _audit(args) -> int:
     from headgeom.verify.audit import AuditError, audit
@@ -55,7 +57,7 @@ def _claims(args) -> int:
     models = args.models
     if models is None:  # the models the tables were built for
         models = sorted({r for r in _table_models(workdir)})
-    table = build_claims(ledger, workdir / "results" / "tables", models)
+    table = build_claims(ledger, workdir / layout.TABLES_DIR, models)
     sys.stdout.write(table.markdown() if args.format == "md" else table.csv())
     _coverage(args, table.rows)
     return 0
@@ -74,7 +76,7 @@ def _coverage(args, rows) -> None:
 def _table_models(workdir: Path):
     import csv
 
-    for p in sorted((workdir / "results" / "tables").glob("*.csv")):
+    for p in sorted((workdir / layout.TABLES_DIR).glob("*.csv")):
         if p.stem == "claims":
             continue
         with open(p, newline="") as fh:
@@ -89,7 +91,7 @@ def _summary(args) -> int:
     workdir = Path(args.directory)
     models = args.models or list(dict.fromkeys(_table_models(workdir)))
     if not models:
-        print(f"headgeom summary: no tables under {workdir / 'results' / 'tables'}; run the pipeline first",
+        print(f"headgeom summary: no tables under {workdir / layout.TABLES_DIR}; run the pipeline first",
               file=sys.stderr)
         return 1
     print(summary_markdown(workdir, models))

@@ -18,13 +18,13 @@ REF = {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
 
 # seconds at REF shape (bench/pk_job_costs.py, 2026-11-30; see README "Job costs")
 SECONDS = {
-    "pk_layer": 13.1,              # 4 kinds of bases, pairs, ranks, self-overlap (10,000 perms)
+    "pk_within_layer": 13.1,       # 4 kinds of bases, pairs, ranks, self-overlap (10,000 perms)
     "pk_cross_pair": 27.3,         # per later layer: Q/K/V bases, all writer x reader blocks, angles, weighted
     "pk_null_within_sample": 26.2,  # per sample, both nulls, 4 kinds (rotation 20.2 + reassign 6.0)
     "pk_null_cross_pair_sample": 9.3,  # per layer pair, per sample, per null
 }
 # peak RSS = BASE + factor x layer MiB (measured 1150, 1600, 1290, 2030 MB with 2-3 layers)
-MEM_FACTOR = {"pk_layer": 4.0, "pk_cross_pair": 5.5, "pk_null_within_sample": 4.5}
+MEM_FACTOR = {"pk_within_layer": 4.0, "pk_cross_pair": 5.5, "pk_null_within_sample": 4.5}
 # What a job holds before its data: under SLURM each job runs a Snakemake process (the jobstep,
 # which for an array task also decodes the array's job list) and the job's Python (numpy, pyarrow,
 # headgeom). Measured on the test cluster, whose OverMemoryKill enforces --mem per job step
@@ -53,15 +53,17 @@ def work_ratio(f: dict) -> float:
     return w(f) / w(REF)
 
 
-def pair_seconds(job: str, manifest, n_samples: int = 1, n_null_types: int = 2) -> float:
-    """Seconds of one writer->reader layer pair of a cross-layer job (before SAFETY): what
-    the fan-out (headgeom.jobs.fanout) packs into jobs under the runtime ceiling."""
-    r = work_ratio(_fields(manifest))
-    if job == "pk_null_cross":
-        return SECONDS["pk_null_cross_pair_sample"] * r * n_samples * n_null_types
-    if job == "pk_cross_layer":
-        return SECONDS["pk_cross_pair"] * r
-    raise ValueError(f"no per-pair cost for job {job!r}")
+# Seconds of one writer->reader layer pair of a cross-layer job (before SAFETY): what the
+# fan-out (headgeom.jobs.fanout) packs into jobs under the runtime ceiling (a registry job's
+# pair_seconds).
+
+
+def pk_cross_pair_seconds(manifest) -> float:
+    return SECONDS["pk_cross_pair"] * work_ratio(_fields(manifest))
+
+
+def pk_null_cross_pair_seconds(manifest, n_samples: int = 1, n_null_types: int = 2) -> float:
+    return SECONDS["pk_null_cross_pair_sample"] * work_ratio(_fields(manifest)) * n_samples * n_null_types
 
 
 def _minutes(t_s: float, mem: float) -> dict:
@@ -71,7 +73,7 @@ def _minutes(t_s: float, mem: float) -> dict:
 def pk_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
     """mem_mb and runtime (minutes) of one pk_layer job of this model (4 kinds, ranks, self-overlap)."""
     f = _fields(manifest)
-    return _minutes(SECONDS["pk_layer"] * work_ratio(f), BASE_MB + MEM_FACTOR["pk_layer"] * layer_mib(f))
+    return _minutes(SECONDS["pk_within_layer"] * work_ratio(f), BASE_MB + MEM_FACTOR["pk_within_layer"] * layer_mib(f))
 
 
 def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None) -> dict:
@@ -82,7 +84,7 @@ def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs:
 
     f = _fields(manifest)
     n_pairs = max(f["n_layers"] - 1, 1) if n_pairs is None else n_pairs
-    return _minutes(pair_seconds("pk_cross_layer", f) * n_pairs,
+    return _minutes(pk_cross_pair_seconds(f) * n_pairs,
                     BASE_MB + READER_CACHE_MB + MEM_FACTOR["pk_cross_pair"] * layer_mib(f))
 
 
@@ -106,7 +108,7 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     n_writers = L if n_writers is None else n_writers
     from headgeom.jobs.pk import WRITER_CACHE_MB
 
-    return _minutes(pair_seconds("pk_null_cross", f, n_samples, n_null_types) * n_pairs,
+    return _minutes(pk_null_cross_pair_seconds(f, n_samples, n_null_types) * n_pairs,
                     BASE_MB + min(WRITER_CACHE_MB, n_writers * 8 * f["d_model"] * f["n_heads"] * f["d_head"] / 2**20)
                     + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
 

@@ -15,6 +15,7 @@ import re
 import statistics
 from pathlib import Path
 
+from headgeom import layout
 from headgeom.core.errors import ConfigError
 from headgeom.jobs.families import JOBS
 
@@ -47,7 +48,7 @@ def compare(report, workdir=".", config: dict | None = None) -> dict:
             if parsed is None:
                 continue
             rule, wc = parsed
-            manifest = Path(workdir) / "results" / "tensors" / wc["model"] / "manifest.json"
+            manifest = Path(workdir) / layout.manifest(wc["model"])
             if not manifest.exists():
                 raise ConfigError(f"efficiency report: no manifest {manifest} (run `headgeom costs` in the work "
                                   "directory, or pass -d)")

@@ -6,16 +6,27 @@ its cost model (mem_mb, runtime) and the config keys it reads as params. The rul
 SLURM resources, ``headgeom audit`` (which rule wrote a shard, how to recompute it) and
 docs/outputs.md read it; nothing else lists families.
 
+Each job also carries its stage and schedule (which of its wildcards exist for a model under
+the config: headgeom.jobs.scopes reads them) and, for a fanned-out job, the cost of one layer
+pair (headgeom.jobs.fanout). The two steps that are not per-layer jobs, the fetch and the forward
+pass, are ``STEPS`` entries here (their outputs, log and cost), read by their rule files and by
+``headgeom plan``.
+
 Adding a shard family: write its job function ``run(inputs, outputs, wildcards, params, log)``
-and add one ``Job`` entry to ``JOBS`` (README, "Recipes").
+and add one ``Job`` entry to ``JOBS``, or ``register`` it from a module of your own named in the
+environment variable ``HEADGEOM_PLUGINS`` (comma-separated modules, imported after the built-in
+jobs; README, "Recipes").
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from headgeom import layout
 from headgeom.jobs import costs
 
 # which shards of a family exist for one model (n_layers from its manifest; blocks of the null
@@ -33,13 +44,7 @@ class Family:
 
     @property
     def path(self) -> str:
-        return {
-            "layer": f"results/shards/{self.name}/{{model}}/layer{{layer}}.parquet",
-            "layer_block": f"results/shards/{self.name}/{{model}}/layer{{layer}}/block{{block}}.parquet",
-            "block": f"results/shards/{self.name}/{{model}}/block{{block}}.parquet",
-            "block_part": f"results/shards/{self.name}/{{model}}/block{{block}}/part{{part}}.parquet",
-            "part": f"results/shards/{self.name}/{{model}}/part{{part}}.parquet",
-        }[self.scope]
+        return layout.shard(self.name, self.scope)
 
 
 @dataclass(frozen=True)
@@ -48,9 +53,15 @@ class Job:
     run: Callable  # run(inputs, outputs, wildcards, params, log): the job itself
     outputs: dict  # output key -> (family name, scope)
     params: dict  # param name -> config dpath (passed with lookup(); only what the job reads)
-    cost: Callable  # cost(manifest path or fields, config, wildcards=None) -> {"mem_mb": ..., "runtime": ...}
+    cost_model: Callable  # cost_model(job, manifest path or fields, config, wildcards) -> {"mem_mb", "runtime"}
     seed_scheme: str
     log: str  # log path pattern
+    stage: str | None = None  # the scope stage it belongs to (headgeom.jobs.scopes.STAGES): a model's scope
+    #   turns the job off with it; None: no stage (the activation jobs follow activation.models instead)
+    when: Callable | None = None  # when(pk) -> bool: whether the model (its resolved ``pk`` block) runs it
+    layers: tuple | None = None  # (dpath under ``pk`` of its layer selection, keep(pk of a layer) or None);
+    #   None: every layer (headgeom.jobs.scopes.layers)
+    pair_seconds: Callable | None = None  # pair_seconds(fields, config): one layer pair's seconds (fanout)
     blocks: str | None = None  # "within" / "cross": null-sample blocks (params gain `samples`)
     final_model: bool = False  # also reads the lineage's final checkpoint (params gain `final_model`)
     fanout: str | None = None  # "pairs": layer pairs split into parts (headgeom.jobs.fanout; params gain `pairs`)
@@ -62,6 +73,25 @@ class Job:
 
     def __post_init__(self):
         object.__setattr__(self, "families", tuple(Family(f, self.name, k, s) for k, (f, s) in self.outputs.items()))
+
+    def cost(self, manifest, config, wildcards=None) -> dict:
+        """mem_mb and runtime (minutes) of one job (manifest: a path or the model's fields)."""
+        return self.cost_model(self, manifest, config, wildcards)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step that is not a per-layer job (its own rule file): outputs, log and cost for the rule
+    and for ``headgeom plan``."""
+
+    name: str
+    outputs: dict  # output key -> path pattern
+    log: str
+    cost: Callable  # cost(manifest path or fields, config, wildcards) -> {"mem_mb", "runtime"}
+
+    def output(self, **wildcards) -> str:
+        """The first output's path."""
+        return next(iter(self.outputs.values())).format(**wildcards)
 
 
 # ------------------------------------------------------------------ job entry points
@@ -125,27 +155,43 @@ def run_activation_read_paths(inputs, outputs, wildcards, params, log):
 # ------------------------------------------------------------------ cost models
 
 
-def _pk_cost(model):
-    """Cost of one PK job (costs.<job name>); a fanned-out job's part sizes it (pairs, writers)."""
-    job = model.__name__
+def _pk_cost(model, writers: bool = False):
+    """Cost of one PK job (a costs.pk_* model); a fanned-out job's part sizes it (its pairs, and
+    with ``writers`` its writer layers)."""
 
-    def cost(manifest, config, wildcards=None):
+    def cost(job, manifest, config, wildcards=None):
         nulls = config["pk"]["nulls"]
         extra = {}
-        if JOBS[job].fanout and wildcards is not None and "part" in wildcards:
+        if job.fanout and wildcards is not None and "part" in wildcards:
             from headgeom.jobs import fanout
 
             seg = fanout.part(job, costs._fields(manifest), config, int(wildcards["part"]))
             extra = {"n_pairs": fanout.n_pairs(seg)}
-            if job == "pk_null_cross":
+            if writers:
                 extra["n_writers"] = len({w for w, _, _ in seg})
         return model(manifest, nulls["samples_per_job"], len(nulls["types"]), **extra)
 
     return cost
 
 
+def _null_pair_seconds(fields, config):
+    nulls = config["pk"]["nulls"]
+    return costs.pk_null_cross_pair_seconds(fields, nulls["samples_per_job"], len(nulls["types"]))
+
+
+def _within_nulls(pk) -> bool:
+    """Whether within-layer nulls run under this ``pk`` block (types, kinds and samples)."""
+    n = pk["nulls"]
+    return bool(n["types"]) and bool(n["within_kinds"]) and int(n["within_samples"]) > 0
+
+
+def _any_within_nulls(pk) -> bool:
+    return _within_nulls(pk) or any(_within_nulls({**pk, "nulls": {**pk["nulls"], **e}})
+                                    for e in pk["nulls"].get("by_layer") or [])
+
+
 def _paper1_cost(kind):
-    def cost(manifest, config, wildcards=None):
+    def cost(job, manifest, config, wildcards=None):
         cap = config["paper1"]["capacity"]
         return costs.paper1_resources(kind, manifest, cap["restarts"], cap["iters"])
 
@@ -171,11 +217,11 @@ def activation_tokens(config, section: str) -> int:
 def activation_dir(config, section: str, model: str = "{model}") -> str:
     """The forward job's output directory that a section's jobs read."""
     a = config["activation"][section]
-    return f"results/activations/{model}/{a['corpus']}/{a['n_windows']}x{a['window']}"
+    return layout.activations(model, a["corpus"], a["n_windows"], a["window"])
 
 
 def _activation_cost(kind):
-    def cost(manifest, config, wildcards=None):
+    def cost(job, manifest, config, wildcards=None):
         from headgeom.jobs import activation_costs as act_costs
 
         if kind == "natural_return":
@@ -195,40 +241,48 @@ JOBS = {
             "pk_layer", run_pk_layer,
             outputs={"pairs": ("pk", "layer"), "self_overlap": ("pk_self", "layer")},
             params={"kinds": "pk/kinds", "rank_rtol": "rank_rtol", "self_permutations": "pk/self_permutations"},
-            cost=_pk_cost(costs.pk_layer),
+            cost_model=_pk_cost(costs.pk_layer),
             seed_scheme="self-overlap permutations: rng_for(model, layer, 'self-overlap', test); pairs deterministic",
             log="logs/pk/{model}/layer{layer}.log",
+            stage="pk", when=lambda pk: bool(pk["kinds"]), layers=("layers", None),
         ),
         Job(
             "pk_cross_layer", run_pk_cross,
             outputs={"shard": ("pk_cross", "part")},
             params={"cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol"},
-            cost=_pk_cost(costs.pk_cross_layer),
+            cost_model=_pk_cost(costs.pk_cross_layer),
             seed_scheme="none (deterministic)",
             log="logs/pk_cross/{model}/part{part}.log",
             fanout="pairs",
+            stage="pk", when=lambda pk: bool(pk["cross_kinds"]),
+            pair_seconds=lambda fields, config: costs.pk_cross_pair_seconds(fields),
         ),
         Job(
             "pk_null_within", run_pk_null_within,
             outputs={"shard": ("pk_null_within", "layer_block")},
             params={"types": "pk/nulls/types", "kinds": "pk/nulls/within_kinds", "rank_rtol": "rank_rtol",
                     "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
-            cost=_pk_cost(costs.pk_null_within),
+            cost_model=_pk_cost(costs.pk_null_within),
             seed_scheme="rng_for(model, 'null-within', null, kind, layer, sample)",
             log="logs/pk_null_within/{model}/layer{layer}/block{block}.log",
             blocks="within",
+            # some layer may run them (pk.nulls.by_layer); its layers are those whose nulls run
+            stage="pk", when=_any_within_nulls, layers=("nulls/within_layers", _within_nulls),
         ),
         Job(
             "pk_null_cross", run_pk_null_cross,
             outputs={"shard": ("pk_null_cross", "block_part")},
             params={"types": "pk/nulls/types", "cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol",
                     "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
-            cost=_pk_cost(costs.pk_null_cross),
+            cost_model=_pk_cost(costs.pk_null_cross, writers=True),
             seed_scheme="writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "
                         "reader: rng_for(model, 'null-cross-reader', null, kind, layer_r, sample)",
             log="logs/pk_null_cross/{model}/block{block}/part{part}.log",
             blocks="cross",
             fanout="pairs",
+            stage="pk", when=lambda pk: bool(pk["nulls"]["types"]) and bool(pk["cross_kinds"])
+            and pk["nulls"]["cross_samples"] > 0,
+            pair_seconds=_null_pair_seconds,
         ),
         Job(
             "paper1_heads", run_paper1_heads,
@@ -236,9 +290,10 @@ JOBS = {
             params={"identity_rtol": "closure/identity_rtol", "rank_rtol": "rank_rtol",
                     "scramble_draws": "paper1/scramble_draws", "haar_draws": "paper1/haar_draws",
                     "split_rtol": "paper1/split_rtol", "sv_rtol": "paper1/sv_rtol"},
-            cost=_paper1_cost("heads"),
+            cost_model=_paper1_cost("heads"),
             seed_scheme="rng_for(model, layer, head, draw, purpose) for scramble / Haar draws",
             log="logs/paper1/heads/{model}/layer{layer}.log",
+            stage="paper1",
         ),
         Job(
             "paper1_capacity", run_paper1_capacity,
@@ -248,18 +303,19 @@ JOBS = {
                     "restarts": "paper1/capacity/restarts", "iters": "paper1/capacity/iters",
                     "tol": "paper1/capacity/tol", "window": "paper1/capacity/window",
                     "sample_per_layer": "paper1/capacity/sample_per_layer"},
-            cost=_paper1_cost("capacity"),
+            cost_model=_paper1_cost("capacity"),
             seed_scheme="rng_for(model, layer, head, restart, purpose) for scrambles and capacity restarts",
             log="logs/paper1/capacity/{model}/layer{layer}.log",
             final_model=True,
+            stage="paper1",
         ),
-        # activation stage (docs/methods.md §3; headgeom.activation): per-layer analysis of the forward pass's
+        # activation stage (docs/methods.md §3; headgeom.jobs.activation, headgeom.methods.natural_return, headgeom.methods.read_paths): per-layer analysis of the forward pass's
         # activations (the forward job itself is workflow/rules/activation.smk's activation_forward)
         Job(
             "activation_natural_return", run_activation_natural_return,
             outputs={"shard": ("activation_natural_return", "layer")},
             params={"endpoint": "activation/paper1/endpoint"},
-            cost=_activation_cost("natural_return"),
+            cost_model=_activation_cost("natural_return"),
             seed_scheme="none (deterministic; windows fixed by corpus, n_windows, window, bos)",
             log="logs/activation/natural_return/{model}/layer{layer}.log",
             cache=False,  # its input is the forward pass's directory, which the cache key does not cover
@@ -270,7 +326,7 @@ JOBS = {
             outputs={"shard": ("activation_read_paths", "layer")},
             params={"kinds": "activation/read_paths/kinds", "eps_exact": "activation/read_paths/eps_exact",
                     "write_point": "activation/read_paths/write_point", "rank_rtol": "rank_rtol"},
-            cost=_activation_cost("read_paths"),
+            cost_model=_activation_cost("read_paths"),
             seed_scheme="none (deterministic; windows fixed by corpus, n_windows, window, bos)",
             log="logs/activation/read_paths/{model}/layer{layer}.log",
             cache=False,
@@ -280,6 +336,39 @@ JOBS = {
 }
 
 FAMILIES = {f.name: f for j in JOBS.values() for f in j.families}
+
+
+def register(job: Job) -> Job:
+    """Add a job (and its families) to the registry: what a plugin module calls."""
+    clash = [f.name for f in job.families if f.name in FAMILIES]
+    if job.name in JOBS or job.name in STEPS or clash:
+        raise ValueError(f"job {job.name!r}: the name or families {clash} are already registered")
+    JOBS[job.name] = job
+    FAMILIES.update({f.name: f for f in job.families})
+    return job
+
+
+def _fetch_cost(fields, config, wildcards=None):
+    return {"mem_mb": 4000, "runtime": 30}
+
+
+def _forward_cost(fields, config, wildcards):
+    from headgeom.jobs.activation_costs import forward_resources
+
+    return forward_resources(fields, int(wildcards["nwin"]) * int(wildcards["win"]))
+
+
+# the steps before the per-layer jobs (rules: workflow/rules/fetch.smk, workflow/rules/activation.smk)
+STEPS = {
+    s.name: s
+    for s in (
+        Step("fetch", {"manifest": layout.MANIFEST, "tensors": layout.TENSORS}, "logs/fetch/{model}.log",
+             _fetch_cost),
+        Step("activation_forward", {"acts": layout.ACTIVATIONS},
+             "logs/activation/forward/{model}/{corpus}/{nwin}x{win}.log", _forward_cost),
+    )
+}
+FETCH, FORWARD = STEPS["fetch"], STEPS["activation_forward"]
 
 
 def family(name: str) -> Family:
@@ -295,7 +384,7 @@ def n_parts(job: str, fields: dict, config: dict) -> int:
         return 1
     from headgeom.jobs import fanout
 
-    return len(fanout.parts(job, fields, config))
+    return len(fanout.parts(JOBS[job], fields, config))
 
 
 def shard_paths(name: str, model: str, n_layers: int, blocks: dict[str, range] | None = None,
@@ -318,12 +407,20 @@ def shard_paths(name: str, model: str, n_layers: int, blocks: dict[str, range] |
 
 def family_of(path: str) -> Family:
     """The family of a shard path (results/shards/<family>/...)."""
+    root = Path(layout.SHARDS_ROOT).parts
     parts = Path(path).parts
-    if len(parts) >= 3 and parts[0] == "results" and parts[1] == "shards" and parts[2] in FAMILIES:
-        return FAMILIES[parts[2]]
-    raise KeyError(f"{path}: not a shard of a known family (results/shards/<family>/; known: {', '.join(FAMILIES)})")
+    if len(parts) > len(root) and parts[:len(root)] == root and parts[len(root)] in FAMILIES:
+        return FAMILIES[parts[len(root)]]
+    raise KeyError(f"{path}: not a shard of a known family ({layout.SHARDS_ROOT}/<family>/; known: "
+                   f"{', '.join(FAMILIES)})")
 
 
 def run_job(name: str, inputs: dict, outputs: dict, wildcards: dict, params: dict, log=print) -> None:
     """Run job ``name`` (what workflow/scripts/job.py and ``headgeom audit`` call)."""
     JOBS[name].run(inputs, outputs, wildcards, params, log)
+
+
+# plugin modules (HEADGEOM_PLUGINS=mod[,mod...]): each registers its jobs when imported; the
+# variable reaches the rules, the jobs and `headgeom plan` alike (the environment is inherited)
+for _mod in filter(None, (m.strip() for m in os.environ.get("HEADGEOM_PLUGINS", "").split(","))):
+    importlib.import_module(_mod)

@@ -59,24 +59,20 @@ def n_pairs(part) -> int:
     return sum(r1 - r0 for _, r0, r1 in part)
 
 
-def max_pairs_per_job(job: str, fields: dict, config: dict) -> int:
-    """How many layer pairs one job of ``job`` may hold so that its cost-model runtime
-    (costs.<job>, SAFETY included) stays under the ceiling; at least 1."""
-    nulls = config["pk"]["nulls"]
-    if job == "pk_null_cross":
-        per_pair = costs.SAFETY * costs.pair_seconds(job, fields, nulls["samples_per_job"], len(nulls["types"]))
-    else:
-        per_pair = costs.SAFETY * costs.pair_seconds(job, fields)
+def max_pairs_per_job(job, fields: dict, config: dict) -> int:
+    """How many layer pairs one job of ``job`` (a registry Job) may hold so that its cost-model
+    runtime (its pair_seconds, SAFETY included) stays under the ceiling; at least 1."""
+    per_pair = costs.SAFETY * job.pair_seconds(fields, config)
     return max(1, int(max_job_minutes(config) * 60 // per_pair))
 
 
-def parts(job: str, fields: dict, config: dict) -> list[list[tuple[int, int, int]]]:
+def parts(job, fields: dict, config: dict) -> list[list[tuple[int, int, int]]]:
     """The parts of one model's cross-layer job (fields: the manifest's ``fields``)."""
     return pair_parts(fields["n_layers"], max_pairs_per_job(job, fields, config))
 
 
-def part(job: str, fields: dict, config: dict, index: int) -> list[tuple[int, int, int]]:
+def part(job, fields: dict, config: dict, index: int) -> list[tuple[int, int, int]]:
     ps = parts(job, fields, config)
     if not 0 <= index < len(ps):
-        raise ConfigError(f"fan-out: {job} has parts 0..{len(ps) - 1} for this model, not {index}")
+        raise ConfigError(f"fan-out: {job.name} has parts 0..{len(ps) - 1} for this model, not {index}")
     return ps[index]

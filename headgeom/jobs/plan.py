@@ -21,14 +21,14 @@ from pathlib import Path
 
 import yaml
 
+from headgeom import layout
 from headgeom.core.errors import ConfigError
 from headgeom.jobs import fanout, scopes
-from headgeom.jobs.families import FAMILIES, JOBS, activation_dir, activation_models
+from headgeom.jobs.families import FAMILIES, FETCH, FORWARD, JOBS, STEPS, activation_models
+from headgeom.jobs.scopes import merge
 
 ROOT = Path(__file__).resolve().parents[2]
 SHAPE_KEYS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_head")
-# the fetch rule's own resources (workflow/rules/fetch.smk)
-FETCH = {"mem_mb": 4000, "runtime": 30}
 
 
 @dataclass(frozen=True)
@@ -41,26 +41,18 @@ class PlannedJob:
 
     @property
     def output(self) -> str:
-        if self.rule == "activation_forward":
-            w = self.wildcards
-            return f"results/activations/{self.model}/{w['corpus']}/{w['nwin']}x{w['win']}"
+        if self.rule in STEPS:
+            return STEPS[self.rule].output(model=self.model, **self.wildcards)
         fam = next(f for f in FAMILIES.values() if f.job == self.rule)
         return fam.path.format(model=self.model, **self.wildcards)
-
-
-def _merge(base: dict, edit: dict) -> dict:
-    out = dict(base)
-    for k, v in edit.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
 
 
 def load_config(configfiles=(), overrides: dict | None = None) -> dict:
     """config/config.yaml, then each config file merged over it (as Snakemake does)."""
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     for f in configfiles:
-        cfg = _merge(cfg, yaml.safe_load(Path(f).read_text()) or {})
-    return _merge(cfg, overrides or {})
+        cfg = merge(cfg, yaml.safe_load(Path(f).read_text()) or {})
+    return merge(cfg, overrides or {})
 
 
 def shape_from_file(path) -> dict:
@@ -87,7 +79,7 @@ def shape_from_file(path) -> dict:
 
 def model_shape(model: str, config: dict, workdir=".", shapes: dict | None = None) -> tuple[dict, str]:
     """(fields, where they came from)."""
-    manifest = Path(workdir) / "results" / "tensors" / model / "manifest.json"
+    manifest = Path(workdir) / layout.manifest(model)
     if manifest.exists():
         return shape_from_file(manifest), str(manifest)
     if shapes and model in shapes:
@@ -113,14 +105,11 @@ def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
             r = job.cost(fields, mc, {k: str(v) for k, v in wc.items()})
             out.append(PlannedJob(job.name, model, wc, int(r["mem_mb"]), int(r["runtime"])))
     if act:  # the forward pass: one job per distinct (corpus, windows) of the activation sections
-        from headgeom.jobs.activation_costs import forward_resources
-
-        for section in dict.fromkeys(activation_dir(config, s, model) for s in ("paper1", "read_paths")):
-            corpus, shape = section.split("/")[-2:]
-            n, w = (int(x) for x in shape.split("x"))
-            r = forward_resources(fields, n * w)
-            out.append(PlannedJob("activation_forward", model, {"corpus": corpus, "nwin": n, "win": w},
-                                  int(r["mem_mb"]), int(r["runtime"])))
+        sections = (config["activation"][s] for s in ("paper1", "read_paths"))
+        for wc in dict.fromkeys((a["corpus"], int(a["n_windows"]), int(a["window"])) for a in sections):
+            wc = dict(zip(("corpus", "nwin", "win"), wc))
+            r = FORWARD.cost(fields, config, wc)
+            out.append(PlannedJob(FORWARD.name, model, wc, int(r["mem_mb"]), int(r["runtime"])))
     return out
 
 
@@ -151,7 +140,7 @@ def plan(config: dict, workdir=".", shapes=None, models=None) -> dict:
         if r["largest"] is None or j.runtime > r["largest"].runtime:
             r["largest"] = j
     return {"models": per_model, "rules": rules, "jobs": jobs, "ceiling_min": fanout.max_job_minutes(config),
-            "fetch_min": FETCH["runtime"] if models else 0}
+            "fetch_min": FETCH.cost(None, config)["runtime"] if models else 0}
 
 
 def wall_clock_hours(p: dict, cores: int) -> float:

@@ -297,7 +297,7 @@ def weight_models(config: dict) -> list[str]:
 
 def problems(config: dict) -> list[Problem]:
     """Every problem of the configured run (empty: nothing known to be wrong)."""
-    from headgeom.jobs.families import activation_models
+    from headgeom.jobs.families import FETCH, activation_models
 
     out: list[Problem] = []
     known = config.get("models") or {}
@@ -308,15 +308,15 @@ def problems(config: dict) -> list[Problem]:
             where = [f"paper1.lineages.{k}" for k, members in ((config.get("paper1") or {}).get("lineages") or {}).items()
                      if name in (members or [])]
             named = f" (named in {', '.join(where)})" if where and name not in (config.get("active_models") or []) else ""
-            out.append(Problem("model", name, "fetch",
+            out.append(Problem("model", name, FETCH.name,
                                f"is not under models:{named} (known: {', '.join(sorted(known))})"))
             continue
         m = _Model()
         bad = _source(entry, m)
         arch = _architecture(entry, m)
-        out += [Problem("model", name, "fetch", b) for b in bad]
+        out += [Problem("model", name, FETCH.name, b) for b in bad]
         if arch:
-            out.append(Problem("model", name, "fetch", arch))
+            out.append(Problem("model", name, FETCH.name, arch))
         if name in act and not bad and not arch:
             out += [Problem("model", name, "activation", a, activation_only=True) for a in _activation(entry, m)]
     if act:

@@ -32,26 +32,25 @@ import re
 
 from headgeom.core.errors import ConfigError
 
+# the per-layer stages a scope turns on or off (each registry job names its stage)
 STAGES = ("pk", "paper1")
-# which stage a per-layer job belongs to
-JOB_STAGE = {"pk_layer": "pk", "pk_cross_layer": "pk", "pk_null_within": "pk", "pk_null_cross": "pk",
-             "paper1_heads": "paper1", "paper1_capacity": "paper1"}
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 
 
-def _merge(base, edit):
+def merge(base, edit):
+    """``edit`` merged over ``base``: dicts key by key, lists and scalars replace (copies)."""
     if not isinstance(base, dict) or not isinstance(edit, dict):
         return copy.deepcopy(edit)
     out = dict(base)
     for k, v in edit.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
     return out
 
 
 def scope_of(config: dict, model: str) -> dict:
     """The model's scope: ``models.<m>.scope`` merged with ``scopes.<m>`` ({} when none)."""
     entry = (config.get("models") or {}).get(model) or {}
-    return _merge(entry.get("scope") or {}, (config.get("scopes") or {}).get(model) or {})
+    return merge(entry.get("scope") or {}, (config.get("scopes") or {}).get(model) or {})
 
 
 def stages(config: dict, model: str) -> tuple[str, ...]:
@@ -72,11 +71,11 @@ def model_config(config: dict, model: str, layer: int | None = None) -> dict:
     if not sc.get("pk") and not (layer is not None and config["pk"]["nulls"].get("by_layer")):
         return config
     out = dict(config)
-    out["pk"] = _merge(config["pk"], sc.get("pk") or {})
+    out["pk"] = merge(config["pk"], sc.get("pk") or {})
     if layer is not None:
         for entry in out["pk"]["nulls"].get("by_layer") or []:
             if in_layers(entry["layers"], int(layer)):
-                out["pk"]["nulls"] = _merge(out["pk"]["nulls"], {k: v for k, v in entry.items() if k != "layers"})
+                out["pk"]["nulls"] = merge(out["pk"]["nulls"], {k: v for k, v in entry.items() if k != "layers"})
     return out
 
 
@@ -89,10 +88,6 @@ def in_layers(spec, layer: int) -> bool:
         if (m and int(m.group(1)) <= layer <= int(m.group(2))) or (not m and int(item) == layer):
             return True
     return False
-
-
-def _within_runs(nulls: dict) -> bool:
-    return bool(nulls["types"]) and bool(nulls["within_kinds"]) and int(nulls["within_samples"]) > 0
 
 
 def layer_list(spec, n_layers: int, where: str = "layers") -> list[int]:
@@ -122,42 +117,45 @@ def layer_list(spec, n_layers: int, where: str = "layers") -> list[int]:
     return sorted(out)
 
 
-def runs(job: str, config: dict, model: str) -> bool:
-    """Whether the model has any job of this kind (its stage on, and kinds / types / samples
-    not empty). ``config``: the global config. The activation stage's jobs run for the models of
-    ``activation.models`` (headgeom.jobs.families.activation_models), not through scopes."""
-    from headgeom.jobs.families import JOBS, activation_models
+def _job(job):
+    from headgeom.jobs.families import JOBS
 
-    if JOBS[job].activations:
+    return JOBS[job] if isinstance(job, str) else job
+
+
+def runs(job, config: dict, model: str) -> bool:
+    """Whether the model has any job of this kind (a registry job or its name): its stage (if
+    it has one) on and its ``when`` true of the model's ``pk`` block. ``config``: the global config. The
+    activation stage's jobs run for the models of ``activation.models``
+    (headgeom.jobs.families.activation_models), not through scopes."""
+    from headgeom.jobs.families import activation_models
+
+    j = _job(job)
+    if j.activations:
         return model in activation_models(config)
-    if JOB_STAGE[job] not in stages(config, model):
+    if j.stage is not None and j.stage not in stages(config, model):
         return False
-    pk = model_config(config, model)["pk"]
-    nulls = pk["nulls"]
-    if job == "pk_layer":
-        return bool(pk["kinds"])
-    if job == "pk_cross_layer":
-        return bool(pk["cross_kinds"])
-    if job == "pk_null_within":  # some layer may run them (job_wildcards checks layer by layer)
-        return _within_runs(nulls) or any(_within_runs({**nulls, **e}) for e in nulls.get("by_layer") or [])
-    if job == "pk_null_cross":
-        return bool(nulls["types"]) and bool(pk["cross_kinds"]) and nulls["cross_samples"] > 0
-    return True
+    return j.when is None or bool(j.when(model_config(config, model)["pk"]))
 
 
-def layers(job: str, config: dict, model: str, n_layers: int) -> list[int]:
-    """The layers of a per-layer job (pk_layer: ``pk.layers``; pk_null_within:
-    ``pk.nulls.within_layers``, and there the layers whose nulls (``by_layer`` included) have
-    types, kinds and samples; the paper 1 jobs: every layer)."""
+def layers(job, config: dict, model: str, n_layers: int) -> list[int]:
+    """The layers of a per-layer job: every layer, or the job's layer selection under ``pk``
+    (its ``layers``: dpath, and a per-layer check of the ``pk`` block that layer sees, with
+    ``pk.nulls.by_layer`` applied; those entries' layer lists are checked first)."""
+    j = _job(job)
+    if j.layers is None:
+        return list(range(n_layers))
+    dpath, keep = j.layers
     pk = model_config(config, model)["pk"]
-    if job == "pk_layer":
-        return layer_list(pk.get("layers"), n_layers, f"pk.layers of {model!r}")
-    if job == "pk_null_within":
-        for i, e in enumerate(pk["nulls"].get("by_layer") or []):
-            layer_list(e["layers"], n_layers, f"pk.nulls.by_layer[{i}].layers of {model!r}")  # in range
-        lay = layer_list(pk["nulls"].get("within_layers"), n_layers, f"pk.nulls.within_layers of {model!r}")
-        return [l for l in lay if _within_runs(model_config(config, model, l)["pk"]["nulls"])]
-    return list(range(n_layers))
+    spec = pk
+    for key in dpath.split("/"):
+        spec = (spec or {}).get(key)
+    lay = layer_list(spec, n_layers, f"pk.{dpath.replace('/', '.')} of {model!r}")
+    if keep is None:
+        return lay
+    for i, e in enumerate(pk["nulls"].get("by_layer") or []):
+        layer_list(e["layers"], n_layers, f"pk.nulls.by_layer[{i}].layers of {model!r}")  # in range
+    return [l for l in lay if keep(model_config(config, model, l)["pk"])]
 
 
 def blocks(which: str | None, config: dict, model: str, layer: int | None = None) -> range:
@@ -178,19 +176,19 @@ def samples(which: str, config: dict, model: str, block: int, layer: int | None 
     return list(sample_range(int(nulls[f"{which}_samples"]), int(block), int(nulls["samples_per_job"])))
 
 
-def job_wildcards(job: str, config: dict, model: str, fields: dict) -> list[dict]:
-    """Every job of kind ``job`` for one model (wildcards without ``model``), in the order of
-    layer, block, part. ``fields``: the model's shape (n_layers, ...)."""
-    from headgeom.jobs.families import JOBS, n_parts
+def job_wildcards(job, config: dict, model: str, fields: dict) -> list[dict]:
+    """Every job of kind ``job`` (a registry job or its name) for one model (wildcards without
+    ``model``), in the order of layer, block, part. ``fields``: the model's shape (n_layers, ...)."""
+    from headgeom.jobs.families import n_parts
 
-    if not runs(job, config, model):
+    j = _job(job)
+    if not runs(j, config, model):
         return []
-    j = JOBS[job]
     scope = j.families[0].scope
     mc = model_config(config, model)
     blk = blocks(j.blocks, config, model)
-    parts = range(n_parts(job, fields, mc))
-    lay = layers(job, config, model, fields["n_layers"])
+    parts = range(n_parts(j.name, fields, mc))
+    lay = layers(j, config, model, fields["n_layers"])
     return {
         "layer": lambda: [{"layer": l} for l in lay],
         "layer_block": lambda: [{"layer": l, "block": b} for l in lay for b in blocks(j.blocks, config, model, l)],
@@ -228,23 +226,23 @@ def stage_models(config: dict, models, stage: str) -> list[str]:
 
 
 def describe(config: dict, model: str, fields: dict) -> dict:
-    """What the scope schedules for one model: jobs per kind, null kinds and samples, layers."""
-    from headgeom.jobs.families import JOBS
+    """What the scope schedules for one model: jobs per kind, null kinds and samples, layers
+    (of the jobs writing the within-layer pairs and the two null families)."""
+    from headgeom.jobs.families import FAMILIES, JOBS
 
-    mc = model_config(config, model)
-    pk = mc["pk"]
+    pairs, within, cross = (JOBS[FAMILIES[f].job] for f in ("pk", "pk_null_within", "pk_null_cross"))
+    pk = model_config(config, model)["pk"]
     out = {"stages": list(stages(config, model)),
            "jobs": {j: len(job_wildcards(j, config, model, fields)) for j in JOBS}}
     if "pk" in out["stages"]:
-        n = pk["nulls"]
+        n, w = pk["nulls"], runs(within, config, model)
         out["pk"] = {"kinds": list(pk["kinds"]), "cross_kinds": list(pk["cross_kinds"]),
-                     "layers": layers("pk_layer", config, model, fields["n_layers"]) if runs("pk_layer", config, model) else [],
+                     "layers": layers(pairs, config, model, fields["n_layers"]) if runs(pairs, config, model) else [],
                      "null_types": list(n["types"]),
-                     "within_kinds": list(n["within_kinds"]) if runs("pk_null_within", config, model) else [],
-                     "within_samples": int(n["within_samples"]) if runs("pk_null_within", config, model) else 0,
-                     "within_layers": layers("pk_null_within", config, model, fields["n_layers"])
-                     if runs("pk_null_within", config, model) else [],
-                     "cross_samples": int(n["cross_samples"]) if runs("pk_null_cross", config, model) else 0}
+                     "within_kinds": list(n["within_kinds"]) if w else [],
+                     "within_samples": int(n["within_samples"]) if w else 0,
+                     "within_layers": layers(within, config, model, fields["n_layers"]) if w else [],
+                     "cross_samples": int(n["cross_samples"]) if runs(cross, config, model) else 0}
     return out
 
 

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from headgeom import layout
+
 KINDS = ("table", "figure")
 PAPERS = ("Paper 1", "PK paper")
 HEADS = "paper1_heads"  # the shards whose columns the ``choices:`` switches select (headgeom.outputs.choices)
@@ -60,10 +62,7 @@ class Output:
     headline_rows: Callable | None = None  # row -> (label, value): one summary line per row of the model
 
     def paths(self) -> dict[str, str]:
-        if self.kind == "table":
-            return {ext: f"results/tables/{self.name}.{ext}" for ext in ("csv", "md", "tex", "html")} | {
-                "prov": f"results/tables/{self.name}.prov.json"}
-        return {ext: f"figures/{self.name}.{ext}" for ext in ("png", "pdf")} | {"prov": f"figures/{self.name}.prov.json"}
+        return layout.table_files(self.name) if self.kind == "table" else layout.figure_files(self.name)
 
     @property
     def main(self) -> str:

@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from headgeom import layout
 from headgeom.core.provenance import code_version
 from headgeom.io.checkpoint import contained
 from headgeom.io.files import set_problems, sha256_file
@@ -108,10 +109,10 @@ def table_paths(workdir: Path, table: str) -> tuple[str, Path, Path]:
         name = csv_path.name.removesuffix(".csv")
     else:
         name = table
-        csv_path = workdir / "results" / "tables" / f"{name}.csv"
+        csv_path = workdir / layout.table_files(name)["csv"]
     prov = csv_path.with_name(f"{name}.prov.json")
     if not csv_path.exists():
-        known = sorted(x.stem for x in (workdir / "results" / "tables").glob("*.csv"))
+        known = sorted(x.stem for x in (workdir / layout.TABLES_DIR).glob("*.csv"))
         raise AuditError(f"no table {csv_path} (tables here: {', '.join(known) or 'none'})")
     if not prov.exists():
         raise AuditError(f"{csv_path} has no provenance sidecar {prov.name}")
@@ -275,7 +276,7 @@ def rebuild_table(agg: Aggregation, workdir: Path, out_dir: Path, shard_root: Pa
     out_dir.mkdir(parents=True, exist_ok=True)
     outputs = {ext: str(out_dir / f"{agg.name}.{ext}") for ext in ("csv", "md", "tex")}
     outputs["prov"] = str(out_dir / f"{agg.name}.prov.json")
-    manifests = [str(workdir / "results" / "tensors" / m / "manifest.json") for m in models]
+    manifests = [str(workdir / layout.manifest(m)) for m in models]
     inputs = {fam: [str(Path(roots.get(fam, shard_root)) / p) for p in groups.get(fam, [])]
               for fam in table_output(agg.name).families}
     build_output("table", agg.name, inputs, manifests, list(models), outputs, params)
@@ -290,7 +291,7 @@ def activations_dir(model: str, prov: dict) -> str:
     as its provenance records it: results/activations/<model>/<corpus>/<n>x<w>."""
     act = prov.get("activations") or {}
     win = act.get("windows") or {}
-    return f"results/activations/{model}/{act.get('corpus')}/{win.get('n_windows')}x{win.get('window')}"
+    return layout.activations(model, act.get("corpus"), win.get("n_windows"), win.get("window"))
 
 
 def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, out_root: Path, log=print) -> None:
@@ -307,15 +308,14 @@ def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, ou
         fam = FAMILIES[shard_family(p)]
         job, model = JOBS[fam.job], model_name(prov.get("model"), p)
         params = dict(prov.get("params", {}))
-        tensors = workdir / "results" / "tensors"
         final = model_name(params.get("final_model", model), p)
-        inputs = {"manifest": str(tensors / model / "manifest.json"),
-                  "final_manifest": str(tensors / final / "manifest.json")}
+        inputs = {"manifest": str(workdir / layout.manifest(model)),
+                  "final_manifest": str(workdir / layout.manifest(final))}
         if job.activations:  # the forward pass's directory the shard was computed from (its provenance)
             inputs["acts"] = str(inside(workdir, activations_dir(model, prov), "activations of the shard"))
         outputs = {}
         for f in job.families:
-            rel = p.replace(f"results/shards/{fam.name}/", f"results/shards/{f.name}/", 1)
+            rel = p.replace(f"{layout.SHARDS_ROOT}/{fam.name}/", f"{layout.SHARDS_ROOT}/{f.name}/", 1)
             target = inside(out_root, rel, "shard to recompute")
             shard_family(str(target.relative_to(out_root)))
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -503,7 +503,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         by_model.setdefault(provs[p].get("model"), []).append(p)
     models_for_tensors = list(by_model) or sub_models
     for m in models_for_tensors:
-        sdir = workdir / "results" / "tensors" / model_name(m, f"{prov_path.name}: shard provenance")
+        sdir = workdir / layout.tensors_dir(model_name(m, f"{prov_path.name}: shard provenance"))
         mpath = sdir / "manifest.json"
         if not mpath.exists():
             say(f"  {m}: no tensor store at {sdir.relative_to(workdir)}")
@@ -547,7 +547,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
                     integrity.append(f"{p}: tensor {k} {status}")
     if not contributing:
         for m in sub_models:
-            mp = workdir / "results" / "tensors" / m / "manifest.json"
+            mp = workdir / layout.manifest(m)
             if mp.exists():
                 say(f"    manifest {mp.relative_to(workdir)} sha256 {sha256_file(mp)}")
     say("")
@@ -732,7 +732,7 @@ def feeding_rows(agg: Aggregation, workdir: Path, row_model: str | None, filters
     count of rows at or above it, and the top rows (those at or above that param, or those whose
     value is the number itself, or the largest first)."""
     groups = {fam: [str(workdir / p) for p in ps] for fam, ps in agg.groups.items()}
-    manifests = [str(workdir / "results" / "tensors" / m / "manifest.json") for m in agg.models]
+    manifests = [str(workdir / layout.manifest(m)) for m in agg.models]
     params = dict(agg.params)
     out, data, _provs, fields = prepare("table", agg.name, groups, manifests, params)
     # the builder is rerun on the row's model's rows alone when that makes the row (faster); else on all

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from headgeom import layout
 from headgeom.jobs.activation import FORWARD_SUMMARY, forward_job
 from headgeom.core.provenance import code_version
 from headgeom.io.files import sha256_file, write_set, write_text
@@ -186,8 +187,8 @@ def _rerun_forward(workdir: Path, aggs: list, sw: ForwardSwitch, value, sources:
     """Rerun every forward pass behind ``aggs`` with the forward param set to ``value`` into a
     scratch workdir (tmp/work, the run's tensor store linked in); return that workdir."""
     work = tmp / "work"
-    (work / "results").mkdir(parents=True)
-    (work / "results" / "tensors").symlink_to((workdir / "results" / "tensors").resolve(), target_is_directory=True)
+    (work / layout.TENSORS_ROOT).parent.mkdir(parents=True)
+    (work / layout.TENSORS_ROOT).symlink_to((workdir / layout.TENSORS_ROOT).resolve(), target_is_directory=True)
     for rel, (model, corpus) in _forward_dirs(aggs).items():
         summary = json.loads((audit.inside(workdir, rel, "activations of the shard") / FORWARD_SUMMARY).read_text())
         entry = (sources.get("models") or {}).get(model)
@@ -196,7 +197,7 @@ def _rerun_forward(workdir: Path, aggs: list, sw: ForwardSwitch, value, sources:
             raise NotEvaluated(f"the config entries of model {model!r} and corpus {corpus!r} (to rerun the forward "
                                f"pass {rel}) were not given")
         params = {**summary.get("params", {}), sw.param: value}
-        forward_job(model, entry, workdir / "results" / "tensors" / model, corpus, corpus_entry, work / rel, params,
+        forward_job(model, entry, workdir / layout.tensors_dir(model), corpus, corpus_entry, work / rel, params,
                     log=lambda *a, **k: None)
     return work
 
@@ -317,7 +318,7 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
     ``workers`` > 1 evaluates the alternatives in that many processes (each is independent; rows
     keep their order). ``progress(line)`` gets a line as each alternative ends."""
     workdir = Path(workdir)
-    tables_dir = Path(tables_dir or workdir / "results" / "tables")
+    tables_dir = Path(tables_dir or workdir / layout.TABLES_DIR)
     base = {r["id"]: r for r in build_rows(ledger, tables_dir, models_run)[0]}
     only = None if tables is None else set(tables)
     n = sum(1 for _ in _alternatives(workdir, tables_dir, sources, only))

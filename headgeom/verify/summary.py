@@ -14,6 +14,7 @@ import math
 from collections import Counter
 from pathlib import Path
 
+from headgeom import layout
 from headgeom.outputs import TABLES
 
 def _read(tables_dir: Path, name: str) -> list[dict] | None:
@@ -73,7 +74,7 @@ def tables_read() -> list[str]:
 def summary_markdown(root: Path, models: list[str]) -> str:
     """The summary of the run in work directory ``root`` for ``models``."""
     root = Path(root)
-    tables = root / "results" / "tables"
+    tables = root / layout.TABLES_DIR
     lines = ["# headgeom run summary", ""]
     for model in models:
         lines += [f"## {model}", "", "| headline | value | from |", "|---|---|---|"]

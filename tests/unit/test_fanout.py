@@ -38,15 +38,16 @@ def test_parts_cover_every_pair_once_under_the_cap(L, max_pairs):
 @pytest.mark.parametrize("job", ["pk_cross_layer", "pk_null_cross"])
 def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs(job):
     for fields in (QWEN25_7B, QWEN3_235B):
-        parts = fanout.parts(job, fields, PAPER)
+        parts = fanout.parts(JOBS[job], fields, PAPER)
         for i, p in enumerate(parts):
             r = JOBS[job].cost(fields, PAPER, {"part": i})
             assert r["runtime"] <= 120, (fields, p, r)
             # the job's runtime is its pairs x the per-pair cost (an independent recomputation)
-            per_pair = costs.pair_seconds(job, fields, *((10, 2) if job == "pk_null_cross" else ()))
+            per_pair = (costs.pk_null_cross_pair_seconds(fields, 10, 2) if job == "pk_null_cross"
+                        else costs.pk_cross_pair_seconds(fields))
             assert r["runtime"] == max(5, -(-costs.SAFETY * per_pair * fanout.n_pairs(p) // 60))
         lower = {**PAPER, "fanout": {"max_job_minutes": 30}}
-        assert len(fanout.parts(job, fields, lower)) > len(parts)
+        assert len(fanout.parts(JOBS[job], fields, lower)) > len(parts)
     # unsplit, writer layer 0 at 235B shape / the whole null stage at 7B shape ran for hours / days
     assert costs.pk_cross_layer(QWEN3_235B)["runtime"] > 5 * 60
     assert costs.pk_null_cross(QWEN25_7B, 10, 2)["runtime"] > 24 * 60
@@ -54,7 +55,7 @@ def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs(job)
 
 def test_part_out_of_range_is_a_config_error():
     with pytest.raises(ConfigError, match="parts 0.."):
-        fanout.part("pk_null_cross", QWEN25_7B, PAPER, 10_000)
+        fanout.part(JOBS["pk_null_cross"], QWEN25_7B, PAPER, 10_000)
 
 
 def test_shard_paths_are_block_then_part():
@@ -150,7 +151,7 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     cfg = load_config()
     nulls = cfg["pk"]["nulls"]
     want_layer = costs.pk_layer(QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]))
-    seg = fanout.part("pk_null_cross", QWEN25_7B, cfg, 1)
+    seg = fanout.part(JOBS["pk_null_cross"], QWEN25_7B, cfg, 1)
     want_null = costs.pk_null_cross(QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]),
                                 n_pairs=fanout.n_pairs(seg), n_writers=len({w for w, _, _ in seg}))
     rows = [  # the plugin's CSV: pandas index column, then its columns (steps only)

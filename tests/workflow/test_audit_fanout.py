@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from headgeom.jobs import costs, fanout
+from headgeom.jobs.families import JOBS
 from synth import write_llama
 from tinyrun import CFG, snakemake
 
@@ -26,11 +27,11 @@ def test_audit_of_a_multi_writer_fanout_part(tmp_path, snakemake_bin, root):
     w = tmp_path
     write_llama(w / "ckpt", n_layers=N_LAYERS, closed=((0, 0, 1.5), (2, 3, -0.8)), shards=2)
     # a ceiling that fits 3 layer pairs per pk_cross_layer job: parts [w0 -> 1..3], [w1 -> 2..3, w2 -> 3]
-    per_pair = costs.SAFETY * costs.pair_seconds("pk_cross_layer", FIELDS)
+    per_pair = costs.SAFETY * costs.pk_cross_pair_seconds(FIELDS)
     minutes = 3.5 * per_pair / 60
     cfg = {"models": {"tiny4": {"source": "local", "path": str(w / "ckpt")}}, **CFG,
            "active_models": ["tiny4"], "fanout": {"max_job_minutes": minutes}}
-    parts = fanout.pair_parts(N_LAYERS, fanout.max_pairs_per_job("pk_cross_layer", FIELDS, cfg))
+    parts = fanout.pair_parts(N_LAYERS, fanout.max_pairs_per_job(JOBS["pk_cross_layer"], FIELDS, cfg))
     assert len(parts) >= 2 and any(len(p) > 1 for p in parts), parts
     (w / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     snakemake(snakemake_bin, root, w, "results/tables/pk_table2_lower_bound.csv")

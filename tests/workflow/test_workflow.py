@@ -76,7 +76,7 @@ def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
     assert ranks["O"]["rank_min"] == "12" and ranks["O"]["expected"] == "0" and ranks["K"]["rank_max"] == "12"
     t4 = list(csv.DictReader(open(tiny / "results/tables/pk_table4_null_summary.csv")))
     assert {r["comparison"] for r in t4} >= {"writing, within layer", "writing -> Q, across layers"}
-    # nothing left to do: every table and figure in ALL_TARGETS was built
+    # nothing left to do: every target of headgeom.targets.all_targets was built
     assert "Nothing to be done" in _run(snakemake_bin, root, tiny, "-n")
 
 

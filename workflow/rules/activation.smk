@@ -1,4 +1,4 @@
-# Activation stage (docs/methods.md §3; headgeom/activation): forward passes on text through transformers'
+# Activation stage (docs/methods.md §3; headgeom/jobs/activation.py, headgeom/io/forward.py): forward passes on text through transformers'
 # modeling code, paper 1's natural return and the PK paper's read paths (Figures 4, 5).
 #
 #   activation_forward   results/activations/{model}/{corpus}/{n}x{w}/layer{L}.safetensors: one job per
@@ -20,21 +20,19 @@ wildcard_constraints:
 
 rule activation_forward:
     input:
-        manifest="results/tensors/{model}/manifest.json",
-        tensors="results/tensors/{model}/tensors.safetensors",
+        manifest=layout.MANIFEST,
+        tensors=layout.TENSORS,
         corpus=_act_corpus_file,
     output:
-        directory("results/activations/{model}/{corpus}/{nwin}x{win}"),
+        directory(FORWARD.outputs["acts"]),
     log:
-        "logs/activation/forward/{model}/{corpus}/{nwin}x{win}.log",
+        FORWARD.log,
     conda:
         "../../envs/headgeom.yaml"
     threads: 2
     resources:
-        mem_mb=lambda wc, input: _act_fwd_res(input.manifest, _act_tokens(wc))["mem_mb"],
-        runtime=lambda wc, input: _act_fwd_res(input.manifest, _act_tokens(wc))[
-            "runtime"
-        ],
+        mem_mb=lambda wc, input: _act_fwd_res(wc, input, "mem_mb"),
+        runtime=lambda wc, input: _act_fwd_res(wc, input, "runtime"),
         cpus_per_task=2,
         # one GPU (SLURM profile: sbatch --gpus=1) when activation.device is cuda[:N], for this rule only
         gpu=_act_gpus(config.get("activation", {}).get("device", "cpu")),

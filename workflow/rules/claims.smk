@@ -15,34 +15,32 @@ CLAIMS_LEDGER = within_workdir(
     if config.get("claims", {}).get("ledger")
     else Path(workflow.basedir) / "config" / "claims.yaml"
 )
-_BUILT_TABLES = {
-    Path(t).stem
-    for t in ALL_TARGETS
-    if t.startswith("results/tables/") and t.endswith(".csv")
-}
+_BUILT_TABLES = targets.built_tables(config)
 CLAIMS_TABLES = [
     t for t in _ledger_tables(_load_ledger(CLAIMS_LEDGER)) if t in _BUILT_TABLES
 ]
+
+_CLAIMS_FILES = layout.table_files("claims")
 
 
 rule claims:
     input:
         ledger=CLAIMS_LEDGER,
-        tables=[f"results/tables/{t}.csv" for t in CLAIMS_TABLES],
+        tables=[layout.table_files(t)["csv"] for t in CLAIMS_TABLES],
     output:
-        csv="results/tables/claims.csv",
+        csv=_CLAIMS_FILES["csv"],
         html=report(
-            "results/tables/claims.html",
+            _CLAIMS_FILES["html"],
             caption="../report/table_claims.rst",
             category="Claims",
             subcategory="Tables",
             labels={"name": "claims", "kind": "table"},
         ),
-        md="results/tables/claims.md",
-        tex="results/tables/claims.tex",
-        prov="results/tables/claims.prov.json",
+        md=_CLAIMS_FILES["md"],
+        tex=_CLAIMS_FILES["tex"],
+        prov=_CLAIMS_FILES["prov"],
     log:
-        "logs/tables/claims.log",
+        layout.output_log("table", "claims"),
     localrule: True
     conda:
         "../../envs/headgeom.yaml"
@@ -50,11 +48,6 @@ rule claims:
         models=ACTIVE,
     script:
         "../scripts/claims.py"
-
-
-ALL_TARGETS += [
-    f"results/tables/claims.{ext}" for ext in ("csv", "md", "tex", "html", "prov.json")
-]
 
 
 # Sensitivity to the reconstructed choices (headgeom.verify.sensitivity): each alternative of each
@@ -65,26 +58,28 @@ from headgeom.verify.sensitivity import affected_tables as _choice_tables
 
 CHOICE_TABLES = [t for t in _choice_tables() if t in _BUILT_TABLES]
 
+_CHOICE_FILES = layout.table_files("choice_sensitivity")
+
 
 rule choice_sensitivity:
     input:
         ledger=CLAIMS_LEDGER,
-        tables=[f"results/tables/{t}.csv" for t in CLAIMS_TABLES],
-        provs=[f"results/tables/{t}.prov.json" for t in CHOICE_TABLES],
+        tables=[layout.table_files(t)["csv"] for t in CLAIMS_TABLES],
+        provs=[layout.table_files(t)["prov"] for t in CHOICE_TABLES],
     output:
-        csv="results/tables/choice_sensitivity.csv",
+        csv=_CHOICE_FILES["csv"],
         html=report(
-            "results/tables/choice_sensitivity.html",
+            _CHOICE_FILES["html"],
             caption="../report/table_choice_sensitivity.rst",
             category="Claims",
             subcategory="Tables",
             labels={"name": "choice_sensitivity", "kind": "table"},
         ),
-        md="results/tables/choice_sensitivity.md",
-        tex="results/tables/choice_sensitivity.tex",
-        prov="results/tables/choice_sensitivity.prov.json",
+        md=_CHOICE_FILES["md"],
+        tex=_CHOICE_FILES["tex"],
+        prov=_CHOICE_FILES["prov"],
     log:
-        "logs/tables/choice_sensitivity.log",
+        layout.output_log("table", "choice_sensitivity"),
     localrule: True
     conda:
         "../../envs/headgeom.yaml"
@@ -104,12 +99,6 @@ rule choice_sensitivity:
         "../scripts/choice_sensitivity.py"
 
 
-ALL_TARGETS += [
-    f"results/tables/choice_sensitivity.{ext}"
-    for ext in ("csv", "md", "tex", "html", "prov.json")
-]
-
-
 # The end-of-run summary (headgeom.verify.summary): per model the headline numbers, each with
 # its table and column, and where the outputs are; printed on the console when a run succeeds.
 from headgeom.verify.summary import tables_read as _summary_tables
@@ -119,11 +108,11 @@ SUMMARY_TABLES = [t for t in _summary_tables() if t in _BUILT_TABLES or t == "cl
 
 rule summary:
     input:
-        tables=[f"results/tables/{t}.csv" for t in SUMMARY_TABLES],
+        tables=[layout.table_files(t)["csv"] for t in SUMMARY_TABLES],
     output:
-        md="results/summary.md",
+        md=layout.SUMMARY,
     log:
-        "logs/tables/summary.log",
+        layout.output_log("table", "summary"),
     localrule: True
     conda:
         "../../envs/headgeom.yaml"
@@ -131,6 +120,3 @@ rule summary:
         models=ACTIVE,
     script:
         "../scripts/summary.py"
-
-
-ALL_TARGETS += ["results/summary.md"]

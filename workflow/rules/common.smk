@@ -2,10 +2,17 @@ import json
 import re
 import sys
 
+from headgeom import layout, targets
 from headgeom.core.provenance import code_version
 from headgeom.io.files import within_workdir
 from headgeom.jobs import costs, fanout, scopes, slurm_arrays
-from headgeom.jobs.families import FAMILIES, JOBS as FAMILY_JOBS, activation_dir
+from headgeom.jobs.families import (
+    FAMILIES,
+    FETCH,
+    FORWARD,
+    JOBS as FAMILY_JOBS,
+    activation_dir,
+)
 from headgeom.outputs import OUTPUTS
 
 
@@ -23,7 +30,7 @@ _check_active_models()
 
 def _preflight():
     """Every problem of the run's inputs (sources, checkpoint headers, architectures, tokenizers,
-    corpora), one line each, before any job runs (headgeom.core.preflight; `headgeom check` prints
+    corpora), one line each, before any job runs (headgeom.jobs.preflight; `headgeom check` prints
     the same list). Only the main process checks: every job reads this file again. Under
     --keep-going the list is printed and the run goes on with whatever does not depend on them.
     """
@@ -55,8 +62,8 @@ _preflight()
 slurm_arrays.install()
 
 ACTIVE = list(config["active_models"])
-# every target of `all`; workflow/rules/outputs.smk adds each table's and figure's files
-ALL_TARGETS = []
+# whose shards each output reads, and the models its builder covers (headgeom.targets)
+OUTPUT_MODELS = targets.output_models(config)
 
 
 wildcard_constraints:
@@ -112,7 +119,7 @@ CACHE_ON = bool(workflow.workflow_settings.cache is not None)
 # written) only when it names the cached steps; a bare `--cache` would cache nothing on a cluster. So a
 # bare `--cache` is turned into the list of cacheable rules (the same set a local run caches).
 if CACHE_ON and not workflow.workflow_settings.cache:
-    workflow.workflow_settings.cache = ["fetch"] + [
+    workflow.workflow_settings.cache = [FETCH.name] + [
         j.name for j in FAMILY_JOBS.values() if j.cache
     ]
 
@@ -162,17 +169,10 @@ def job_attempt(wildcards, attempt):
 def JOB_INPUTS(job):
     """The tensor store of the job's model (and of its lineage's final checkpoint; and the
     forward pass's activations for the activation stage's jobs)."""
-    store = {
-        "manifest": "results/tensors/{model}/manifest.json",
-        "tensors": "results/tensors/{model}/tensors.safetensors",
-    }
+    store = {"manifest": layout.MANIFEST, "tensors": layout.TENSORS}
     if job.final_model:
-        store["final_manifest"] = (
-            lambda wc: f"results/tensors/{p1_final(wc.model)}/manifest.json"
-        )
-        store["final_tensors"] = (
-            lambda wc: f"results/tensors/{p1_final(wc.model)}/tensors.safetensors"
-        )
+        store["final_manifest"] = lambda wc: layout.manifest(p1_final(wc.model))
+        store["final_tensors"] = lambda wc: layout.tensors(p1_final(wc.model))
     if job.activations:
         store["acts"] = activation_dir(config, job.activations)
     return store
@@ -219,7 +219,7 @@ def pair_segments(job):
         with open(input.manifest) as fh:
             f = json.load(fh)["fields"]
         mc = scopes.model_config(config, wildcards.model)
-        return [list(s) for s in fanout.part(job.name, f, mc, int(wildcards.part))]
+        return [list(s) for s in fanout.part(job, f, mc, int(wildcards.part))]
 
     return inner
 
@@ -239,14 +239,6 @@ def OUTPUT_FILES(out):
     }
 
 
-def OUTPUT_STAGE_MODELS(out):
-    """The active models an output covers: those whose scope runs its paper's stage
-    (headgeom.jobs.scopes; every active model when no scope narrows the stages)."""
-    return scopes.stage_models(
-        config, ACTIVE, "pk" if out.paper == "PK paper" else "paper1"
-    )
-
-
 def job_gpus(job):
     """GPUs a per-layer job asks a scheduler for (resource `gpu`; the SLURM plugin turns it into
     sbatch --gpus): one for the jobs that run their kernels through the configured backend
@@ -258,11 +250,8 @@ def job_gpus(job):
 
 
 def OUTPUT_BUILDER_MODELS(out):
-    """The models an output's builder covers: the active models whose scope runs its stage, or
-    (activation outputs, lineage outputs) the models of that kind (OUTPUT_MODELS)."""
-    if out.builder_models == "active":
-        return OUTPUT_STAGE_MODELS(out)
-    return OUTPUT_MODELS[out.builder_models]
+    """The models an output's builder covers (headgeom.targets.builder_models)."""
+    return targets.builder_models(out, config)
 
 
 # `snakemake --report` renders each caption with its job's params: there they are the values

@@ -4,17 +4,15 @@ FETCH_KEYS = ("source", "path", "repo_id", "revision", "package")
 
 checkpoint fetch:
     output:
-        manifest="results/tensors/{model}/manifest.json",
-        tensors="results/tensors/{model}/tensors.safetensors",
+        **FETCH.outputs,
     log:
-        "logs/fetch/{model}.log",
+        FETCH.log,
     cache: CACHE_ON
     conda:
         "../../envs/headgeom.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
-        runtime=30,
+        **FETCH.cost(None, config),
         cpus_per_task=1,
     params:
         **({"cache_key": source_key} if CACHE_ON else {}),

@@ -22,13 +22,13 @@ for _out in OUTPUTS.values():
                 for fam in _out.families
             },
             manifests=[
-                f"results/tensors/{m}/manifest.json"
+                layout.manifest(m)
                 for m in dict.fromkeys(ACTIVE + OUTPUT_MODELS[_out.shard_models])
             ],
         output:
             **OUTPUT_FILES(_out),
         log:
-            f"logs/{_out.kind}s/{_out.name}.log",
+            layout.output_log(_out.kind, _out.name),
         localrule: True
         conda:
             "../../envs/headgeom.yaml"
@@ -38,8 +38,3 @@ for _out in OUTPUTS.values():
             models=OUTPUT_BUILDER_MODELS(_out),
         script:
             "../scripts/output.py"
-
-    # not a target of `all` when none of its models runs its stage (headgeom.jobs.scopes), or the
-    # activation stage is off
-    if OUTPUT_BUILDER_MODELS(_out):
-        ALL_TARGETS += list(_out.paths().values())

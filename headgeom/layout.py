@@ -1,0 +1,67 @@
+"""Every path pattern of a run, relative to the work directory: the rule files (Snakefile,
+workflow/rules/*.smk) and the package format these, so a path is spelled once.
+
+Patterns use Snakemake's ``{wildcard}`` syntax; ``str.format`` fills them."""
+
+from __future__ import annotations
+
+# the tensor store of one model (headgeom.io.store): the manifest is written last
+TENSORS_ROOT = "results/tensors"
+TENSORS_DIR = f"{TENSORS_ROOT}/{{model}}"
+MANIFEST = f"{TENSORS_DIR}/manifest.json"
+TENSORS = f"{TENSORS_DIR}/tensors.safetensors"
+
+# the forward pass's per-layer activations of one model, corpus and window shape
+ACTIVATIONS = "results/activations/{model}/{corpus}/{nwin}x{win}"
+
+# shards of a family (headgeom.jobs.families), one pattern per scope
+SHARDS_ROOT = "results/shards"
+SHARD = {
+    "layer": "layer{layer}.parquet",
+    "layer_block": "layer{layer}/block{block}.parquet",
+    "block": "block{block}.parquet",
+    "block_part": "block{block}/part{part}.parquet",
+    "part": "part{part}.parquet",
+}
+
+TABLES_DIR = "results/tables"
+FIGURES_DIR = "figures"
+TABLE_EXTS = ("csv", "md", "tex", "html")
+FIGURE_EXTS = ("png", "pdf")
+SUMMARY = "results/summary.md"
+LOGS_DIR = "logs"
+
+
+def tensors_dir(model: str) -> str:
+    return TENSORS_DIR.format(model=model)
+
+
+def manifest(model: str) -> str:
+    return MANIFEST.format(model=model)
+
+
+def tensors(model: str) -> str:
+    return TENSORS.format(model=model)
+
+
+def shard(family: str, scope: str) -> str:
+    """A family's shard pattern (wildcards: model and the scope's)."""
+    return f"{SHARDS_ROOT}/{family}/{{model}}/{SHARD[scope]}"
+
+
+def activations(model: str, corpus: str, n_windows, window) -> str:
+    return ACTIVATIONS.format(model=model, corpus=corpus, nwin=n_windows, win=window)
+
+
+def table_files(name: str, exts=TABLE_EXTS) -> dict[str, str]:
+    """A table's files by extension, and its provenance sidecar (``prov``)."""
+    return {ext: f"{TABLES_DIR}/{name}.{ext}" for ext in exts} | {"prov": f"{TABLES_DIR}/{name}.prov.json"}
+
+
+def figure_files(name: str) -> dict[str, str]:
+    return {ext: f"{FIGURES_DIR}/{name}.{ext}" for ext in FIGURE_EXTS} | {"prov": f"{FIGURES_DIR}/{name}.prov.json"}
+
+
+def output_log(kind: str, name: str) -> str:
+    """The log of a table's / figure's rule (kind: table / figure)."""
+    return f"{LOGS_DIR}/{kind}s/{name}.log"
