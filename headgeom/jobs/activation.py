@@ -59,6 +59,8 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
     """Run the windows of ``corpus`` through ``model`` and write ``out_dir/layer{l}.safetensors``
     plus ``out_dir/forward.json``. The directory appears whole or not at all."""
     from headgeom.io.forward import capture, open_model, weight_check, weight_mismatch
+    from headgeom.jobs.families import FORWARD  # here: the registry imports this module
+
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
@@ -94,7 +96,7 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
         vocab = int(getattr(lm.tokenizer, "vocab_size", 0) or 0)
         tok_files = dict(lm.tokenizer_files)
     base = {
-        "job": "activation_forward", "model": model, "corpus": corpus, "corpus_record": crec,
+        "job": FORWARD.name, "model": model, "corpus": corpus, "corpus_record": crec,
         "text": text_summary(text), "windows": wrec,
         "tokenizer": {"class": tok_name, "vocab_size": vocab, "files_sha256": tok_files},
         "transformers_class": model_class, "params": params, "code": code_version(),

@@ -49,13 +49,34 @@ from headgeom.verify.claims import build_rows, load_ledger
 
 @dataclass(frozen=True)
 class TableSwitch:
-    """A reconstructed choice that table builders take as a param: evaluated by rebuilding them."""
+    """A reconstructed choice that table builders take as a param: evaluated by rebuilding them.
+    The tables taking it are the registered outputs whose declared params hold its config key."""
     key: str  # config key, dotted
     values: tuple  # values tried (the configured one, read from the table's sidecar, is skipped)
     method: str
-    tables: tuple  # the tables taking it
-    param: tuple  # where it sits in those tables' params
     fallback: object = None  # the builder's default, for a sidecar written before the param existed
+
+    def _takers(self) -> list[tuple[str, tuple]]:
+        """(table, where the key sits in its params) for every table declaring a param above the key."""
+        parts = tuple(self.key.split("."))
+        out = []
+        for name, t in TABLES.items():
+            for pname, dpath in t.params.items():
+                d = tuple(dpath.split("/"))
+                if parts[:len(d)] == d:
+                    out.append((name, (pname, *parts[len(d):])))
+        return out
+
+    @property
+    def tables(self) -> tuple:
+        return tuple(n for n, _ in self._takers())
+
+    @property
+    def param(self) -> tuple:
+        where = {p for _, p in self._takers()}
+        if len(where) != 1:
+            raise ValueError(f"choice {self.key!r}: the tables taking it place it at {sorted(where)}")
+        return where.pop()
 
 
 @dataclass(frozen=True)
@@ -73,10 +94,9 @@ class ShardSwitch:
 
 TABLE_SWITCHES = (
     TableSwitch("paper1.band.membership", ("explanation", "strong"),
-                "paper 1 left-zero band membership (P_iP_j ≈ P_i both ways, or both heads strong)",
-                ("p1_anchors",), ("band", "membership"), "explanation"),
+                "paper 1 left-zero band membership (P_iP_j ≈ P_i both ways, or both heads strong)", "explanation"),
     TableSwitch("paper1.band.explanation", (0.8, 0.85, 0.9, 0.95),
-                "paper 1 left-zero band: τ of ≈ (F_ij and F_ji ≥ τ)", ("p1_anchors",), ("band", "explanation"), 0.9),
+                "paper 1 left-zero band: τ of ≈ (F_ij and F_ji ≥ τ)", 0.9),
 )
 SHARD_SWITCHES = (
     ShardSwitch("activation.paper1.endpoint", ("pooled", "median_cos2"), "methods §3 natural-return endpoint",
