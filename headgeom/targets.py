@@ -5,6 +5,7 @@ output rules and the claims rules call these)."""
 from __future__ import annotations
 
 from headgeom import layout
+from headgeom.core.errors import ConfigError
 from headgeom.jobs import scopes
 from headgeom.jobs.families import activation_models
 from headgeom.outputs import OUTPUTS
@@ -21,11 +22,11 @@ def lineages(config: dict) -> tuple[dict, dict]:
     for name, members in named.items():
         unknown = [m for m in members if m not in config["models"]]
         if unknown:
-            raise ValueError(f"config: paper1.lineages.{name} names {unknown}, which are not under models: "
+            raise ConfigError(f"config: paper1.lineages.{name} names {unknown}, which are not under models: "
                              f"(known: {sorted(config['models'])})")
         for m in members:
             if m in owner:
-                raise ValueError(f"config: paper1.lineages: model {m!r} is in both {owner[m]!r} and {name!r}")
+                raise ConfigError(f"config: paper1.lineages: model {m!r} is in both {owner[m]!r} and {name!r}")
             owner[m] = name
     return named, owner
 

@@ -39,3 +39,21 @@ def test_paths_are_the_layout_patterns():
     assert STEPS["fetch"].outputs == {"manifest": layout.MANIFEST, "tensors": layout.TENSORS}
     assert STEPS["activation_forward"].output(model="m", corpus="c", nwin=2, win=8) == "results/activations/m/c/2x8"
     assert layout.manifest("m") == "results/tensors/m/manifest.json"
+
+
+def test_lineages_name_their_final_checkpoint_and_refuse_unknown_or_shared_models():
+    import pytest
+
+    from headgeom.core.errors import ConfigError
+
+    cfg = load_config()
+    a, b = cfg["active_models"][:2]
+    cfg["paper1"]["lineages"] = {"run": [b, a]}
+    assert targets.final_model(cfg, b) == a and targets.final_model(cfg, a) == a
+    assert targets.output_models(cfg)["lineages"] == [b, a]
+    cfg["paper1"]["lineages"] = {"run": [b, "nope"]}
+    with pytest.raises(ConfigError, match=r"paper1\.lineages\.run names \['nope'\]"):
+        targets.final_model(cfg, b)
+    cfg["paper1"]["lineages"] = {"x": [a], "y": [a, b]}
+    with pytest.raises(ConfigError, match="is in both 'x' and 'y'"):
+        targets.lineages(cfg)
