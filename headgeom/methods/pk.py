@@ -211,6 +211,18 @@ def stacked_rank(bases: np.ndarray, rank_rtol: float = 1e-6) -> int:
     return int(np.sum(np.sqrt(ev) > rank_rtol * np.sqrt(ev[-1]))) if ev.size and ev[-1] > 0 else 0
 
 
+def stacked_singular_values(X: np.ndarray) -> np.ndarray:
+    """Singular values of the stacked matrix [X_1 ... X_n] (D x n d; for the writing factors, the
+    layer's W_O), largest first, from the smaller of its two Grams (eigenvalues = squared singular
+    values); all NaN when a factor is not finite."""
+    n, D, d = X.shape
+    if not np.isfinite(X).all():
+        return np.full(min(D, n * d), np.nan)
+    S = stacked(X)
+    G = S.T @ S if n * d <= D else S @ S.T
+    return np.sqrt(np.clip(np.linalg.eigvalsh(G), 0.0, None))[::-1]
+
+
 def pk_layer(f, kinds=KINDS, rank_rtol: float = 1e-6, return_spaces: bool = False):
     """Within-layer PK for every kind. Returns (pair columns, per-kind layer facts[, spaces])."""
     cols: dict[str, list] = {k: [] for k in ("kind", "head_i", "head_j", "pk", "rho", "min_angle_deg", "dim_i", "dim_j", "flags")}
@@ -225,6 +237,8 @@ def pk_layer(f, kinds=KINDS, rank_rtol: float = 1e-6, return_spaces: bool = Fals
         defect, expected = direct_sum_defect(ranks, layer_rank, X.shape[0], X.shape[2], X.shape[1])
         facts[kind] = {"ranks": ranks.tolist(), "layer_rank": layer_rank, "direct_sum_defect": defect,
                        "expected_defect": expected, "n_heads": int(X.shape[0])}
+        if kind == "O":  # the spectrum of W_O^l itself (PK §5.3: a few strong write directions)
+            facts[kind]["singular_values"] = [float(x) for x in stacked_singular_values(X)]
     cols = {k: np.concatenate(v) if v else np.array([]) for k, v in cols.items()}
     return (cols, facts, spaces) if return_spaces else (cols, facts)
 

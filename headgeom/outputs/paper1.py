@@ -421,7 +421,7 @@ def _layer_keys(cols: dict, s) -> np.ndarray:
 @table("p1_orientation_scramble", families=(HEADS,), params=ST)
 def p1_orientation_scramble(paper1_heads: dict, models: list[str], strong_threshold: float) -> Table:
     """**Paper 1, orientation scramble.** Trained closure against signed-permutation scrambles and the Haar
-    audit of K (singular values, D and spans fixed)."""
+    audit of K (singular values, D and spans fixed); the scramble draws evaluated (heads × draws)."""
     heads, threshold = paper1_heads, strong_threshold
     rows = []
     for m, s in _groups_pooled(heads, models):
@@ -445,6 +445,7 @@ def p1_orientation_scramble(paper1_heads: dict, models: list[str], strong_thresh
             "diff": st["diff"], "layers_pos": _frac(lay_pos, n_lay),
             "beat_ex": _frac(st["beat_ex"], st["n_ex"]),
             "beat_ex_pct": 100.0 * st["beat_ex"] / st["n_ex"] if st["n_ex"] else NAN, "diff_ex": st["diff_ex"],
+            "draws": int(np.isfinite(scr).sum()),
             "scr_max": _max(scr), "scr_085": int(np.sum(np.isfinite(scr) & (scr >= 0.85))),
             "haar_median": _med(haar), "beat_h_pct": 100.0 * st["beat_h"] / st["n_h"] if st["n_h"] else NAN,
             "diff_h": st["diff_h"], "layers_pos_h": _frac(lay_pos_h, n_lay), "sv_max": _max(sv),
@@ -459,7 +460,7 @@ def p1_orientation_scramble(paper1_heads: dict, models: list[str], strong_thresh
             _C("diff", "Median P−R", "{:.3g}"), _C("layers_pos", "Layers median P−R > 0"),
             _C("beat_ex", "P > R (non-strong)"), _C("beat_ex_pct", "% (non-strong)", "{:.2f}"),
             _C("diff_ex", "Median P−R (non-strong)", "{:.3g}"),
-            _C("scr_max", "Max scramble", "{:.3g}"), _C("scr_085", "Scrambles ≥ 0.85"),
+            _C("draws", "Scramble draws"), _C("scr_max", "Max scramble", "{:.3g}"), _C("scr_085", "Scrambles ≥ 0.85"),
             _C("haar_median", "Median Haar", "{:.2e}"), _C("beat_h_pct", "% P > Haar median", "{:.2f}"),
             _C("diff_h", "Median P−R_Haar", "{:.3g}"), _C("layers_pos_h", "Layers Haar diff > 0"),
             _C("sv_max", "Max sv rel. err", "{:.1e}"),

@@ -518,6 +518,34 @@ def pk_sec5_1_ranks(provs: dict, models) -> Table:
                   Column("folded", "Folded into reading spaces")], rows)
 
 
+@table("pk_sec5_3_wo_spectrum", families=("pk",))
+def pk_sec5_3_wo_spectrum(provs: dict, models) -> Table:
+    """**PK paper, §5.3 (singular values of W_O per layer).** The singular values of each layer's
+    output projection W_O^l = [W_O^1 … W_O^H] (D x H d), from the pk shards' layer facts: how many,
+    the three largest, the median (the bulk), the 10th and 90th percentiles, and the largest over the
+    median."""
+    # One row per model and layer, from the spectrum the pk job keeps in its layer facts.
+    rows = []
+    for p in provs["pk"]:
+        prov = p["provenance"]
+        sv = (prov.get("layer_facts", {}).get("O") or {}).get("singular_values")
+        if prov["model"] not in models or sv is None:
+            continue
+        sv = np.sort(np.asarray(sv, float))[::-1]
+        top = [float(sv[k]) if sv.size > k else None for k in range(3)]
+        med = float(np.median(sv)) if sv.size else float("nan")
+        rows.append({"model": prov["model"], "layer": int(prov["layer"]), "n": int(sv.size),
+                     "s1": top[0], "s2": top[1], "s3": top[2], "median": med,
+                     "p10": finite_quantile(sv, 0.10), "p90": finite_quantile(sv, 0.90),
+                     "s1_over_median": top[0] / med if top[0] is not None and med > 0 else None})
+    rows.sort(key=lambda r: (models.index(r["model"]), r["layer"]))
+    return Table("pk_sec5_3_wo_spectrum", "Singular values of each layer's W_O^l (D x H d).",
+                 [Column("model", "Model"), Column("layer", "Layer"), Column("n", "Singular values"),
+                  Column("s1", "s1", "{:.3f}"), Column("s2", "s2", "{:.3f}"), Column("s3", "s3", "{:.3f}"),
+                  Column("median", "Median (bulk)", "{:.3f}"), Column("p10", "p10", "{:.3f}"),
+                  Column("p90", "p90", "{:.3f}"), Column("s1_over_median", "s1 / median", "{:.2f}")], rows)
+
+
 @table("pk_fig3_fig9_conditions", families=ALL4, params=NULLS)
 def pk_fig3_fig9_conditions(data, fields, models, null_types) -> Table:
     """**PK paper, every condition (Figures 3 and 9 data).** One row per layer (within-layer pairs of each
@@ -1041,13 +1069,28 @@ def pk_sec5_3_null_samples(data, fields, models, null_types) -> Table:
                  "(min, mean, max over samples) beside the observed values.", cols, rows)
 
 
+def _rank_within(rows: list[dict], key: str, out: str, group: tuple) -> None:
+    """Set rows[i][out] to the rank of rows[i][key] among the rows sharing the ``group`` columns
+    (1: the largest; a NaN value gets no rank, None); ties keep row order."""
+    groups = defaultdict(list)
+    for r in rows:
+        groups[tuple(r[g] for g in group)].append(r)
+    for members in groups.values():
+        for r in members:
+            r[out] = None
+        ranked = sorted((r for r in members if np.isfinite(r[key])), key=lambda r: -r[key])
+        for k, r in enumerate(ranked, 1):
+            r[out] = k
+
+
 @table("pk_appendix_f_layer_stats", families=("pk", "pk_cross"))
 def pk_appendix_f_layer_stats(data, fields, models) -> Table:
     """**PK paper, §5.2, Appendices F and G (per layer and layer pair).** One row per layer (within-layer pairs
     of each kind) and per writer → reader layer pair (per reading kind): pairs, mean and SD of ρ, mean ρ
-    over the isotropic value d/D, SD over the random-subspace SD, the mean over pairs of the pair
-    minimum angle, and across layers the distance reader − writer and the mean and median over head
-    pairs of the weighted measure D‖RB‖²/(‖R‖²‖B‖²)."""
+    over the isotropic value d/D (whether below it, and by how many random-subspace SDs), SD over the
+    random-subspace SD and its rank among the model's rows of that scope and kind (1: the largest),
+    the mean and median over pairs of the pair minimum angle, and across layers the distance reader − writer and
+    the mean and median over head pairs of the weighted measure D‖RB‖²/(‖R‖²‖B‖²)."""
     # One row per layer (within-layer pairs of each kind) and writer -> reader layer pair: mean ρ
     # over the isotropic value d/D, SD over the random-subspace SD, the mean over pairs of the
     # pair minimum angle, and (across layers) the layer distance and the mean and median of the
@@ -1075,16 +1118,22 @@ def pk_appendix_f_layer_stats(data, fields, models) -> Table:
                    "layer_r": None if scope == "within" else key[2], "kind": key[-1],
                    "distance": None if scope == "within" else key[2] - key[1],
                    "n_pairs": int(rho.size), "mean": float(rho.mean()), "sd": float(rho.std(ddof=0)),
-                   "mean_over_iso": float(rho.mean()) / iso, "sd_over_random": float(rho.std(ddof=0)) / iso_sd,
-                   "mean_min_angle": float(np.nanmean(ang)), "mean_weighted": None, "median_weighted": None}
+                   "mean_over_iso": float(rho.mean()) / iso, "below_iso": bool(rho.mean() < iso),
+                   "sds_below_iso": (iso - float(rho.mean())) / iso_sd, "sd_over_random": float(rho.std(ddof=0)) / iso_sd,
+                   "mean_min_angle": float(np.nanmean(ang)), "median_min_angle": float(np.nanmedian(ang)),
+                   "mean_weighted": None, "median_weighted": None}
             if scope == "cross":
                 w = np.asarray(src["weighted"][idx], float)
                 row.update(mean_weighted=float(np.nanmean(w)), median_weighted=float(np.nanmedian(w)))
             rows.append(row)
+    _rank_within(rows, "sd", "sd_rank", ("model", "scope", "kind"))
     cols = [Column("model", "Model"), Column("scope", "Scope"), Column("kind", "Kind"), Column("layer", "Layer"),
             Column("layer_r", "Reader layer"), Column("distance", "Distance"), Column("n_pairs", "Pairs"),
             Column("mean", "Mean ρ", _F4), Column("sd", "SD", _F4), Column("mean_over_iso", "Mean / (d/D)", "{:.3f}"),
-            Column("sd_over_random", "SD / random SD", _F2), Column("mean_min_angle", "Mean pair min angle (°)", _F2),
+            Column("below_iso", "Mean < d/D"), Column("sds_below_iso", "(d/D − mean) / random SD", "{:.1f}"),
+            Column("sd_over_random", "SD / random SD", _F2), Column("sd_rank", "SD rank"),
+            Column("mean_min_angle", "Mean pair min angle (°)", _F2),
+            Column("median_min_angle", "Median pair min angle (°)", _F2),
             Column("mean_weighted", "Mean weighted", "{:.3f}"), Column("median_weighted", "Median weighted", "{:.3f}")]
     return Table("pk_appendix_f_layer_stats", "Per layer and writer→reader layer pair: mean ρ / (d/D), SD / random-subspace SD, "
                  "mean pair minimum angle, and the weighted measure over head pairs.", cols, rows)
@@ -1093,7 +1142,7 @@ def pk_appendix_f_layer_stats(data, fields, models) -> Table:
 @table("pk_appendix_f_cross_distance", families=CROSS, params=NULLS)
 def pk_appendix_f_cross_distance(data, fields, models, null_types) -> Table:
     """**PK paper, Appendix F (ρ by layer distance).** Per model, reading kind and distance Δ = reader − writer
-    layer: layer pairs, the mean over them of their mean ρ (and over d/D), layer pairs with null
+    layer: layer pairs, the mean over them of their mean ρ (and over d/D, and whether below it), layer pairs with null
     samples, and those whose mean lies below / above every null sample, also as k/n (null types: {{
     snakemake.params.null_types|join(', ') }})."""
     # One row per model, reading kind and layer distance Δ = reader − writer: layer pairs, the
@@ -1115,11 +1164,13 @@ def pk_appendix_f_cross_distance(data, fields, models, null_types) -> Table:
         above = [c.get("mean_above_all") for _, c in items if c.get("mean_above_all") is not None]
         rows.append({"model": m, "kind": k, "distance": dist, "layer_pairs": len(items),
                      "mean_rho": float(means.mean()), "mean_over_iso": float(means.mean()) / isotropic_rho(f["d_head"], f["d_model"]),
+                     "below_iso": bool(means.mean() < isotropic_rho(f["d_head"], f["d_model"])),
                      "with_nulls": len(below), "mean_below_all": int(sum(below)), "mean_above_all": int(sum(above)),
                      "below_frac": f"{int(sum(below))}/{len(below)}", "above_frac": f"{int(sum(above))}/{len(above)}"})
     cols = [Column("model", "Model"), Column("kind", "Kind"), Column("distance", "Distance"),
             Column("layer_pairs", "Layer pairs"), Column("mean_rho", "Mean ρ", _F4),
-            Column("mean_over_iso", "Mean / (d/D)", "{:.3f}"), Column("with_nulls", "Pairs with null samples"),
+            Column("mean_over_iso", "Mean / (d/D)", "{:.3f}"), Column("below_iso", "Mean < d/D"),
+            Column("with_nulls", "Pairs with null samples"),
             Column("mean_below_all", "Mean below all"), Column("mean_above_all", "Mean above all"),
             Column("below_frac", "Below all / with nulls"), Column("above_frac", "Above all / with nulls")]
     return Table("pk_appendix_f_cross_distance", "Writer→reader overlap grouped by layer distance.", cols, rows)
@@ -1129,7 +1180,7 @@ def pk_appendix_f_cross_distance(data, fields, models, null_types) -> Table:
 def pk_appendix_h_self_layers(data, models) -> Table:
     """**PK paper, Appendix H (per layer).** Self-head overlap per layer and test (V reading vs writing, Q vs
     own group's K, Q vs writing): the observed mean over heads of ρ, the label-permutation mean, its p,
-    permutations and whether they were exhaustive."""
+    permutations, whether they were exhaustive, and whether p is the smallest the test gives, 1/(n+1)."""
     # One row per model, layer and self-overlap test: the observed mean ρ, the permutation mean
     # and its p.
     s = data.get("pk_self", {})
@@ -1140,11 +1191,14 @@ def pk_appendix_h_self_layers(data, models) -> Table:
                 continue
             rows.append({"model": str(s["model"][i]), "layer": int(s["layer"][i]), "test": str(s["test"][i]),
                          "observed": float(s["observed"][i]), "null_mean": float(s["null_mean"][i]),
-                         "p": float(s["p"][i]), "n_null": int(s["n_null"][i]), "exact": bool(s["exact"][i])})
+                         "p": float(s["p"][i]), "n_null": int(s["n_null"][i]), "exact": bool(s["exact"][i]),
+                         # the smallest p the test can give, 1/(n+1): the observed above every permutation
+                         "at_min_p": bool(np.isclose(float(s["p"][i]), 1.0 / (int(s["n_null"][i]) + 1)))})
     rows.sort(key=lambda r: (r["model"], r["test"], r["layer"]))
     cols = [Column("model", "Model"), Column("test", "Test"), Column("layer", "Layer"),
             Column("observed", "Observed", _F4), Column("null_mean", "Permutation mean", _F4),
-            Column("p", "p", "{:.4f}"), Column("n_null", "Permutations"), Column("exact", "Exhaustive")]
+            Column("p", "p", "{:.4f}"), Column("n_null", "Permutations"), Column("exact", "Exhaustive"),
+            Column("at_min_p", "p = 1/(n+1)")]
     return Table("pk_appendix_h_self_layers", "Self-head overlap per layer against label permutations.", cols, rows)
 
 

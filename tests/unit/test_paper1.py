@@ -462,6 +462,7 @@ def test_tables_on_planted_layers():
     assert an["rank1"] == "2/2" and np.isclose(an["anchor"], 1.0)
     sc = R.p1_orientation_scramble(heads, ["m"], 0.9).rows[0]
     assert sc["heads"] == 8 and sc["sv_max"] < 1e-12
+    assert sc["draws"] == sum(int(np.isfinite(np.asarray(v, float)).sum()) for v in heads["P_scramble"]) > 8
     sw = R.p1_threshold_sweep(heads, ["m"], [0.75, 0.9])
     assert [r["t"] for r in sw.rows] == [0.75, 0.9]
     for tab in (t2, t4, sw, R.p1_orientation_layers(heads, ["m"], 0.9), R.p1_factorial(heads, ["m"]),

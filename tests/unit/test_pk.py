@@ -96,3 +96,21 @@ def test_pk_layer_kinds_and_direct_sum_defect():
     assert facts["O"]["direct_sum_defect"] == facts["O"]["expected_defect"] == 8
     sel = np.array(kinds) == "O"
     assert np.all(cols["rho"][sel] > 0) and np.all(cols["rho"][sel] <= 1 + 1e-12)
+
+
+@pytest.mark.parametrize("H, D, d", [(6, 16, 4), (3, 32, 4)])  # H d > D (the D x D Gram) and H d < D
+def test_stacked_singular_values_are_those_of_the_explicit_w_o(H, D, d):
+    W_O = rng.standard_normal((H, D, d)) * rng.uniform(0.1, 3.0, (H, 1, d))
+    explicit = np.hstack([W_O[h] for h in range(H)])  # D x H d, head by head
+    want = np.linalg.svd(explicit, compute_uv=False)
+    got = pk.stacked_singular_values(W_O)
+    assert got.shape == (min(D, H * d),)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12 * want[0])
+    f = LayerFactors(W_Q=rng.standard_normal((H, d, D)), W_K=rng.standard_normal((1, d, D)),
+                     W_V=rng.standard_normal((1, d, D)), W_O=W_O, kv_group=np.zeros(H, int),
+                     norm_gain=np.ones(D), norm_type="rmsnorm")
+    np.testing.assert_allclose(pk.pk_layer(f, kinds=("O",))[1]["O"]["singular_values"], want, rtol=1e-10,
+                               atol=1e-12 * want[0])
+    bad = W_O.copy()
+    bad[0, 0, 0] = np.nan
+    assert np.isnan(pk.stacked_singular_values(bad)).all()

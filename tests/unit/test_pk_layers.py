@@ -20,7 +20,8 @@ def _data(seed=0, n_layers=4, H=4, n_samples=5):
         for kind in ("O", "Q"):
             for _ in range(H * (H - 1) // 2):
                 pk["model"].append("m"), pk["layer"].append(layer), pk["kind"].append(kind)
-                pk["rho"].append(rng.uniform(0.05, 0.4)), pk["min_angle_deg"].append(rng.uniform(5, 60))
+                hi = 0.18 if (kind, layer) in (("Q", 0), ("Q", 1)) else 0.4  # two layers' mean below d/D
+                pk["rho"].append(rng.uniform(0.05, hi)), pk["min_angle_deg"].append(rng.uniform(5, 60))
     cross = {c: [] for c in ("model", "layer", "layer_r", "kind", "head_w", "head_r", "rho", "min_angle_deg",
                              "weighted", "lambda_min_S")}
     for lw in range(n_layers):
@@ -117,6 +118,12 @@ def test_layer_stats_against_numpy(data):
         assert r["mean_over_iso"] == pytest.approx(rho.mean() / iso, rel=1e-12)
         assert r["sd_over_random"] == pytest.approx(np.std(rho) / iso_sd, rel=1e-12)
         assert r["mean_min_angle"] == pytest.approx(np.mean(src["min_angle_deg"][s]), rel=1e-12)
+        assert r["median_min_angle"] == pytest.approx(np.median(src["min_angle_deg"][s]), rel=1e-12)
+        assert r["below_iso"] == bool(rho.mean() < iso)
+        assert r["sds_below_iso"] == pytest.approx((iso - rho.mean()) / iso_sd, rel=1e-12)
+        # the SD's rank among the rows of that scope and kind, by counting the larger SDs
+        peers = [q["sd"] for q in t.rows if (q["scope"], q["kind"]) == (r["scope"], r["kind"])]
+        assert r["sd_rank"] == 1 + sum(x > r["sd"] for x in peers)
         if r["scope"] == "cross":
             w = src["weighted"][s]
             assert r["distance"] == r["layer_r"] - r["layer"]
@@ -142,6 +149,7 @@ def test_cross_distance_against_numpy(data):
         assert r["layer_pairs"] == len(pairs) and r["with_nulls"] == len(pairs)
         assert r["mean_rho"] == pytest.approx(np.mean(means), rel=1e-12)
         assert r["mean_over_iso"] == pytest.approx(np.mean(means) / (d / D), rel=1e-12)
+        assert r["below_iso"] == bool(np.mean(means) < d / D)
         assert (r["mean_below_all"], r["mean_above_all"]) == (below, above)
         assert r["below_frac"] == f"{below}/{len(pairs)}" and r["above_frac"] == f"{above}/{len(pairs)}"
 
@@ -153,6 +161,16 @@ def test_self_layers_rows_are_the_shard_rows(data):
     for r in t.rows:
         i = int(np.where(_sel(s, layer=r["layer"], test=r["test"]))[0][0])
         assert (r["observed"], r["null_mean"], r["p"]) == (s["observed"][i], s["null_mean"][i], s["p"][i])
+        assert r["at_min_p"] == (s["p"][i] == 1 / (s["n_null"][i] + 1))
+
+
+def test_self_layers_mark_the_smallest_attainable_p():
+    """p = (k+1)/(n+1): 1/24 with 23 permutations is the floor (marked), 2/24 is not; 1/101 with 100."""
+    s = {"model": np.array(["m"] * 3), "layer": np.array([0, 1, 2]), "test": np.array(["V_vs_O"] * 3),
+         "observed": np.ones(3), "null_mean": np.zeros(3), "p": np.array([1 / 24, 2 / 24, 1 / 101]),
+         "n_null": np.array([23, 23, 100]), "exact": np.array([True, True, False])}
+    t = pk_layers.pk_appendix_h_self_layers({"pk_self": s}, ["m"])
+    assert [r["at_min_p"] for r in t.rows] == [True, False, True]
 
 
 def test_the_data_exercises_both_sides_of_every_comparison(data):
@@ -161,3 +179,72 @@ def test_the_data_exercises_both_sides_of_every_comparison(data):
     t = pk_layers.pk_sec5_3_null_samples(data, FIELDS, ["m"], TYPES)
     for col in ("sd_above_all", "angle_below_all", "angle_above_all"):
         assert {r[col] for r in t.rows} == {True, False}, col
+    ls = pk_layers.pk_appendix_f_layer_stats(data, FIELDS, ["m"])
+    assert {r["below_iso"] for r in ls.rows} == {True, False}
+
+
+NEW_READS = ("pk.s52.typical.rho_qwen", "pk.s52.typical.angle", "pk.s55.qwen7b.V_low_ratio.layers",
+             "pk.s55.qwen7b.V_low_ratio.ratio", "pk.s55.qwen7b.V_low_ratio.sds", "pk.appE.qwen7b.top5",
+             "pk.appF.qwen7b.Q1_meanangle.V_six", "pk.appH.qwen7b.layers.at_min", "pk.appF.distance.qwen_d1",
+             "pk.appF.distance.qwen_d1_iso", "pk.appF.distance.qwen_iso_at", "pk.appF.distance.qwen_V_below",
+             "pk.appF.distance.qwen_V", "pk.appH.qwen7b.pmin")
+
+
+def test_ledger_reads_of_the_per_layer_tables_find_their_rows(tmp_path):
+    """The ledger's range / count / rank reads over the per-layer tables (config/claims.yaml) get a
+    pipeline value from tables the builders wrote, each equal to the numpy reduction of the rows."""
+    from pathlib import Path
+
+    from headgeom.verify.claims import build_rows, load_ledger
+
+    m = "qwen2.5-7b"
+    data = {}
+    for fam, cols in _data(seed=1).items():
+        cols = dict(cols, model=np.full(len(cols["model"]), m))
+        if fam in ("pk", "pk_null_within"):  # within-layer kinds O and V (V below d/D in layers 0, 1)
+            cols["kind"] = np.where(cols["kind"] == "Q", "V", cols["kind"])
+        if fam == "pk_cross":  # V below d/D from distance 2 on, Q at distance 3
+            dist, kind = cols["layer_r"] - cols["layer"], cols["kind"]
+            cols["rho"] = cols["rho"] * np.where(((kind == "V") & (dist >= 2)) | ((kind == "Q") & (dist == 3)), 0.5, 1.0)
+        data[fam] = cols
+    fields = {m: FIELDS["m"]}
+    tables = {"pk_appendix_f_layer_stats": pk_layers.pk_appendix_f_layer_stats(data, fields, [m]),
+              "pk_appendix_f_cross_distance": pk_layers.pk_appendix_f_cross_distance(data, fields, [m], TYPES),
+              "pk_appendix_h_self_layers": pk_layers.pk_appendix_h_self_layers(data, [m]),
+              "pk_fig3_fig9_conditions": pk_layers.pk_fig3_fig9_conditions(data, fields, [m], TYPES)}
+    for name, t in tables.items():
+        (tmp_path / f"{name}.csv").write_text(t.csv())
+    ledger = [e for e in load_ledger(Path(__file__).resolve().parents[2] / "config/claims.yaml")
+              if e["id"] in NEW_READS]
+    assert {e["id"] for e in ledger} == set(NEW_READS)
+    rows = {r["id"]: r for r in build_rows(ledger, tmp_path, [m, "qwen3-235b-a22b", "gpt2-124m"])[0]}
+    for i in NEW_READS:
+        assert rows[i]["pipeline"] not in ("", None, "–"), (i, rows[i])
+    ls = [r for r in tables["pk_appendix_f_layer_stats"].rows if r["scope"] == "within"]
+    low = [r for r in ls if r["kind"] == "V" and r["mean"] < d / D]
+    assert low and rows["pk.s55.qwen7b.V_low_ratio.layers"]["pipeline"] == str(len(low))
+    top = sorted((r for r in ls if r["kind"] == "O"), key=lambda r: -r["sd"])[:5]
+    assert rows["pk.appE.qwen7b.top5"]["pipeline"].split(" – ") == [str(min(r["layer"] for r in top)),
+                                                                     str(max(r["layer"] for r in top))]
+    self_v = [r for r in tables["pk_appendix_h_self_layers"].rows if r["test"] == "V_vs_O"]
+    assert rows["pk.appH.qwen7b.layers.at_min"]["pipeline"] == f"{sum(r['at_min_p'] for r in self_v)}/{len(self_v)}"
+    cd = tables["pk_appendix_f_cross_distance"].rows
+    assert [r["distance"] for r in cd if r["kind"] == "V" and r["mean_rho"] < d / D] == [2, 3]
+    assert rows["pk.appF.distance.qwen_V_below"]["pipeline"] == "2 – 3"
+    assert rows["pk.appF.distance.qwen_iso_at"]["pipeline"] == "3"
+
+
+def test_wo_spectrum_table_against_numpy():
+    rng = np.random.default_rng(3)
+    spectra = {0: rng.gamma(2.0, 0.3, 12), 1: rng.gamma(2.0, 0.3, 12)}
+    provs = {"pk": [{"provenance": {"model": "m", "layer": l, "layer_facts": {"O": {"singular_values": list(sv)}}}}
+                    for l, sv in spectra.items()]
+             + [{"provenance": {"model": "other", "layer": 0, "layer_facts": {"O": {"singular_values": [1.0]}}}}]}
+    t = pk_layers.pk_sec5_3_wo_spectrum(provs, ["m"])
+    assert [r["layer"] for r in t.rows] == [0, 1]
+    for r in t.rows:
+        sv = np.sort(spectra[r["layer"]])[::-1]
+        assert (r["s1"], r["s2"], r["s3"]) == (sv[0], sv[1], sv[2]) and r["n"] == 12
+        assert r["median"] == pytest.approx(np.median(sv), rel=1e-12)
+        assert (r["p10"], r["p90"]) == pytest.approx(tuple(np.percentile(sv, [10, 90])), rel=1e-12)
+        assert r["s1_over_median"] == pytest.approx(sv[0] / np.median(sv), rel=1e-12)

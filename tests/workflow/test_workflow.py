@@ -74,6 +74,16 @@ def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
     assert all(c["r"] not in ("", "nan") for c in conds if c["kind"] != "K" and c["kind"] != "V")
     ranks = {(r["kind"]): r for r in csv.DictReader(open(tiny / "results/tables/pk_sec5_1_ranks.csv"))}
     assert ranks["O"]["rank_min"] == "12" and ranks["O"]["expected"] == "0" and ranks["K"]["rank_max"] == "12"
+    # W_O^l's singular values against numpy's SVD of the stored output projection, head by head side by side
+    from headgeom.io.store import TensorStore
+
+    spec = list(csv.DictReader(open(tiny / "results/tables/pk_sec5_3_wo_spectrum.csv")))
+    assert [r["layer"] for r in spec] == ["0", "1"]
+    for r in spec:
+        W_O = TensorStore(tiny / "results/tensors/tiny").layer_factors(int(r["layer"])).W_O
+        sv = np.linalg.svd(np.hstack(list(W_O)), compute_uv=False)
+        assert [float(r[k]) for k in ("s1", "s2", "s3")] == pytest.approx(sv[:3], rel=1e-9)
+        assert float(r["median"]) == pytest.approx(np.median(sv), rel=1e-9) and int(r["n"]) == sv.size
     t4 = list(csv.DictReader(open(tiny / "results/tables/pk_table4_null_summary.csv")))
     assert {r["comparison"] for r in t4} >= {"writing, within layer", "writing -> Q, across layers"}
     # nothing left to do: every target of headgeom.targets.all_targets was built
