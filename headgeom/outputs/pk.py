@@ -1142,7 +1142,7 @@ def pk_appendix_f_layer_stats(data, fields, models) -> Table:
 @table("pk_appendix_f_cross_distance", families=CROSS, params=NULLS)
 def pk_appendix_f_cross_distance(data, fields, models, null_types) -> Table:
     """**PK paper, Appendix F (ρ by layer distance).** Per model, reading kind and distance Δ = reader − writer
-    layer: layer pairs, the mean over them of their mean ρ (and over d/D, and whether below it), layer pairs with null
+    layer: layer pairs, the mean over them of their mean ρ (over d/D, whether below it, its distance from it), layer pairs with null
     samples, and those whose mean lies below / above every null sample, also as k/n (null types: {{
     snakemake.params.null_types|join(', ') }})."""
     # One row per model, reading kind and layer distance Δ = reader − writer: layer pairs, the
@@ -1165,12 +1165,13 @@ def pk_appendix_f_cross_distance(data, fields, models, null_types) -> Table:
         rows.append({"model": m, "kind": k, "distance": dist, "layer_pairs": len(items),
                      "mean_rho": float(means.mean()), "mean_over_iso": float(means.mean()) / isotropic_rho(f["d_head"], f["d_model"]),
                      "below_iso": bool(means.mean() < isotropic_rho(f["d_head"], f["d_model"])),
+                     "abs_dev_iso": abs(float(means.mean()) - isotropic_rho(f["d_head"], f["d_model"])),
                      "with_nulls": len(below), "mean_below_all": int(sum(below)), "mean_above_all": int(sum(above)),
                      "below_frac": f"{int(sum(below))}/{len(below)}", "above_frac": f"{int(sum(above))}/{len(above)}"})
     cols = [Column("model", "Model"), Column("kind", "Kind"), Column("distance", "Distance"),
             Column("layer_pairs", "Layer pairs"), Column("mean_rho", "Mean ρ", _F4),
             Column("mean_over_iso", "Mean / (d/D)", "{:.3f}"), Column("below_iso", "Mean < d/D"),
-            Column("with_nulls", "Pairs with null samples"),
+            Column("abs_dev_iso", "|Mean − d/D|", _F4), Column("with_nulls", "Pairs with null samples"),
             Column("mean_below_all", "Mean below all"), Column("mean_above_all", "Mean above all"),
             Column("below_frac", "Below all / with nulls"), Column("above_frac", "Above all / with nulls")]
     return Table("pk_appendix_f_cross_distance", "Writer→reader overlap grouped by layer distance.", cols, rows)

@@ -150,6 +150,7 @@ def test_cross_distance_against_numpy(data):
         assert r["mean_rho"] == pytest.approx(np.mean(means), rel=1e-12)
         assert r["mean_over_iso"] == pytest.approx(np.mean(means) / (d / D), rel=1e-12)
         assert r["below_iso"] == bool(np.mean(means) < d / D)
+        assert r["abs_dev_iso"] == pytest.approx(abs(np.mean(means) - d / D), rel=1e-12)
         assert (r["mean_below_all"], r["mean_above_all"]) == (below, above)
         assert r["below_frac"] == f"{below}/{len(pairs)}" and r["above_frac"] == f"{above}/{len(pairs)}"
 
