@@ -55,12 +55,12 @@ def read_layer(act_dir, layer: int) -> tuple[dict, dict]:
 
 
 def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: dict, out_dir, params: dict,
-                log=print) -> dict:
+                log=print, *, step: str) -> dict:
     """Run the windows of ``corpus`` through ``model`` and write ``out_dir/layer{l}.safetensors``
-    plus ``out_dir/forward.json``. The directory appears whole or not at all."""
+    plus ``out_dir/forward.json``. The directory appears whole or not at all. ``step`` is the
+    registry's name of the forward step (``families.FORWARD.name``), recorded in the provenance;
+    the caller passes it because the registry imports this module."""
     from headgeom.io.forward import capture, open_model, weight_check, weight_mismatch
-    from headgeom.jobs.families import FORWARD  # here: the registry imports this module
-
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
@@ -96,7 +96,7 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
         vocab = int(getattr(lm.tokenizer, "vocab_size", 0) or 0)
         tok_files = dict(lm.tokenizer_files)
     base = {
-        "job": FORWARD.name, "model": model, "corpus": corpus, "corpus_record": crec,
+        "job": step, "model": model, "corpus": corpus, "corpus_record": crec,
         "text": text_summary(text), "windows": wrec,
         "tokenizer": {"class": tok_name, "vocab_size": vocab, "files_sha256": tok_files},
         "transformers_class": model_class, "params": params, "code": code_version(),

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from headgeom import layout
 from headgeom.jobs.activation import FORWARD_SUMMARY, forward_job
+from headgeom.jobs.families import FORWARD
 from headgeom.core.provenance import code_version
 from headgeom.io.files import sha256_file, write_set, write_text
 from headgeom.outputs import TABLES
@@ -218,7 +219,7 @@ def _rerun_forward(workdir: Path, aggs: list, sw: ForwardSwitch, value, sources:
                                f"pass {rel}) were not given")
         params = {**summary.get("params", {}), sw.param: value}
         forward_job(model, entry, workdir / layout.tensors_dir(model), corpus, corpus_entry, work / rel, params,
-                    log=lambda *a, **k: None)
+                    log=lambda *a, **k: None, step=FORWARD.name)
     return work
 
 

@@ -25,6 +25,7 @@ from headgeom.core.errors import ModelRunError
 from headgeom.jobs import activation as act_jobs
 from headgeom.outputs import pk as PK
 from headgeom.jobs.activation import forward_job, read_layer, read_paths_job
+from headgeom.jobs.families import FORWARD
 from headgeom.methods.read_paths import NORM_COLUMNS, head_writes
 from headgeom.io.texts import make_windows
 from headgeom.io.fetch import fetch_model
@@ -35,6 +36,7 @@ from synth_hf import TEXT, _char_tokenizer, write_synthetic_llama
 
 PARAMS = {"n_windows": 2, "window": 24, "bos": True, "device": "cpu", "weight_rtol": 1e-5}
 QUIET = dict(log=lambda *_: None)
+FORWARD_QUIET = dict(QUIET, step=FORWARD.name)  # forward_job also names its registry step
 CFG = dict(vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
            num_key_value_heads=2, head_dim=16, max_position_embeddings=64, rms_norm_eps=1e-6, pad_token_id=0,
            bos_token_id=1, eos_token_id=2, tie_word_embeddings=False, sliding_window=64, layer_types=None)
@@ -104,7 +106,7 @@ def _layer_adds(ckpt, ids):
 def test_post_norm_writes_sum_to_what_the_layer_adds(mt, tmp_path):
     entry, corpus = _checkpoint(tmp_path, mt)
     act = tmp_path / "acts"
-    summary = forward_job(mt, entry, tmp_path / "store", "toy", corpus, act, PARAMS, **QUIET)
+    summary = forward_job(mt, entry, tmp_path / "store", "toy", corpus, act, PARAMS, **FORWARD_QUIET)
     assert summary["write"]["write_point"] == "post_norm" and summary["write"]["module"] == "post_attention_layernorm"
     tok = transformers.AutoTokenizer.from_pretrained(entry["path"])
     ids, _ = make_windows(tok, TEXT, "toy", PARAMS["n_windows"], PARAMS["window"], bos=True)
@@ -163,7 +165,7 @@ def _read_paths(store, act, tmp_path, L=2):
 
 def test_post_ln_read_path_columns_are_nan_and_flagged(tmp_path, llama):
     entry, corpus = _checkpoint(tmp_path, "bert")
-    forward_job("bert", entry, tmp_path / "store", "toy", corpus, tmp_path / "acts", PARAMS, **QUIET)
+    forward_job("bert", entry, tmp_path / "store", "toy", corpus, tmp_path / "acts", PARAMS, **FORWARD_QUIET)
     r = _read_paths(tmp_path / "store", tmp_path / "acts", tmp_path)
     assert len(r["writer"]) and set(r["flags"]) == {"post_ln_read_path"}
     for k in NORM_COLUMNS:
@@ -179,7 +181,7 @@ def test_post_ln_read_path_columns_are_nan_and_flagged(tmp_path, llama):
     assert "post_ln_read_path" in t.notes and "not measured" in t.notes
     # a pre-LN model keeps them finite and unflagged
     base, lentry, lcorpus = llama
-    forward_job("synth", lentry, base / "store", "toy", lcorpus, tmp_path / "lacts", PARAMS, **QUIET)
+    forward_job("synth", lentry, base / "store", "toy", lcorpus, tmp_path / "lacts", PARAMS, **FORWARD_QUIET)
     (tmp_path / "l").mkdir()
     rl = _read_paths(base / "store", tmp_path / "lacts", tmp_path / "l")
     assert set(rl["flags"]) == {""}
@@ -191,7 +193,7 @@ def test_post_ln_read_path_columns_are_nan_and_flagged(tmp_path, llama):
 
 def test_tokenizer_files_are_hashed_and_an_edit_changes_the_hash(tmp_path, llama):
     base, entry, corpus = llama
-    s1 = forward_job("synth", entry, base / "store", "toy", corpus, tmp_path / "a1", PARAMS, **QUIET)
+    s1 = forward_job("synth", entry, base / "store", "toy", corpus, tmp_path / "a1", PARAMS, **FORWARD_QUIET)
     files = s1["tokenizer"]["files_sha256"]
     assert {"tokenizer.json", "tokenizer_config.json"} <= set(files)
     assert read_layer(tmp_path / "a1", 0)[1]["tokenizer"]["files_sha256"] == files
@@ -201,7 +203,7 @@ def test_tokenizer_files_are_hashed_and_an_edit_changes_the_hash(tmp_path, llama
     cfg["model_max_length"] = 4096  # an edit that leaves the token ids alone
     (other / "tokenizer_config.json").write_text(json.dumps(cfg))
     s2 = forward_job("synth", {"source": "local", "path": str(other)}, base / "store", "toy", corpus, tmp_path / "a2",
-                     PARAMS, **QUIET)
+                     PARAMS, **FORWARD_QUIET)
     f2 = s2["tokenizer"]["files_sha256"]
     assert f2["tokenizer_config.json"] != files["tokenizer_config.json"]
     assert f2["tokenizer.json"] == files["tokenizer.json"]
@@ -241,13 +243,13 @@ def test_weight_check_covers_the_norm_gain(tmp_path, llama, monkeypatch):
 
     monkeypatch.setattr(TensorStore, "layer_factors", perturbed)
     with pytest.raises(ModelRunError, match=r"model 'synth' layer 1: .*differ in the pre-attention norm gain \(max rel"):
-        forward_job("synth", entry, base / "store", "toy", corpus, tmp_path / "a", PARAMS, **QUIET)
+        forward_job("synth", entry, base / "store", "toy", corpus, tmp_path / "a", PARAMS, **FORWARD_QUIET)
 
 
 def test_weight_check_covers_the_norm_eps(tmp_path, llama, monkeypatch):
     base, entry, corpus = llama
-    s = forward_job("synth", entry, base / "store", "toy", corpus, tmp_path / "ok", PARAMS, **QUIET)
+    s = forward_job("synth", entry, base / "store", "toy", corpus, tmp_path / "ok", PARAMS, **FORWARD_QUIET)
     assert all(c["norm_eps"] == 0.0 and c["norm_gain"] < 1e-6 for c in s["weight_check"].values())
     monkeypatch.setattr(act_jobs, "_store_eps", lambda store, architecture=None: 1e-6)  # the model runs 1e-5
     with pytest.raises(ModelRunError, match=r"model 'synth' layer 0: .*differ in the pre-attention norm epsilon"):
-        forward_job("synth", entry, base / "store", "toy", corpus, tmp_path / "a", PARAMS, **QUIET)
+        forward_job("synth", entry, base / "store", "toy", corpus, tmp_path / "a", PARAMS, **FORWARD_QUIET)

@@ -15,6 +15,7 @@ from headgeom.outputs import paper1 as P1
 from headgeom.outputs import pk as PK
 from headgeom.io.forward import device_for, open_model
 from headgeom.jobs.activation import forward_job, natural_return_job, read_layer, read_paths_job
+from headgeom.jobs.families import FORWARD
 from headgeom.io.texts import load_corpus, make_windows
 from headgeom.io.fetch import fetch_model
 from headgeom.io.shards import read_shards, write_shard
@@ -42,7 +43,7 @@ def test_synthetic_end_to_end(synth, tmp_path):
     corpus = {"source": "local", "path": str(base / "text.txt")}
     params = {"n_windows": 3, "window": 24, "bos": True, "device": "cpu", "weight_rtol": 1e-6}
     act = tmp_path / "acts"
-    summary = forward_job("synth", entry, store_dir, "toy", corpus, act, params, log=lambda *_: None)
+    summary = forward_job("synth", entry, store_dir, "toy", corpus, act, params, log=lambda *_: None, step=FORWARD.name)
     assert len(summary["windows"]["window_sha256"]) == 3
     arrays, meta = read_layer(act, 0)
     assert arrays["z"].shape == (72, 4, 8) and arrays["x"].shape == (72, 32)
@@ -97,7 +98,7 @@ def test_synthetic_end_to_end(synth, tmp_path):
     assert Path(figs["png"]).stat().st_size > 1000
     # deterministic: a second forward pass writes identical activations
     act2 = tmp_path / "acts2"
-    forward_job("synth", entry, store_dir, "toy", corpus, act2, params, log=lambda *_: None)
+    forward_job("synth", entry, store_dir, "toy", corpus, act2, params, log=lambda *_: None, step=FORWARD.name)
     assert np.array_equal(read_layer(act2, 1)[0]["x"], read_layer(act, 1)[0]["x"])
 
 
@@ -117,7 +118,7 @@ def test_forward_refuses_a_store_from_other_weights(synth, tmp_path):
     params = {"n_windows": 1, "window": 8, "weight_rtol": 1e-6}
     with pytest.raises(ModelRunError, match="layer 1.*differ"):
         forward_job("synth", {"source": "local", "path": str(other)}, store_dir, "toy", corpus, tmp_path / "a", params,
-                    log=lambda *_: None)
+                    log=lambda *_: None, step=FORWARD.name)
 
 
 class _Tok:

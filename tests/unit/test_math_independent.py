@@ -554,8 +554,12 @@ def test_pk_layer_against_projectors_for_every_kind():
             assert (cols["dim_i"][p], cols["dim_j"][p]) == (ri, rj) and cols["flags"][p] == ""
         layer_rank = np.linalg.matrix_rank(np.concatenate(X, axis=1))
         ranks = [np.linalg.matrix_rank(x) for x in X]
-        assert facts[kind] == {"ranks": ranks, "layer_rank": layer_rank, "direct_sum_defect": sum(ranks) - layer_rank,
-                               "expected_defect": max(0, n * 3 - 14), "n_heads": n}
+        got = dict(facts[kind])
+        if kind == "O":  # the writing space's layer facts also keep W_O^l's singular values (PK section 5.3)
+            sv = np.linalg.svd(np.concatenate(X, axis=1), compute_uv=False)
+            assert np.allclose(got.pop("singular_values"), sv, rtol=1e-12, atol=1e-12)
+        assert got == {"ranks": ranks, "layer_rank": layer_rank, "direct_sum_defect": sum(ranks) - layer_rank,
+                       "expected_defect": max(0, n * 3 - 14), "n_heads": n}
     _, _, spaces = PK.pk_layer(f, kinds=("O", "K"), return_spaces=True)
     assert set(spaces) == {"O", "K"} and spaces["K"][2].tolist() == [3, 3]
     np.testing.assert_allclose(spaces["K"][0][1], facs["K"][1], atol=1e-12)

@@ -3,6 +3,7 @@ from pathlib import Path
 from headgeom.jobs.logs import to_log
 
 from headgeom.jobs.activation import forward_job
+from headgeom.jobs.families import FORWARD
 
 log = to_log(snakemake)
 wc = snakemake.wildcards
@@ -14,4 +15,5 @@ params = {
     "window": int(wc.win),
 }
 forward_job(wc.model, dict(snakemake.params.entry), Path(snakemake.input.manifest).parent, wc.corpus,
-            dict(snakemake.params.corpus_entry), snakemake.output[0], params, log=log)
+            dict(snakemake.params.corpus_entry), snakemake.output[0], params, log=log,
+            step=FORWARD.name)
