@@ -2,6 +2,7 @@
 log with one recognizable line, ``headgeom error: <what went wrong>``, which the workflow's
 ``onerror`` handler prints on the console for every failed job (``end_of_run_errors``)."""
 
+import atexit
 import os
 import re
 import sys
@@ -26,8 +27,15 @@ def error_line(exc: BaseException) -> str:
 
 
 def to_log(snakemake):
+    """The job's log function (every workflow script calls this first): stdout and stderr go to
+    the log; when the job ends without an error its log's last line is its timing
+    (headgeom.jobs.timings: the process's age now, its start-up, and the time from now, its work)."""
+    from headgeom.jobs.timings import process_age, timing_line
+
+    startup, t0 = process_age(), time.perf_counter()
     fh = open(snakemake.log[0], "w", buffering=1)
     sys.stdout = sys.stderr = fh
+    failed = []
 
     def log(msg):
         print(msg, file=fh, flush=True)
@@ -45,10 +53,16 @@ def to_log(snakemake):
             print(msg, file=sys.__stderr__, flush=True)
 
     def on_uncaught(kind, exc, tb):  # the traceback, then the one line
+        failed.append(kind)
         traceback.print_exception(kind, exc, tb, file=fh)
         print(MARKER + error_line(exc), file=fh, flush=True)
 
+    def on_exit():
+        if not failed and not fh.closed:
+            log(timing_line(startup, time.perf_counter() - t0))
+
     sys.excepthook = on_uncaught
+    atexit.register(on_exit)
     log.progress = progress
     return log
 
