@@ -80,6 +80,24 @@ _FIELD = re.compile(r"^\s+(jobid|log|wildcards):\s?(.*)$")
 _FINISHED = re.compile(r"^Finished jobid: (\d+)\b")
 
 
+END = ("end",)  # block_update: the line ends the job's block
+
+
+def block_update(block: dict, line: str):
+    """Read one line of a job's block in a Snakemake log into ``block`` (its ``jobid``, ``log``
+    files, ``wildcards``): the key read, END when the line ends the block (not indented), None
+    for any other line."""
+    g = _FIELD.match(line)
+    if not g:
+        return END if line.strip() and not line[:1].isspace() else None
+    key, val = g.groups()
+    if key == "log":
+        block["log"] = [p.strip() for p in val.split(" (check log file(s)")[0].split(",") if p.strip()]
+    else:
+        block[key] = val.strip()
+    return key
+
+
 def failed_jobs(text: str) -> list[dict]:
     """The failed jobs in a Snakemake log of one run: its "Error in rule" blocks (rule, jobid,
     log files), with each job's wildcards from the job's own description earlier in the log. A
@@ -97,20 +115,11 @@ def failed_jobs(text: str) -> list[dict]:
             finished_at[f.group(1)] = i
         if cur is None:
             continue
-        g = _FIELD.match(line)
-        if not g:
-            if line.strip() and not line[:1].isspace():
-                cur = None
-            continue
-        key, val = g.groups()
-        if key == "jobid":
-            cur[1]["jobid"] = val.strip()
-            if cur[0] == "job":
-                wildcards[val.strip()] = cur[1]
-        elif key == "wildcards":
-            cur[1]["wildcards"] = val.strip()
-        else:
-            cur[1]["log"] = [p.strip() for p in val.split(" (check log file(s)")[0].split(",") if p.strip()]
+        key = block_update(cur[1], line)
+        if key is END:
+            cur = None
+        elif key == "jobid" and cur[0] == "job":
+            wildcards[cur[1]["jobid"]] = cur[1]
     for i, j in errors:
         last_error[j["jobid"]] = i
     out, seen = [], set()

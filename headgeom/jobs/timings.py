@@ -26,12 +26,10 @@ from datetime import datetime
 from pathlib import Path
 
 from headgeom.core.errors import TimingsError
+from headgeom.jobs.logs import _FINISHED, _JOB as _START, END, block_update
 
 TIMING = "headgeom timing: "
 _STAMP = re.compile(r"^\[(\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s*$")
-_START = re.compile(r"^(?:local)?(?:rule|checkpoint) (\S+):\s*$")
-_FIELD = re.compile(r"^\s+(jobid|log):\s?(.*)$")
-_FINISHED = re.compile(r"^Finished jobid: (\d+)\b(?: \(Rule: (\S+)\))?")
 _TIMING = re.compile(r"^" + re.escape(TIMING) + r"startup_s=([0-9.]+|nan) work_s=([0-9.]+)\s*$")
 
 
@@ -76,17 +74,11 @@ def parse_run_log(text: str) -> list[dict]:
             continue
         if cur is None:
             continue
-        g = _FIELD.match(line)
-        if not g:
-            if line.strip() and not line[:1].isspace():
-                cur = None
-            continue
-        key, val = g.groups()
-        if key == "jobid":
-            cur["jobid"] = val.strip()
+        key = block_update(cur, line)
+        if key is END:
+            cur = None
+        elif key == "jobid":
             started[cur["jobid"]] = cur
-        else:
-            cur["log"] = [p.strip() for p in val.split(",") if p.strip()]
     return done
 
 
