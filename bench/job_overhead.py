@@ -42,6 +42,11 @@ JOB_IMPORTS = ("from headgeom.core.provenance import set_run, code_version; from
                "from headgeom.jobs.logs import to_log; import headgeom.jobs.paper1, headgeom.jobs.pk, "
                "headgeom.methods.paper1, headgeom.methods.pk, headgeom.io.shards; code_version()")
 
+SHARD_IO = ("import os, tempfile, numpy as np; from headgeom.io.shards import write_shard, read_shards; "
+            "p = os.path.join(tempfile.mkdtemp(), 's.parquet'); "
+            "write_shard(p, {'x': np.arange(3.0), 'k': np.array(['O', 'Q', 'K'], dtype=object)}, {}); read_shards([p]); "
+            "os.remove(p)")
+
 
 def _cpu_children() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -82,6 +87,10 @@ def main(argv=None) -> int:
         "snakemake_preamble": "import pickle, snakemake.iocontainers",
         "numpy": "import numpy",
         "job_imports": JOB_IMPORTS,
+        # what every job does last and every table first: a shard written and read back
+        # (headgeom.io.shards builds / reads the columns from buffers: no pandas import)
+        "shard_write_read": SHARD_IO,
+        "pandas": "import pandas",
     }
     for name, code in singles.items():
         runs = [timed([PY, "-c", code], env=env, cwd=ROOT) for _ in range(a.repeat)]

@@ -641,6 +641,14 @@ def bench_e2e(args) -> dict:
     steps = re.findall(r"(\d+) of (\d+) steps \(100%\) done", text)
     res = {"command": " ".join(cmd), "cores": args.cores, "returncode": r.returncode, "wall_s": wall,
            "jobs": int(steps[-1][1]) if steps else None, "workdir": str(work)}
+    try:  # where the run's seconds went, per rule, from its own logs (headgeom timings)
+        from headgeom.jobs.timings import render, timings
+
+        rows, runlog = timings(work)
+        res["rules"] = rows
+        res["rules_markdown"] = render(rows, runlog)
+    except Exception as e:  # noqa: BLE001 - a failed run may have no log to read
+        res["rules_error"] = str(e)
     if r.returncode != 0:
         res["tail"] = text[-3000:]  # the work directory is kept for a look
     else:
@@ -770,6 +778,11 @@ def summarize(results: dict, env: dict) -> str:
     e = results.get("e2e")
     if e:
         rows.append(("end to end", f"cold `make run` wall time (snakemake -c{e['cores']}, {e['jobs']} jobs)", f"{e['wall_s']:.0f} s" + ("" if e["returncode"] == 0 else f" (FAILED rc {e['returncode']})"), "≤ 240 s", e["returncode"] == 0 and e["wall_s"] <= 240))
+        total = next((r for r in e.get("rules") or [] if r["rule"] == "total"), None)
+        if total and total["overhead_s"] is not None and total["timed_wall_s"] > 0:
+            rows.append(("end to end", "summed job wall time: start-up (wall - job function) / wall, from the run's logs "
+                         "(`headgeom timings`)", f"{100 * total['overhead_s'] / total['timed_wall_s']:.0f}% of "
+                         f"{total['timed_wall_s']:.0f} s", "–", None))
         if o and e.get("jobs"):
             share = e["jobs"] * o["snakemake"]["job_imports"]["per_job_cpu_s"] / e["cores"] / e["wall_s"]
             rows.append(("end to end", "jobs x per-job overhead CPU / cores / `make run` wall time (the share startup takes)", f"{100 * share:.0f}%", "–", None))
@@ -831,6 +844,8 @@ def main(args) -> int:
         results["e2e"] = bench_e2e(args)
         (outdir / "e2e.json").write_text(json.dumps(results["e2e"], indent=1) + "\n")
     md = summarize(results, env) + f"\nbench wall time {time.perf_counter() - t0:.0f} s\n"
+    if args.e2e and results["e2e"].get("rules_markdown"):
+        md += "\n" + results["e2e"]["rules_markdown"]
     (outdir / "summary.md").write_text(md)
     print("\n" + md)
     return 0

@@ -6,6 +6,7 @@
     headgeom costs logs/slurm/efficiency_report_<run>.csv [-d DIR] [--configfile F ...]
     headgeom check [--configfile F ...] [--config k=v ...] [-d DIR]
     headgeom summary [-d DIR] [--models m1 ...]
+    headgeom timings [-d DIR] [--log SNAKEMAKE_LOG]
     headgeom docs [--check]
 
 (the Python API for notebooks is ``headgeom.api``; docs/api.md)
@@ -47,6 +48,19 @@ def _audit(args) -> int:
 
         print(report_json(res))
     return 0 if res["ok"] else 1
+
+
+def _timings(args) -> int:
+    from headgeom.core.errors import TimingsError
+    from headgeom.jobs.timings import render, timings
+
+    try:
+        rows, log = timings(args.directory, args.log)
+    except TimingsError as e:
+        print(f"headgeom timings: {e}", file=sys.stderr)
+        return 2
+    print(render(rows, log), end="")
+    return 0
 
 
 def _claims(args) -> int:
@@ -260,6 +274,15 @@ def main(argv=None) -> int:
     q.add_argument("--config", nargs="+", metavar="KEY=VALUE", help="config values (as snakemake --config)")
     q.add_argument("-d", "--directory", default=".", help="work directory (relative paths in the config; default: .)")
     q.set_defaults(func=_check)
+
+    t = sub.add_parser("timings", help="per rule: job count, wall time, work and start-up, from the run's logs",
+                       description="Read the Snakemake log of a run (default: the latest under .snakemake/log) "
+                                   "and each job's log, and print per rule the jobs, their summed and mean wall "
+                                   "time, the job functions' own time (work) and the rest (start-up), as a "
+                                   "Markdown table (headgeom/jobs/timings.py).")
+    t.add_argument("-d", "--directory", default=".", help="work directory of the run")
+    t.add_argument("--log", help="a Snakemake run log (default: the latest in DIR/.snakemake/log)")
+    t.set_defaults(func=_timings)
 
     g = sub.add_parser("docs", help="write docs/outputs.md, docs/config.md and the report captions",
                        description="Write the generated docs from the registries and the config schema: "

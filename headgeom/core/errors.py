@@ -27,3 +27,7 @@ class CorpusError(HeadgeomError):
 
 class ModelRunError(HeadgeomError):
     """A model transformers cannot run offline here (architecture, quantization, files)."""
+
+
+class TimingsError(HeadgeomError):
+    """A run's logs cannot be read as a per-rule timing table (headgeom timings)."""

@@ -14,14 +14,85 @@ META_KEY = b"headgeom"
 
 
 def columns_table(columns: dict[str, np.ndarray]):
-    """A job's columns as the pyarrow Table its shard holds (object columns through lists)."""
+    """A job's columns as the pyarrow Table its shard holds (object columns through lists):
+    ``pa.array(v.tolist() if v.dtype == object else v)`` per column, built from buffers where
+    :func:`_from_buffers` knows the type ``pa.array`` infers (``pa.array`` imports pandas on its
+    first call, about 0.3 CPU-s in every job's process)."""
     import pyarrow as pa
 
     arrays = {}
     for k, v in columns.items():
         v = np.asarray(v)
-        arrays[k] = pa.array(v.tolist() if v.dtype == object else v)
+        a = _from_buffers(v)
+        arrays[k] = a if a is not None else pa.array(v.tolist() if v.dtype == object else v)
     return pa.table(arrays)
+
+
+def _buffer(v: np.ndarray):
+    import pyarrow as pa
+
+    return pa.py_buffer(np.ascontiguousarray(v))
+
+
+def _numeric_array(v: np.ndarray):
+    """A 1-D native-order bool / int / uint / float numpy array as the Array pa.array makes of it."""
+    import pyarrow as pa
+
+    if v.dtype.kind == "b":
+        return pa.Array.from_buffers(pa.bool_(), len(v), [None, _buffer(np.packbits(v, bitorder="little"))])
+    return pa.Array.from_buffers(pa.from_numpy_dtype(v.dtype), len(v), [None, _buffer(v)])
+
+
+def _is_float_list(x) -> bool:
+    if isinstance(x, np.ndarray):
+        return x.ndim == 1 and x.dtype == np.float64
+    return isinstance(x, list) and all(isinstance(e, float) for e in x)
+
+
+def _from_buffers(v: np.ndarray):
+    """The Array ``pa.array`` makes of a column, for the column kinds jobs write (1-D bool / int /
+    float; unicode or str objects: string; all-None or empty objects: null; objects that are all
+    float64 vectors or lists of floats, or a 2-D object matrix of floats (its rows):
+    list<double>); None for anything else (``pa.array`` decides)."""
+    import pyarrow as pa
+
+    if v.ndim == 2 and v.dtype == object and v.size and all(isinstance(x, float) for x in v.flat):
+        # rows of equal length (numpy made them a matrix): tolist() gives lists of floats
+        n, m = v.shape
+        offsets = np.arange(0, n * m + 1, m, dtype=np.int64)
+        if offsets[-1] > np.iinfo(np.int32).max:
+            return None
+        return pa.ListArray.from_arrays(_numeric_array(offsets.astype(np.int32)),
+                                        _numeric_array(v.astype(np.float64).ravel()))
+    if v.ndim != 1 or not v.dtype.isnative:
+        return None
+    if v.dtype.kind in "biuf":
+        return _numeric_array(v)
+    if v.dtype.kind == "U":
+        items = v.tolist()
+    elif v.dtype == object:
+        items = list(v)
+        if all(x is None for x in items):  # also the empty column
+            return pa.nulls(len(items))
+        if not all(type(x) is str for x in items):
+            if not all(_is_float_list(x) for x in items) or not any(
+                    isinstance(x, np.ndarray) or len(x) for x in items):
+                return None
+            lengths = np.array([len(x) for x in items], dtype=np.int64)
+            offsets = np.concatenate([[0], np.cumsum(lengths)])
+            if offsets[-1] > np.iinfo(np.int32).max:
+                return None
+            values = np.concatenate([np.asarray(x, dtype=np.float64) for x in items]) if len(items) else \
+                np.zeros(0, np.float64)
+            return pa.ListArray.from_arrays(_numeric_array(offsets.astype(np.int32)), _numeric_array(values))
+    else:
+        return None
+    data = [x.encode("utf-8") for x in items]
+    offsets = np.concatenate([[0], np.cumsum([len(b) for b in data], dtype=np.int64)])
+    if offsets[-1] > np.iinfo(np.int32).max:
+        return None
+    return pa.Array.from_buffers(pa.string(), len(data), [None, _buffer(offsets.astype(np.int32)),
+                                                          pa.py_buffer(b"".join(data))])
 
 
 def write_shard(path: str | Path, columns: dict[str, np.ndarray], provenance: dict) -> None:
@@ -38,10 +109,13 @@ def write_shard(path: str | Path, columns: dict[str, np.ndarray], provenance: di
 
 
 def read_shard(path: str | Path):
-    """(pyarrow Table, provenance dict)."""
+    """(pyarrow Table, provenance dict). Read with ``ParquetFile``: ``pq.read_table`` goes through
+    ``pyarrow.dataset``, whose import pulls in pandas (about 0.3 CPU-s per process, more than
+    most tables take to build); the table read is the same."""
     import pyarrow.parquet as pq
 
-    t = pq.read_table(path)
+    with pq.ParquetFile(path) as f:
+        t = f.read()
     meta = t.schema.metadata or {}
     if META_KEY not in meta:
         raise ValueError(f"{path} is not a headgeom shard (no provenance metadata)")
@@ -61,4 +135,49 @@ def read_shards(paths) -> tuple[dict[str, np.ndarray], list[dict]]:
     if not tables:
         return {}, provs
     t = pa.concat_tables(tables, promote_options="default")
-    return {c: np.asarray(t.column(c).to_numpy(zero_copy_only=False)) for c in t.column_names}, provs
+    return {c: column_numpy(t.column(c)) for c in t.column_names}, provs
+
+
+# pyarrow type names -> numpy dtypes of the fixed-width numeric columns read by buffer
+_NUMERIC = {"double": "float64", "float": "float32", "halffloat": "float16"}
+
+
+def _numeric(arr) -> np.ndarray:
+    """A null-free fixed-width numeric / bool pyarrow Array as an owned numpy array (from its buffer)."""
+    import pyarrow as pa
+
+    data = arr.buffers()[1]
+    if pa.types.is_boolean(arr.type):  # bit-packed, least significant bit first
+        bits = np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little") if data is not None else \
+            np.zeros(0, np.uint8)
+        return bits[arr.offset:arr.offset + len(arr)].astype(bool)
+    dtype = np.dtype(_NUMERIC.get(str(arr.type), str(arr.type)))
+    if data is None or len(arr) == 0:
+        return np.zeros(0, dtype)
+    return np.frombuffer(data, dtype=dtype, count=len(arr), offset=arr.offset * dtype.itemsize).copy()
+
+
+def column_numpy(col) -> np.ndarray:
+    """A shard column (pyarrow ChunkedArray) as numpy, as ``col.to_numpy(zero_copy_only=False)``
+    gives it, for the types shards hold without nulls (bool, int, float: their numpy dtype; string
+    and null: object arrays of str / None; list<float>: an object array of float arrays), read from
+    the buffers: pyarrow's numpy conversion (``to_numpy``) imports pandas on first use, about
+    0.3 CPU-s in every table's process. Any other type, or nulls, go through ``to_numpy``."""
+    import pyarrow as pa
+
+    typ = col.type
+    if col.null_count == 0 and (pa.types.is_boolean(typ) or pa.types.is_integer(typ) or pa.types.is_floating(typ)):
+        return _numeric(col.combine_chunks())
+    if pa.types.is_null(typ) or (col.null_count == 0 and pa.types.is_string(typ)):
+        out = np.empty(len(col), dtype=object)
+        out[:] = col.to_pylist()
+        return out
+    if col.null_count == 0 and pa.types.is_list(typ) and pa.types.is_floating(typ.value_type):
+        flat = col.combine_chunks()
+        if flat.values.null_count == 0:
+            values, offsets = _numeric(flat.values), _numeric(flat.offsets)
+            out = np.empty(len(flat), dtype=object)
+            for i in range(len(flat)):
+                out[i] = values[offsets[i]:offsets[i + 1]]
+            return out
+    return np.asarray(col.to_numpy(zero_copy_only=False))

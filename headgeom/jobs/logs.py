@@ -2,6 +2,7 @@
 log with one recognizable line, ``headgeom error: <what went wrong>``, which the workflow's
 ``onerror`` handler prints on the console for every failed job (``end_of_run_errors``)."""
 
+import atexit
 import os
 import re
 import sys
@@ -26,8 +27,15 @@ def error_line(exc: BaseException) -> str:
 
 
 def to_log(snakemake):
+    """The job's log function (every workflow script calls this first): stdout and stderr go to
+    the log; when the job ends without an error its log's last line is its timing
+    (headgeom.jobs.timings: the process's age now, its start-up, and the time from now, its work)."""
+    from headgeom.jobs.timings import process_age, timing_line
+
+    startup, t0 = process_age(), time.perf_counter()
     fh = open(snakemake.log[0], "w", buffering=1)
     sys.stdout = sys.stderr = fh
+    failed = []
 
     def log(msg):
         print(msg, file=fh, flush=True)
@@ -45,10 +53,16 @@ def to_log(snakemake):
             print(msg, file=sys.__stderr__, flush=True)
 
     def on_uncaught(kind, exc, tb):  # the traceback, then the one line
+        failed.append(kind)
         traceback.print_exception(kind, exc, tb, file=fh)
         print(MARKER + error_line(exc), file=fh, flush=True)
 
+    def on_exit():
+        if not failed and not fh.closed:
+            log(timing_line(startup, time.perf_counter() - t0))
+
     sys.excepthook = on_uncaught
+    atexit.register(on_exit)
     log.progress = progress
     return log
 
@@ -64,6 +78,24 @@ _ERROR = re.compile(r"^Error in rule (\S+):\s*$")
 _JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\S+):\s*$")
 _FIELD = re.compile(r"^\s+(jobid|log|wildcards):\s?(.*)$")
 _FINISHED = re.compile(r"^Finished jobid: (\d+)\b")
+
+
+END = ("end",)  # block_update: the line ends the job's block
+
+
+def block_update(block: dict, line: str):
+    """Read one line of a job's block in a Snakemake log into ``block`` (its ``jobid``, ``log``
+    files, ``wildcards``): the key read, END when the line ends the block (not indented), None
+    for any other line."""
+    g = _FIELD.match(line)
+    if not g:
+        return END if line.strip() and not line[:1].isspace() else None
+    key, val = g.groups()
+    if key == "log":
+        block["log"] = [p.strip() for p in val.split(" (check log file(s)")[0].split(",") if p.strip()]
+    else:
+        block[key] = val.strip()
+    return key
 
 
 def failed_jobs(text: str) -> list[dict]:
@@ -83,20 +115,11 @@ def failed_jobs(text: str) -> list[dict]:
             finished_at[f.group(1)] = i
         if cur is None:
             continue
-        g = _FIELD.match(line)
-        if not g:
-            if line.strip() and not line[:1].isspace():
-                cur = None
-            continue
-        key, val = g.groups()
-        if key == "jobid":
-            cur[1]["jobid"] = val.strip()
-            if cur[0] == "job":
-                wildcards[val.strip()] = cur[1]
-        elif key == "wildcards":
-            cur[1]["wildcards"] = val.strip()
-        else:
-            cur[1]["log"] = [p.strip() for p in val.split(" (check log file(s)")[0].split(",") if p.strip()]
+        key = block_update(cur[1], line)
+        if key is END:
+            cur = None
+        elif key == "jobid" and cur[0] == "job":
+            wildcards[cur[1]["jobid"]] = cur[1]
     for i, j in errors:
         last_error[j["jobid"]] = i
     out, seen = [], set()

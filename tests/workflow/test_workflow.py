@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from headgeom.io.shards import read_shard
+from headgeom.jobs.timings import timings
 from synth import write_llama
 
 pytestmark = pytest.mark.slow
@@ -86,6 +87,14 @@ def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
         assert float(r["median"]) == pytest.approx(np.median(sv), rel=1e-9) and int(r["n"]) == sv.size
     t4 = list(csv.DictReader(open(tiny / "results/tables/pk_table4_null_summary.csv")))
     assert {r["comparison"] for r in t4} >= {"writing, within layer", "writing -> Q, across layers"}
+    # where the run's time went, from its own logs: every job of every rule wrote its timing line
+    rows, _ = timings(tiny)
+    by = {r["rule"]: r for r in rows}
+    assert {"fetch", "pk_layer", "paper1_heads", "table_p1_table2_strong_tail", "summary"} <= set(by)
+    assert by["pk_layer"]["jobs"] == 2 and by["all"]["timed"] == 0  # `all` has no log
+    assert all(r["timed"] == r["jobs"] for r in rows if r["rule"] not in ("all", "total")), rows
+    assert 0 < by["total"]["work_s"] <= by["total"]["wall_s"] + by["total"]["jobs"]  # 1-s stamps
+    assert 0 < by["total"]["startup_s"] <= by["total"]["wall_s"] + by["total"]["jobs"]
     # nothing left to do: every target of headgeom.targets.all_targets was built
     assert "Nothing to be done" in _run(snakemake_bin, root, tiny, "-n")
 
