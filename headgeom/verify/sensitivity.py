@@ -430,8 +430,8 @@ def _table(rows: list[dict], models_run: list[str]) -> Table:
                  notes=f"Run models: {', '.join(models_run) or 'none'}. Tables are rebuilt from the shards their "
                        "provenance lists; defaults are the run's (config choices:, paper1.band, and the activation "
                        "jobs' params). Activation switches recompute the analysis shards from the stored "
-                       "forward-pass activations; the window-cutting switch reruns the forward passes (into a "
-                       "temporary directory) and then recomputes every activation shard.")
+                       "forward-pass activations; the window-cutting switch reruns the forward passes and then "
+                       "recomputes every activation shard (each alternative under results/sensitivity/).")
 
 
 def _rows(one, n: int, workers: int):

@@ -325,6 +325,18 @@ def test_sensitivity_reruns_the_forward_pass_for_window_cutting(act_run, snakema
     # the run is untouched: the new forward passes and shards lived in a temporary directory
     assert sorted(p.relative_to(act_run) for p in act_run.rglob("*") if p.is_file()) == before
 
+    # the workflow (one job per alternative, the forward reruns jobs of their own, then the
+    # aggregate) makes the same table with this ledger, byte for byte
+    w = copy_run(act_run, tmp_path / "wf")
+    (w / "cfg_ledger.yaml").write_text(yaml.safe_dump({"claims": {"ledger": str(tmp_path / "claims.yaml")}}))
+    r = snakemake(snakemake_bin, root, w, "results/tables/choice_sensitivity.csv",
+                  configfiles=("cfg.yaml", "cfg_ledger.yaml"), timeout=1200)
+    assert (w / "results/tables/choice_sensitivity.csv").read_text() == t.csv()
+    ran = re.findall(r"^(?:local)?rule (\S+):$", r.stdout + r.stderr, flags=re.M)
+    assert ran.count("sensitivity_shards") == 3 and "sensitivity_forward" not in ran, ran  # forward passes kept
+    assert sorted((w / "results/sensitivity/activation.bos=false/results/activations/synth/toy").iterdir()) == [
+        w / "results/sensitivity/activation.bos=false/results/activations/synth/toy" / s for s in ("2x24", "3x24")]
+
 
 def test_a_run_of_another_model_in_the_same_directory_keeps_choice_sensitivity_working(act_run, snakemake_bin,
                                                                                        root, tmp_path):
