@@ -160,12 +160,15 @@ def test_jobs_one_per_alternative_make_the_same_table_as_one_process(tmp_path):
     cfg = {"paper1": {"band": {"membership": "explanation", "explanation": 0.9}}}
     alts = CH.planned(cfg, {"p1_anchors"}, [])
     assert [a.id for a in alts] == [f"{r['switch']}={r['alternative']}" for r in ref.rows]
-    rows = []
+    rows, said = [], []
     for a in alts:
         row = tmp_path / "results/sensitivity" / a.id / "row.json"
         CH.alternative_job(a.id, ledger, tmp_path, ["m"], row, ["p1_anchors"], tmp_path / "results/sensitivity" / a.id,
-                           progress=lambda line: None)
+                           progress=said.append)
         rows.append(row)
+    # progress lines while an alternative runs: each table as it is rebuilt, then the outcome
+    assert "[choice_sensitivity] paper1.band.explanation=0.8: rebuilt table p1_anchors" in said
+    assert "[choice_sensitivity] paper1.band.explanation=0.8: 1 tables rebuilt, 2 claims change status" in said
     out = {ext: str(tmp_path / f"out.{ext}") for ext in ("csv", "md", "tex", "html")} | {"prov": str(tmp_path / "o.json")}
     lines = []
     CH.aggregate_job(ledger, ["m"], [a.id for a in alts], rows, out, progress=lines.append)
