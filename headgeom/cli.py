@@ -123,7 +123,9 @@ def _plan(args) -> int:
             from headgeom.jobs.scopes import unscoped
 
             cfg = unscoped(cfg)
-        p = P.plan(cfg, args.directory, shapes, args.models)
+        from headgeom.verify.sensitivity import planned_jobs
+
+        p = P.plan(cfg, args.directory, shapes, args.models, more_jobs=planned_jobs)
     except (HeadgeomError, ValueError) as e:
         print(f"headgeom plan: {e}", file=sys.stderr)
         return 2

@@ -31,6 +31,17 @@ FIGURE_EXTS = ("png", "pdf")
 SUMMARY = "results/summary.md"
 LOGS_DIR = "logs"
 
+# the choice sensitivity (headgeom.verify.sensitivity): one directory per alternative of a switch
+# ({alt}: <switch>=<value>), shaped like a work directory: the alternative's row, and the shards it
+# recomputes and the forward passes it reruns at the run's own relative paths
+SENSITIVITY_ROOT = "results/sensitivity"
+SENSITIVITY_DIR = f"{SENSITIVITY_ROOT}/{{alt}}"
+SENSITIVITY_ROW = f"{SENSITIVITY_DIR}/row.json"
+SENSITIVITY_SHARDS = f"{SENSITIVITY_DIR}/{SHARDS_ROOT}"
+SENSITIVITY_ACTIVATIONS = f"{SENSITIVITY_DIR}/{ACTIVATIONS}"
+SENSITIVITY_LOG = f"{LOGS_DIR}/sensitivity/{{alt}}.log"
+SENSITIVITY_FORWARD_LOG = f"{LOGS_DIR}/sensitivity/{{alt}}/forward/{{model}}/{{corpus}}/{{nwin}}x{{win}}.log"
+
 
 def tensors_dir(model: str) -> str:
     return TENSORS_DIR.format(model=model)
@@ -60,6 +71,18 @@ def table_files(name: str, exts=TABLE_EXTS) -> dict[str, str]:
 
 def figure_files(name: str) -> dict[str, str]:
     return {ext: f"{FIGURES_DIR}/{name}.{ext}" for ext in FIGURE_EXTS} | {"prov": f"{FIGURES_DIR}/{name}.prov.json"}
+
+
+def sensitivity_dir(alt: str) -> str:
+    return SENSITIVITY_DIR.format(alt=alt)
+
+
+def sensitivity_row(alt: str) -> str:
+    return SENSITIVITY_ROW.format(alt=alt)
+
+
+def sensitivity_activations(alt: str, model: str, corpus: str, n_windows, window) -> str:
+    return SENSITIVITY_ACTIVATIONS.format(alt=alt, model=model, corpus=corpus, nwin=n_windows, win=window)
 
 
 def output_log(kind: str, name: str) -> str:

@@ -26,12 +26,32 @@ def error_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
+TIMING = "headgeom timing: "  # the prefix of a job's last log line (read by headgeom.jobs.timings)
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux /proc), None where that is not known."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        start_ticks = int(fields[19])  # field 22 of proc(5): starttime, clock ticks after boot
+        with open("/proc/uptime", encoding="ascii") as fh:
+            uptime = float(fh.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def timing_line(startup_s: float | None, work_s: float) -> str:
+    """The line a job writes to its log when its work is done (startup nan: not known)."""
+    startup = "nan" if startup_s is None else f"{startup_s:.3f}"
+    return f"{TIMING}startup_s={startup} work_s={work_s:.3f}"
+
+
 def to_log(snakemake):
     """The job's log function (every workflow script calls this first): stdout and stderr go to
     the log; when the job ends without an error its log's last line is its timing
-    (headgeom.jobs.timings: the process's age now, its start-up, and the time from now, its work)."""
-    from headgeom.jobs.timings import process_age, timing_line
-
+    (the process's age now, its start-up, and the time from now, its work)."""
     startup, t0 = process_age(), time.perf_counter()
     fh = open(snakemake.log[0], "w", buffering=1)
     sys.stdout = sys.stderr = fh

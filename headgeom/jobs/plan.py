@@ -5,7 +5,10 @@ registry (headgeom.jobs.families: same scopes, blocks and fan-out parts as
 workflow/rules/common.smk) with the resources the rules request (each job's cost model, the
 same call the rules make), and estimates the wall-clock on N cores by list-scheduling the jobs
 longest first (every job takes one core; fetch, then the per-layer jobs, which are
-independent; aggregation is local and not counted).
+independent; aggregation is local and not counted). The choice sensitivity's jobs are priced too:
+one per alternative of each switch (headgeom.verify.sensitivity.planned, its cost model
+``alternative_cost``) and, for window cutting, one forward pass per model, corpus and windows
+(the forward step's cost).
 
 Model shapes, first found wins: a fetched manifest (``results/tensors/<model>/manifest.json``
 under the work directory), ``--shape MODEL=FILE`` (a manifest or an HF ``config.json``), the
@@ -38,9 +41,12 @@ class PlannedJob:
     wildcards: dict
     mem_mb: int
     runtime: int  # minutes
+    path: str | None = None  # its first output, where the registries do not derive it (the sensitivity jobs)
 
     @property
     def output(self) -> str:
+        if self.path is not None:
+            return self.path
         if self.rule in STEPS:
             return STEPS[self.rule].output(model=self.model, **self.wildcards)
         fam = next(f for f in FAMILIES.values() if f.job == self.rule)
@@ -124,13 +130,18 @@ def makespan(runtimes, cores: int) -> float:
     return max(free)
 
 
-def plan(config: dict, workdir=".", shapes=None, models=None) -> dict:
+def plan(config: dict, workdir=".", shapes=None, models=None, more_jobs=None) -> dict:
+    """Jobs, core-hours and memory per rule of a run of ``config``. ``more_jobs(config, fields)``
+    (fields: model -> shape) adds the jobs of layers above this package, e.g. the choice
+    sensitivity's (headgeom.verify.sensitivity.planned_jobs, which the CLI passes)."""
     models = list(models or config["active_models"])
     per_model, jobs = {}, []
     for m in models:
         fields, src = model_shape(m, config, workdir, shapes)
         per_model[m] = {"fields": fields, "shape_from": src, "scope": scopes.summary_line(config, m, fields)}
         jobs += jobs_for(m, fields, config)
+    if more_jobs is not None:
+        jobs += more_jobs(config, {m: d["fields"] for m, d in per_model.items()})
     rules = {}
     for j in jobs:
         r = rules.setdefault(j.rule, {"jobs": 0, "core_hours": 0.0, "peak_mem_mb": 0, "largest": None})
@@ -155,15 +166,15 @@ def render(p: dict, cores=(1, 16, 64, 256, 1024)) -> str:
         lines.append(f"  {m}: {f['n_layers']} layers, d_model {f['d_model']}, {f['n_heads']} q / "
                      f"{f['n_kv_heads']} kv heads, d_head {f['d_head']}  (shape: {d['shape_from']})")
         lines.append(f"    scope: {d['scope']}")
-    lines += ["", f"{'rule':<18}{'jobs':>8}{'core-h':>11}{'peak MiB/job':>14}  largest job (min)"]
+    lines += ["", f"{'rule':<20}{'jobs':>8}{'core-h':>11}{'peak MiB/job':>14}  largest job (min)"]
     tot_jobs, tot_h = 0, 0.0
     for name, r in p["rules"].items():
         big = r["largest"]
-        lines.append(f"{name:<18}{r['jobs']:>8}{r['core_hours']:>11.1f}{r['peak_mem_mb']:>14}  "
+        lines.append(f"{name:<20}{r['jobs']:>8}{r['core_hours']:>11.1f}{r['peak_mem_mb']:>14}  "
                      f"{big.runtime} {big.output}")
         tot_jobs += r["jobs"]
         tot_h += r["core_hours"]
-    lines.append(f"{'total':<18}{tot_jobs:>8}{tot_h:>11.1f}")
+    lines.append(f"{'total':<20}{tot_jobs:>8}{tot_h:>11.1f}")
     longest = max((j.runtime for j in p["jobs"]), default=0)
     over = [j for j in p["jobs"] if j.runtime > p["ceiling_min"]]
     lines += ["", f"runtime ceiling (fanout.max_job_minutes): {p['ceiling_min']:g} min; longest job {longest} min; "

@@ -20,36 +20,15 @@ good as the count behind them.
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import datetime
 from pathlib import Path
 
 from headgeom.core.errors import TimingsError
-from headgeom.jobs.logs import _FINISHED, _JOB as _START, END, block_update
+from headgeom.jobs.logs import _FINISHED, _JOB as _START, END, TIMING, block_update, process_age, timing_line  # noqa: F401 (re-exported)
 
-TIMING = "headgeom timing: "
 _STAMP = re.compile(r"^\[(\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s*$")
 _TIMING = re.compile(r"^" + re.escape(TIMING) + r"startup_s=([0-9.]+|nan) work_s=([0-9.]+)\s*$")
-
-
-def process_age() -> float | None:
-    """Seconds since this process started (Linux /proc), None where that is not known."""
-    try:
-        with open("/proc/self/stat", encoding="ascii") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        start_ticks = int(fields[19])  # field 22 of proc(5): starttime, clock ticks after boot
-        with open("/proc/uptime", encoding="ascii") as fh:
-            uptime = float(fh.read().split()[0])
-        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def timing_line(startup_s: float | None, work_s: float) -> str:
-    """The line a job writes to its log when its work is done (startup nan: not known)."""
-    startup = "nan" if startup_s is None else f"{startup_s:.3f}"
-    return f"{TIMING}startup_s={startup} work_s={work_s:.3f}"
 
 
 def parse_run_log(text: str) -> list[dict]:

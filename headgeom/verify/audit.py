@@ -294,10 +294,13 @@ def activations_dir(model: str, prov: dict) -> str:
     return layout.activations(model, act.get("corpus"), win.get("n_windows"), win.get("window"))
 
 
-def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, out_root: Path, log=print) -> None:
+def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, out_root: Path, log=print,
+                     acts_root: Path | None = None) -> None:
     """Recompute per-layer shards from the tensor store into out_root/<same relative path>, each
     by its family's job in the registry (headgeom.jobs.families), with the params its
-    provenance records; a job that writes several families writes all of them."""
+    provenance records; a job that writes several families writes all of them. An activation
+    shard reads the forward pass's directory its provenance names under ``acts_root`` (default
+    the workdir: the run's own forward passes)."""
     quiet = lambda *a, **k: None  # noqa: E731
     done: set[str] = set()
     for p in paths:
@@ -312,7 +315,8 @@ def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, ou
         inputs = {"manifest": str(workdir / layout.manifest(model)),
                   "final_manifest": str(workdir / layout.manifest(final))}
         if job.activations:  # the forward pass's directory the shard was computed from (its provenance)
-            inputs["acts"] = str(inside(workdir, activations_dir(model, prov), "activations of the shard"))
+            inputs["acts"] = str(inside(Path(acts_root or workdir), activations_dir(model, prov),
+                                        "activations of the shard"))
         outputs = {}
         for f in job.families:
             rel = p.replace(f"{layout.SHARDS_ROOT}/{fam.name}/", f"{layout.SHARDS_ROOT}/{f.name}/", 1)

@@ -99,3 +99,32 @@ def dry_runs(snakemake_bin, root, workdir: Path, edits: dict[str, dict], targets
     with ThreadPoolExecutor(max_workers=4) as ex:
         res = list(ex.map(one, edits.items()))
     return {name: (jobs, text) for name, jobs, text in res}
+
+
+CHOICE = ("choice_sensitivity", "results/tables/choice_sensitivity.csv")
+
+
+def sensitivity_jobs(cfg: dict, reruns: set, ledger_tables) -> set:
+    """The choice-sensitivity jobs a dry run lists beside the jobs ``reruns`` ((rule, first
+    output)) of a config ``cfg`` (the run's config file): an alternative's job when a table it reads reruns (the ledger's
+    tables ``ledger_tables``, the tables it rebuilds) or one of its forward passes does (after the
+    run's own forward pass of that model, corpus and windows); the aggregate when any of them does
+    (workflow/rules/claims.smk)."""
+    from headgeom.jobs.families import activation_models
+    from headgeom.jobs.plan import load_config
+    from headgeom.targets import built_tables
+    from headgeom.verify.sensitivity import planned
+
+    cfg = load_config(overrides=cfg)  # over config/config.yaml, as Snakemake reads it
+    built = built_tables(cfg)
+    tables = {t for r, o in reruns if r.startswith("table_") for t in [r[len("table_"):]]}
+    out = set()
+    for a in planned(cfg, built, activation_models(cfg)):
+        fwd = set()
+        for m, c, n, w in a.forwards:
+            if ("activation_forward", f"results/activations/{m}/{c}/{n}x{w}") in reruns:
+                fwd.add(("sensitivity_forward", f"results/sensitivity/{a.id}/results/activations/{m}/{c}/{n}x{w}"))
+        if fwd or tables & ({t for t in ledger_tables if t in built} | set(a.tables)):
+            out |= fwd | {("sensitivity_tables" if a.kind == "tables" else "sensitivity_shards",
+                           f"results/sensitivity/{a.id}/row.json")}
+    return out | {CHOICE} if out else out

@@ -139,3 +139,102 @@ def test_band_switches_move_exactly_the_band_claims(tmp_path):
     assert rows[("activation.bos", "false")]["tables"] == 0
     # the alternatives are independent: evaluated in two processes, the same rows in the same order
     assert CH.sensitivity(tmp_path, load_ledger(tmp_path / "claims.yaml"), ["m"], workers=2).rows == t.rows
+
+
+# ------------------------------------------------------------------ the alternatives as jobs of their own
+
+
+def test_jobs_one_per_alternative_make_the_same_table_as_one_process(tmp_path):
+    """The workflow's way (one ``alternative_job`` per planned alternative, each writing its row,
+    then ``aggregate_job``) writes the table ``sensitivity`` makes in one process, byte for byte."""
+    import yaml
+
+    from headgeom.verify.claims import load_ledger
+
+    _anchor_workdir(tmp_path)
+    ledger = tmp_path / "claims.yaml"
+    ledger.write_text(yaml.safe_dump({"claims": {"p1": [
+        {"id": "band.3", "model": "m", "table": "p1_anchors", "column": "law_pairs", "value": 3},
+        {"id": "band.4", "model": "m", "table": "p1_anchors", "column": "law_pairs", "value": 4}]}}))
+    ref = CH.sensitivity(tmp_path, load_ledger(ledger), ["m"], tables=["p1_anchors"])
+    cfg = {"paper1": {"band": {"membership": "explanation", "explanation": 0.9}}}
+    alts = CH.planned(cfg, {"p1_anchors"}, [])
+    assert [a.id for a in alts] == [f"{r['switch']}={r['alternative']}" for r in ref.rows]
+    rows, said = [], []
+    for a in alts:
+        row = tmp_path / "results/sensitivity" / a.id / "row.json"
+        CH.alternative_job(a.id, ledger, tmp_path, ["m"], row, ["p1_anchors"], tmp_path / "results/sensitivity" / a.id,
+                           progress=said.append)
+        rows.append(row)
+    # progress lines while an alternative runs: each table as it is rebuilt, then the outcome
+    assert "[choice_sensitivity] paper1.band.explanation=0.8: rebuilt table p1_anchors" in said
+    assert "[choice_sensitivity] paper1.band.explanation=0.8: 1 tables rebuilt, 2 claims change status" in said
+    out = {ext: str(tmp_path / f"out.{ext}") for ext in ("csv", "md", "tex", "html")} | {"prov": str(tmp_path / "o.json")}
+    lines = []
+    CH.aggregate_job(ledger, ["m"], [a.id for a in alts], rows, out, progress=lines.append)
+    assert (tmp_path / "out.csv").read_text() == ref.csv() and (tmp_path / "out.md").read_text() == ref.markdown()
+    assert "band.3: agrees → differs" in (tmp_path / "out.csv").read_text()
+    assert len(lines) == len(alts) and lines[0].startswith(f"[choice_sensitivity] 1/{len(alts)} choices.return_gain")
+    # the run's own value is no alternative: a job asked for it names the mismatch
+    with pytest.raises(ConfigError, match="paper1.band.explanation=0.9"):
+        CH.alternative_job("paper1.band.explanation=0.9", ledger, tmp_path, ["m"], tmp_path / "x.json", ["p1_anchors"],
+                           tmp_path / "x", progress=lambda line: None)
+
+
+def test_planned_alternatives_follow_the_config_and_share_forward_passes():
+    """Written out by hand: the alternatives of a config skip its own value, rebuild only the
+    tables the run builds, and rerun one forward pass per model and distinct (corpus, windows)."""
+    act = {"bos": True, "paper1": {"corpus": "c", "n_windows": 2, "window": 128, "endpoint": "median_cos2"},
+           "read_paths": {"corpus": "c", "n_windows": 2, "window": 128, "eps_exact": True}}
+    cfg = {"paper1": {"band": {"membership": "strong", "explanation": 0.85}}, "activation": act}
+    built = {"p1_anchors", "p1_table2_strong_tail", "p1_activations_natural_return", "pk_sec5_4_read_paths"}
+    got = {a.id: a for a in CH.planned(cfg, built, ["a", "b"])}
+    assert list(got) == [
+        "choices.return_gain=fitted", "choices.isotropy=min_max", "choices.factorial_contrast=row",
+        "choices.factorial_contrast=column", "paper1.band.membership=explanation", "paper1.band.explanation=0.8",
+        "paper1.band.explanation=0.9", "paper1.band.explanation=0.95", "activation.paper1.endpoint=pooled",
+        "activation.read_paths.eps_exact=false", "activation.bos=false"]
+    assert got["paper1.band.explanation=0.8"].default == "0.85" and got["paper1.band.explanation=0.8"].tables == ("p1_anchors",)
+    assert got["activation.paper1.endpoint=pooled"].kind == "shards"
+    assert got["activation.paper1.endpoint=pooled"].tables == ("p1_activations_natural_return",)
+    assert got["activation.read_paths.eps_exact=false"].families == ("activation_read_paths",)
+    bos = got["activation.bos=false"]
+    assert bos.kind == "forward" and bos.forwards == (("a", "c", 2, 128), ("b", "c", 2, 128))  # one per model
+    assert set(bos.tables) == {"p1_activations_natural_return", "pk_sec5_4_read_paths"}
+    assert "p1_table2_strong_tail" in got["choices.isotropy=min_max"].tables
+    # two window shapes: two forward passes per model
+    two = {**act, "read_paths": {**act["read_paths"], "n_windows": 3}}
+    bos2 = next(a for a in CH.planned({**cfg, "activation": two}, built, ["a"]) if a.kind == "forward")
+    assert bos2.forwards == (("a", "c", 2, 128), ("a", "c", 3, 128))
+    # no activation models: the activation switches rebuild nothing (their rows still listed)
+    none = {a.id: a for a in CH.planned(cfg, built, [])}
+    assert none["activation.bos=false"].tables == () and none["activation.bos=false"].forwards == ()
+    assert none["activation.paper1.endpoint=median_cos2"].default == "pooled"  # the builder's default then
+
+
+def test_alternative_costs_sum_the_per_layer_jobs_they_recompute():
+    """A shard switch recomputes its family on every layer of every activation model in one job:
+    the per-layer jobs' costs (headgeom.jobs.activation_costs, called here directly) summed, beside
+    the table rebuild; a table switch costs the rebuild alone; ``headgeom plan`` lists them and the
+    forward reruns at the forward step's cost."""
+    from headgeom.jobs import activation_costs as AC
+    from headgeom.jobs import plan as P
+
+    cfg = P.load_config(overrides={"active_models": ["m"], "activation": {"enabled": True, "models": ["m"]}})
+    f = {"n_layers": 5, "d_model": 64, "n_heads": 4, "n_kv_heads": 2, "d_head": 16}
+    alts = {a.id: a for a in CH.planned(cfg, CH.affected_tables() + CH._activation_tables(), ["m"])}
+    rp_tokens = cfg["activation"]["read_paths"]["n_windows"] * cfg["activation"]["read_paths"]["window"]
+    nr_tokens = cfg["activation"]["paper1"]["n_windows"] * cfg["activation"]["paper1"]["window"]
+    rp = AC.read_paths_resources(f, rp_tokens, len(cfg["activation"]["read_paths"]["kinds"]))["runtime"]
+    nr = AC.natural_return_resources(f, nr_tokens)["runtime"]
+    cost = lambda i: CH.alternative_cost(alts[i], {"m": f}, cfg)["runtime"]  # noqa: E731
+    assert cost("choices.isotropy=min_max") == CH.TABLES_COST["runtime"]
+    assert cost("activation.read_paths.eps_exact=false") == CH.TABLES_COST["runtime"] + 5 * rp
+    assert cost("activation.bos=false") == CH.TABLES_COST["runtime"] + 5 * (rp + nr)
+    jobs = CH.planned_jobs(cfg, {"m": f})
+    fwd = [j for j in jobs if j.rule == "sensitivity_forward"]
+    assert len(fwd) == len(alts["activation.bos=false"].forwards) >= 1
+    assert fwd[0].runtime == AC.forward_resources(f, nr_tokens)["runtime"]
+    assert fwd[0].output.startswith("results/sensitivity/activation.bos=false/results/activations/m/")
+    assert sorted(j.rule for j in jobs if j.rule != "sensitivity_forward") == sorted(
+        ["sensitivity_tables"] * 8 + ["sensitivity_shards"] * 3)

@@ -21,13 +21,12 @@ from headgeom.verify.audit import audit
 from headgeom.verify.claims import ledger_tables, load_ledger
 from headgeom.outputs import OUTPUTS
 from synth_hf import TEXT, write_synthetic_llama
-from tinyrun import CFG, copy_run, dry_run_jobs, dry_runs, merge, snakemake
+from tinyrun import CFG, copy_run, dry_run_jobs, dry_runs, merge, sensitivity_jobs, snakemake
 
 pytestmark = pytest.mark.slow
 
 ALL = ("all", None)
 CLAIMS = ("claims", "results/tables/claims.csv")
-CHOICE = ("choice_sensitivity", "results/tables/choice_sensitivity.csv")  # re-reads the ledger's tables
 ACT_CFG = {
     "models": {"synth": {"source": "local", "path": "ckpt"}},
     "active_models": ["synth"],
@@ -60,11 +59,15 @@ NAT = layer_jobs("activation_natural_return") | outputs_reading("activation_natu
 RP = layer_jobs("activation_read_paths") | outputs_reading("activation_read_paths")
 
 
-def with_claims(root, jobs: set) -> set:
+def with_claims(root, jobs: set, edit: dict | None = None) -> set:
+    """``jobs`` and the claims, choice-sensitivity and summary jobs that rerun after them (the
+    run's config with ``edit``)."""
     from headgeom.verify.summary import tables_read
 
-    tables = {("table_" + t, f"results/tables/{t}.csv") for t in ledger_tables(load_ledger(root / "config/claims.yaml"))}
-    out = jobs | {CLAIMS, CHOICE, ALL} if jobs & tables else jobs | {ALL}
+    led = ledger_tables(load_ledger(root / "config/claims.yaml"))
+    tables = {("table_" + t, f"results/tables/{t}.csv") for t in led}
+    out = jobs | {CLAIMS, ALL} if jobs & tables else jobs | {ALL}
+    out |= sensitivity_jobs(merge(merge(CFG, ACT_CFG), edit or {}), jobs, led)
     # the end-of-run summary reads its headline tables and the claims table
     read = {("table_" + t, f"results/tables/{t}.csv") for t in tables_read()} | {CLAIMS}
     return out | {("summary", "results/summary.md")} if out & read else out
@@ -82,16 +85,19 @@ def act_run(tmp_path_factory, snakemake_bin, root):
     return w
 
 
+EDITS = {
+    "unchanged": {},
+    "corpus_entry": {"texts": {"toy": {"path": "text2.txt"}}},
+    "p1_window": {"activation": {"paper1": {"window": 20}}},
+    "rp_windows": {"activation": {"read_paths": {"n_windows": 4}}},
+    "device": {"activation": {"device": "cuda"}},
+    "model_notes": {"models": {"synth": {"notes": "edited"}}},
+}
+
+
 @pytest.fixture(scope="module")
 def plans(act_run, snakemake_bin, root):
-    return dry_runs(snakemake_bin, root, act_run, {
-        "unchanged": {},
-        "corpus_entry": {"texts": {"toy": {"path": "text2.txt"}}},
-        "p1_window": {"activation": {"paper1": {"window": 20}}},
-        "rp_windows": {"activation": {"read_paths": {"n_windows": 4}}},
-        "device": {"activation": {"device": "cuda"}},
-        "model_notes": {"models": {"synth": {"notes": "edited"}}},
-    })
+    return dry_runs(snakemake_bin, root, act_run, EDITS)
 
 
 def _assert_plan(got_list, expected, name):
@@ -135,15 +141,15 @@ def test_model_notes_edit_reruns_nothing(plans):
 
 def test_corpus_entry_edit_reruns_the_activation_stage_only(plans, root):
     expected = {forward("2x24"), forward("3x24")} | NAT | RP
-    _assert_plan(plans["corpus_entry"][0], with_claims(root, expected), "corpus_entry")
+    _assert_plan(plans["corpus_entry"][0], with_claims(root, expected, EDITS["corpus_entry"]), "corpus_entry")
 
 
 def test_paper1_window_edit_reruns_the_natural_return_only(plans, root):
-    _assert_plan(plans["p1_window"][0], with_claims(root, {forward("2x20")} | NAT), "p1_window")
+    _assert_plan(plans["p1_window"][0], with_claims(root, {forward("2x20")} | NAT, EDITS["p1_window"]), "p1_window")
 
 
 def test_read_paths_window_edit_reruns_the_read_paths_only(plans, root):
-    _assert_plan(plans["rp_windows"][0], with_claims(root, {forward("4x24")} | RP), "rp_windows")
+    _assert_plan(plans["rp_windows"][0], with_claims(root, {forward("4x24")} | RP, EDITS["rp_windows"]), "rp_windows")
 
 
 def test_corpus_file_edit_reruns_the_activation_stage_only(act_run, snakemake_bin, root, tmp_path):
@@ -156,9 +162,10 @@ def test_corpus_file_edit_reruns_the_activation_stage_only(act_run, snakemake_bi
 
 def test_cuda_device_asks_a_gpu_for_the_forward_rule_alone(plans, root):
     """The resources each job of the dry run would be submitted with (the SLURM plugin turns
-    `gpu` into sbatch --gpus): gpu=1 on activation_forward, no gpu anywhere else."""
+    `gpu` into sbatch --gpus): gpu=1 on the forward passes (activation_forward, and the choice
+    sensitivity's reruns of them, sensitivity_forward), no gpu anywhere else."""
     jobs, text = plans["device"]
-    _assert_plan(jobs, with_claims(root, {forward("2x24"), forward("3x24")} | NAT | RP), "device")
+    _assert_plan(jobs, with_claims(root, {forward("2x24"), forward("3x24")} | NAT | RP, EDITS["device"]), "device")
     blocks = re.split(r"\n(?=(?:local)?(?:rule|checkpoint) )", text)
     seen = 0
     for b in blocks:
@@ -167,12 +174,12 @@ def test_cuda_device_asks_a_gpu_for_the_forward_rule_alone(plans, root):
             continue
         res = re.search(r"^    resources: (.*)$", b, re.M)
         gpu = re.search(r"\bgpu=(\d+)", res.group(1)).group(1) if res and "gpu=" in res.group(1) else "0"
-        if m.group(1) == "activation_forward":
+        if m.group(1) in ("activation_forward", "sensitivity_forward"):
             assert gpu == "1", b
             seen += 1
         else:
             assert gpu == "0", b
-    assert seen == 2
+    assert seen == 4  # two window shapes, each rerun without the BOS
 
 
 def test_audit_recomputes_an_activation_number(act_run):
@@ -317,6 +324,18 @@ def test_sensitivity_reruns_the_forward_pass_for_window_cutting(act_run, snakema
                 and f"activation.bos{tag}.alternative: differs → agrees" in r["claims"]), r["claims"]
     # the run is untouched: the new forward passes and shards lived in a temporary directory
     assert sorted(p.relative_to(act_run) for p in act_run.rglob("*") if p.is_file()) == before
+
+    # the workflow (one job per alternative, the forward reruns jobs of their own, then the
+    # aggregate) makes the same table with this ledger, byte for byte
+    w = copy_run(act_run, tmp_path / "wf")
+    (w / "cfg_ledger.yaml").write_text(yaml.safe_dump({"claims": {"ledger": str(tmp_path / "claims.yaml")}}))
+    r = snakemake(snakemake_bin, root, w, "results/tables/choice_sensitivity.csv",
+                  configfiles=("cfg.yaml", "cfg_ledger.yaml"), timeout=1200)
+    assert (w / "results/tables/choice_sensitivity.csv").read_text() == t.csv()
+    ran = re.findall(r"^(?:local)?rule (\S+):$", r.stdout + r.stderr, flags=re.M)
+    assert ran.count("sensitivity_shards") == 3 and "sensitivity_forward" not in ran, ran  # forward passes kept
+    assert sorted((w / "results/sensitivity/activation.bos=false/results/activations/synth/toy").iterdir()) == [
+        w / "results/sensitivity/activation.bos=false/results/activations/synth/toy" / s for s in ("2x24", "3x24")]
 
 
 def test_a_run_of_another_model_in_the_same_directory_keeps_choice_sensitivity_working(act_run, snakemake_bin,

@@ -15,7 +15,7 @@ import yaml
 from headgeom.outputs import FIGURES, TABLES
 from headgeom.verify.claims import ledger_tables, load_ledger
 from synth import write_llama
-from tinyrun import copy_run, dry_run_jobs, merge, snakemake, tiny_run
+from tinyrun import copy_run, dry_run_jobs, merge, sensitivity_jobs, snakemake, tiny_run
 
 pytestmark = pytest.mark.slow
 
@@ -45,21 +45,21 @@ AGGREGATES = {T(n) for n, o in TABLES.items() if o.shard_models != "activation"}
     F(n) for n, o in FIGURES.items() if o.shard_models != "activation"}
 
 
-def with_claims(jobs: set) -> set:
+def with_claims(jobs: set, edit: dict | None = None) -> set:
     """The claims table reruns when a table the ledger reads reruns; the choice-sensitivity
-    table too, and when a table it rebuilds (one reading the paper 1 per-head shards) reruns."""
-    from headgeom.verify.sensitivity import affected_tables
-
+    alternatives when one they read or rebuild reruns, and their table after them."""
     from headgeom.verify.summary import tables_read
 
-    ledger = {T(t) for t in ledger_tables(load_ledger(ROOT_LEDGER))}
+    led = ledger_tables(load_ledger(ROOT_LEDGER))
+    ledger = {T(t) for t in led}
     out = jobs | {CLAIMS, ALL} if jobs & ledger else jobs | {ALL}
-    out = out | {CHOICE} if jobs & (ledger | {T(t) for t in affected_tables()}) else out
+    out |= sensitivity_jobs(merge(RUN_CFG, edit or {}), jobs, led)
     # the end-of-run summary reads its headline tables and the claims table
     return out | {SUMMARY} if out & ({T(t) for t in tables_read()} | {CLAIMS}) else out
 
 
 ROOT_LEDGER = None  # set by the fixture (the repo's config/claims.yaml)
+RUN_CFG: dict = {}  # and the shared run's config file
 
 EDITS = {
     "unchanged": {},
@@ -84,6 +84,7 @@ def plans(tmp_path_factory, snakemake_bin, root):
     ROOT_LEDGER = root / "config" / "claims.yaml"
     w = tiny_run(tmp_path_factory, snakemake_bin, root)
     base = yaml.safe_load((w / "cfg.yaml").read_text())
+    RUN_CFG.update(base)
 
     def edit(name):
         cfg = w / f"cfg_{name}.yaml"
@@ -173,8 +174,11 @@ def test_small_angle_reruns_pk_writing_only(plans):
 
 def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
     # before its fetch (a checkpoint) the layer count is unknown: fetch + every aggregate
+    two = {"models": {"tiny2": {"source": "local", "path": "ckpt2"}}, "active_models": ["tiny", "tiny2"]}
+    choice = sensitivity_jobs(merge(RUN_CFG, two), AGGREGATES, ledger_tables(load_ledger(ROOT_LEDGER)))
+    assert CHOICE in choice
     _assert_plan(plans, "add_before_fetch",
-                 {("fetch", "results/tensors/tiny2/manifest.json"), CLAIMS, CHOICE, SUMMARY, ALL} | AGGREGATES)
+                 {("fetch", "results/tensors/tiny2/manifest.json"), CLAIMS, SUMMARY, ALL} | AGGREGATES | choice)
     # after it: the new model's per-layer jobs (3 layers), nothing of `tiny`, and the aggregates
     L = range(3)
     new = (
@@ -185,7 +189,7 @@ def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
         | {("paper1_heads", f"results/shards/paper1_heads/tiny2/layer{l}.parquet") for l in L}
         | {("paper1_capacity", f"results/shards/paper1_capacity/tiny2/layer{l}.parquet") for l in L}
     )
-    _assert_plan(plans, "add_after_fetch", new | AGGREGATES | {CLAIMS, CHOICE, SUMMARY, ALL})
+    _assert_plan(plans, "add_after_fetch", new | AGGREGATES | choice | {CLAIMS, SUMMARY, ALL})
     assert not [o for _, o in plans["add_after_fetch"] if o and "/tiny/" in o]
 
 

@@ -50,22 +50,99 @@ rule claims:
         "../scripts/claims.py"
 
 
-# Sensitivity to the reconstructed choices (headgeom.verify.sensitivity): each alternative of each
-# `choices:` switch rebuilds the tables reading the paper 1 per-head shards (from the shards
-# their sidecars list) and re-reads the ledger; one row per alternative lists the claims whose
-# status changes.
-from headgeom.verify.sensitivity import affected_tables as _choice_tables
-
-CHOICE_TABLES = [t for t in _choice_tables() if t in _BUILT_TABLES]
-
+# Sensitivity to the reconstructed choices (headgeom.verify.sensitivity; the switches and what each
+# can change: headgeom.outputs.choices). Every alternative of every switch is a job of its own,
+# writing its row (results/sensitivity/<switch>=<value>/row.json):
+#   sensitivity_tables    a table switch (choices:, paper1.band): rebuilds the tables taking it from
+#                         the run's shards
+#   sensitivity_shards    an activation job's switch: recomputes that shard family from the stored
+#                         activations; window cutting: recomputes every activation shard from the
+#                         forward passes sensitivity_forward reran (one per model, corpus and windows)
+# and the local rule choice_sensitivity puts the rows together, one per alternative listing the
+# claims whose status changes. The alternatives and their inputs: workflow/rules/sensitivity_common.smk.
+CHOICE_TABLES = [t for t in _sens.affected_tables() if t in _BUILT_TABLES]
 _CHOICE_FILES = layout.table_files("choice_sensitivity")
+
+
+rule sensitivity_tables:
+    input:
+        unpack(_alt_inputs),
+    output:
+        row=layout.SENSITIVITY_ROW,
+    log:
+        layout.SENSITIVITY_LOG,
+    wildcard_constraints:
+        alt=_alt_re("tables"),
+    conda:
+        "../../envs/headgeom.yaml"
+    resources:
+        mem_mb=lambda wc, input: _alt_res(wc, input, "mem_mb"),
+        runtime=lambda wc, input: _alt_res(wc, input, "runtime"),
+    params:
+        models=ACTIVE,
+        tables=CHOICE_TABLES,
+        kind=lambda wc: CHOICE_ALTS[wc.alt].kind,
+    script:
+        "../scripts/choice_sensitivity.py"
+
+
+rule sensitivity_shards:
+    input:
+        unpack(_alt_inputs),
+    output:
+        row=layout.SENSITIVITY_ROW,
+        shards=directory(layout.SENSITIVITY_SHARDS),
+    log:
+        layout.SENSITIVITY_LOG,
+    wildcard_constraints:
+        alt=_alt_re("shards", "forward"),
+    conda:
+        "../../envs/headgeom.yaml"
+    resources:
+        mem_mb=lambda wc, input: _alt_res(wc, input, "mem_mb"),
+        runtime=lambda wc, input: _alt_res(wc, input, "runtime"),
+    params:
+        models=ACTIVE,
+        tables=CHOICE_TABLES,
+        kind=lambda wc: CHOICE_ALTS[wc.alt].kind,
+    script:
+        "../scripts/choice_sensitivity.py"
+
+
+rule sensitivity_forward:
+    input:
+        manifest=layout.MANIFEST,
+        tensors=layout.TENSORS,
+        corpus=_act_corpus_file,
+        acts=layout.ACTIVATIONS,  # the run's own forward pass: its params, the switch's aside
+    output:
+        directory(layout.SENSITIVITY_ACTIVATIONS),
+    log:
+        layout.SENSITIVITY_FORWARD_LOG,
+    wildcard_constraints:
+        alt=_alt_re("forward"),
+    conda:
+        "../../envs/headgeom.yaml"
+    threads: 2
+    resources:
+        mem_mb=lambda wc, input: _act_fwd_res(wc, input, "mem_mb"),
+        runtime=lambda wc, input: _act_fwd_res(wc, input, "runtime"),
+        cpus_per_task=2,
+        gpu=_act_gpus(config.get("activation", {}).get("device", "cpu")),
+    params:
+        # only the keys that locate the checkpoint (as activation_forward)
+        entry=lambda wc: {
+            k: v for k, v in config["models"][wc.model].items() if k in FETCH_KEYS
+        },
+        corpus_entry=lambda wc: config["texts"][wc.corpus],
+    script:
+        "../scripts/sensitivity_forward.py"
 
 
 rule choice_sensitivity:
     input:
         ledger=CLAIMS_LEDGER,
-        tables=[layout.table_files(t)["csv"] for t in CLAIMS_TABLES],
-        provs=[layout.table_files(t)["prov"] for t in CHOICE_TABLES],
+        rows=[layout.sensitivity_row(i) for i in CHOICE_ALTS],
     output:
         csv=_CHOICE_FILES["csv"],
         html=report(
@@ -83,18 +160,9 @@ rule choice_sensitivity:
     localrule: True
     conda:
         "../../envs/headgeom.yaml"
-    threads: 2  # the alternatives are independent: evaluated in parallel (the run's serial tail)
     params:
         models=ACTIVE,
-        # the tables this run builds: one left by an earlier run of other models is not rebuilt
-        tables=CHOICE_TABLES,
-        # the forward-pass switch (activation.bos) reruns forward passes: model and corpus entries
-        # (only the keys that locate each checkpoint: editing a model's notes reruns nothing)
-        model_entries=lambda wc: {
-            m: {k: v for k, v in config["models"][m].items() if k in FETCH_KEYS}
-            for m in ACT_MODELS
-        },
-        texts=lookup(dpath="texts", within=config, default={}),
+        alternatives=list(CHOICE_ALTS),
     script:
         "../scripts/choice_sensitivity.py"
 
