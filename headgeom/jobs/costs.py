@@ -130,7 +130,13 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
 # models, none on Gemma-3-270M), so the model keeps `iters` as the per-start bound.
 
 
-def paper1_resources(kind: str, manifest, restarts: int = 1, iters: int = 0) -> dict:
+# The L-BFGS ascent (method lbfgs) pays ~1.5x per start and step (its two-loop recursion over 8
+# stored pairs, a gradient at every accepted point, the tangent projection: bench/run.py capacity,
+# d_head 256) and keeps LBFGS_MEMORY pairs of d x d matrices per start in memory.
+LBFGS_STEP_FACTOR = 1.5
+
+
+def paper1_resources(kind: str, manifest, restarts: int = 1, iters: int = 0, method: str = "gradient") -> dict:
     """mem_mb and runtime (minutes) of one paper1_heads / paper1_capacity job of this model."""
     fields = _fields(manifest)
     f = layer_mib(fields)
@@ -138,7 +144,13 @@ def paper1_resources(kind: str, manifest, restarts: int = 1, iters: int = 0) -> 
     runtime = 5 + math.ceil(0.05 * f / 60)
     if kind == "capacity":
         per_iter_s = 0.008 * (fields["d_head"] / 128) ** 2.5
-        runtime += math.ceil(fields["n_heads"] * restarts * iters * per_iter_s / 60)
+        starts = fields["n_heads"] * restarts
+        if method == "lbfgs":
+            from headgeom.methods.paper1.capacity import LBFGS_MEMORY
+
+            per_iter_s *= LBFGS_STEP_FACTOR
+            mem_mb += math.ceil(2 * LBFGS_MEMORY * starts * fields["d_head"] ** 2 * 8 / 2**20)
+        runtime += math.ceil(starts * iters * per_iter_s / 60)
     return {"mem_mb": mem_mb, "runtime": runtime}
 
 

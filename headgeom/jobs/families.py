@@ -193,7 +193,7 @@ def _any_within_nulls(pk) -> bool:
 def _paper1_cost(kind):
     def cost(job, manifest, config, wildcards=None):
         cap = config["paper1"]["capacity"]
-        return costs.paper1_resources(kind, manifest, cap["restarts"], cap["iters"])
+        return costs.paper1_resources(kind, manifest, cap["restarts"], cap["iters"], cap.get("method", "gradient"))
 
     return cost
 
@@ -302,7 +302,7 @@ JOBS = {
                     "scramble_draws": "paper1/scramble_draws", "sv_rtol": "paper1/sv_rtol",
                     "restarts": "paper1/capacity/restarts", "iters": "paper1/capacity/iters",
                     "tol": "paper1/capacity/tol", "window": "paper1/capacity/window",
-                    "sample_per_layer": "paper1/capacity/sample_per_layer"},
+                    "method": "paper1/capacity/method", "sample_per_layer": "paper1/capacity/sample_per_layer"},
             cost_model=_paper1_cost("capacity"),
             seed_scheme="rng_for(model, layer, head, restart, purpose) for scrambles and capacity restarts",
             log="logs/paper1/capacity/{model}/layer{layer}.log",

@@ -107,11 +107,7 @@ def projected_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 
     f = np.where(np.isfinite(f), f, -np.inf)
     n = X.shape[0]
     eta = np.full(n, step0)
-    window = int(window)
-    check = tol > 0 and window > 0
-    hist = np.empty((window + 1, n)) if check else None  # ring of log P over the last window steps
-    if check:
-        hist[0] = f
+    stop = _Stopping(f, tol, window)
     done = np.zeros(n, bool)
     steps = np.zeros(n, np.int64)
     n_svd = 0
@@ -147,16 +143,193 @@ def projected_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 
         eta[idx] = np.where(oka, ea * 1.5, ea * 0.5)
         if trace is not None:
             trace.append(f.copy())
-        if check:
-            hist[t % (window + 1)] = f
-            if t >= window:
-                with np.errstate(invalid="ignore"):
-                    gain = f - hist[(t - window) % (window + 1)]
-                done |= np.isfinite(gain) & (gain < tol)
+        done = stop.update(t, f, done)
     if stats is not None:
         stats["svd"] = stats.get("svd", 0) + n_svd
         stats["steps"] = steps
     return X, np.exp(f)
+
+
+def orbit_frame(X):
+    """The singular frame (U, W^T) of X = U diag(sigma) W^T (batched): the tangent space's basis."""
+    U, _, Wt = np.linalg.svd(X)
+    return U, Wt
+
+
+def sigma_ties(sigma):
+    """(..., d, d) mask of pairs i != j with sigma_i = sigma_j (to 1e-12 of sigma_max), or None
+    when no start has one: there the orbit has no symmetric tangent direction."""
+    tie = np.abs(sigma[..., :, None] - sigma[..., None, :]) <= 1e-12 * sigma.max(-1)[..., None, None]
+    d = sigma.shape[-1]
+    tie[..., np.arange(d), np.arange(d)] = False
+    return tie if tie.any() else None
+
+
+def orbit_tangent(G, U, Wt, tie=None):
+    """The component of G tangent to the orbit {U' diag(sigma) W'^T} at X = U diag(sigma) W^T.
+
+    Tangent vectors are U (A diag(sigma) - diag(sigma) B) W^T with A, B skew; in the frame
+    (G~ = U^T G W) their (i, j), (j, i) entries span R^2 when sigma_i != sigma_j, the
+    antisymmetric direction when sigma_i = sigma_j != 0, and the diagonal is never reached. So the
+    projection zeroes G~'s diagonal and, on tied pairs (``tie``, from sigma_ties), its symmetric
+    part (both zero singular values: the antisymmetric part is the same rotation twice and stays;
+    it moves nothing, X's entries there being zero)."""
+    if tie is None:  # G minus its normal part sum_i (u_i^T G w_i) u_i w_i^T: two products, not four
+        GW = G @ mT(Wt)
+        c = np.einsum("...ki,...ki->...i", U, GW)
+        return G - (U * c[..., None, :]) @ Wt
+    Gt = mT(U) @ G @ mT(Wt)
+    d = Gt.shape[-1]
+    Gt[..., np.arange(d), np.arange(d)] = 0.0
+    Gt = Gt - np.where(tie, 0.5 * (Gt + mT(Gt)), 0.0)
+    return U @ Gt @ Wt
+
+
+class _Stopping:
+    """The convergence rule both ascents share: a start is done once log P gained less than
+    ``tol`` over its last ``window`` steps (off when tol = 0 or window = 0)."""
+
+    def __init__(self, f, tol: float, window: int):
+        self.window = int(window)
+        self.on = tol > 0 and self.window > 0
+        self.tol = tol
+        self.hist = np.empty((self.window + 1, f.shape[0])) if self.on else None  # ring of log P
+        if self.on:
+            self.hist[0] = f
+
+    def update(self, t: int, f, done):
+        if self.on:
+            self.hist[t % (self.window + 1)] = f
+            if t >= self.window:
+                with np.errstate(invalid="ignore"):
+                    gain = f - self.hist[(t - self.window) % (self.window + 1)]
+                done |= np.isfinite(gain) & (gain < self.tol)
+        return done
+
+
+LBFGS_MEMORY = 8  # stored (s, y) pairs per start
+
+
+def lbfgs_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0, window: int = 0,
+                 memory: int = LBFGS_MEMORY, stats: dict | None = None):
+    """Quasi-Newton projected ascent of log P_D on the orbit of sigma, batched over starts.
+
+    The same problem, retraction and stopping rule as projected_ascent; only the direction and
+    step differ: the direction is L-BFGS's (the last ``memory`` steps' pairs s = X_k+1 - X_k,
+    y = grad_k - grad_k+1 of the Riemannian gradient, i.e. the Euclidean gradient's component
+    tangent to the orbit, orbit_tangent), projected onto the tangent space; the step is
+    backtracking (Armijo, c = 1e-4, halving from 1; the first step and any step after a lost
+    ascent direction has length ``step0`` x ||X||, as projected_ascent's first). A trial point is
+    the exact SVD retraction of X + step x direction, and a step is taken only where it raises
+    log P (never decreasing, as projected_ascent). A start whose 30 halvings all fail is stopped.
+
+    ``stats`` as projected_ascent's (svd counts the frames of the starts and every trial point's
+    retraction; steps counts iterations, each one accepted step or a stop)."""
+    X = np.array(X0, dtype=np.float64, copy=True)
+    D = np.ascontiguousarray(D, dtype=np.float64)
+    sigma = np.ascontiguousarray(sigma, dtype=np.float64)
+    n, d, _ = X.shape
+    U, Wt = orbit_frame(X)
+    tie = sigma_ties(sigma)
+    f, g = logP_and_grad(X, D)
+    f = np.where(np.isfinite(f), f, -np.inf)
+    gr = orbit_tangent(g, U, Wt, tie)
+    S = np.zeros((memory, n, d, d))
+    Y = np.zeros((memory, n, d, d))
+    rho = np.zeros((memory, n))  # 1 / <s, y>; 0 marks an empty or unusable pair
+    slot = 0
+    xn = np.sqrt(fro2(X))
+    stop = _Stopping(f, tol, window)
+    done = ~np.isfinite(f)
+    steps = np.zeros(n, np.int64)
+    n_svd = n
+    trace = stats.get("trace") if stats is not None else None
+    progress = stats.get("progress") if stats is not None else None
+    every = max(1, iters // 10)
+    if trace is not None:
+        trace.append(f.copy())
+    for t in range(1, iters + 1):
+        act = np.flatnonzero(~done)
+        if act.size == 0:
+            break
+        if progress is not None and t > 1 and (t - 1) % every == 0:
+            progress(t - 1, iters, int(act.size), n)
+        sel = slice(None) if act.size == n else act  # a view of the memory while every start climbs
+        # two-loop recursion, newest pair first (a start's empty pairs have rho = 0: no effect)
+        q = gr[act].copy()
+        order = [(slot - 1 - i) % memory for i in range(memory)]
+        alpha_j = {}
+        for j in order:
+            Sj, Yj = S[j][sel], Y[j][sel]
+            alpha_j[j] = rho[j, act] * inner(Sj, q)
+            q -= alpha_j[j][:, None, None] * Yj
+        newest = (slot - 1) % memory
+        r_new = rho[newest, act]
+        yy = fro2(Y[newest][sel])
+        gn = np.sqrt(fro2(gr[act]))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            first_step = step0 * xn[act] / gn
+            gamma = np.where((r_new > 0) & (yy > 0), 1.0 / (r_new * yy), first_step)
+        q *= gamma[:, None, None]
+        for j in reversed(order):
+            beta = rho[j, act] * inner(Y[j][sel], q)
+            q += (alpha_j[j] - beta)[:, None, None] * S[j][sel]
+        p = q  # its normal part only moves sigma, which the retraction restores (not projected: 4 products saved)
+        slope = inner(gr[act], p)
+        lost = ~(slope > 0)
+        if lost.any():  # not an ascent direction: the gradient at projected_ascent's first length, memory dropped
+            p[lost] = gr[act][lost] * first_step[lost][:, None, None]
+            slope[lost] = inner(gr[act][lost], p[lost])
+            rho[:, act[lost]] = 0.0
+        step = np.ones(act.size)
+        pending = np.isfinite(slope) & (slope > 0)
+        moved = np.zeros(act.size, bool)
+        Xn = X[act]
+        Un, Wn, fn = U[act], Wt[act], f[act]
+        Gn = np.empty_like(Xn)  # the Euclidean gradient at the accepted trial point
+        for _ in range(30):
+            ii = np.flatnonzero(pending)
+            if ii.size == 0:
+                break
+            Ut, _, Wtt = np.linalg.svd(X[act[ii]] + step[ii, None, None] * p[ii])
+            Xt = (Ut * sigma[act[ii]][:, None, :]) @ Wtt
+            n_svd += ii.size
+            Dt = D[act[ii]]
+            ft, Z, ip, n4, n2 = _logP_Z(Xt, Dt)
+            f0 = f[act[ii]]
+            ok = np.isfinite(ft) & (ft > f0) & (ft >= f0 + 1e-4 * step[ii] * slope[ii])
+            k = ii[ok]
+            Xn[k], Un[k], Wn[k], fn[k] = Xt[ok], Ut[ok], Wtt[ok], ft[ok]
+            if ok.any():
+                Gn[k] = _grad_from(Xt[ok], Dt[ok], Z[ok], ip[ok], n4[ok], n2[ok])
+            pending[k] = False
+            moved[k] = True
+            step[ii[~ok]] *= 0.5
+        steps[act] += 1
+        done[act[~moved]] = True  # no ascent along the direction: stopped where it is
+        rho[slot] = 0.0
+        mv = act[moved]
+        if mv.size:
+            X_old, gr_old = X[mv], gr[mv]
+            X[mv], U[mv], Wt[mv], f[mv] = Xn[moved], Un[moved], Wn[moved], fn[moved]
+            gr[mv] = orbit_tangent(Gn[moved], U[mv], Wt[mv], tie if tie is None else tie[mv])
+            s_k = X[mv] - X_old
+            y_k = gr_old - gr[mv]
+            sy = inner(s_k, y_k)
+            usable = sy > 1e-12 * np.sqrt(fro2(s_k) * fro2(y_k))  # curvature condition of -log P
+            S[slot, mv], Y[slot, mv] = s_k, y_k
+            rho[slot, mv] = np.where(usable, 1.0 / np.where(usable, sy, 1.0), 0.0)
+        slot = (slot + 1) % memory
+        if trace is not None:
+            trace.append(f.copy())
+        done = stop.update(t, f, done)
+    if stats is not None:
+        stats["svd"] = stats.get("svd", 0) + n_svd
+        stats["steps"] = steps
+    return X, np.exp(f)
+
+
+ASCENTS = {"gradient": projected_ascent, "lbfgs": lbfgs_ascent}
 
 
 def capacity_starts(K, model: str, layer: int, head: int, restarts: int) -> np.ndarray:
@@ -171,10 +344,11 @@ def capacity_starts(K, model: str, layer: int, head: int, restarts: int) -> np.n
 
 
 def feasible_capacity_batch(Ks, Ds, model: str, layer: int, heads, restarts: int, iters: int, tol: float = 0.0,
-                            window: int = 0, stats: dict | None = None) -> list[dict]:
+                            window: int = 0, stats: dict | None = None, method: str = "gradient") -> list[dict]:
     """Cap_hat of several heads of one layer in one batched ascent (every head's restarts
-    stacked; projected_ascent's stopping rule with ``tol``/``window``, ``iters`` the cap); per
-    head the same dict as feasible_capacity plus ``steps`` (the most steps any of its starts took)."""
+    stacked; the ascent ``method``, "gradient" (projected_ascent) or "lbfgs" (lbfgs_ascent), with
+    their stopping rule ``tol``/``window`` and ``iters`` the cap); per head the same dict as
+    feasible_capacity plus ``steps`` (the most steps any of its starts took)."""
     Ks = np.asarray(Ks, dtype=np.float64)
     Ds = np.asarray(Ds, dtype=np.float64)
     if len(heads) == 0:
@@ -185,7 +359,9 @@ def feasible_capacity_batch(Ks, Ds, model: str, layer: int, heads, restarts: int
     Dn = np.repeat(Ds, n, axis=0)
     sig = np.repeat(np.stack(sigmas), n, axis=0)
     st = {k: stats[k] for k in ("trace", "progress") if stats is not None and k in stats}
-    X, P = projected_ascent(X0, Dn, sig, iters, tol=tol, window=window, stats=st)
+    if method not in ASCENTS:
+        raise ValueError(f"capacity method must be one of {sorted(ASCENTS)}, not {method!r}")
+    X, P = ASCENTS[method](X0, Dn, sig, iters, tol=tol, window=window, stats=st)
     if stats is not None:
         stats["svd"] = stats.get("svd", 0) + st["svd"]
     P_start = C.P_of(Ks, Ds)
@@ -284,7 +460,8 @@ def capacity_layer(f, f_final, model: str, final_model: str, layer: int, params:
         pp, _, _ = scramble_draws(K1, D1, model, layer, int(h), n_perm, 0)
         out["R"][r] = np.median(pp) if pp.size else np.nan
     # every selected head's restarts in one batched ascent (each start runs independently)
-    caps = feasible_capacity_batch(Kh, Dh, model, layer, hs, restarts, iters, tol, window, stats)
+    caps = feasible_capacity_batch(Kh, Dh, model, layer, hs, restarts, iters, tol, window, stats,
+                                   params.get("method", "gradient"))
     for r, h, cap in zip(rows, hs, caps):
         if not cap["sv_relerr"] < sv_rtol:
             raise AssertionError(f"capacity iterate lost the singular values of K (head {h}): {cap['sv_relerr']:.3e}")
