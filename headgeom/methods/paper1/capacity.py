@@ -157,12 +157,17 @@ def orbit_frame(X):
 
 
 def sigma_ties(sigma):
-    """(..., d, d) mask of pairs i != j with sigma_i = sigma_j (to 1e-12 of sigma_max), or None
-    when no start has one: there the orbit has no symmetric tangent direction."""
-    tie = np.abs(sigma[..., :, None] - sigma[..., None, :]) <= 1e-12 * sigma.max(-1)[..., None, None]
+    """Where the orbit has fewer tangent directions, or None when no start has such a pair:
+    (tie, dead), (..., d, d) masks of the pairs i != j with sigma_i = sigma_j (to 1e-12 of
+    sigma_max; no symmetric direction) and of those with sigma_i = sigma_j = 0 (no direction)."""
+    tol = 1e-12 * sigma.max(-1)[..., None, None]
+    tie = np.abs(sigma[..., :, None] - sigma[..., None, :]) <= tol
     d = sigma.shape[-1]
     tie[..., np.arange(d), np.arange(d)] = False
-    return tie if tie.any() else None
+    if not tie.any():
+        return None
+    zero = sigma <= tol[..., 0]
+    return tie, tie & zero[..., :, None] & zero[..., None, :]
 
 
 def orbit_tangent(G, U, Wt, tie=None):
@@ -170,10 +175,9 @@ def orbit_tangent(G, U, Wt, tie=None):
 
     Tangent vectors are U (A diag(sigma) - diag(sigma) B) W^T with A, B skew; in the frame
     (G~ = U^T G W) their (i, j), (j, i) entries span R^2 when sigma_i != sigma_j, the
-    antisymmetric direction when sigma_i = sigma_j != 0, and the diagonal is never reached. So the
-    projection zeroes G~'s diagonal and, on tied pairs (``tie``, from sigma_ties), its symmetric
-    part (both zero singular values: the antisymmetric part is the same rotation twice and stays;
-    it moves nothing, X's entries there being zero)."""
+    antisymmetric direction when sigma_i = sigma_j != 0, none when both are 0, and the diagonal
+    is never reached. So the projection zeroes G~'s diagonal and, on the pairs ``tie`` marks
+    (sigma_ties), its symmetric part, or all of it where both singular values are 0."""
     if tie is None:  # G minus its normal part sum_i (u_i^T G w_i) u_i w_i^T: two products, not four
         GW = G @ mT(Wt)
         c = np.einsum("...ki,...ki->...i", U, GW)
@@ -181,8 +185,13 @@ def orbit_tangent(G, U, Wt, tie=None):
     Gt = mT(U) @ G @ mT(Wt)
     d = Gt.shape[-1]
     Gt[..., np.arange(d), np.arange(d)] = 0.0
-    Gt = Gt - np.where(tie, 0.5 * (Gt + mT(Gt)), 0.0)
+    tied, dead = tie
+    Gt = np.where(dead, 0.0, Gt - np.where(tied, 0.5 * (Gt + mT(Gt)), 0.0))
     return U @ Gt @ Wt
+
+
+def _ties_of(tie, idx):
+    return None if tie is None else (tie[0][idx], tie[1][idx])
 
 
 class _Stopping:
@@ -312,7 +321,7 @@ def lbfgs_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0,
         if mv.size:
             X_old, gr_old = X[mv], gr[mv]
             X[mv], U[mv], Wt[mv], f[mv] = Xn[moved], Un[moved], Wn[moved], fn[moved]
-            gr[mv] = orbit_tangent(Gn[moved], U[mv], Wt[mv], tie if tie is None else tie[mv])
+            gr[mv] = orbit_tangent(Gn[moved], U[mv], Wt[mv], _ties_of(tie, mv))
             s_k = X[mv] - X_old
             y_k = gr_old - gr[mv]
             sy = inner(s_k, y_k)
