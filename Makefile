@@ -68,10 +68,10 @@ mutation-results: $(STAMP)
 	$(BIN)/mutmut results --all true
 
 # Ratios against baselines measured in the same run (results/bench/*.json, summary.md); a few
-# minutes. E2E=1 also times a cold full pipeline run; BENCH_THREADS sets the BLAS threads.
+# minutes. E2E=1 also times a cold full pipeline run (PAPER=1: then config/paper.yaml on it); BENCH_THREADS sets the BLAS threads.
 BENCH_THREADS ?= 1
 bench: $(STAMP)
-	$(BIN)/python bench/run.py --threads $(BENCH_THREADS) $(if $(E2E),--e2e --cores $(CORES)) $(BENCH_ARGS)
+	$(BIN)/python bench/run.py --threads $(BENCH_THREADS) $(if $(E2E),--e2e --cores $(CORES)) $(if $(PAPER),--paper) $(BENCH_ARGS)
 
 # ruff (pyproject.toml [tool.ruff]) + Snakemake's linter + snakefmt; `make format` applies fixes.
 lint: $(STAMP)

@@ -1,5 +1,6 @@
-"""Cap_hat and SVD count of paper 1's capacity search, fixed steps against the convergence rule,
-on the embedded models' tensor stores (one BLAS thread, CPU time).
+"""Cap_hat and SVD count of paper 1's capacity search, before (the gradient ascent, fixed steps:
+--before-iters, default 300, the papers' step count) against after (the configured search: its
+method, cap and convergence rule), on the embedded models' tensor stores (one BLAS thread, CPU time).
 
     python bench/capacity_convergence.py results/tensors --configfile config/paper.yaml \
         [--models gemma3-270m ...] [--layers-every 3] [--out results/bench/capacity_convergence.json]
@@ -7,8 +8,9 @@ on the embedded models' tensor stores (one BLAS thread, CPU time).
 Per layer the search runs once with the rule off (tol = 0: the fixed-step search, every start to
 the cap) recording log P of every start after every step; a stopped start's trajectory is a prefix
 of that one, so the rule's Cap_hat and SVD count for each (tol, window) follow from the trace
-exactly. The configured rule is also run for real on each layer (its own CPU time and SVD count),
-and its Cap_hat is checked against the one derived from the trace."""
+exactly (the derived rules are the gradient ascent's). The configured search is also run for real
+on each layer (its own CPU time and SVD count); where it is the gradient ascent with the same cap,
+its Cap_hat is checked against the one derived from the trace."""
 
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ def params_of(cfg) -> dict:
     return {"rank_rtol": cfg["rank_rtol"], "strong_threshold": cfg["tables"]["strong_threshold"],
             "scramble_draws": cfg["paper1"]["scramble_draws"], "sv_rtol": cfg["paper1"]["sv_rtol"],
             "restarts": cap["restarts"], "iters": cap["iters"], "sample_per_layer": cap["sample_per_layer"],
-            "tol": cap.get("tol", 0.0), "window": cap.get("window", 0)}
+            "tol": cap.get("tol", 0.0), "window": cap.get("window", 0), "method": cap.get("method", "gradient")}
 
 
 def derive(trace, steps, restarts, tol, window):
@@ -65,13 +67,15 @@ def main():
     ap.add_argument("--models", nargs="*")
     ap.add_argument("--layers-every", type=int, default=1)
     ap.add_argument("--layers", type=int, nargs="*")
+    ap.add_argument("--before-iters", type=int, default=300, help="steps of the fixed gradient search (before)")
     ap.add_argument("--out", default="results/bench/capacity_convergence.json")
     a = ap.parse_args()
     cfg = load_config(a.configfile)
     prm = params_of(cfg)
-    fixed = {**prm, "tol": 0.0, "window": 0}
+    fixed = {**prm, "method": "gradient", "iters": a.before_iters, "tol": 0.0, "window": 0}
+    same_search = prm["method"] == "gradient" and prm["iters"] == a.before_iters
     models = a.models or sorted(p.name for p in Path(a.tensors).iterdir() if (p / "manifest.json").exists())
-    res = {"params": prm, "rules": [list(r) for r in RULES], "models": {}}
+    res = {"params": prm, "before": fixed, "rules": [list(r) for r in RULES], "models": {}}
     for m in models:
         store = TensorStore(Path(a.tensors) / m)
         L = int(store.manifest["fields"]["n_layers"])
@@ -97,13 +101,13 @@ def main():
             if st["trace"]:
                 # steps of the fixed run per start: where log P stopped changing because eta fell is
                 # still a step taken; the fixed run took min(iters, eta stop) steps, recorded in trace
-                steps = _fixed_steps(st["trace"], prm["iters"])
+                steps = _fixed_steps(st["trace"], a.before_iters)
                 for t, w in RULES:
                     caps, svd = derive(st["trace"], steps, prm["restarts"], t, w)
                     d = rec["derived"][f"{t:g}/{w}"]
                     d["cap"] += caps.tolist()
                     d["svd"] += svd
-                if prm["tol"] > 0 and prm["window"] > 0:
+                if same_search and prm["tol"] > 0 and prm["window"] > 0:
                     caps, _ = derive(st["trace"], steps, prm["restarts"], prm["tol"], prm["window"])
                     rec["rule_vs_derived"] = max(rec["rule_vs_derived"],
                                                  float(np.max(np.abs(caps - out2["cap"][ok]))) if ok.any() else 0.0)
@@ -113,6 +117,11 @@ def main():
         rec["max_abs"] = float(np.max(np.abs(a1 - a0))) if a0.size else 0.0
         rec["max_rel"] = float(np.max(np.abs(a1 - a0) / np.abs(a0))) if a0.size else 0.0
         rec["max_rise"] = float(np.max(a1 - a0)) if a0.size else 0.0
+        rel = (a1 - a0) / np.abs(a0) if a0.size else np.zeros(1)
+        rec["max_rel_fall"] = float(max(0.0, -rel.min()))
+        rec["max_rel_rise"] = float(max(0.0, rel.max()))
+        rec["median_rel_change"] = float(np.median(rel))
+        rec["heads_fallen_over_1e-5"] = int(np.sum(rel < -1e-5))
         for d in rec["derived"].values():
             c = np.array(d["cap"])
             d["max_rel"] = float(np.max(np.abs(c - a0) / np.abs(a0))) if a0.size else 0.0

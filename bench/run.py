@@ -37,6 +37,8 @@ def parse_args(argv=None):
     p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
     p.add_argument("--e2e", action="store_true", help="also time a cold end-to-end pipeline run (make run)")
     p.add_argument("--cores", type=int, default=2, help="snakemake -c for --e2e (default 2, as make run)")
+    p.add_argument("--paper", action="store_true",
+                   help="with --e2e: then run --configfile config/paper.yaml on that run's outputs (the papers' design)")
     p.add_argument("--threads", default=None, help="BLAS threads (default 1 unless OPENBLAS_NUM_THREADS is set)")
     p.add_argument("--repeat", type=int, default=3, help="timed rounds per comparison (default 3)")
     p.add_argument("--naive-samples", type=int, default=3, help="closure: (head, V) evaluations timed for the naive baseline")
@@ -629,19 +631,39 @@ def bench_overhead(args) -> dict:
 
 def bench_e2e(args) -> dict:
     """Cold `make run`: the pipeline in a fresh working directory (the default config, every
-    target), as a clean clone's `make run` after the environment is installed."""
+    target), as a clean clone's `make run` after the environment is installed; with --paper, then
+    `--configfile config/paper.yaml` on its outputs (the papers' design, choice_sensitivity included)."""
     work = Path(tempfile.mkdtemp(prefix="headgeom-bench-e2e-"))
     cmd = [str(Path(sys.executable).parent / "snakemake"), f"-c{args.cores}", "-s", str(ROOT / "Snakefile"), "-d", str(work)]
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
     log(f"e2e: {' '.join(cmd)}")
+    res = _timed_run(cmd, env, work)
+    res["cores"] = args.cores
+    log(f"e2e: rc {res['returncode']}, {res['wall_s']:.1f}s, {res['jobs']} jobs")
+    failed = res["returncode"] != 0
+    if not failed and getattr(args, "paper", False):
+        pcmd = cmd + ["--configfile", str(ROOT / "config" / "paper.yaml")]
+        log(f"e2e paper: {' '.join(pcmd)}")
+        res["paper"] = _timed_run(pcmd, env, work)
+        failed = res["paper"]["returncode"] != 0
+        log(f"e2e paper: rc {res['paper']['returncode']}, {res['paper']['wall_s']:.1f}s, {res['paper']['jobs']} jobs")
+    if not failed:  # a failed run's work directory is kept for a look
+        shutil.rmtree(work, ignore_errors=True)
+        res["workdir"] = None
+    return res
+
+
+def _timed_run(cmd, env, work) -> dict:
+    """One Snakemake run in ``work``: wall time, job count, and where its seconds went per rule
+    from its own logs (headgeom timings)."""
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     text = r.stdout + r.stderr
     steps = re.findall(r"(\d+) of (\d+) steps \(100%\) done", text)
-    res = {"command": " ".join(cmd), "cores": args.cores, "returncode": r.returncode, "wall_s": wall,
+    res = {"command": " ".join(cmd), "returncode": r.returncode, "wall_s": wall,
            "jobs": int(steps[-1][1]) if steps else None, "workdir": str(work)}
-    try:  # where the run's seconds went, per rule, from its own logs (headgeom timings)
+    try:
         from headgeom.jobs.timings import render, timings
 
         rows, runlog = timings(work)
@@ -650,11 +672,7 @@ def bench_e2e(args) -> dict:
     except Exception as e:  # noqa: BLE001 - a failed run may have no log to read
         res["rules_error"] = str(e)
     if r.returncode != 0:
-        res["tail"] = text[-3000:]  # the work directory is kept for a look
-    else:
-        shutil.rmtree(work, ignore_errors=True)
-        res["workdir"] = None
-    log(f"e2e: rc {r.returncode}, {wall:.1f}s, {res['jobs']} jobs")
+        res["tail"] = text[-3000:]
     return res
 
 
@@ -662,12 +680,15 @@ def bench_e2e(args) -> dict:
 
 
 CAPACITY_RULE_LAYER = ("smollm2-135m", 10)  # 6 selected heads (d_head 64): the representative layer
+CAPACITY_FALL_TOL = 1e-4  # the stated tolerance of the L-BFGS cap (docs/performance.md)
+CAPACITY_BEFORE_ITERS = 300  # the papers' step count, run by the gradient ascent before the L-BFGS cap
 
 
 def capacity_rule(args, tensors=None) -> dict | None:
-    """The capacity search at paper.yaml's settings on one representative embedded layer, fixed
-    steps (tol = 0: every start to the cap) against the convergence rule (paper.yaml's tol/window):
-    SVD count and CPU time of each, in one run. None without the layer's tensor store."""
+    """The capacity search at the papers' settings on one representative embedded layer, before
+    (the gradient ascent, 8 restarts x 300 fixed steps: the search paper.yaml ran before its L-BFGS
+    cap) and after (paper.yaml's capacity settings as they are): SVD count, CPU time and Cap_hat of
+    each, in one run. None without the layer's tensor store."""
     from headgeom.io.store import TensorStore
     from headgeom.jobs.plan import load_config
     from headgeom.methods.paper1 import capacity_layer
@@ -682,12 +703,13 @@ def capacity_rule(args, tensors=None) -> dict | None:
     prm = {"rank_rtol": cfg["rank_rtol"], "strong_threshold": cfg["tables"]["strong_threshold"],
            "scramble_draws": cfg["paper1"]["scramble_draws"], "sv_rtol": cfg["paper1"]["sv_rtol"],
            "restarts": cap["restarts"], "iters": cap["iters"], "sample_per_layer": cap["sample_per_layer"],
-           "tol": cap["tol"], "window": cap["window"]}
+           "tol": cap["tol"], "window": cap["window"], "method": cap["method"]}
     f = TensorStore(store_dir).layer_factors(layer)
     out = {"model": model, "layer": layer, "restarts": prm["restarts"], "iters": prm["iters"],
-           "tol": prm["tol"], "window": prm["window"]}
+           "tol": prm["tol"], "window": prm["window"], "method": prm["method"], "before_iters": CAPACITY_BEFORE_ITERS}
     caps = {}
-    for name, p in (("fixed", {**prm, "tol": 0.0, "window": 0}), ("rule", prm)):
+    before = {**prm, "method": "gradient", "iters": CAPACITY_BEFORE_ITERS, "tol": 0.0, "window": 0}
+    for name, p in (("fixed", before), ("rule", prm)):
         st = {}
         c0 = time.process_time()
         caps[name] = capacity_layer(f, f, model, model, layer, p, stats=st)["cap"]
@@ -695,9 +717,13 @@ def capacity_rule(args, tensors=None) -> dict | None:
     ok = np.isfinite(caps["fixed"])
     out["svd_ratio"] = out["rule"]["svd"] / max(out["fixed"]["svd"], 1)
     out["cpu_ratio"] = out["rule"]["cpu_s"] / max(out["fixed"]["cpu_s"], 1e-12)
-    out["max_rel_fall"] = float(np.max((caps["fixed"][ok] - caps["rule"][ok]) / caps["fixed"][ok])) if ok.any() else 0.0
-    log(f"capacity rule {model} L{layer}: SVDs {out['fixed']['svd']} -> {out['rule']['svd']} ({out['svd_ratio']:.2f}), "
-        f"CPU {out['fixed']['cpu_s']:.1f} -> {out['rule']['cpu_s']:.1f} s, max rel. fall of Cap_hat {out['max_rel_fall']:.1e}")
+    rel = (caps["rule"][ok] - caps["fixed"][ok]) / caps["fixed"][ok]
+    out["max_rel_fall"] = float(max(0.0, -rel.min())) if ok.any() else 0.0
+    out["max_rel_rise"] = float(max(0.0, rel.max())) if ok.any() else 0.0
+    log(f"capacity {model} L{layer}: gradient x {CAPACITY_BEFORE_ITERS} -> {prm['method']} (cap {prm['iters']}, rule "
+        f"{prm['tol']:g}/{prm['window']}): SVDs {out['fixed']['svd']} -> {out['rule']['svd']} ({out['svd_ratio']:.2f}), "
+        f"CPU {out['fixed']['cpu_s']:.1f} -> {out['rule']['cpu_s']:.1f} s, Cap_hat max rel. fall {out['max_rel_fall']:.1e}, "
+        f"rise {out['max_rel_rise']:.1e}")
     return out
 
 
@@ -717,13 +743,15 @@ def capacity_rows(c) -> list:
         ]
     r = (c or {}).get("rule")
     if r:
-        where = f"capacity search at paper.yaml, {r['model']} layer {r['layer']} ({r['restarts']} x cap {r['iters']})"
+        where = (f"capacity search at paper.yaml, {r['model']} layer {r['layer']} ({r['restarts']} restarts; after: "
+                 f"{r.get('method', 'gradient')}, cap {r['iters']}, rule {r['tol']:g} / {r['window']} steps)")
+        before = f"gradient x {r.get('before_iters', r['iters'])} fixed steps"
         rows += [
-            (where, f"SVDs converged (tol {r['tol']:g} / {r['window']} steps) / fixed steps ({r['fixed']['svd']:,})",
-             f"{r['svd_ratio']:.2f}", "–", None),
-            (where, f"CPU time converged / fixed ({r['fixed']['cpu_s']:.1f} s)", f"{r['cpu_ratio']:.2f}", "–", None),
-            (where, "Cap_hat: max relative fall, converged vs fixed", f"{r['max_rel_fall']:.1e}", "≤ 1e-5",
-             r["max_rel_fall"] <= 1e-5),
+            (where, f"SVDs after / before ({before}: {r['fixed']['svd']:,})", f"{r['svd_ratio']:.2f}", "–", None),
+            (where, f"CPU time after / before ({r['fixed']['cpu_s']:.1f} s)", f"{r['cpu_ratio']:.2f}", "–", None),
+            (where, "Cap_hat: max relative fall, after vs before (a lower bound: a rise is allowed)",
+             f"{r['max_rel_fall']:.1e}", f"≤ {CAPACITY_FALL_TOL:.0e}", r["max_rel_fall"] <= CAPACITY_FALL_TOL),
+            (where, "Cap_hat: max relative rise, after vs before", f"{r.get('max_rel_rise', 0):.1e}", "–", None),
         ]
     return rows
 
@@ -777,12 +805,18 @@ def summarize(results: dict, env: dict) -> str:
                      f"{j['per_job_cpu_s']:.2f} s (wall {j['per_job_wall_s']:.2f} s)", "–", None))
     e = results.get("e2e")
     if e:
-        rows.append(("end to end", f"cold `make run` wall time (snakemake -c{e['cores']}, {e['jobs']} jobs)", f"{e['wall_s']:.0f} s" + ("" if e["returncode"] == 0 else f" (FAILED rc {e['returncode']})"), "≤ 240 s", e["returncode"] == 0 and e["wall_s"] <= 240))
+        rows.append(("end to end", f"cold `make run` wall time (snakemake -c{e['cores']}, {e['jobs']} jobs)", f"{e['wall_s']:.0f} s" + ("" if e["returncode"] == 0 else f" (FAILED rc {e['returncode']})"), "≤ 300 s", e["returncode"] == 0 and e["wall_s"] <= 300))
         total = next((r for r in e.get("rules") or [] if r["rule"] == "total"), None)
         if total and total["overhead_s"] is not None and total["timed_wall_s"] > 0:
             rows.append(("end to end", "summed job wall time: start-up (wall - job function) / wall, from the run's logs "
                          "(`headgeom timings`)", f"{100 * total['overhead_s'] / total['timed_wall_s']:.0f}% of "
                          f"{total['timed_wall_s']:.0f} s", "–", None))
+        pp = e.get("paper")
+        if pp:
+            rows.append(("end to end", f"`--configfile config/paper.yaml` after it, wall time (snakemake -c{e['cores']}, "
+                         f"{pp['jobs']} jobs, choice_sensitivity included)", f"{pp['wall_s']:.0f} s"
+                         + ("" if pp["returncode"] == 0 else f" (FAILED rc {pp['returncode']})"), "≤ 1200 s",
+                         pp["returncode"] == 0 and pp["wall_s"] <= 1200))
         if o and e.get("jobs"):
             share = e["jobs"] * o["snakemake"]["job_imports"]["per_job_cpu_s"] / e["cores"] / e["wall_s"]
             rows.append(("end to end", "jobs x per-job overhead CPU / cores / `make run` wall time (the share startup takes)", f"{100 * share:.0f}%", "–", None))
@@ -846,6 +880,8 @@ def main(args) -> int:
     md = summarize(results, env) + f"\nbench wall time {time.perf_counter() - t0:.0f} s\n"
     if args.e2e and results["e2e"].get("rules_markdown"):
         md += "\n" + results["e2e"]["rules_markdown"]
+    if args.e2e and (results["e2e"].get("paper") or {}).get("rules_markdown"):
+        md += "\n`--configfile config/paper.yaml` after it:\n\n" + results["e2e"]["paper"]["rules_markdown"]
     (outdir / "summary.md").write_text(md)
     print("\n" + md)
     return 0
