@@ -99,7 +99,10 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     """A part of ``n_pairs`` layer pairs of ``n_writers`` writer layers (headgeom.jobs.fanout;
     default: all of them). Memory is flat in the layer count: writer bases beyond
     headgeom.jobs.pk.WRITER_CACHE_MB are spilled to $TMPDIR (n_writers x 8 D H d bytes of disk),
-    readers are loaded one layer at a time. Measured peak RSS at Qwen2.5-7B shape (reassign
+    readers are loaded one layer at a time (where projectors pay, methods.pk.projectors_pay,
+    the writers are kept as packed projectors and one reader layer's kinds are packed too; the
+    time stays the blocks' bound, which is above the projectors' by 2-4x at the embedded
+    models' shapes). Measured peak RSS at Qwen2.5-7B shape (reassign
     null, K readers, bench/null_cross_rss.py): 739 MB with 6 writer layers; the model keeps
     the earlier 4.5 layer-sizes for one layer's draws (rotation of 28 heads) on top of the cache."""
     f = _fields(manifest)
@@ -107,9 +110,16 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
     n_writers = L if n_writers is None else n_writers
     from headgeom.jobs.pk import WRITER_CACHE_MB
+    from headgeom.methods.pk import projectors_pay
 
+    D, H, d, G = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"]
+    if projectors_pay(H, D, d):  # writers kept as packed projectors, one reader layer's kinds packed too
+        packed_mib = D * (D + 1) / 2 * 8 / 2**20
+        writer_mib, readers_mib = H * packed_mib, (H + 2 * G) * packed_mib
+    else:
+        writer_mib, readers_mib = 8 * D * H * d / 2**20, 0.0
     return _minutes(pk_null_cross_pair_seconds(f, n_samples, n_null_types) * n_pairs,
-                    BASE_MB + min(WRITER_CACHE_MB, n_writers * 8 * f["d_model"] * f["n_heads"] * f["d_head"] / 2**20)
+                    BASE_MB + min(WRITER_CACHE_MB, n_writers * writer_mib) + readers_mib
                     + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
 
 

@@ -275,10 +275,13 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     reader_stop), ...]`` (headgeom.jobs.fanout); default every pair. Writer draws are made once
     per sample and kept, in memory up to WRITER_CACHE_MB and spilled to $TMPDIR beyond it (so
     peak memory does not grow with the layer count); reader layers are loaded one at a time,
-    each draw reused over the part's writers, each writer read once per reader layer. Rows come null, sample, reader, kind, writer: with every pair in one part
+    each draw reused over the part's writers, each writer read once per reader layer. Pairs come
+    from packed projectors where the shape makes them cheaper (methods.pk.projectors_pay: the
+    embedded models), from stacked-basis blocks otherwise (the papers' 7B and larger). Rows come null, sample, reader, kind, writer: with every pair in one part
     they are the rows of the unsplit job, and any fan-out gives the same row per pair."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
-    from headgeom.methods.pk import cross_pairs, factor_stack, isotropic_rho, layer_stats, orthonormal_bases, stacked
+    from headgeom.methods.pk import (cross_pairs, cross_rho_projectors, factor_stack, isotropic_rho, layer_stats,
+                                     orthonormal_bases, packed_projectors, projectors_pay, stacked)
     from headgeom.core.seeds import rng_for
 
     t0 = time.perf_counter()
@@ -302,6 +305,12 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     iso = isotropic_rho(store.fields.d_head, store.fields.d_model)
     precision = params.get("precision", "float64")
     bk = backend_from(params)
+    by_projectors = projectors_pay(store.fields.n_heads, store.fields.d_model, store.fields.d_head)  # the shape decides, not the job
+
+    def spaces(X, rng, writer=False):  # one draw's (packed projectors or bases, ranks)
+        B, r = orthonormal_bases(null_factors(X, null, rng, precision, bk), rtol, bk)
+        return (packed_projectors(B, twice_upper=writer), r) if by_projectors else (B, r)
+
     rows: dict = {}
     with _SpillingCache(WRITER_CACHE_MB) as writers:
         for null in params.get("types", tuple(NULL_MODELS)):
@@ -310,24 +319,27 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                 for l in writer_layers:  # one draw per writer layer and sample, kept (or spilled) for its readers
                     Xw = factor_stack(store.layer_factors(l), "O")
                     store.release()
-                    writers.put(l, orthonormal_bases(null_factors(Xw, null, rng_for(model, "null-cross-writer", null, l, s),
-                                                                  precision, bk), rtol, bk))
+                    writers.put(l, spaces(Xw, rng_for(model, "null-cross-writer", null, l, s), writer=True))
                     del Xw
                 for lr in sorted(writers_of):
                     fr = store.layer_factors(lr)
                     store.release()
-                    readers = {kind: orthonormal_bases(null_factors(factor_stack(fr, kind), null,
-                                                                    rng_for(model, "null-cross-reader", null, kind, lr, s),
-                                                                    precision, bk), rtol, bk)
+                    readers = {kind: spaces(factor_stack(fr, kind), rng_for(model, "null-cross-reader", null, kind, lr, s))
                                for kind in kinds}
                     del fr
+                    if by_projectors:  # every kind's readers in one matrix: each writer is read once per reader layer
+                        Pr = np.concatenate([readers[k][0] for k in kinds])
+                        rr = np.concatenate([readers[k][1] for k in kinds])
+                        cuts = np.cumsum([0] + [len(readers[k][1]) for k in kinds])
                     stats = {}
                     for lw in sorted(writers_of[lr]):  # each writer read once per reader layer
                         Bw, rw = writers.get(lw)
-                        Sw = stacked(Bw)  # once per writer and reader layer, for its kinds
-                        for kind, (Br, rr) in readers.items():
-                            res = cross_pairs(Bw, rw, Br, rr, angles=False, backend=bk, Sw=Sw)  # nulls compare SD and mean
-                            stats[kind, lw] = layer_stats(res["rho"], np.full(len(res["rho"]), np.nan), iso)
+                        Sw = None if by_projectors else stacked(Bw)  # once per writer and reader layer, for its kinds
+                        rho_all = cross_rho_projectors(Bw, rw, Pr, rr) if by_projectors else None
+                        for i, (kind, (Br, rk)) in enumerate(readers.items()):  # nulls compare SD and mean: rho only
+                            rho = (rho_all[:, cuts[i]:cuts[i + 1]].ravel() if by_projectors
+                                   else cross_pairs(Bw, rw, Br, rk, angles=False, backend=bk, Sw=Sw)["rho"])
+                            stats[kind, lw] = layer_stats(rho, np.full(len(rho), np.nan), iso)
                         del Bw, Sw
                     for kind in kinds:  # rows in the order null, sample, reader, kind, writer
                         for lw in sorted(writers_of[lr]):
@@ -337,6 +349,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     prov = {
         "job": "pk_null_cross", "model": model, "samples": samples, "params": params,
         "pair_segments": [list(seg) for seg in segments],
+        "pair_products": "packed projectors" if by_projectors else "stacked-basis blocks",
         "code": code_version(), "model_source": store.provenance(), "fields": store.manifest["fields"],
         "tensors": {k: v["sha256"] for k, v in store.manifest["tensors"].items()},
         "seed_scheme": "writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "

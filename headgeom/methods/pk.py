@@ -9,6 +9,8 @@ All pairs of a set of heads come from one GEMM over stacked orthonormal bases.""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from headgeom.core.backend import NUMPY
@@ -329,6 +331,64 @@ def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=N
         with np.errstate(divide="ignore", invalid="ignore"):
             out["weighted"] = (D * num / (nw2[:, None] * nr2[None, :])).ravel()
     return out
+
+
+# Cross-layer nulls need only rho (SD and mean against the nulls), not the blocks' singular values:
+# PK(U_i, V_j) = <P_i, P_j>_F with P = U U^T, so a layer's projectors, built once per draw, serve
+# every layer they meet at D (D + 1) / 2 multiply-adds a pair instead of the blocks' D d^2.
+PROJECTOR_LAYER_MB = 64  # above this a layer's packed projectors cost more memory than they save time
+
+
+def projectors_pay(n_heads: int, d_model: int, d_head: int) -> bool:
+    """Whether pairs of a layer's head spaces are cheaper as projector inner products (packed,
+    D (D + 1) / 2 per pair) than as stacked-basis blocks (D d^2 per pair), with the layer's
+    packed projectors (n_heads of them) within PROJECTOR_LAYER_MB. A function of the shape
+    only, so every job of a model takes the same path."""
+    packed_mb = n_heads * d_model * (d_model + 1) / 2 * 8 / 2**20
+    return d_model + 1 < 2 * d_head * d_head and packed_mb <= PROJECTOR_LAYER_MB
+
+
+def packed_projectors(bases: np.ndarray, twice_upper: bool = False) -> np.ndarray:
+    """(n, D, d) orthonormal bases (columns beyond the rank zero) -> (n, D + D (D - 1) / 2): each
+    head's projector U U^T as its diagonal, then its strict upper triangle row by row.
+    tr(P_a P_b) is then one dot product of a's packing with ``twice_upper`` (the triangle
+    doubled, exactly: each entry stands for itself and its mirror) and b's plain one
+    (``projector_pk``)."""
+    n, D, _ = bases.shape
+    out = np.empty((n, D + D * (D - 1) // 2), dtype=np.float64)
+    for h in range(n):
+        U = np.asarray(bases[h], np.float64)
+        P = U @ U.T
+        if twice_upper:
+            P *= 2.0
+            out[h, :D] = 0.5 * np.diagonal(P)  # the diagonal as it was (scaling by 2 is exact)
+        else:
+            out[h, :D] = np.diagonal(P)
+        np.take(P.reshape(-1), _upper_flat(D), out=out[h, D:])
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _upper_flat(D: int) -> np.ndarray:
+    """Flat indices of a D x D matrix's strict upper triangle, row by row (np.take gathers with
+    them several times faster than a boolean mask)."""
+    i, j = np.triu_indices(D, 1)
+    return i * D + j
+
+
+def projector_pk(Pa2: np.ndarray, Pb: np.ndarray) -> np.ndarray:
+    """(na, nb) PK = tr(P_a P_b) from ``packed_projectors``: a packed with ``twice_upper``,
+    b without. One GEMM over the packed length."""
+    return Pa2 @ Pb.T
+
+
+def cross_rho_projectors(Pw2, rw, Pr, rr) -> np.ndarray:
+    """rho of every writer with every reader head, (nw, nr), from packed projectors (writers
+    ``twice_upper``); NaN where a space is zero or non-finite (rank <= 0)."""
+    pk = projector_pk(Pw2, Pr)
+    dims = np.minimum(rw[:, None], rr[None, :])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(dims <= 0, np.nan, pk / dims)
 
 
 def lambda_min_S(Bw: np.ndarray) -> float:
