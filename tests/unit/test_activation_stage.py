@@ -232,10 +232,53 @@ def test_gguf_loader_draws_no_progress_bar(capfd):
     the forward job's load silences it, so a job log holds lines, not bar frames."""
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
-    from headgeom.io.forward import _quiet_gguf_loader
+    from headgeom.io.forward import _gguf_loader
 
-    with _quiet_gguf_loader():
+    with _gguf_loader():
         list(gguf_utils.tqdm(range(50), desc="Converting and de-quantizing GGUF tensors..."))
     assert "Converting" not in capfd.readouterr().err
     list(gguf_utils.tqdm(range(50), desc="Converting and de-quantizing GGUF tensors..."))  # restored after
     assert "Converting" in capfd.readouterr().err
+
+
+def test_gguf_loader_parses_each_file_once(tmp_path, monkeypatch):
+    """transformers builds a GGUFReader for the config, the weights and the tokenizer; within the
+    forward job's load one parse per file serves them all (the same fields), and outside it every
+    call parses again (the patch is undone)."""
+    import gguf
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    from headgeom.io.forward import _gguf_loader
+
+    def write(p, tokens):
+        w = gguf.GGUFWriter(str(p), "llama")
+        w.add_array("tokenizer.ggml.tokens", tokens)
+        w.add_uint32("llama.block_count", 1)
+        w.add_uint32("llama.context_length", 8)
+        w.add_tensor("t", np.ones((2, 2), dtype=np.float32))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+
+    write(tmp_path / "a.gguf", ["a", "bb", "ccc"])
+    write(tmp_path / "b.gguf", ["x", "yy"])
+    parses = []
+    real = gguf.GGUFReader
+
+    class Counting(real):
+        def __init__(self, path, *a, **k):
+            parses.append(str(path))
+            super().__init__(path, *a, **k)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    plain = [load_gguf_checkpoint(str(tmp_path / n)) for n in ("a.gguf", "a.gguf", "b.gguf")]
+    assert len(parses) == 3
+    parses.clear()
+    with _gguf_loader():
+        shared = [load_gguf_checkpoint(str(tmp_path / n)) for n in ("a.gguf", "a.gguf", "b.gguf")]
+    assert parses == [str(tmp_path / "a.gguf"), str(tmp_path / "b.gguf")]
+    assert shared == plain and plain[0] != plain[2]
+    assert gguf.GGUFReader is Counting
+    load_gguf_checkpoint(str(tmp_path / "a.gguf"))
+    assert len(parses) == 3
