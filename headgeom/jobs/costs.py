@@ -113,7 +113,7 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     from headgeom.methods.pk import projectors_pay
 
     D, H, d, G = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"]
-    if projectors_pay(H, D, d):  # writers kept as packed projectors, one reader layer's kinds packed too
+    if projectors_pay(H, D, d, L):  # writers kept as packed projectors, one reader layer's kinds packed too
         packed_mib = D * (D + 1) / 2 * 8 / 2**20
         writer_mib, readers_mib = H * packed_mib, (H + 2 * G) * packed_mib
     else:

@@ -276,8 +276,9 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     per sample and kept, in memory up to WRITER_CACHE_MB and spilled to $TMPDIR beyond it (so
     peak memory does not grow with the layer count); reader layers are loaded one at a time,
     each draw reused over the part's writers, each writer read once per reader layer. Pairs come
-    from packed projectors where the shape makes them cheaper (methods.pk.projectors_pay: the
-    embedded models), from stacked-basis blocks otherwise (the papers' 7B and larger). Rows come null, sample, reader, kind, writer: with every pair in one part
+    from packed projectors where the shape makes them cheaper (methods.pk.projectors_pay:
+    SmolLM2-135M's and Gemma-3-270M's shapes), from stacked-basis blocks otherwise (MiniLM-L6, the
+    papers' 7B and larger). Rows come null, sample, reader, kind, writer: with every pair in one part
     they are the rows of the unsplit job, and any fan-out gives the same row per pair."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
     from headgeom.methods.pk import (cross_pairs, cross_rho_projectors, factor_stack, isotropic_rho, layer_stats,
@@ -305,7 +306,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     iso = isotropic_rho(store.fields.d_head, store.fields.d_model)
     precision = params.get("precision", "float64")
     bk = backend_from(params)
-    by_projectors = projectors_pay(store.fields.n_heads, store.fields.d_model, store.fields.d_head)  # the shape decides, not the job
+    by_projectors = projectors_pay(store.fields.n_heads, store.fields.d_model, store.fields.d_head, L)  # the shape decides, not the job
 
     def spaces(X, rng, writer=False):  # one draw's (packed projectors or bases, ranks)
         B, r = orthonormal_bases(null_factors(X, null, rng, precision, bk), rtol, bk)

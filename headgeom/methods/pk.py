@@ -337,15 +337,24 @@ def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=N
 # PK(U_i, V_j) = <P_i, P_j>_F with P = U U^T, so a layer's projectors, built once per draw, serve
 # every layer they meet at D (D + 1) / 2 multiply-adds a pair instead of the blocks' D d^2.
 PROJECTOR_LAYER_MB = 64  # above this a layer's packed projectors cost more memory than they save time
+PROJECTOR_RATE = 0.5  # the packed products and packing run at about half the GEMM rate (memory-bound; measured)
 
 
-def projectors_pay(n_heads: int, d_model: int, d_head: int) -> bool:
-    """Whether pairs of a layer's head spaces are cheaper as projector inner products (packed,
-    D (D + 1) / 2 per pair) than as stacked-basis blocks (D d^2 per pair), with the layer's
-    packed projectors (n_heads of them) within PROJECTOR_LAYER_MB. A function of the shape
-    only, so every job of a model takes the same path."""
-    packed_mb = n_heads * d_model * (d_model + 1) / 2 * 8 / 2**20
-    return d_model + 1 < 2 * d_head * d_head and packed_mb <= PROJECTOR_LAYER_MB
+def projectors_pay(n_heads: int, d_model: int, d_head: int, n_layers: int) -> bool:
+    """Whether a model's cross-layer null pairs are cheaper as packed projector inner products
+    than as stacked-basis blocks, with a layer's packed projectors within PROJECTOR_LAYER_MB.
+
+    Per head pair the blocks cost D d^2 multiply-adds; projectors D (D + 1) / 2 plus each head's
+    packing (D^2 d, once per draw) shared by the heads of the (L - 1) / 2 layers it meets on
+    average, both at PROJECTOR_RATE of the GEMM rate. A function of the shape only, so every job
+    of a model takes the same path (SmolLM2-135M and Gemma-3-270M: projectors; MiniLM-L6, whose
+    six layers share a packing too little, and the papers' 7B and larger: blocks)."""
+    D, d, H, L = d_model, d_head, n_heads, n_layers
+    packed_mb = H * D * (D + 1) / 2 * 8 / 2**20
+    if L < 2 or packed_mb > PROJECTOR_LAYER_MB:
+        return False
+    projector_cost = D * (D + 1) / 2 + 4 * D * D * d / ((L - 1) * H)
+    return D * d * d * PROJECTOR_RATE > projector_cost
 
 
 def packed_projectors(bases: np.ndarray, twice_upper: bool = False) -> np.ndarray:

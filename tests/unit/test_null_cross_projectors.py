@@ -64,12 +64,16 @@ def test_cross_rho_projectors_equals_the_blocks_path_with_nan_heads():
 
 
 def test_projectors_pay_by_shape():
-    assert pk.projectors_pay(9, 576, 64)  # SmolLM2-135M
-    assert pk.projectors_pay(4, 640, 256)  # Gemma-3-270M
-    assert pk.projectors_pay(12, 384, 32)  # MiniLM-L6
-    assert not pk.projectors_pay(28, 3584, 128)  # Qwen2.5-7B: 1.4 GB of packed projectors a layer
-    assert not pk.projectors_pay(12, 768, 16)  # D + 1 >= 2 d^2: blocks are cheaper per pair
-    assert pk.projectors_pay(12, 510, 16) and not pk.projectors_pay(12, 511, 16)  # the rule's edge
+    assert pk.projectors_pay(9, 576, 64, 30)  # SmolLM2-135M
+    assert pk.projectors_pay(4, 640, 256, 18)  # Gemma-3-270M
+    assert not pk.projectors_pay(12, 384, 32, 6)  # MiniLM-L6: six layers share a packing too little
+    assert not pk.projectors_pay(28, 3584, 128, 28)  # Qwen2.5-7B: 1.4 GB of packed projectors a layer
+    assert not pk.projectors_pay(12, 768, 16, 12)  # D d^2 below D^2 / 2: blocks are cheaper per pair
+    assert not pk.projectors_pay(9, 576, 64, 1)  # no pairs
+    # the rule's edge: blocks D d^2 at half rate against D (D + 1) / 2 + 4 D^2 d / ((L - 1) H)
+    D, d, H = 576, 64, 9
+    edge = next(L for L in range(2, 200) if 0.5 * D * d * d > D * (D + 1) / 2 + 4 * D * D * d / ((L - 1) * H))
+    assert not pk.projectors_pay(H, D, d, edge - 1) and pk.projectors_pay(H, D, d, edge)
 
 
 @pytest.mark.parametrize("by_projectors", [True, False])
