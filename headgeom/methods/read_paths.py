@@ -109,19 +109,18 @@ def _readers(f, kind: str):
     return R, W, heads
 
 
-def _blocks(P: np.ndarray, d: int) -> np.ndarray:
-    """(n d, m d) product of two stacked factor sets -> its (n, m, d, d) blocks (a view)."""
-    n, m = P.shape[0] // d, P.shape[1] // d
-    return P.reshape(n, d, m, d).transpose(0, 2, 1, 3)
+def _block_sums(P: np.ndarray, m: int) -> np.ndarray:
+    """(m, n) sums over the (d, d) blocks of an (n d, m d) block matrix [P_ij], transposed."""
+    n, d = P.shape[0] * m // P.shape[1], P.shape[1] // m
+    return P.reshape(n, d, m, d).sum(axis=(1, 3)).T
 
 
-def _quad(P: np.ndarray, S: np.ndarray, Q: np.ndarray | None = None) -> np.ndarray:
-    """(m, n): tr(Q_ij^T P_ij S_j) = sum((P_ij S_j) * Q_ij) over the (d, d) blocks of the (n d, m d)
-    block matrices P = [P_ij], Q = [Q_ij] (default Q = P: tr(P_ij S_j P_ij^T)) and S (m, d, d)."""
+def _quad(P: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """(m, n): tr(P_ij S_j P_ij^T) = sum((P_ij S_j) * P_ij) over the (d, d) blocks of the (n d, m d)
+    block matrix P = [P_ij] and S (m, d, d)."""
     m, d = S.shape[0], S.shape[1]
-    cols = lambda X: X.reshape(X.shape[0], m, d).transpose(1, 0, 2)  # (m, n d, d): column block j
-    F = cols(P)
-    return (np.matmul(F, S) * (F if Q is None else cols(Q))).reshape(m, -1, d, d).sum(axis=(2, 3))
+    F = P.reshape(P.shape[0], m, d).transpose(1, 0, 2)  # (m, n d, d): column block j
+    return (np.matmul(F, S) * F).reshape(m, -1, d, d).sum(axis=(2, 3))
 
 
 def _gram_rows(W: np.ndarray) -> np.ndarray:
@@ -129,15 +128,21 @@ def _gram_rows(W: np.ndarray) -> np.ndarray:
     return np.matmul(W, np.swapaxes(W, -1, -2))
 
 
+def _psd_sqrt(G: np.ndarray) -> np.ndarray:
+    """(n, d, d) F with F F^T = G for symmetric positive semidefinite G (eigenvalues clipped at 0):
+    a trace tr(X G X^T) becomes the sum of squares of X F, one product instead of two."""
+    w, V = np.linalg.eigh(G)
+    return V * np.sqrt(np.clip(w, 0.0, None))[..., None, :]
+
+
 # ------------------------------------------------------------------ composition (weights only)
 
 
 @dataclass
 class _CompWriter:
-    """The writer layer's part of the composition scores: its stacked unfolded W_O (D, Hw d),
-    G_j = W_V W_V^T of head j's group and ||W_OV^j|| = sqrt(tr(O_j^T O_j G_j))."""
-    SO: np.ndarray
-    Gv: np.ndarray
+    """The writer layer's part of the composition scores: stacked O_j F_j (D, Hw d) with
+    F_j F_j^T = G_j = W_V W_V^T of head j's group, and ||W_OV^j|| = sqrt(tr(O_j^T O_j G_j))."""
+    SOF: np.ndarray
     nOV: np.ndarray
 
 
@@ -154,7 +159,7 @@ def _comp_writer(fw) -> _CompWriter:
     O = fw.W_O
     Gv = _gram_rows(fw.W_V)[fw.kv_group]
     A = np.matmul(np.swapaxes(O, -1, -2), O)
-    return _CompWriter(stacked(O), Gv, np.sqrt(np.maximum(np.einsum("jab,jba->j", A, Gv), 0.0)))
+    return _CompWriter(stacked(np.matmul(O, _psd_sqrt(Gv))), np.sqrt(np.maximum(np.einsum("jab,jba->j", A, Gv), 0.0)))
 
 
 def _comp_reader(fr) -> _CompReader:
@@ -164,11 +169,12 @@ def _comp_reader(fr) -> _CompReader:
 
 
 def _composition(cw: _CompWriter, cr: _CompReader, kind: str) -> np.ndarray:
-    """(Hw, H) composition scores: num_hj = tr(Y^T L_h Y G_j) with Y = W_r O_j, one GEMM over every
-    (reader head, writer) pair; Q: W_r = W_Q^h, L = G_K; K: W_K^g, L = G_Q^h; V: W_V^g, L = O_h^T O_h."""
+    """(Hw, H) composition scores: num_hj = tr(Y^T L_h Y G_j) = sum((L_h Y F_j) * Y F_j) with
+    Y = W_r O_j from one GEMM over every (reader weight, writer) pair; Q: W_r = W_Q^h, L = G_K;
+    K: W_K^g, L = G_Q^h; V: W_V^g, L = O_h^T O_h (g: head h's group)."""
     f = cr.f
     H, d, D = f.W_Q.shape
-    Hw = cw.Gv.shape[0]
+    Hw = cw.nOV.shape[0]
     if kind == "Q":
         W, sel, L, den = f.W_Q, np.arange(H), cr.GK[f.kv_group], cr.nQK
     elif kind == "K":
@@ -176,9 +182,8 @@ def _composition(cw: _CompWriter, cr: _CompReader, kind: str) -> np.ndarray:
     else:
         W, sel, L = f.W_V, f.kv_group, np.matmul(np.swapaxes(f.W_O, -1, -2), f.W_O)
         den = np.sqrt(np.maximum(np.einsum("hab,hba->h", L, _gram_rows(f.W_V)[sel]), 0.0))
-    # (H, d, Hw d): W_r O_j for every writer, once per weight matrix, then each query head's
-    Y = (W.reshape(-1, D) @ cw.SO).reshape(-1, d, Hw * d)[sel]
-    num = _quad(np.matmul(L, Y).reshape(H * d, Hw * d), cw.Gv, Y.reshape(H * d, Hw * d))  # (Hw, H)
+    YF = (W.reshape(-1, D) @ cw.SOF).reshape(-1, d, Hw * d)[sel]  # (H, d, Hw d): W_r O_j F_j per query head
+    num = _block_sums((np.matmul(L, YF) * YF).reshape(H * d, Hw * d), Hw)  # (Hw, H)
     den = cw.nOV[:, None] * den[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(den > 0, np.sqrt(np.maximum(num, 0.0)) / np.where(den > 0, den, 1.0), np.nan)
@@ -194,16 +199,15 @@ def composition(fw, fr, kind: str) -> np.ndarray:
 
 @dataclass
 class WriterTerms:
-    """What depends on the writer layer alone (one per job): the write factors O (Hw, D, d), stacked
-    SO (D, Hw d), the value mixes zw (N, Hw, d) and per head zj (Hw, N, d), the writing spaces' bases SU (D, Hw d) and
-    ranks rU, Sig_j = mean z z^T, tr C_j = tr(O_j^T O_j Sig_j), the composition's writer part."""
-    O: np.ndarray
+    """What depends on the writer layer alone (one per job): the write factors stacked SO (D, Hw d),
+    the value mixes zw (N, Hw, d) and per head zj (Hw, N, d), [U_j | O_j F_j] stacked (D, 2 Hw d)
+    with U_j the writing space's basis (rank rU) and F_j F_j^T = Sig_j = mean z z^T,
+    tr C_j = tr(O_j^T O_j Sig_j), the composition's writer part."""
     SO: np.ndarray
     zw: np.ndarray
     zj: np.ndarray
-    SU: np.ndarray
+    SUF: np.ndarray
     rU: np.ndarray
-    Sig: np.ndarray
     trC: np.ndarray
     comp: _CompWriter
     rank_rtol: float
@@ -212,13 +216,14 @@ class WriterTerms:
 @dataclass
 class LayerPairTerms:
     """What depends on the writer and the reader layer but not on the reader kind: the reader's
-    norm statistics, S_j = mean z z^T / sigma^2, w_tj = kappa c_tj / sigma^2 (c_tj = xhat^T P_c O_j z)
-    as the weighted mixes wz (N, Hw d), kappa^2 c^2 / sigma^2 (N, Hw), the composition's reader part."""
+    xhat, S_j = mean z z^T / sigma^2, [O_j | X_j] stacked (D, 2 Hw d) with
+    X_j = sum_t w_tj xhat_t z_tj^T, w_tj = kappa c_tj / sigma^2 (c_tj = xhat^T P_c O_j z_tj),
+    wn = kappa^2 c^2 / sigma^2 (N, Hw), the composition's reader part."""
     wt: WriterTerms
     fr: object
     xhat: np.ndarray
     S: np.ndarray
-    wz: np.ndarray
+    SOX: np.ndarray
     wn: np.ndarray
     comp: _CompReader
 
@@ -231,9 +236,9 @@ def writer_terms(fw, zw: np.ndarray, write_O: np.ndarray | None = None, rank_rto
     zj = np.ascontiguousarray(zw.transpose(1, 0, 2))  # (Hw, N, d): each head's mixes, one GEMM operand
     U, rU = orthonormal_bases(O, rank_rtol)
     Sig = np.matmul(np.swapaxes(zj, 1, 2), zj) / N
-    AO = np.matmul(np.swapaxes(O, 1, 2), O)
-    trC = np.einsum("jab,jba->j", AO, Sig)
-    return WriterTerms(O, stacked(O), zw, zj, stacked(U), rU, Sig, trC, _comp_writer(fw), rank_rtol)
+    trC = np.einsum("jab,jba->j", np.matmul(np.swapaxes(O, 1, 2), O), Sig)
+    SUF = np.concatenate([stacked(U), stacked(np.matmul(O, _psd_sqrt(Sig)))], axis=1)
+    return WriterTerms(stacked(O), zw, zj, SUF, rU, trC, _comp_writer(fw), rank_rtol)
 
 
 def layer_pair_terms(wt: WriterTerms, fr, x: np.ndarray, eps, eps_exact: bool = True) -> LayerPairTerms:
@@ -246,32 +251,31 @@ def layer_pair_terms(wt: WriterTerms, fr, x: np.ndarray, eps, eps_exact: bool = 
     c = np.einsum("tja,tja->tj", r, wt.zw)
     kc = kappa[:, None] * c
     w = kc * inv_s2[:, None]  # (N, Hw)
-    wz = (wt.zw * w[:, :, None]).reshape(N, Hw * d)
-    return LayerPairTerms(wt, fr, xhat, S, wz, kc**2 * inv_s2[:, None], _comp_reader(fr))
+    X = xhat.T @ (wt.zw * w[:, :, None]).reshape(N, Hw * d)  # (D, Hw d), over tokens once for all kinds
+    return LayerPairTerms(wt, fr, xhat, S, np.concatenate([wt.SO, X], axis=1), kc**2 * inv_s2[:, None],
+                          _comp_reader(fr))
 
 
 def reader_rows(pt: LayerPairTerms, kind: str, no_norm_flag: str = "no_pre_norm_read_path") -> dict[str, np.ndarray]:
     """The rows of one reader kind for a layer pair (``read_path_pair``'s columns)."""
     wt, fr = pt.wt, pt.fr
     Hw, N, d = wt.zj.shape
+    Hd = Hw * d
     R, _, heads = _readers(fr, kind)  # (Hr, D, d)
     Hr = R.shape[0]
     SR = stacked(R)
     B, rB = orthonormal_bases(R, wt.rank_rtol)
-    SB = stacked(B)
-    # weight-side pieces, (Hr d, Hw d) block matrices: M_hj = A_h P_c O_j, B_h^T O_j
-    M = SR.T @ wt.SO
-    rho = (_blocks(wt.SU.T @ SB, d) ** 2).sum(axis=(2, 3)) / np.minimum.outer(wt.rU, rB)
-    # activation-side pieces
+    # (Hr d, 2 Hw d) block matrices: [M_hj | R_h^T X_j] with M_hj = A_h P_c O_j; [B_h^T U_j | B_h^T O_j F_j]
+    MX = SR.T @ pt.SOX
+    BUF = stacked(B).T @ wt.SUF
+    M = MX[:, :Hd]
+    rho = _block_sums(BUF[:, :Hd] ** 2, Hw) / np.minimum.outer(wt.rU, rB)
+    share = _block_sums(BUF[:, Hd:] ** 2, Hw) / wt.trC[:, None]  # tr(P_V C) / tr C
     E_lin = _quad(M, pt.S)  # tr(M S_j M^T)
     a = (pt.xhat @ SR).reshape(N, Hr, d)  # R_h^T xhat = A_h xhat
-    a2 = np.einsum("tha,tha->th", a, a)
-    E_norm = (pt.wn.T @ a2) / N
-    Rm = a.reshape(N, Hr * d).T @ pt.wz  # (Hr d, Hw d): blocks sum_t w_tj a_th z_tj^T
-    E_cross = -(M * Rm).reshape(Hr, d, Hw, d).sum(axis=(1, 3)).T / N
+    E_norm = (pt.wn.T @ np.einsum("tha,tha->th", a, a)) / N
+    E_cross = -_block_sums(M * MX[:, Hd:], Hw) / N  # -<M_hj, mean_t w_tj a_th z_tj^T>
     E_tot = E_lin + E_norm + 2 * E_cross
-    # projected energy share of the actual writes
-    share = _quad(SB.T @ wt.SO, wt.Sig) / wt.trC[:, None]
     comp_h = _composition(wt.comp, pt.comp, kind)  # (Hw, H query heads)
     comp = np.stack([comp_h[:, hs].mean(axis=1) for hs in heads], axis=1)
     jj, hh = np.meshgrid(np.arange(Hw), np.arange(Hr), indexing="ij")
