@@ -175,7 +175,7 @@ def natural_return_job(store_dir, act_dir, layer: int, out, params: dict, log=pr
 
 def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print) -> None:
     """Writer layer ``layer`` against every reader layer l' > layer, kinds params['kinds']."""
-    from headgeom.methods.read_paths import read_path_pair, write_factors
+    from headgeom.methods.read_paths import layer_pair_terms, reader_rows, write_factors, writer_terms
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
@@ -184,14 +184,15 @@ def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print)
     warrays, wmeta = read_layer(act_dir, layer)
     Ow, zw = write_factors(fw.W_O, warrays["z"], warrays, wmeta, params.get("write_point", "residual"))
     flag = "post_ln_read_path" if _post_ln(store) else "no_pre_norm_read_path"
+    wt = writer_terms(fw, zw, Ow, rank_rtol=params.get("rank_rtol", 1e-6))  # once: the writer's own terms
     parts = []
     for lr in range(layer + 1, L):
         fr = store.layer_factors(lr)
         arrays, meta = read_layer(act_dir, lr)
+        # once per reader layer: what its kinds share (norm statistics, S_j, c_tj)
+        pt = layer_pair_terms(wt, fr, arrays["x"], meta.get("norm_eps"), eps_exact=params.get("eps_exact", True))
         for kind in params.get("kinds", ["Q", "K", "V"]):
-            cols = read_path_pair(fw, zw, fr, arrays["x"], meta.get("norm_eps"), kind,
-                                  rank_rtol=params.get("rank_rtol", 1e-6), eps_exact=params.get("eps_exact", True),
-                                  write_O=Ow, no_norm_flag=flag)
+            cols = reader_rows(pt, kind, no_norm_flag=flag)
             n = len(cols["writer"])
             cols = {"reader_layer": np.full(n, lr, np.int64), "kind": np.array([kind] * n, dtype=object), **cols}
             parts.append(cols)

@@ -38,9 +38,11 @@ Composition scores (Elhage et al. 2021) on unfolded weights, W_QK = W_Q^T W_K, W
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .pk import orthonormal_bases, reading_matrix
+from .pk import orthonormal_bases, reading_matrix, stacked
 
 WRITE_POINTS = ("residual", "pre_norm")
 #: the columns a reader without a pre-attention norm leaves undefined (NaN + flags)
@@ -107,83 +109,174 @@ def _readers(f, kind: str):
     return R, W, heads
 
 
+def _block_sums(P: np.ndarray, m: int) -> np.ndarray:
+    """(m, n) sums over the (d, d) blocks of an (n d, m d) block matrix [P_ij], transposed."""
+    n, d = P.shape[0] * m // P.shape[1], P.shape[1] // m
+    return P.reshape(n, d, m, d).sum(axis=(1, 3)).T
+
+
+def _quad(P: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """(m, n): tr(P_ij S_j P_ij^T) = sum((P_ij S_j) * P_ij) over the (d, d) blocks of the (n d, m d)
+    block matrix P = [P_ij] and S (m, d, d)."""
+    m, d = S.shape[0], S.shape[1]
+    F = P.reshape(P.shape[0], m, d).transpose(1, 0, 2)  # (m, n d, d): column block j
+    return (np.matmul(F, S) * F).reshape(m, -1, d, d).sum(axis=(2, 3))
+
+
+def _gram_rows(W: np.ndarray) -> np.ndarray:
+    """(n, d, d) W W^T of each (d, D) head."""
+    return np.matmul(W, np.swapaxes(W, -1, -2))
+
+
+def _psd_sqrt(G: np.ndarray) -> np.ndarray:
+    """(n, d, d) F with F F^T = G for symmetric positive semidefinite G (eigenvalues clipped at 0):
+    a trace tr(X G X^T) becomes the sum of squares of X F, one product instead of two."""
+    w, V = np.linalg.eigh(G)
+    return V * np.sqrt(np.clip(w, 0.0, None))[..., None, :]
+
+
+# ------------------------------------------------------------------ composition (weights only)
+
+
+@dataclass
+class _CompWriter:
+    """The writer layer's part of the composition scores: stacked O_j F_j (D, Hw d) with
+    F_j F_j^T = G_j = W_V W_V^T of head j's group, and ||W_OV^j|| = sqrt(tr(O_j^T O_j G_j))."""
+    SOF: np.ndarray
+    nOV: np.ndarray
+
+
+@dataclass
+class _CompReader:
+    """The reader layer's part shared by its kinds: G_Q (H, d, d), G_K (n_kv, d, d), ||W_QK^h||."""
+    f: object
+    GQ: np.ndarray
+    GK: np.ndarray
+    nQK: np.ndarray
+
+
+def _comp_writer(fw) -> _CompWriter:
+    O = fw.W_O
+    Gv = _gram_rows(fw.W_V)[fw.kv_group]
+    A = np.matmul(np.swapaxes(O, -1, -2), O)
+    return _CompWriter(stacked(np.matmul(O, _psd_sqrt(Gv))), np.sqrt(np.maximum(np.einsum("jab,jba->j", A, Gv), 0.0)))
+
+
+def _comp_reader(fr) -> _CompReader:
+    GQ, GK = _gram_rows(fr.W_Q), _gram_rows(fr.W_K)
+    nQK = np.sqrt(np.maximum(np.einsum("hab,hba->h", GQ, GK[fr.kv_group]), 0.0))
+    return _CompReader(fr, GQ, GK, nQK)
+
+
+def _composition(cw: _CompWriter, cr: _CompReader, kind: str) -> np.ndarray:
+    """(Hw, H) composition scores: num_hj = tr(Y^T L_h Y G_j) = sum((L_h Y F_j) * Y F_j) with
+    Y = W_r O_j from one GEMM over every (reader weight, writer) pair; Q: W_r = W_Q^h, L = G_K;
+    K: W_K^g, L = G_Q^h; V: W_V^g, L = O_h^T O_h (g: head h's group)."""
+    f = cr.f
+    H, d, D = f.W_Q.shape
+    Hw = cw.nOV.shape[0]
+    if kind == "Q":
+        W, sel, L, den = f.W_Q, np.arange(H), cr.GK[f.kv_group], cr.nQK
+    elif kind == "K":
+        W, sel, L, den = f.W_K, f.kv_group, cr.GQ, cr.nQK
+    else:
+        W, sel, L = f.W_V, f.kv_group, np.matmul(np.swapaxes(f.W_O, -1, -2), f.W_O)
+        den = np.sqrt(np.maximum(np.einsum("hab,hba->h", L, _gram_rows(f.W_V)[sel]), 0.0))
+    YF = (W.reshape(-1, D) @ cw.SOF).reshape(-1, d, Hw * d)[sel]  # (H, d, Hw d): W_r O_j F_j per query head
+    num = _block_sums((np.matmul(L, YF) * YF).reshape(H * d, Hw * d), Hw)  # (Hw, H)
+    den = cw.nOV[:, None] * den[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, np.sqrt(np.maximum(num, 0.0)) / np.where(den > 0, den, 1.0), np.nan)
+
+
 def composition(fw, fr, kind: str) -> np.ndarray:
-    """(Hw, n_readers) composition scores on unfolded weights (module docstring)."""
-    O = fw.W_O  # (Hw, D, d)
-    OV_j_G = [fw.W_V[fw.kv_group[j]] @ fw.W_V[fw.kv_group[j]].T for j in range(fw.n_heads)]  # W_V W_V^T
-    A_j = np.einsum("jDa,jDb->jab", O, O, optimize=True)
-    nOV_j = np.array([np.sqrt(max(np.trace(A_j[j] @ OV_j_G[j]), 0.0)) for j in range(fw.n_heads)])
-    Hr = fr.n_heads
-    out = np.zeros((fw.n_heads, Hr))
-    for h in range(Hr):
-        WQ, WK = fr.W_Q[h], fr.W_K[fr.kv_group[h]]
-        WVh, Oh = fr.W_V[fr.kv_group[h]], fr.W_O[h]
-        GQ, GK = WQ @ WQ.T, WK @ WK.T
-        nQK = np.sqrt(max(np.trace(GQ @ GK), 0.0))
-        if kind == "V":
-            nOVh = np.sqrt(max(np.trace((Oh.T @ Oh) @ (WVh @ WVh.T)), 0.0))
-            Ah = Oh.T @ Oh
-        for j in range(fw.n_heads):
-            Gv = OV_j_G[j]
-            if kind == "Q":  # ||W_K^T (W_Q O_j) W_V||^2 = tr(X^T G_K X G_V), X = W_Q O_j
-                X = WQ @ O[j]
-                num = np.trace(X.T @ GK @ X @ Gv)
-                den = nQK * nOV_j[j]
-            elif kind == "K":  # ||W_Q^T (W_K O_j) W_V||^2
-                Y = WK @ O[j]
-                num = np.trace(Y.T @ GQ @ Y @ Gv)
-                den = nQK * nOV_j[j]
-            else:  # ||O_h (W_Vh O_j) W_Vj||^2
-                Zm = WVh @ O[j]
-                num = np.trace(Zm.T @ Ah @ Zm @ Gv)
-                den = nOVh * nOV_j[j]
-            out[j, h] = np.sqrt(max(num, 0.0)) / den if den > 0 else np.nan
-    return out
+    """(Hw, n query heads) composition scores on unfolded weights (module docstring)."""
+    return _composition(_comp_writer(fw), _comp_reader(fr), kind)
 
 
-def read_path_pair(fw, zw: np.ndarray, fr, x: np.ndarray, eps, kind: str, rank_rtol: float = 1e-6,
-                   eps_exact: bool = True, write_O: np.ndarray | None = None,
-                   no_norm_flag: str = "no_pre_norm_read_path") -> dict[str, np.ndarray]:
-    """All (writer j of layer l, reader of kind X of layer l') rows for one layer pair.
+# ------------------------------------------------------------------ read paths
 
-    fw, fr: LayerFactors of the writer and reader layers; zw (N, Hw, d) writer value mixes;
-    x (N, D) residual entering the reader layer; eps: the reader norm's epsilon; write_O
-    (Hw, D, d) and zw from ``write_factors`` when the writes are not O_j z_j (default: fw.W_O);
-    no_norm_flag: the ``flags`` value of rows whose reader has no pre-attention norm."""
+
+@dataclass
+class WriterTerms:
+    """What depends on the writer layer alone (one per job): the write factors stacked SO (D, Hw d),
+    the value mixes zw (N, Hw, d) and per head zj (Hw, N, d), [U_j | O_j F_j] stacked (D, 2 Hw d)
+    with U_j the writing space's basis (rank rU) and F_j F_j^T = Sig_j = mean z z^T,
+    tr C_j = tr(O_j^T O_j Sig_j), the composition's writer part."""
+    SO: np.ndarray
+    zw: np.ndarray
+    zj: np.ndarray
+    SUF: np.ndarray
+    rU: np.ndarray
+    trC: np.ndarray
+    comp: _CompWriter
+    rank_rtol: float
+
+
+@dataclass
+class LayerPairTerms:
+    """What depends on the writer and the reader layer but not on the reader kind: the reader's
+    xhat, S_j = mean z z^T / sigma^2, [O_j | X_j] stacked (D, 2 Hw d) with
+    X_j = sum_t w_tj xhat_t z_tj^T, w_tj = kappa c_tj / sigma^2 (c_tj = xhat^T P_c O_j z_tj),
+    wn = kappa^2 c^2 / sigma^2 (N, Hw), the composition's reader part."""
+    wt: WriterTerms
+    fr: object
+    xhat: np.ndarray
+    S: np.ndarray
+    SOX: np.ndarray
+    wn: np.ndarray
+    comp: _CompReader
+
+
+def writer_terms(fw, zw: np.ndarray, write_O: np.ndarray | None = None, rank_rtol: float = 1e-6) -> WriterTerms:
+    """The writer layer's terms (fw, zw, write_O as in ``read_path_pair``)."""
     zw = np.asarray(zw, np.float64)
     N = zw.shape[0]
     O = fw.W_O if write_O is None else np.asarray(write_O, np.float64)  # (Hw, D, d)
-    Hw = O.shape[0]
-    sigma, xhat, kappa = norm_stats(x, fr.norm_type, eps, eps_exact)
-    R, _, heads = _readers(fr, kind)  # (Hr, D, d)
-    Hr, D, d = R.shape
-    # weight-side pieces
-    M = np.einsum("hDa,jDb->hjab", R, O, optimize=True)  # A_h P_c O_j
-    B, rB = orthonormal_bases(R, rank_rtol)
+    zj = np.ascontiguousarray(zw.transpose(1, 0, 2))  # (Hw, N, d): each head's mixes, one GEMM operand
     U, rU = orthonormal_bases(O, rank_rtol)
-    UB = np.einsum("jDa,hDb->jhab", U, B, optimize=True)
-    rho = (UB**2).sum(axis=(2, 3)) / np.minimum.outer(rU, rB)
-    # activation-side pieces
+    Sig = np.matmul(np.swapaxes(zj, 1, 2), zj) / N
+    trC = np.einsum("jab,jba->j", np.matmul(np.swapaxes(O, 1, 2), O), Sig)
+    SUF = np.concatenate([stacked(U), stacked(np.matmul(O, _psd_sqrt(Sig)))], axis=1)
+    return WriterTerms(stacked(O), zw, zj, SUF, rU, trC, _comp_writer(fw), rank_rtol)
+
+
+def layer_pair_terms(wt: WriterTerms, fr, x: np.ndarray, eps, eps_exact: bool = True) -> LayerPairTerms:
+    """The (writer layer, reader layer) terms (fr, x, eps as in ``read_path_pair``)."""
+    Hw, N, d = wt.zj.shape
+    sigma, xhat, kappa = norm_stats(x, fr.norm_type, eps, eps_exact)
     inv_s2 = 1.0 / sigma**2
-    S = np.einsum("t,tja,tjb->jab", inv_s2, zw, zw, optimize=True) / N  # mean z z^T / sigma^2
-    E_lin = np.einsum("hjab,hjac,jbc->jh", M, M, S, optimize=True)
-    r = np.einsum("tD,jDa->tja", xhat, O, optimize=True)  # O_j^T P_c xhat (xhat already centred)
-    c = np.einsum("tja,tja->tj", r, zw, optimize=True)  # xhat^T P_c O_j z
-    a = np.einsum("tD,hDa->tha", xhat, R, optimize=True)  # R_h^T xhat = A_h xhat
-    a2 = np.einsum("tha,tha->th", a, a, optimize=True)
-    E_norm = np.einsum("tj,th->jh", (kappa[:, None] * c) ** 2 * inv_s2[:, None], a2, optimize=True) / N
-    w = kappa[:, None] * c * inv_s2[:, None]  # (N, Hw)
-    Rm = np.einsum("tj,tha,tjb->hjab", w, a, zw, optimize=True) / N
-    E_cross = -np.einsum("hjab,hjab->jh", M, Rm, optimize=True)
+    S = np.matmul(np.swapaxes(wt.zj * inv_s2[None, :, None], 1, 2), wt.zj) / N
+    r = (xhat @ wt.SO).reshape(N, Hw, d)  # O_j^T P_c xhat (xhat already centred)
+    c = np.einsum("tja,tja->tj", r, wt.zw)
+    kc = kappa[:, None] * c
+    w = kc * inv_s2[:, None]  # (N, Hw)
+    X = xhat.T @ (wt.zw * w[:, :, None]).reshape(N, Hw * d)  # (D, Hw d), over tokens once for all kinds
+    return LayerPairTerms(wt, fr, xhat, S, np.concatenate([wt.SO, X], axis=1), kc**2 * inv_s2[:, None],
+                          _comp_reader(fr))
+
+
+def reader_rows(pt: LayerPairTerms, kind: str, no_norm_flag: str = "no_pre_norm_read_path") -> dict[str, np.ndarray]:
+    """The rows of one reader kind for a layer pair (``read_path_pair``'s columns)."""
+    wt, fr = pt.wt, pt.fr
+    Hw, N, d = wt.zj.shape
+    Hd = Hw * d
+    R, _, heads = _readers(fr, kind)  # (Hr, D, d)
+    Hr = R.shape[0]
+    SR = stacked(R)
+    B, rB = orthonormal_bases(R, wt.rank_rtol)
+    # (Hr d, 2 Hw d) block matrices: [M_hj | R_h^T X_j] with M_hj = A_h P_c O_j; [B_h^T U_j | B_h^T O_j F_j]
+    MX = SR.T @ pt.SOX
+    BUF = stacked(B).T @ wt.SUF
+    M = MX[:, :Hd]
+    rho = _block_sums(BUF[:, :Hd] ** 2, Hw) / np.minimum.outer(wt.rU, rB)
+    share = _block_sums(BUF[:, Hd:] ** 2, Hw) / wt.trC[:, None]  # tr(P_V C) / tr C
+    E_lin = _quad(M, pt.S)  # tr(M S_j M^T)
+    a = (pt.xhat @ SR).reshape(N, Hr, d)  # R_h^T xhat = A_h xhat
+    E_norm = (pt.wn.T @ np.einsum("tha,tha->th", a, a)) / N
+    E_cross = -_block_sums(M * MX[:, Hd:], Hw) / N  # -<M_hj, mean_t w_tj a_th z_tj^T>
     E_tot = E_lin + E_norm + 2 * E_cross
-    # projected energy share of the actual writes
-    Sig = np.einsum("tja,tjb->jab", zw, zw, optimize=True) / N
-    BO = np.einsum("hDa,jDb->jhab", B, O, optimize=True)  # B_h^T O_j
-    trPC = np.einsum("jhab,jhac,jbc->jh", BO, BO, Sig, optimize=True)
-    AO = np.einsum("jDa,jDb->jab", O, O, optimize=True)
-    trC = np.einsum("jab,jba->j", AO, Sig, optimize=True)
-    share = trPC / trC[:, None]
-    comp_h = composition(fw, fr, kind)  # (Hw, H query heads)
+    comp_h = _composition(wt.comp, pt.comp, kind)  # (Hw, H query heads)
     comp = np.stack([comp_h[:, hs].mean(axis=1) for hs in heads], axis=1)
     jj, hh = np.meshgrid(np.arange(Hw), np.arange(Hr), indexing="ij")
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -195,7 +288,7 @@ def read_path_pair(fw, zw: np.ndarray, fr, x: np.ndarray, eps, kind: str, rank_r
             "rel_rms": np.sqrt(E_norm / E_tot).ravel(),
             "cross_sign": np.sign(E_cross).ravel().astype(np.float64),
             "composition": comp.ravel(),
-            "rank_writer": np.repeat(rU, Hr), "rank_reader": np.tile(rB, Hw),
+            "rank_writer": np.repeat(wt.rU, Hr), "rank_reader": np.tile(rB, Hw),
         }
     flag = no_norm_flag if fr.norm_type == "none" else ""
     if flag:  # no pre-attention norm: the normalization split is not measured here (module docstring)
@@ -203,6 +296,20 @@ def read_path_pair(fw, zw: np.ndarray, fr, x: np.ndarray, eps, kind: str, rank_r
             cols[k] = np.full(Hw * Hr, np.nan)
     cols["flags"] = np.array([flag] * (Hw * Hr), dtype=object)
     return cols
+
+
+def read_path_pair(fw, zw: np.ndarray, fr, x: np.ndarray, eps, kind: str, rank_rtol: float = 1e-6,
+                   eps_exact: bool = True, write_O: np.ndarray | None = None,
+                   no_norm_flag: str = "no_pre_norm_read_path") -> dict[str, np.ndarray]:
+    """All (writer j of layer l, reader of kind X of layer l') rows for one layer pair.
+
+    fw, fr: LayerFactors of the writer and reader layers; zw (N, Hw, d) writer value mixes;
+    x (N, D) residual entering the reader layer; eps: the reader norm's epsilon; write_O
+    (Hw, D, d) and zw from ``write_factors`` when the writes are not O_j z_j (default: fw.W_O);
+    no_norm_flag: the ``flags`` value of rows whose reader has no pre-attention norm.
+    A caller with several reader layers or kinds keeps ``writer_terms`` / ``layer_pair_terms``."""
+    pt = layer_pair_terms(writer_terms(fw, zw, write_O, rank_rtol), fr, x, eps, eps_exact)
+    return reader_rows(pt, kind, no_norm_flag)
 
 
 def pair_terms_direct(O_j, z, R_h, x, norm_type, eps, eps_exact=True):
