@@ -63,3 +63,19 @@ def write_llama(path, *, d_model=48, n_heads=4, n_kv=2, d_head=12, n_layers=2, s
             wm.update({k: fn for k in part})
         (path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": wm}))
     return {"tensors": tensors, "config": config}
+
+
+def write_gguf_stub(path, tokens, **uint32_fields) -> None:
+    """A metadata-only llama GGUF (one 2 x 2 tensor): a vocabulary and the given uint32 fields
+    (name -> value; ``llama.block_count`` is 1 unless given)."""
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    for name, value in {"llama.block_count": 1, **uint32_fields}.items():
+        w.add_uint32(name, value)
+    w.add_tensor("t", np.ones((2, 2), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()

@@ -210,19 +210,9 @@ def test_tokenizer_files_are_hashed_and_an_edit_changes_the_hash(tmp_path, llama
 
 
 def test_gguf_tokenizer_metadata_is_hashed(tmp_path):
-    import gguf
+    from synth import write_gguf_stub as write
 
     from headgeom.io.forward import tokenizer_files
-
-    def write(p, tokens):
-        w = gguf.GGUFWriter(str(p), "llama")
-        w.add_array("tokenizer.ggml.tokens", tokens)
-        w.add_uint32("llama.block_count", 1)
-        w.add_tensor("t", np.ones((2, 2), dtype=np.float32))
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
 
     write(tmp_path / "a.gguf", ["a", "bb", "ccc"])
     write(tmp_path / "b.gguf", ["a", "bb", "ccd"])

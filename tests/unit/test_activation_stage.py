@@ -249,17 +249,10 @@ def test_gguf_loader_parses_each_file_once(tmp_path, monkeypatch):
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     from headgeom.io.forward import _gguf_loader
+    from synth import write_gguf_stub
 
     def write(p, tokens):
-        w = gguf.GGUFWriter(str(p), "llama")
-        w.add_array("tokenizer.ggml.tokens", tokens)
-        w.add_uint32("llama.block_count", 1)
-        w.add_uint32("llama.context_length", 8)
-        w.add_tensor("t", np.ones((2, 2), dtype=np.float32))
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
+        write_gguf_stub(p, tokens, **{"llama.context_length": 8})
 
     write(tmp_path / "a.gguf", ["a", "bb", "ccc"])
     write(tmp_path / "b.gguf", ["x", "yy"])
