@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from headgeom.methods.natural_return import layer_return
-from headgeom.methods.read_paths import read_path_pair
+from headgeom.methods.read_paths import layer_pair_terms, reader_rows, writer_terms
 from headgeom.core.factors import LayerFactors, gqa_map
 
 
@@ -32,8 +32,9 @@ def main():
     z = rng.standard_normal((a.tokens, H, d)).astype(np.float32)
     x = rng.standard_normal((a.tokens, D)).astype(np.float32)
     t = time.perf_counter()
+    pt = layer_pair_terms(writer_terms(fw, z), fr, x, 1e-6)  # as read_paths_job: shared by the kinds
     for kind in "QKV":
-        read_path_pair(fw, z, fr, x, 1e-6, kind)
+        reader_rows(pt, kind)
     t_rp = time.perf_counter() - t
     t = time.perf_counter()
     layer_return(fw, z)

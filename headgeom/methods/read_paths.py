@@ -27,13 +27,20 @@ Everything per (writer j, reader h) comes from d x d matrices: with R_h = P_c di
 (D x d, pk.reading_matrix) and M_hj = R_h^T O_j = A_h P_c O_j,
   E||lin||^2   = tr(M^T M S_j),                  S_j = mean_t z z^T / sigma^2
   E||norm||^2  = mean_t kappa^2 c_tj^2 ||a_th||^2 / sigma^2,  c_tj = xhat^T P_c O_j z_tj, a_th = R_h^T xhat
-  E<lin,norm>  = -<M_hj, mean_t (kappa c_tj / sigma^2) a_th z_tj^T>
-Projected energy share tr(P_V C)/tr C, C = mean_t u u^T, u = O_j z (P_V: projector on Im R_h).
+  E<lin,norm>  = -<M_hj, mean_t (kappa c_tj / sigma^2) a_th z_tj^T> = -<M_hj, R_h^T X_j> / N,
+                 X_j = sum_t (kappa c_tj / sigma^2) xhat_t z_tj^T
+Projected energy share tr(P_V C)/tr C, C = mean_t u u^T, u = O_j z (P_V: projector on Im R_h), as
+||B_h^T O_j F_j||^2 / tr C with B_h an orthonormal basis of Im R_h and F_j F_j^T = mean_t z z^T.
+The terms are computed where they vary: ``writer_terms`` once per writer layer (write factors, writing
+bases, F_j, the composition's writer part), ``layer_pair_terms`` once per reader layer (norm statistics,
+S_j, c_tj, X_j) and ``reader_rows`` per reader kind, each product one GEMM over the stacked heads of
+both layers; ``read_path_pair`` chains the three for one (layer pair, kind).
 Readers of K and V are KV groups (one space per group); Q readers are query heads.
 Composition scores (Elhage et al. 2021) on unfolded weights, W_QK = W_Q^T W_K, W_OV = O W_V:
   Q: ||W_QK^T W_OV^j|| / (||W_QK|| ||W_OV^j||),  K: ||W_QK W_OV^j|| / (...),
   V: ||W_OV^h W_OV^j|| / (||W_OV^h|| ||W_OV^j||); for a K or V group reader *(choice)* the mean
-  over the group's query heads (MHA: the head itself).
+  over the group's query heads (MHA: the head itself). From d x d pieces: e.g. for Q,
+  ||W_QK^T W_OV^j||^2 = tr(Y^T W_K W_K^T Y W_V W_V^T) with Y = W_Q O_j.
 """
 
 from __future__ import annotations
