@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 KEYS = ("model", "layer", "layer_w", "layer_r", "kind", "null", "sample", "test", "head", "head_i", "head_j",
-        "head_w", "head_r", "i", "j", "pair", "group")
+        "head_w", "head_r", "i", "j", "pair", "group", "writer_layer", "reader_layer", "writer", "reader")
 
 
 def _same(a, b) -> bool:
@@ -56,6 +56,17 @@ def _column_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind in "iub" and a.dtype == b.dtype:
         return a == b
     return np.array([_same(x, y) for x, y in zip(a.tolist(), b.tolist())], dtype=bool)
+
+
+def _largest_rel(a: np.ndarray, b: np.ndarray) -> str:
+    """For float columns: the largest |old - new| relative to the column's largest |old|."""
+    if a.dtype.kind != "f" or b.dtype.kind != "f":
+        return ""
+    both = np.isfinite(a) & np.isfinite(b)
+    if not both.any():
+        return ""
+    scale = float(np.max(np.abs(a[both]))) or 1.0
+    return f"; largest difference {float(np.max(np.abs(a[both] - b[both]))) / scale:.1e} of the column's scale"
 
 
 def _table(path: Path) -> dict[str, np.ndarray]:
@@ -114,7 +125,8 @@ def compare_columns(a: dict, b: dict, label: str, diffs: list, only_old_columns:
         return 0
     oa, ob = _order(a, keys), _order(b, keys)
     if (oa is None or ob is None) and whole_rows:  # keys repeat: sort whole rows (shared columns)
-        shared = sorted(cols_a - set(missing))
+        # exact-valued columns (ints, strings) first, so a last-bit float change cannot reorder rows
+        shared = sorted(cols_a - set(missing), key=lambda c: (a[c].dtype.kind == "f", c))
         oa, ob = (np.array(sorted(range(n), key=lambda i: tuple(_bits_key(t[c][i]) for c in [*keys, *shared])),
                            dtype=np.int64) for t, n in ((a, na), (b, nb)))
     elif oa is None or ob is None:  # keys not unique: compare in stored order
@@ -127,7 +139,7 @@ def compare_columns(a: dict, b: dict, label: str, diffs: list, only_old_columns:
         if bad.size:
             i = bad[0]
             diffs.append(f"{label}: column {c!r}: {bad.size} of {len(eq)} values differ "
-                         f"(first: old {a[c][oa][i]!r}, new {b[c][ob][i]!r})")
+                         f"(first: old {a[c][oa][i]!r}, new {b[c][ob][i]!r}){_largest_rel(a[c][oa], b[c][ob])}")
     return n
 
 

@@ -106,3 +106,29 @@ def test_by_family_matches_repeated_keys_as_whole_rows(tmp_path, capsys):
     # a value moved from one key to another is a difference even though the value set is the same
     moved = _fanned(tmp_path / "moved", [0.3, 0.2, 0.1, 0.4], parts=1, sample_dup=True)
     assert compare_runs.main([str(old), str(moved), "--by-family"]) == 1
+
+
+def _read_paths(root: Path, share, order):
+    """A read-path-like family: rows keyed by writer/reader layer and head, not by `layer`."""
+    n = len(share)
+    cols = {"model": np.array(["m"] * n, dtype=object), "kind": np.array(["Q"] * n, dtype=object),
+            "writer_layer": np.zeros(n, dtype=np.int64), "reader_layer": np.ones(n, dtype=np.int64),
+            "writer": np.arange(n, dtype=np.int64) // 2, "reader": np.arange(n, dtype=np.int64) % 2,
+            "share": np.asarray(share, float)}
+    cols = {k: v[list(order)] for k, v in cols.items()}
+    write_shard(root / "results/shards/read_paths/m/layer0.parquet", cols, {"job": "x"})
+    (root / "results/tables").mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def test_by_family_last_bit_change_names_only_the_float_column(tmp_path, capsys):
+    # The rows are unique by (writer, reader) heads; a last-bit change in `share` that
+    # reorders the values must not show up as a difference in the key columns.
+    share = [0.4, 0.3, 0.2, 0.1]
+    old = _read_paths(tmp_path / "old", share, order=(0, 1, 2, 3))
+    new = _read_paths(tmp_path / "new", [np.nextafter(0.4, 0.0), 0.3, 0.2, 0.1], order=(3, 1, 2, 0))
+    assert compare_runs.main([str(old), str(new), "--by-family"]) == 1
+    out = capsys.readouterr().out
+    assert "column 'share': 1 of 4 values differ" in out
+    assert "largest difference 1.4e-16 of the column's scale" in out
+    assert not any(f"column '{k}'" in out for k in ("writer", "reader", "writer_layer", "reader_layer"))
