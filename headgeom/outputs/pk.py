@@ -16,6 +16,7 @@ of that kind (``NullModel.keeps_columns``: Table 6 and Figure 8; ``keeps_spectru
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 
@@ -750,6 +751,8 @@ def n_key(c: dict) -> str:
     return "n = " + "/".join(str(n) for n in ns) if ns else "n = 0"
 
 
+LOW_FRACTION = 0.1  # pk_appendix_f_layer_stats.min_angle_low: a layer among the lowest 10 % of its model's angles
+ISO_BAND = 0.01  # pk_appendix_f_cross_distance.in_band_onward: the band about d/D (App. F's "d/D ± 0.01")
 MAX_LABELLED = 3  # Figure 3 labels the points below r = 1 of a column when it has at most this many
 
 
@@ -1069,16 +1072,18 @@ def pk_sec5_3_null_samples(data, fields, models, null_types) -> Table:
                  "(min, mean, max over samples) beside the observed values.", cols, rows)
 
 
-def _rank_within(rows: list[dict], key: str, out: str, group: tuple) -> None:
+def _rank_within(rows: list[dict], key: str, out: str, group: tuple, smallest_first: bool = False) -> None:
     """Set rows[i][out] to the rank of rows[i][key] among the rows sharing the ``group`` columns
-    (1: the largest; a NaN value gets no rank, None); ties keep row order."""
+    (1: the largest, or with ``smallest_first`` the smallest; a NaN value gets no rank, None); ties
+    keep row order."""
     groups = defaultdict(list)
     for r in rows:
         groups[tuple(r[g] for g in group)].append(r)
     for members in groups.values():
         for r in members:
             r[out] = None
-        ranked = sorted((r for r in members if np.isfinite(r[key])), key=lambda r: -r[key])
+        sign = 1.0 if smallest_first else -1.0
+        ranked = sorted((r for r in members if np.isfinite(r[key])), key=lambda r: sign * r[key])
         for k, r in enumerate(ranked, 1):
             r[out] = k
 
@@ -1089,7 +1094,9 @@ def pk_appendix_f_layer_stats(data, fields, models) -> Table:
     of each kind) and per writer → reader layer pair (per reading kind): pairs, mean and SD of ρ, mean ρ
     over the isotropic value d/D (whether below it, and by how many random-subspace SDs), SD over the
     random-subspace SD and its rank among the model's rows of that scope and kind (1: the largest),
-    the mean and median over pairs of the pair minimum angle, and across layers the distance reader − writer and
+    the mean and median over pairs of the pair minimum angle, the smallest pair minimum angle with its rank
+    (1: the smallest) and whether it is among the lowest 10 % of the model's rows of that scope and kind
+    (rounded up), within layers how many layers follow it, and across layers the distance reader − writer and
     the mean and median over head pairs of the weighted measure D‖RB‖²/(‖R‖²‖B‖²)."""
     # One row per layer (within-layer pairs of each kind) and writer -> reader layer pair: mean ρ
     # over the isotropic value d/D, SD over the random-subspace SD, the mean over pairs of the
@@ -1121,12 +1128,23 @@ def pk_appendix_f_layer_stats(data, fields, models) -> Table:
                    "mean_over_iso": float(rho.mean()) / iso, "below_iso": bool(rho.mean() < iso),
                    "sds_below_iso": (iso - float(rho.mean())) / iso_sd, "sd_over_random": float(rho.std(ddof=0)) / iso_sd,
                    "mean_min_angle": float(np.nanmean(ang)), "median_min_angle": float(np.nanmedian(ang)),
+                   "min_angle": float(np.nanmin(ang)) if np.isfinite(ang).any() else float("nan"),
                    "mean_weighted": None, "median_weighted": None}
             if scope == "cross":
                 w = np.asarray(src["weighted"][idx], float)
                 row.update(mean_weighted=float(np.nanmean(w)), median_weighted=float(np.nanmedian(w)))
             rows.append(row)
     _rank_within(rows, "sd", "sd_rank", ("model", "scope", "kind"))
+    _rank_within(rows, "min_angle", "min_angle_rank", ("model", "scope", "kind"), smallest_first=True)
+    last, ranked = defaultdict(int), Counter()  # each model's last layer; ranked rows per group
+    for r in rows:
+        if r["scope"] == "within":
+            last[r["model"]] = max(last[r["model"]], r["layer"])
+        ranked[(r["model"], r["scope"], r["kind"])] += r["min_angle_rank"] is not None
+    for r in rows:
+        n = ranked[(r["model"], r["scope"], r["kind"])]
+        r["min_angle_low"] = None if r["min_angle_rank"] is None else r["min_angle_rank"] <= math.ceil(LOW_FRACTION * n)
+        r["from_end"] = last[r["model"]] - r["layer"] if r["scope"] == "within" else None
     cols = [Column("model", "Model"), Column("scope", "Scope"), Column("kind", "Kind"), Column("layer", "Layer"),
             Column("layer_r", "Reader layer"), Column("distance", "Distance"), Column("n_pairs", "Pairs"),
             Column("mean", "Mean ρ", _F4), Column("sd", "SD", _F4), Column("mean_over_iso", "Mean / (d/D)", "{:.3f}"),
@@ -1134,6 +1152,9 @@ def pk_appendix_f_layer_stats(data, fields, models) -> Table:
             Column("sd_over_random", "SD / random SD", _F2), Column("sd_rank", "SD rank"),
             Column("mean_min_angle", "Mean pair min angle (°)", _F2),
             Column("median_min_angle", "Median pair min angle (°)", _F2),
+            Column("min_angle", "Min angle (°)", _F2), Column("min_angle_rank", "Min angle rank"),
+            Column("min_angle_low", f"Min angle in the lowest {LOW_FRACTION:.0%}"),
+            Column("from_end", "Layers after it"),
             Column("mean_weighted", "Mean weighted", "{:.3f}"), Column("median_weighted", "Median weighted", "{:.3f}")]
     return Table("pk_appendix_f_layer_stats", "Per layer and writer→reader layer pair: mean ρ / (d/D), SD / random-subspace SD, "
                  "mean pair minimum angle, and the weighted measure over head pairs.", cols, rows)
@@ -1143,7 +1164,8 @@ def pk_appendix_f_layer_stats(data, fields, models) -> Table:
 def pk_appendix_f_cross_distance(data, fields, models, null_types) -> Table:
     """**PK paper, Appendix F (ρ by layer distance).** Per model, reading kind and distance Δ = reader − writer
     layer: layer pairs, the mean over them of their mean ρ (over d/D, whether below it, its distance from it), layer pairs with null
-    samples, and those whose mean lies below / above every null sample, also as k/n (null types: {{
+    samples, and those whose mean lies below / above every null sample, also as k/n, and whether every
+    kind's mean lies within ±0.01 of d/D at this and every larger distance (null types: {{
     snakemake.params.null_types|join(', ') }})."""
     # One row per model, reading kind and layer distance Δ = reader − writer: layer pairs, the
     # mean over those pairs of their mean ρ (and over d/D), and how many pairs' mean lies below /
@@ -1168,12 +1190,20 @@ def pk_appendix_f_cross_distance(data, fields, models, null_types) -> Table:
                      "abs_dev_iso": abs(float(means.mean()) - isotropic_rho(f["d_head"], f["d_model"])),
                      "with_nulls": len(below), "mean_below_all": int(sum(below)), "mean_above_all": int(sum(above)),
                      "below_frac": f"{int(sum(below))}/{len(below)}", "above_frac": f"{int(sum(above))}/{len(above)}"})
+    # in_band_onward: at this distance and every larger one, every kind lies within ISO_BAND of d/D
+    worst_from = defaultdict(float)  # (model, distance) -> largest |mean - d/D| from that distance on
+    for r in rows:
+        for g in range(1, r["distance"] + 1):
+            worst_from[(r["model"], g)] = max(worst_from[(r["model"], g)], r["abs_dev_iso"])
+    for r in rows:
+        r["in_band_onward"] = bool(worst_from[(r["model"], r["distance"])] < ISO_BAND)
     cols = [Column("model", "Model"), Column("kind", "Kind"), Column("distance", "Distance"),
             Column("layer_pairs", "Layer pairs"), Column("mean_rho", "Mean ρ", _F4),
             Column("mean_over_iso", "Mean / (d/D)", "{:.3f}"), Column("below_iso", "Mean < d/D"),
             Column("abs_dev_iso", "|Mean − d/D|", _F4), Column("with_nulls", "Pairs with null samples"),
             Column("mean_below_all", "Mean below all"), Column("mean_above_all", "Mean above all"),
-            Column("below_frac", "Below all / with nulls"), Column("above_frac", "Above all / with nulls")]
+            Column("below_frac", "Below all / with nulls"), Column("above_frac", "Above all / with nulls"),
+            Column("in_band_onward", "All kinds within ±0.01 of d/D from here on")]
     return Table("pk_appendix_f_cross_distance", "Writer→reader overlap grouped by layer distance.", cols, rows)
 
 

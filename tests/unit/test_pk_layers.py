@@ -124,6 +124,12 @@ def test_layer_stats_against_numpy(data):
         # the SD's rank among the rows of that scope and kind, by counting the larger SDs
         peers = [q["sd"] for q in t.rows if (q["scope"], q["kind"]) == (r["scope"], r["kind"])]
         assert r["sd_rank"] == 1 + sum(x > r["sd"] for x in peers)
+        # the smallest pair minimum angle, its rank (1: the smallest) and the lowest-10 % mark
+        assert r["min_angle"] == np.min(src["min_angle_deg"][s])
+        angles = [q["min_angle"] for q in t.rows if (q["scope"], q["kind"]) == (r["scope"], r["kind"])]
+        assert r["min_angle_rank"] == 1 + sum(x < r["min_angle"] for x in angles)
+        assert r["min_angle_low"] == (r["min_angle_rank"] <= int(np.ceil(0.1 * len(angles))))
+        assert r["from_end"] == (3 - r["layer"] if r["scope"] == "within" else None)
         if r["scope"] == "cross":
             w = src["weighted"][s]
             assert r["distance"] == r["layer_r"] - r["layer"]
@@ -153,6 +159,10 @@ def test_cross_distance_against_numpy(data):
         assert r["abs_dev_iso"] == pytest.approx(abs(np.mean(means) - d / D), rel=1e-12)
         assert (r["mean_below_all"], r["mean_above_all"]) == (below, above)
         assert r["below_frac"] == f"{below}/{len(pairs)}" and r["above_frac"] == f"{above}/{len(pairs)}"
+        # within ±0.01 of d/D for every kind at this and every larger distance, by brute force
+        dev = [abs(np.mean([c["rho"][_sel(c, layer=lw, layer_r=lw + g, kind=k)].mean() for lw in range(4 - g)]) - d / D)
+               for k in ("Q", "V") for g in range(r["distance"], 4)]
+        assert r["in_band_onward"] == (max(dev) < 0.01)
 
 
 def test_self_layers_rows_are_the_shard_rows(data):
@@ -249,3 +259,53 @@ def test_wo_spectrum_table_against_numpy():
         assert r["median"] == pytest.approx(np.median(sv), rel=1e-12)
         assert (r["p10"], r["p90"]) == pytest.approx(tuple(np.percentile(sv, [10, 90])), rel=1e-12)
         assert r["s1_over_median"] == pytest.approx(sv[0] / np.median(sv), rel=1e-12)
+
+
+def test_edge_layer_and_distance_band_reads(tmp_path):
+    """App. E's "small minimum angles in the first / last 3 layers" and App. F's "the distance
+    from which Q, K and V all lie within d/D ± 0.01" read from planted tables: the count and the
+    distance follow the planted layers, and move when the plant moves."""
+    from pathlib import Path
+
+    from headgeom.verify.claims import build_rows, load_ledger
+
+    ids = ("pk.appE.qwen235b.blocks.small_first", "pk.appE.qwen235b.blocks.small_last", "pk.appF.distance.far_from")
+    ledger = [e for e in load_ledger(Path(__file__).resolve().parents[2] / "config/claims.yaml") if e["id"] in ids]
+    assert {e["id"] for e in ledger} == set(ids)
+
+    def run(small_layers, near_dev, n_layers=20, out_at=None):
+        rng = np.random.default_rng(3)
+        big, gpt = "qwen3-235b-a22b", "gpt2-124m"
+        pk = {c: [] for c in ("model", "layer", "kind", "rho", "min_angle_deg")}
+        for layer in range(n_layers):
+            for _ in range(6):
+                lo = 1.0 if layer in small_layers else 20.0
+                for c, v in (("model", big), ("layer", layer), ("kind", "O"), ("rho", rng.uniform(0.05, 0.3)),
+                             ("min_angle_deg", rng.uniform(lo, lo + 5))):
+                    pk[c].append(v)
+        cross = {c: [] for c in ("model", "layer", "layer_r", "kind", "head_w", "head_r", "rho", "min_angle_deg",
+                                 "weighted", "lambda_min_S")}
+        for lw in range(12):
+            for lr in range(lw + 1, 12):
+                for kind in ("Q", "K", "V"):
+                    dev = near_dev if lr - lw < 6 or lr - lw == out_at else 0.004  # far distances within the band
+                    for h in range(2):
+                        for c, v in (("model", gpt), ("layer", lw), ("layer_r", lr), ("kind", kind), ("head_w", h),
+                                     ("head_r", 1 - h), ("rho", 64 / 768 + dev), ("min_angle_deg", 30.0),
+                                     ("weighted", 1.0), ("lambda_min_S", 1e-8)):
+                            cross[c].append(v)
+        data = {"pk": {k: np.asarray(v) for k, v in pk.items()}, "pk_cross": {k: np.asarray(v) for k, v in cross.items()}}
+        fields = {big: {"d_head": 128, "d_model": 4096}, gpt: {"d_head": 64, "d_model": 768}}
+        (tmp_path / "pk_appendix_f_layer_stats.csv").write_text(
+            pk_layers.pk_appendix_f_layer_stats(data, fields, [big, gpt]).csv())
+        (tmp_path / "pk_appendix_f_cross_distance.csv").write_text(
+            pk_layers.pk_appendix_f_cross_distance(data, fields, [gpt], TYPES).csv())
+        rows = build_rows(ledger, tmp_path, [big, gpt])[0]
+        return {r["id"]: r["pipeline"] for r in rows}
+
+    # 20 layers: the lowest 10 % is 2 layers
+    assert run({0, 1}, 0.05) == {ids[0]: "2", ids[1]: "0", ids[2]: "6"}
+    assert run({18, 19}, 0.05) == {ids[0]: "0", ids[1]: "2", ids[2]: "6"}
+    assert run({2, 17}, 0.005)[ids[0]] == "1" and run({2, 17}, 0.005)[ids[1]] == "1"
+    assert run({2, 17}, 0.005)[ids[2]] == "1"  # every distance within the band
+    assert run({0}, 0.05, out_at=9)[ids[2]] == "10"  # in the band at 6-8, out at 9: from 10 on
