@@ -1,9 +1,11 @@
 """Forward passes through transformers' own modeling code, with hooks (docs/methods.md §3.1).
 
-A config ``models:`` entry is located exactly as the fetch stage locates it
-(``headgeom.io.sources.open_source``); the directory or GGUF file found there is loaded with
-``from_pretrained`` (GGUF through transformers' own ``gguf_file=`` path), ``local_files_only``,
-never ``trust_remote_code``. Per layer the hooks capture
+A config ``models:`` entry is located as the fetch stage locates it
+(``headgeom.io.sources.open_source``), except ``source: hf``: there transformers needs files, so
+the repo's snapshot at the revision (config, safetensors, tokenizer files) comes into the HF cache
+(``headgeom.io.hub.snapshot_for_forward``; offline: read from it). The directory or GGUF file is
+loaded with ``from_pretrained`` (GGUF through transformers' own ``gguf_file=`` path),
+``local_files_only``, never ``trust_remote_code``. Per layer the hooks capture
 
   z  (tokens, H, d_head)  the input of the attention output projection split into heads: head
                           h's attention-weighted value mix, so its write is y_h = O_h z_h
@@ -239,9 +241,18 @@ def open_model(model_name: str, entry: dict, device: str = "cpu", log=print):
     from .sources import open_source
 
     dev = device_for(device)
-    with open_source(entry, log=log) as (ckpt, source):
-        path = Path(ckpt.path)
-        model, tok, mt, hooks, H, G, d, files = _load(path, model_name, dev, entry.get("architecture"))
+    if entry.get("source") == "hf":
+        # transformers needs files: a snapshot of the repo (weights + tokenizer) in the HF cache,
+        # not the fetch stage's byte-range reader
+        from .hub import snapshot_for_forward
+
+        where, source = snapshot_for_forward(entry["repo_id"], entry.get("revision", "main"),
+                                             TOKENIZER_FILES, log=log)
+        model, tok, mt, hooks, H, G, d, files = _load(Path(where), model_name, dev, entry.get("architecture"))
+    else:
+        with open_source(entry, log=log) as (ckpt, source):
+            path = Path(ckpt.path)
+            model, tok, mt, hooks, H, G, d, files = _load(path, model_name, dev, entry.get("architecture"))
     yield LoadedModel(model, tok, mt, hooks, source, H, G, d, files)
 
 

@@ -134,7 +134,10 @@ def read_shards(paths) -> tuple[dict[str, np.ndarray], list[dict]]:
         provs.append({"path": str(p), "sha256": sha256_file(p), "rows": t.num_rows, "provenance": prov})
     if not tables:
         return {}, provs
-    t = pa.concat_tables(tables, promote_options="default")
+    # a shard with no rows (a layer where a test does not apply) carries no types worth
+    # merging: an empty list column written as float64 must not clash with another shard's int64
+    filled = [t for t in tables if t.num_rows] or tables[:1]
+    t = pa.concat_tables(filled, promote_options="default")
     return {c: column_numpy(t.column(c)) for c in t.column_names}, provs
 
 

@@ -42,7 +42,8 @@ def _self_overlap_rows(f, spaces, model: str, layer: int, n_perm: int) -> dict:
         rows["p"].append(p)
         rows["n_null"].append(int(null.size))
         rows["exact"].append(bool(exact))
-    return {k: np.array(v, dtype=object if k == "test" else None) for k, v in rows.items()}
+    types = {"test": object, "n_null": np.int64, "exact": bool}  # typed even where no test applies
+    return {k: np.array(v, dtype=types.get(k, np.float64)) for k, v in rows.items()}
 
 
 def pk_rows(f, model: str, layer: int, params: dict, self_overlap: bool = False) -> tuple[dict, dict, dict | None]:

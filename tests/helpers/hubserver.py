@@ -441,3 +441,49 @@ def isolate_hub_client(home: Path, monkeypatch, retry_base_s: float) -> None:
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
     monkeypatch.setattr(hub, "RETRY_BASE_S", retry_base_s)
+
+
+class MultiHub:
+    """Several repos behind one hub endpoint: ``repos`` maps a repo_id to (commits, refs) as
+    FakeHub takes them. Each repo is its own FakeHub (its CDN serves its blobs; its ``requests``
+    log records its traffic); the front server routes the API and resolve requests by repo_id."""
+
+    def __init__(self, repos: dict[str, tuple[dict, dict | None]]):
+        self.repos = {rid: FakeHub(rid, commits, refs) for rid, (commits, refs) in repos.items()}
+        multi = self
+
+        class Handler(_Handler):
+            server_name_ = "hub"
+
+            def _handle(self, head: bool) -> None:
+                segs = [unquote(s) for s in urlsplit(self.path).path.split("/")[1:]]
+                rest = segs[2:] if segs[:2] == ["api", "models"] else segs
+                # an unknown repo: the first repo's handler answers RepoNotFound
+                self.fake = multi.repos.get("/".join(rest[:2]), next(iter(multi.repos.values())))
+                super()._handle(head)
+
+        self._hub = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._hub.daemon_threads = True
+        self._hub.block_on_close = False
+        threading.Thread(target=self._hub.serve_forever, kwargs={"poll_interval": 0.05}, name="multihub",
+                         daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._hub.server_address[1]}"
+
+    @property
+    def bytes_sent(self) -> int:
+        return sum(r.repo_bytes_sent for r in self.repos.values())
+
+    def close(self) -> None:
+        self._hub.shutdown()
+        self._hub.server_close()
+        for r in self.repos.values():
+            r.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

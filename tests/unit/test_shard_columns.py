@@ -147,3 +147,31 @@ def test_write_and_read_shards_import_no_pandas(tmp_path):
     ref = pq.read_table(tmp_path / "t.parquet")
     for k in fast:
         _same(cols[k], np.asarray(ref.column(k).to_numpy(zero_copy_only=False)))
+
+
+def test_empty_shard_types_do_not_clash(tmp_path):
+    """A layer whose shard has no rows (a test that does not apply there: its columns default to
+    float64) merges with shards whose column is int64: the rows and their types are the filled
+    shards' (pyarrow alone refuses to merge int64 with double)."""
+    write_shard(tmp_path / "a.parquet", {"n": np.array([3, 4], dtype=np.int64), "x": np.array([0.5, 1.5])}, {"i": 0})
+    write_shard(tmp_path / "b.parquet", {"n": np.array([]), "x": np.array([])}, {"i": 1})
+    write_shard(tmp_path / "c.parquet", {"n": np.array([7], dtype=np.int64), "x": np.array([2.5])}, {"i": 2})
+    cols, provs = read_shards([tmp_path / f"{n}.parquet" for n in "abc"])
+    assert cols["n"].dtype == np.int64 and cols["n"].tolist() == [3, 4, 7]
+    assert cols["x"].tolist() == [0.5, 1.5, 2.5]
+    assert [p["rows"] for p in provs] == [2, 0, 1]
+    only_empty, _ = read_shards([tmp_path / "b.parquet"])
+    assert only_empty["n"].size == 0
+
+
+def test_self_overlap_rows_typed_when_no_test_applies():
+    """A layer's pk_self rows where no self-overlap test applies (writing spaces only) keep the
+    types of the rows where tests do: int64 permutation counts, bool exactness."""
+    from types import SimpleNamespace
+
+    from headgeom.jobs.pk import _self_overlap_rows
+
+    f = SimpleNamespace(n_heads=2, kv_group=np.array([0, 1]))
+    rows = _self_overlap_rows(f, {"O": None}, "m", 0, 10)
+    assert rows["n_null"].dtype == np.int64 and rows["exact"].dtype == bool and rows["p"].dtype == np.float64
+    assert all(v.size == 0 for v in rows.values())
