@@ -108,13 +108,19 @@ def write_shard(path: str | Path, columns: dict[str, np.ndarray], provenance: di
         pq.write_table(table, tmp, compression="zstd")
 
 
-def read_shard(path: str | Path):
+def read_shard(path: str | Path, dictionary_strings: bool = False):
     """(pyarrow Table, provenance dict). Read with ``ParquetFile``: ``pq.read_table`` goes through
     ``pyarrow.dataset``, whose import pulls in pandas (about 0.3 CPU-s per process, more than
-    most tables take to build); the table read is the same."""
+    most tables take to build); the table read is the same. ``dictionary_strings``: string columns
+    come as dictionary arrays (each distinct string once; ``column_numpy`` gives the same values)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with pq.ParquetFile(path) as f:
+    strings = None
+    if dictionary_strings:
+        with pq.ParquetFile(path) as f:
+            strings = [fld.name for fld in f.schema_arrow if pa.types.is_string(fld.type)]
+    with pq.ParquetFile(path, read_dictionary=strings or None) as f:
         t = f.read()
     meta = t.schema.metadata or {}
     if META_KEY not in meta:
@@ -126,19 +132,44 @@ def read_shards(paths) -> tuple[dict[str, np.ndarray], list[dict]]:
     """Concatenate shards into numpy columns; also return each shard's provenance record
     (with the file's sha256) for the aggregate's sidecar."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    tables, provs = [], []
+    provs, layouts, tables, out, at = [], [], [], {}, 0
     for p in paths:
-        t, prov = read_shard(p)
-        tables.append(t)
-        provs.append({"path": str(p), "sha256": sha256_file(p), "rows": t.num_rows, "provenance": prov})
-    if not tables:
-        return {}, provs
+        with pq.ParquetFile(p) as f:
+            layouts.append((f.metadata.num_rows, f.schema_arrow))
     # a shard with no rows (a layer where a test does not apply) carries no types worth
     # merging: an empty list column written as float64 must not clash with another shard's int64
-    filled = [t for t in tables if t.num_rows] or tables[:1]
-    t = pa.concat_tables(filled, promote_options="default")
-    return {c: column_numpy(t.column(c)) for c in t.column_names}, provs
+    keep = [i for i, (n, _) in enumerate(layouts) if n] or ([0] if layouts else [])
+    one_layout = all(_same_columns(layouts[keep[0]][1], layouts[i][1]) for i in keep)
+    total = sum(layouts[i][0] for i in keep)
+    for i, p in enumerate(paths):
+        t, prov = read_shard(p, dictionary_strings=True)
+        provs.append({"path": str(p), "sha256": sha256_file(p), "rows": t.num_rows, "provenance": prov})
+        if i not in keep:
+            continue
+        if not one_layout:  # shards differ: pyarrow merges them
+            tables.append(t)
+            continue
+        # one layout: each column allocated once at its full length and filled shard by shard, so
+        # neither every shard's Arrow table nor per-shard pieces are held beside the result (a
+        # read-path family holds tens of millions of rows)
+        for c in t.column_names:
+            col = column_numpy(t.column(c))
+            if c not in out:
+                out[c] = np.empty(total, dtype=col.dtype)
+            out[c][at:at + len(col)] = col
+        at += t.num_rows
+        del t
+    if tables:
+        t = pa.concat_tables(tables, promote_options="default")
+        return {c: column_numpy(t.column(c)) for c in t.column_names}, provs
+    return out, provs
+
+
+def _same_columns(a, b) -> bool:
+    """Same column names and types, in order."""
+    return a.names == b.names and all(x.type == y.type for x, y in zip(a, b))
 
 
 # pyarrow type names -> numpy dtypes of the fixed-width numeric columns read by buffer
@@ -171,6 +202,18 @@ def column_numpy(col) -> np.ndarray:
     typ = col.type
     if col.null_count == 0 and (pa.types.is_boolean(typ) or pa.types.is_integer(typ) or pa.types.is_floating(typ)):
         return _numeric(col.combine_chunks())
+    if col.null_count == 0 and pa.types.is_dictionary(typ) and pa.types.is_string(typ.value_type):
+        # one str object per distinct value, shared by its rows (a read-path shard family holds
+        # tens of millions of rows of a few model / kind names)
+        parts = []
+        for chunk in col.chunks:
+            values = np.empty(len(chunk.dictionary), dtype=object)
+            values[:] = chunk.dictionary.to_pylist()
+            parts.append(values[_numeric(chunk.indices)] if len(chunk) else values[:0])
+        return np.concatenate(parts) if parts else np.empty(0, dtype=object)
+    if pa.types.is_dictionary(typ):  # with nulls: as plain values, read as below
+        col = pa.chunked_array([c.dictionary_decode() for c in col.chunks], typ.value_type)
+        typ = col.type
     if pa.types.is_null(typ) or (col.null_count == 0 and pa.types.is_string(typ)):
         out = np.empty(len(col), dtype=object)
         out[:] = col.to_pylist()
