@@ -1096,8 +1096,9 @@ def pk_appendix_f_layer_stats(data, fields, models) -> Table:
     random-subspace SD and its rank among the model's rows of that scope and kind (1: the largest),
     the mean and median over pairs of the pair minimum angle, the smallest pair minimum angle with its rank
     (1: the smallest) and whether it is among the lowest 10 % of the model's rows of that scope and kind
-    (rounded up), within layers how many layers follow it, and across layers the distance reader − writer and
-    the mean and median over head pairs of the weighted measure D‖RB‖²/(‖R‖²‖B‖²)."""
+    (rounded up), within layers how many layers follow it, the largest ρ over its head pairs, and across
+    layers the distance reader − writer and the mean, median and largest over head pairs of the weighted
+    measure D‖RB‖²/(‖R‖²‖B‖²) (Table 9's max ρ and max weighted for every layer pair, not only its top ones)."""
     # One row per layer (within-layer pairs of each kind) and writer -> reader layer pair: mean ρ
     # over the isotropic value d/D, SD over the random-subspace SD, the mean over pairs of the
     # pair minimum angle, and (across layers) the layer distance and the mean and median of the
@@ -1129,10 +1130,12 @@ def pk_appendix_f_layer_stats(data, fields, models) -> Table:
                    "sds_below_iso": (iso - float(rho.mean())) / iso_sd, "sd_over_random": float(rho.std(ddof=0)) / iso_sd,
                    "mean_min_angle": float(np.nanmean(ang)), "median_min_angle": float(np.nanmedian(ang)),
                    "min_angle": float(np.nanmin(ang)) if np.isfinite(ang).any() else float("nan"),
-                   "mean_weighted": None, "median_weighted": None}
+                   "max_rho": float(rho.max()) if rho.size else float("nan"),
+                   "mean_weighted": None, "median_weighted": None, "max_weighted": None}
             if scope == "cross":
                 w = np.asarray(src["weighted"][idx], float)
-                row.update(mean_weighted=float(np.nanmean(w)), median_weighted=float(np.nanmedian(w)))
+                row.update(mean_weighted=float(np.nanmean(w)), median_weighted=float(np.nanmedian(w)),
+                           max_weighted=float(np.nanmax(w)))
             rows.append(row)
     _rank_within(rows, "sd", "sd_rank", ("model", "scope", "kind"))
     _rank_within(rows, "min_angle", "min_angle_rank", ("model", "scope", "kind"), smallest_first=True)
@@ -1155,7 +1158,9 @@ def pk_appendix_f_layer_stats(data, fields, models) -> Table:
             Column("min_angle", "Min angle (°)", _F2), Column("min_angle_rank", "Min angle rank"),
             Column("min_angle_low", f"Min angle in the lowest {LOW_FRACTION:.0%}"),
             Column("from_end", "Layers after it"),
-            Column("mean_weighted", "Mean weighted", "{:.3f}"), Column("median_weighted", "Median weighted", "{:.3f}")]
+            Column("max_rho", "Max ρ", _F4),
+            Column("mean_weighted", "Mean weighted", "{:.3f}"), Column("median_weighted", "Median weighted", "{:.3f}"),
+            Column("max_weighted", "Max weighted", "{:.3f}")]
     return Table("pk_appendix_f_layer_stats", "Per layer and writer→reader layer pair: mean ρ / (d/D), SD / random-subspace SD, "
                  "mean pair minimum angle, and the weighted measure over head pairs.", cols, rows)
 

@@ -130,13 +130,15 @@ def test_layer_stats_against_numpy(data):
         assert r["min_angle_rank"] == 1 + sum(x < r["min_angle"] for x in angles)
         assert r["min_angle_low"] == (r["min_angle_rank"] <= int(np.ceil(0.1 * len(angles))))
         assert r["from_end"] == (3 - r["layer"] if r["scope"] == "within" else None)
+        assert r["max_rho"] == np.max(rho)
         if r["scope"] == "cross":
             w = src["weighted"][s]
             assert r["distance"] == r["layer_r"] - r["layer"]
             assert r["mean_weighted"] == pytest.approx(w.mean(), rel=1e-12)
             assert r["median_weighted"] == pytest.approx(np.median(w), rel=1e-12)
+            assert r["max_weighted"] == np.max(w)
         else:
-            assert r["distance"] is None and r["mean_weighted"] is None
+            assert r["distance"] is None and r["mean_weighted"] is None and r["max_weighted"] is None
 
 
 def test_cross_distance_against_numpy(data):
