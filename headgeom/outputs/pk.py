@@ -1355,42 +1355,62 @@ def _pearson(a, b):
 # ------------------------------------------------------------------ PK read paths
 
 
+def layer_pair_groups(wl: np.ndarray, rl: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+    """(writer layer, reader layer, row indices) per layer pair, pairs in sorted order and each
+    pair's rows in their order: what a mask (wl == a) & (rl == b) per pair selects, in one stable
+    sort instead of a pass over every row per pair."""
+    wl, rl = np.asarray(wl, np.int64), np.asarray(rl, np.int64)
+    if not wl.size:
+        return []
+    key = (wl - wl.min()) * (int(rl.max() - rl.min()) + 1) + (rl - rl.min())
+    order = np.argsort(key, kind="stable")
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    return [(int(wl[g[0]]), int(rl[g[0]]), g) for g in np.split(order, cuts)]
+
+
+def model_kind_rows(rp: dict, models, kinds=KINDS):
+    """(model, kind, boolean row mask) per model and kind, comparing the model column once per
+    model (a read-path family can hold tens of millions of rows)."""
+    for m in models:
+        in_model = rp["model"] == m
+        sub = np.flatnonzero(in_model)
+        kind_sub = rp["kind"][sub]
+        for kind in kinds:
+            s = np.zeros(in_model.shape, bool)
+            s[sub[kind_sub == kind]] = True
+            yield m, kind, s
+
+
 def read_paths_rows(rp: dict, models) -> list[dict]:
     rows = []
-    for m in models:
-        for kind in KINDS:
-            s = (rp["model"] == m) & (rp["kind"] == kind)
-            if not s.any():
-                continue
-            rho, share, lin = rp["rho"][s], rp["share"][s], rp["e_lin"][s]
-            nrm, tot, cross = rp["e_norm"][s], rp["e_tot"][s], rp["e_cross"][s]
-            ratio = share / rho
-            wl, rl = rp["writer_layer"][s], rp["reader_layer"][s]
-            per_pair = []
-            for a, b in sorted(set(zip(wl.tolist(), rl.tolist()))):
-                t = (wl == a) & (rl == b)
-                per_pair.append(_spearman(share[t], rho[t]))
-            per_pair = np.array(per_pair)
-            flags = sorted({str(f) for f in rp["flags"][s] if f}) if "flags" in rp else []
-            unmeasured = bool(flags) and all(rp["flags"][s])  # no reader has a pre-attention norm
-            rows.append({
-                "model": m, "kind": kind, "pairs": int(s.sum()),
-                "ratio_lin_tot_med": finite_quantile(rp["ratio_lin_tot"][s], 0.5), "ratio_lin_tot_p05": finite_quantile(rp["ratio_lin_tot"][s], 0.05),
-                "ratio_lin_tot_p95": finite_quantile(rp["ratio_lin_tot"][s], 0.95), "rel_rms_med": finite_quantile(rp["rel_rms"][s], 0.5),
-                "norm_over_lin_total": float(nrm.sum() / lin.sum()), "norm_over_lin_med": finite_quantile(nrm / lin, 0.5),
-                "tot_over_lin_total": float(tot.sum() / lin.sum()), "cross_positive": int((cross > 0).sum()),
-                "share_rho_spearman": _spearman(share, rho), "share_rho_pearson": _pearson(share, rho),
-                "share_rho_ratio_med": finite_quantile(ratio, 0.5), "share_rho_ratio_p05": finite_quantile(ratio, 0.05),
-                "share_rho_ratio_p95": finite_quantile(ratio, 0.95), "lin_rho_spearman": _spearman(lin, rho),
-                "layer_pairs": int(len(per_pair)), "layer_pair_spearman_med": finite_quantile(per_pair, 0.5),
-                "layer_pairs_negative": int((per_pair < 0).sum()),
-                "composition_rho_spearman": _spearman(rp["composition"][s], rho),
-                "composition_rho_pearson": _pearson(rp["composition"][s], rho),
-                "flags": " ".join(flags),
-            })
-            if unmeasured:  # the normalization split is not measured (headgeom.methods.read_paths): nothing derived from it
-                rows[-1].update({k: np.nan for k in NORM_SPLIT})
-                rows[-1]["cross_positive"] = None
+    for m, kind, s in model_kind_rows(rp, models):
+        if not s.any():
+            continue
+        rho, share, lin = rp["rho"][s], rp["share"][s], rp["e_lin"][s]
+        nrm, tot, cross = rp["e_norm"][s], rp["e_tot"][s], rp["e_cross"][s]
+        ratio = share / rho
+        per_pair = np.array([_spearman(share[t], rho[t])
+                             for _, _, t in layer_pair_groups(rp["writer_layer"][s], rp["reader_layer"][s])])
+        flags = sorted({str(f) for f in rp["flags"][s] if f}) if "flags" in rp else []
+        unmeasured = bool(flags) and all(rp["flags"][s])  # no reader has a pre-attention norm
+        rows.append({
+            "model": m, "kind": kind, "pairs": int(s.sum()),
+            "ratio_lin_tot_med": finite_quantile(rp["ratio_lin_tot"][s], 0.5), "ratio_lin_tot_p05": finite_quantile(rp["ratio_lin_tot"][s], 0.05),
+            "ratio_lin_tot_p95": finite_quantile(rp["ratio_lin_tot"][s], 0.95), "rel_rms_med": finite_quantile(rp["rel_rms"][s], 0.5),
+            "norm_over_lin_total": float(nrm.sum() / lin.sum()), "norm_over_lin_med": finite_quantile(nrm / lin, 0.5),
+            "tot_over_lin_total": float(tot.sum() / lin.sum()), "cross_positive": int((cross > 0).sum()),
+            "share_rho_spearman": _spearman(share, rho), "share_rho_pearson": _pearson(share, rho),
+            "share_rho_ratio_med": finite_quantile(ratio, 0.5), "share_rho_ratio_p05": finite_quantile(ratio, 0.05),
+            "share_rho_ratio_p95": finite_quantile(ratio, 0.95), "lin_rho_spearman": _spearman(lin, rho),
+            "layer_pairs": int(len(per_pair)), "layer_pair_spearman_med": finite_quantile(per_pair, 0.5),
+            "layer_pairs_negative": int((per_pair < 0).sum()),
+            "composition_rho_spearman": _spearman(rp["composition"][s], rho),
+            "composition_rho_pearson": _pearson(rp["composition"][s], rho),
+            "flags": " ".join(flags),
+        })
+        if unmeasured:  # the normalization split is not measured (headgeom.methods.read_paths): nothing derived from it
+            rows[-1].update({k: np.nan for k in NORM_SPLIT})
+            rows[-1]["cross_positive"] = None
     return rows
 
 
@@ -1448,54 +1468,58 @@ def pk_fig4_share_vs_rho(activation_read_paths: dict, models):
     plt = pyplot()
     n = max(len(models), 1)
     fig, axes = plt.subplots(2 * n, 3, figsize=(10, 5.2 * n), squeeze=False)
-    for i, m in enumerate(models):
-        for k, kind in enumerate(KINDS):
-            s = (rp["model"] == m) & (rp["kind"] == kind)
-            ax, bx = axes[2 * i, k], axes[2 * i + 1, k]
-            rho, share = rp["rho"][s], rp["share"][s]
-            ok = np.isfinite(rho) & np.isfinite(share)
-            if ok.sum():
-                ax.hexbin(rho[ok], share[ok], gridsize=30, bins="log", mincnt=1, cmap="viridis")
-                hi = float(max(rho[ok].max(), share[ok].max()))
-                ax.plot([0, hi], [0, hi], "k--", lw=0.8)
-                ratio = share[ok] / rho[ok]
-                ratio = ratio[(ratio > 0) & np.isfinite(ratio)]
-                if ratio.size:
-                    bins = np.logspace(np.log10(ratio.min()), np.log10(ratio.max()) + 1e-9, 40)
-                    bx.hist(ratio, bins=bins, color="C0")
-                    bx.set_xscale("log")
-                    # plain tick labels: log minor labels ("4×10⁻¹6×10⁻¹") ran into each other
-                    bx.xaxis.set_major_locator(FixedLocator([0.1, 0.2, 0.5, 1, 2, 5, 10]))
-                    bx.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-                    bx.xaxis.set_minor_formatter(NullFormatter())
-                    p5, p50, p95 = np.quantile(ratio, [0.05, 0.5, 0.95])
-                    bx.axvspan(p5, p95, color="C1", alpha=0.2)
-                    bx.axvline(p50, color="C1")
-                    bx.axvline(1.0, color="k", ls="--", lw=0.8)
-            ax.set_title(f"{m}: {kind} ({int(s.sum())} pairs)", fontsize=9)
-            ax.set_xlabel("ρ")
-            ax.set_ylabel("tr(P_V C)/tr C")
-            bx.set_xlabel("share / ρ")
+    index = {m: i for i, m in enumerate(models)}
+    for m, kind, s in model_kind_rows(rp, models):
+        i, k = index[m], KINDS.index(kind)
+        ax, bx = axes[2 * i, k], axes[2 * i + 1, k]
+        rho, share = rp["rho"][s], rp["share"][s]
+        ok = np.isfinite(rho) & np.isfinite(share)
+        if ok.sum():
+            ax.hexbin(rho[ok], share[ok], gridsize=30, bins="log", mincnt=1, cmap="viridis")
+            hi = float(max(rho[ok].max(), share[ok].max()))
+            ax.plot([0, hi], [0, hi], "k--", lw=0.8)
+            ratio = share[ok] / rho[ok]
+            ratio = ratio[(ratio > 0) & np.isfinite(ratio)]
+            if ratio.size:
+                bins = np.logspace(np.log10(ratio.min()), np.log10(ratio.max()) + 1e-9, 40)
+                bx.hist(ratio, bins=bins, color="C0")
+                bx.set_xscale("log")
+                # plain tick labels: log minor labels ("4×10⁻¹6×10⁻¹") ran into each other
+                bx.xaxis.set_major_locator(FixedLocator([0.1, 0.2, 0.5, 1, 2, 5, 10]))
+                bx.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+                bx.xaxis.set_minor_formatter(NullFormatter())
+                p5, p50, p95 = np.quantile(ratio, [0.05, 0.5, 0.95])
+                bx.axvspan(p5, p95, color="C1", alpha=0.2)
+                bx.axvline(p50, color="C1")
+                bx.axvline(1.0, color="k", ls="--", lw=0.8)
+        ax.set_title(f"{m}: {kind} ({int(s.sum())} pairs)", fontsize=9)
+        ax.set_xlabel("ρ")
+        ax.set_ylabel("tr(P_V C)/tr C")
+        bx.set_xlabel("share / ρ")
     fig.suptitle("Figure 4: measured projected energy share vs ρ (hexbin, log counts; dashed: isotropic writes)")
     fig.tight_layout()
     return fig
 
 
+#: most points a scatter panel draws (beyond it, an even stride through the points)
+SCATTER_MAX = 200_000
+
+
 @figure("pk_fig5_spearman_layer_pairs", families=(RP,), **ACT)
 def pk_fig5_spearman_layer_pairs(activation_read_paths: dict, models):
     """**PK paper, Figure 5.** Spearman correlation of share with ρ per writer → reader layer pair, per reading
-    kind; V linear-term energy against ρ."""
+    kind; V linear-term energy against ρ (at most 200,000 points drawn, an even stride beyond)."""
     rp = activation_read_paths
     plt = pyplot()
     n = max(len(models), 1)
     fig, axes = plt.subplots(n, 2, figsize=(9, 3.4 * n), squeeze=False)
     for i, m in enumerate(models):
         ax, bx = axes[i]
+        masks = {kind: s for _, kind, s in model_kind_rows(rp, [m])}
         for k, kind in enumerate(KINDS):
-            s = (rp["model"] == m) & (rp["kind"] == kind)
-            wl, rl = rp["writer_layer"][s], rp["reader_layer"][s]
-            vals = [_spearman(rp["share"][s][(wl == a) & (rl == b)], rp["rho"][s][(wl == a) & (rl == b)])
-                    for a, b in sorted(set(zip(wl.tolist(), rl.tolist())))]
+            s = masks[kind]
+            share, rho = rp["share"][s], rp["rho"][s]
+            vals = [_spearman(share[t], rho[t]) for _, _, t in layer_pair_groups(rp["writer_layer"][s], rp["reader_layer"][s])]
             vals = np.array([v for v in vals if np.isfinite(v)])
             if vals.size:
                 ax.scatter(np.full(vals.size, k) + np.linspace(-0.25, 0.25, vals.size), vals, s=6, alpha=0.6)
@@ -1504,9 +1528,12 @@ def pk_fig5_spearman_layer_pairs(activation_read_paths: dict, models):
         ax.set_xticks(range(3), KINDS)
         ax.set_ylabel("Spearman(share, ρ) per layer pair")
         ax.set_title(m, fontsize=9)
-        s = (rp["model"] == m) & (rp["kind"] == "V")
+        s = masks["V"]
         if s.any():
-            bx.scatter(rp["rho"][s], rp["e_lin"][s], s=3, alpha=0.4)
+            # every pair up to SCATTER_MAX points, else an even stride through them (the title's
+            # Spearman is over all of them)
+            shown = np.flatnonzero(s)[::max(1, -(-int(s.sum()) // SCATTER_MAX))]
+            bx.scatter(rp["rho"][shown], rp["e_lin"][shown], s=3, alpha=0.4, rasterized=True)
             bx.set_yscale("log")
             bx.set_title(f"V: Spearman(linear energy, ρ) = {_spearman(rp['e_lin'][s], rp['rho'][s]):.2f}", fontsize=9)
         bx.set_xlabel("ρ")

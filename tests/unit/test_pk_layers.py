@@ -311,3 +311,25 @@ def test_edge_layer_and_distance_band_reads(tmp_path):
     assert run({2, 17}, 0.005)[ids[0]] == "1" and run({2, 17}, 0.005)[ids[1]] == "1"
     assert run({2, 17}, 0.005)[ids[2]] == "1"  # every distance within the band
     assert run({0}, 0.05, out_at=9)[ids[2]] == "10"  # in the band at 6-8, out at 9: from 10 on
+
+
+def test_layer_pair_groups_and_model_kind_rows_select_what_masks_select():
+    """The grouped selections of the read-path outputs equal the per-pair and per-model masks
+    they replace (same rows, same order), on shuffled rows with repeated and missing pairs."""
+    from headgeom.outputs.pk import layer_pair_groups, model_kind_rows
+
+    rng = np.random.default_rng(5)
+    wl = rng.integers(0, 6, 400)
+    rl = wl + rng.integers(1, 4, 400)
+    groups = layer_pair_groups(wl, rl)
+    pairs = sorted(set(zip(wl.tolist(), rl.tolist())))
+    assert [(a, b) for a, b, _ in groups] == pairs
+    for a, b, idx in groups:
+        np.testing.assert_array_equal(idx, np.flatnonzero((wl == a) & (rl == b)))
+    assert layer_pair_groups(np.array([], int), np.array([], int)) == []
+    names = np.array(["a", "b", "c"], dtype=object)
+    rp = {"model": names[rng.integers(0, 3, 400)], "kind": np.array(["Q", "K", "V"], dtype=object)[rng.integers(0, 3, 400)]}
+    got = list(model_kind_rows(rp, ["c", "a", "x"]))
+    assert [(m, k) for m, k, _ in got] == [(m, k) for m in ("c", "a", "x") for k in ("Q", "K", "V")]
+    for m, k, s in got:
+        np.testing.assert_array_equal(s, (rp["model"] == m) & (rp["kind"] == k))
