@@ -356,7 +356,7 @@ def main(argv=None) -> int:
     snakemake = str(Path(sys.executable).with_name("snakemake"))
     with MultiHub(repos) as hub:
         env["HF_ENDPOINT"] = hub.endpoint
-        cmd = [snakemake, "-s", str(ROOT / "Snakefile"), "-d", str(work), f"-c{args.cores}", "--keep-going",
+        cmd = [snakemake, "-s", str(ROOT / "Snakefile"), "-d", str(work), f"-c{args.cores}", "--keep-going", "--rerun-incomplete",
                "--configfile", str(ROOT / "config" / "models.yaml"), str(ROOT / "config" / "paper.yaml"), str(cfg_path),
                *args.snakemake_args]
         print("[standins] " + " ".join(cmd), flush=True)
