@@ -155,20 +155,24 @@ def _open_cached(repo_id: str, revision: str, cache_dir, log):
     ckpt = SafetensorsDir(path)
     names = [CONFIG] + ([INDEX] if os.path.exists(os.path.join(path, INDEX)) else [])
     shards = [os.path.relpath(f, path) for f in ckpt.files()]
-    files = _cached_files(path, names + shards, repo_id, commit)
-    total = sum(f["size"] for f in files if f["name"] in shards)
-    source = {
-        "type": "hf",
-        "repo_id": repo_id,
-        "revision": revision,
-        "commit_sha": commit,
-        "files": files,
-        "bytes_fetched": 0,
-        "bytes_total": total,
-        "transfer": "offline (HF cache)",
-    }
+    source = _snapshot_record(path, repo_id, revision, commit, names + shards, shards, bytes_fetched=0,
+                              transfer="offline (HF cache)")
+    total = source["bytes_total"]
     log(f"[hub {repo_id}] offline: cached snapshot {commit} ({total / 2**20:.1f} MiB of weights)")
     return ckpt, source
+
+
+def _snapshot_record(path: str, repo_id: str, revision: str, commit: str, names, weights, *,
+                     transfer: str, bytes_fetched: int | None = None) -> dict:
+    """The source record of a cached snapshot: every named file's sha256 and size (checked against
+    its blob name), and the weights' bytes."""
+    files = _cached_files(path, names, repo_id, commit)
+    rec = {"type": "hf", "repo_id": repo_id, "revision": revision, "commit_sha": commit, "files": files}
+    if bytes_fetched is not None:
+        rec["bytes_fetched"] = bytes_fetched
+    rec["bytes_total"] = sum(f["size"] for f in files if f["name"] in weights)
+    rec["transfer"] = transfer
+    return rec
 
 
 def _cached_files(path: str, names, repo_id: str, commit: str) -> list[dict]:
@@ -250,17 +254,9 @@ def snapshot_for_forward(repo_id: str, revision: str, tokenizer_files, cache_dir
     if not weights:
         raise CheckpointError(f"{repo_id}@{revision} (commit {commit}) has no safetensors weights; "
                               "pickle-format weights (*.bin, *.pt) are never loaded")
-    files = _cached_files(path, names, repo_id, commit)
-    total = sum(f["size"] for f in files if f["name"] in weights)
-    source = {
-        "type": "hf",
-        "repo_id": repo_id,
-        "revision": revision,
-        "commit_sha": commit,
-        "files": files,
-        "bytes_total": total,
-        "transfer": "snapshot (HF cache, offline)" if offline else "snapshot (huggingface_hub.snapshot_download)",
-    }
+    source = _snapshot_record(path, repo_id, revision, commit, names, weights, transfer="snapshot (HF cache, offline)"
+                              if offline else "snapshot (huggingface_hub.snapshot_download)")
+    total, files = source["bytes_total"], source["files"]
     log(f"[hub {repo_id}] {revision} -> {commit}: snapshot for the forward pass, {len(files)} files, "
         f"{total / 2**20:.2f} MiB of weights" + (" (offline, HF cache)" if offline else ""))
     return path, source
