@@ -5,6 +5,13 @@ from __future__ import annotations
 from headgeom.core.errors import ConfigError
 
 
+def _name(x) -> str:
+    """A config key as an error line shows it: as written, or quoted with escapes where it holds
+    a line break or another unprintable character (the error stays one line)."""
+    s = str(x)
+    return s if s.isprintable() else repr(s)
+
+
 def unknown_model_keys(config: dict, schema: dict) -> None:
     """A model entry's key the schema does not know (a typo such as ``soruce:``) stops with one
     line naming it and the nearest known key, before the schema's own message (which would
@@ -22,7 +29,7 @@ def unknown_model_keys(config: dict, schema: dict) -> None:
             if key not in known:
                 near = difflib.get_close_matches(str(key), list(known), n=1)
                 hint = f" (did you mean '{near[0]}'?)" if near else f" (known: {', '.join(known)})"
-                raise ConfigError(f"config: models.{name}: unknown key '{key}'{hint}")
+                raise ConfigError(f"config: models.{_name(name)}: unknown key '{_name(key)}'{hint}")
 
 
 def check_config(config: dict, schema_path) -> None:
@@ -36,7 +43,7 @@ def check_config(config: dict, schema_path) -> None:
     errors = list(jsonschema.Draft202012Validator(schema).iter_errors(config))
     if errors:
         e = jsonschema.exceptions.best_match(errors)
-        key = ".".join(str(p) for p in e.absolute_path) or "(top level)"
+        key = ".".join(_name(p) for p in e.absolute_path) or "(top level)"
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
         raise ConfigError(f"config: {key}: {e.message}{more}")
 

@@ -30,3 +30,17 @@ def test_soruce_typo_is_named():
 
 def test_default_config_and_a_correct_entry_pass():
     check_config(_config({"source": "hf", "repo_id": "org/name", "revision": "main"}), SCHEMA)
+
+
+def test_names_with_line_breaks_stay_on_one_line():
+    """A model name or key holding a line break (found by the config fuzz test: models {'\\n':
+    {'': None}}) is shown escaped, so the error is still one line; so is a schema error's path."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    cfg["models"] = {"a\nb": {"x\ty": None}}
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg, SCHEMA)
+    assert str(e.value).startswith("config: models.'a\\nb': unknown key 'x\\ty'") and "\n" not in str(e.value)
+    cfg["models"] = {"a\nb": {"source": 3}}
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg, SCHEMA)
+    assert "\n" not in str(e.value) and "'a\\nb'" in str(e.value), str(e.value)
