@@ -29,7 +29,7 @@ def unknown_model_keys(config: dict, schema: dict) -> None:
             if key not in known:
                 near = difflib.get_close_matches(str(key), list(known), n=1)
                 hint = f" (did you mean '{near[0]}'?)" if near else f" (known: {', '.join(known)})"
-                raise ConfigError(f"config: models.{_name(name)}: unknown key '{_name(key)}'{hint}")
+                raise ConfigError(f"config: models.{_name(name)}: unknown key {str(key)!r}{hint}")
 
 
 def check_config(config: dict, schema_path) -> None:
