@@ -108,19 +108,14 @@ def write_shard(path: str | Path, columns: dict[str, np.ndarray], provenance: di
         pq.write_table(table, tmp, compression="zstd")
 
 
-def read_shard(path: str | Path, dictionary_strings: bool = False):
+def read_shard(path: str | Path, read_dictionary: list[str] | None = None):
     """(pyarrow Table, provenance dict). Read with ``ParquetFile``: ``pq.read_table`` goes through
     ``pyarrow.dataset``, whose import pulls in pandas (about 0.3 CPU-s per process, more than
-    most tables take to build); the table read is the same. ``dictionary_strings``: string columns
-    come as dictionary arrays (each distinct string once; ``column_numpy`` gives the same values)."""
-    import pyarrow as pa
+    most tables take to build); the table read is the same. ``read_dictionary``: string columns
+    read as dictionary arrays (each distinct string once; ``column_numpy`` gives the same values)."""
     import pyarrow.parquet as pq
 
-    strings = None
-    if dictionary_strings:
-        with pq.ParquetFile(path) as f:
-            strings = [fld.name for fld in f.schema_arrow if pa.types.is_string(fld.type)]
-    with pq.ParquetFile(path, read_dictionary=strings or None) as f:
+    with pq.ParquetFile(path, read_dictionary=read_dictionary or None) as f:
         t = f.read()
     meta = t.schema.metadata or {}
     if META_KEY not in meta:
@@ -144,7 +139,8 @@ def read_shards(paths) -> tuple[dict[str, np.ndarray], list[dict]]:
     one_layout = all(_same_columns(layouts[keep[0]][1], layouts[i][1]) for i in keep)
     total = sum(layouts[i][0] for i in keep)
     for i, p in enumerate(paths):
-        t, prov = read_shard(p, dictionary_strings=True)
+        strings = [fld.name for fld in layouts[i][1] if pa.types.is_string(fld.type)]
+        t, prov = read_shard(p, read_dictionary=strings)
         provs.append({"path": str(p), "sha256": sha256_file(p), "rows": t.num_rows, "provenance": prov})
         if i not in keep:
             continue
