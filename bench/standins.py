@@ -257,14 +257,17 @@ def _commit_for(repo_id: str, revision: str) -> str:
 
 
 def build(work: Path, models: dict, lineages: dict, text: str, log=print) -> dict:
-    """Write every stand-in checkpoint under work/checkpoints/<model>; return the hub's repos
-    ({repo_id: (commits, refs)}) and a manifest (shape, planted heads, parent) per model."""
+    """Write every stand-in checkpoint under work/checkpoints/<model> and a manifest (shape,
+    planted heads, parent) per model to work/standins.json; return the hub's repos
+    ({repo_id: (commits, refs)})."""
     ckpt_root = work / "checkpoints"
     ckpt_root.mkdir(parents=True, exist_ok=True)
     final_of = {m: ms[-1] for ms in lineages.values() for m in ms}
-    built: dict[str, dict] = {}
+    plan = plan_checkpoints(models, lineages)
+    parents = {parent for _, parent, *_ in plan if parent is not None}
+    built: dict[str, dict] = {}  # the weights and planted heads of each model another derives from
     manifest = {}
-    for name, parent, scale, why in plan_checkpoints(models, lineages):
+    for name, parent, scale, why in plan:
         e = models[name]
         shape = shape_for(name, e, final_of)
         out = ckpt_root / name
@@ -279,7 +282,8 @@ def build(work: Path, models: dict, lineages: dict, text: str, log=print) -> dic
             perturb(model, scale, _seed(name, "perturb"))
             planted = built[parent]["planted"]
         model.save_pretrained(out, safe_serialization=True)
-        built[name] = {"state": {k: v.clone() for k, v in model.state_dict().items()}, "planted": planted}
+        if name in parents:
+            built[name] = {"state": {k: v.clone() for k, v in model.state_dict().items()}, "planted": planted}
         size = sum(f.stat().st_size for f in out.iterdir())
         manifest[name] = {"repo_id": e["repo_id"], "revision": e["revision"], "model_type": shape.model_type,
                           "layers": shape.layers, "heads": shape.heads, "kv_heads": shape.kv_heads, "d_head": D_HEAD,
