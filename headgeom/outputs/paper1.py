@@ -31,7 +31,7 @@ from headgeom.core.seeds import rng_for
 from headgeom.core.stats import auroc, cluster_bootstrap, hierarchical_bootstrap
 from headgeom.methods.paper1 import BOOTSTRAP
 from headgeom.methods.paper1.capacity import capacity_selection
-from headgeom.outputs.formats import Column, Table, finite_quantile, nanstat, pyplot, step_ccdf, tex_escape
+from headgeom.outputs.formats import POOLED_MODELS, Column, Table, finite_quantile, nanstat, pyplot, step_ccdf, tex_escape
 from headgeom.outputs.registry import HEADS, decorators
 
 table, figure = decorators("Paper 1")
@@ -309,9 +309,9 @@ def _clusters(heads: dict, s) -> list[list[np.ndarray]]:
 
 
 @table("p1_latent_closure", families=(HEADS,),
-       params=ST | {"bootstrap": "paper1/bootstrap", "large": "paper1/large_endpoints"})
+       params=ST | {"bootstrap": "paper1/bootstrap", "large": "paper1/large_endpoints", "pools": "paper1/pools"})
 def p1_latent_closure(paper1_heads: dict, models: list[str], strong_threshold: float, bootstrap: int = 0,
-                      large: tuple = ()) -> Table:
+                      large: tuple = (), pools: dict | None = None) -> Table:
     """**Paper 1, latent closure.** Latent closure P_I(K) after isoclinic normalization, support isotropy I_D
     conditional on it, and the perturbation split (a, b, w) of preserved and reduced cores; both AUROCs
     also against layer-matched ordinary heads (the large-endpoint design; row "pooled large" over
@@ -322,12 +322,12 @@ def p1_latent_closure(paper1_heads: dict, models: list[str], strong_threshold: f
     # design), with model/layer-clustered bootstrap 95% intervals (n_boot replicates; 0: none).
     heads, threshold, n_boot = paper1_heads, strong_threshold, int(bootstrap or 0)
     rows = []
-    groups = _groups_pooled(heads, models)
+    groups = _groups_pooled(heads, models, pools)
     large = [m for m in large if m in models]
     if large:
-        groups.append(("pooled large", np.isin(np.asarray(heads.get("model", [])), large)))
+        groups.append(("pooled large", np.isin(np.asarray(heads.get("model", [])), large), large))
     t = threshold
-    for m, s in groups:
+    for m, s, members in groups:
         P, PL, ID, a, b, w2 = (_a(heads, k, s) for k in ("P", "P_latent", "I_D", "split_a", "split_b", "split_w2"))
         strong = np.isfinite(P) & (P >= t)
         au_lat, au_id, n_lat, n_pres, n_red = _latent_aurocs(P, PL, ID, t)
@@ -344,7 +344,7 @@ def p1_latent_closure(paper1_heads: dict, models: list[str], strong_threshold: f
         lat = np.isfinite(PL) & (PL >= t)
         pres, red = lat & (P >= t), lat & (P < t)
         rows.append({
-            "model": m, "strong": int(strong.sum()),
+            "model": m, POOLED_MODELS: _pooled_models(members), "strong": int(strong.sum()),
             "strong_latent": _frac(int(np.sum(strong & (PL >= t))), int(strong.sum())),
             "latent_median_strong": _med(PL[strong]), "auroc_latent": au_lat,
             "latent_n": n_lat, "preserved": n_pres, "reduced": n_red, "auroc_ID": au_id,
@@ -375,6 +375,7 @@ def p1_latent_closure(paper1_heads: dict, models: list[str], strong_threshold: f
             _C("auroc_ID_lm", "AUROC I_D given P_I (layer-matched)", "{:.3f}"),
             _C("lat_lm_lo", "AUROC P_I l.-m. 95% lo", "{:.3f}"), _C("lat_lm_hi", "hi", "{:.3f}"),
             _C("id_lm_lo", "AUROC I_D l.-m. 95% lo", "{:.3f}"), _C("id_lm_hi", "hi", "{:.3f}"),
+            _C(POOLED_MODELS, "Pooled models"),
         ],
         rows=rows,
         notes="Preserved: P_I ≥ t and P ≥ t; reduced: P_I ≥ t and P < t. "
@@ -382,7 +383,8 @@ def p1_latent_closure(paper1_heads: dict, models: list[str], strong_threshold: f
               "Layer-matched: strong heads against as many hash-chosen ordinary heads of the same layers (the capacity "
               "job's choice); the I_D AUROC is then taken over strong + matched heads. 95% intervals: bootstrap "
               "resampling models, then complete layers within them (paper1.bootstrap replicates). "
-              "Pooled large: the models in paper1.large_endpoints.",
+              "Pooled: every active model; pooled <name>: the active models of paper1.pools' <name>; "
+              "pooled large: those of paper1.large_endpoints.",
     )
 
 
@@ -402,12 +404,26 @@ def _scramble_stats(P, R, RH, strong):
     }
 
 
-def _groups_pooled(cols: dict, models: list[str]) -> list[tuple[str, np.ndarray]]:
-    """(model, selection) per model, plus ("pooled", every active model's rows) with two or more."""
-    groups = [(m, _model_sel(cols, m)) for m in models]
-    if len(models) > 1:
-        groups.append(("pooled", np.isin(np.asarray(cols.get("model", [])), models)))
-    return groups
+def _pools(models: list[str], pools: dict | None) -> list[tuple[str, list[str]]]:
+    """A table's pooled rows and their models: ("pooled", every active model) with two or more, then
+    ("pooled <name>", the pool's active models) for each pool of ``paper1.pools`` with any."""
+    out = [("pooled", list(models))] if len(models) > 1 else []
+    for name, members in (pools or {}).items():
+        present = [m for m in members if m in models]
+        if present:
+            out.append((f"pooled {name}", present))
+    return out
+
+
+def _groups_pooled(cols: dict, models: list[str], pools: dict | None = None) -> list[tuple[str, np.ndarray, list]]:
+    """(row label, selection, models pooled) per model (nothing pooled), then per pooled row (_pools)."""
+    groups = [(m, _model_sel(cols, m), []) for m in models]
+    mod = np.asarray(cols.get("model", []))
+    return groups + [(label, np.isin(mod, members), members) for label, members in _pools(models, pools)]
+
+
+def _pooled_models(members: list) -> str | None:
+    return ", ".join(members) if members else None
 
 
 def _layer_keys(cols: dict, s) -> np.ndarray:
@@ -418,13 +434,14 @@ def _layer_keys(cols: dict, s) -> np.ndarray:
     return np.array([keys[k] for k in zip(mod.tolist(), lay.tolist())], dtype=np.int64)
 
 
-@table("p1_orientation_scramble", families=(HEADS,), params=ST)
-def p1_orientation_scramble(paper1_heads: dict, models: list[str], strong_threshold: float) -> Table:
+@table("p1_orientation_scramble", families=(HEADS,), params=ST | {"pools": "paper1/pools"})
+def p1_orientation_scramble(paper1_heads: dict, models: list[str], strong_threshold: float,
+                            pools: dict | None = None) -> Table:
     """**Paper 1, orientation scramble.** Trained closure against signed-permutation scrambles and the Haar
     audit of K (singular values, D and spans fixed); the scramble draws evaluated (heads × draws)."""
     heads, threshold = paper1_heads, strong_threshold
     rows = []
-    for m, s in _groups_pooled(heads, models):
+    for m, s, members in _groups_pooled(heads, models, pools):
         P, R, RH, sv = (_a(heads, k, s) for k in ("P", "R_scramble", "R_haar", "sv_relerr"))
         layer = _layer_keys(heads, s)
         scr = _stack(_a(heads, "P_scramble", s, None))
@@ -449,6 +466,7 @@ def p1_orientation_scramble(paper1_heads: dict, models: list[str], strong_thresh
             "scr_max": _max(scr), "scr_085": int(np.sum(np.isfinite(scr) & (scr >= 0.85))),
             "haar_median": _med(haar), "beat_h_pct": 100.0 * st["beat_h"] / st["n_h"] if st["n_h"] else NAN,
             "diff_h": st["diff_h"], "layers_pos_h": _frac(lay_pos_h, n_lay), "sv_max": _max(sv),
+            POOLED_MODELS: _pooled_models(members),
         })
     return Table(
         name="paper1_scramble",
@@ -463,12 +481,13 @@ def p1_orientation_scramble(paper1_heads: dict, models: list[str], strong_thresh
             _C("draws", "Scramble draws"), _C("scr_max", "Max scramble", "{:.3g}"), _C("scr_085", "Scrambles ≥ 0.85"),
             _C("haar_median", "Median Haar", "{:.2e}"), _C("beat_h_pct", "% P > Haar median", "{:.2f}"),
             _C("diff_h", "Median P−R_Haar", "{:.3g}"), _C("layers_pos_h", "Layers Haar diff > 0"),
-            _C("sv_max", "Max sv rel. err", "{:.1e}"),
+            _C("sv_max", "Max sv rel. err", "{:.1e}"), _C(POOLED_MODELS, "Pooled models"),
         ],
         rows=rows,
         notes="R = median of the head's signed-permutation draws (R_Haar: of its Haar draws). Singular values of K "
               "are preserved in every draw (asserted; max relative error shown). Pooled: every head of the active "
-              "models (medians over all heads / draws; layers counted per model).",
+              "models (medians over all heads / draws; layers counted per model); pooled <name>: those of the "
+              "active models of paper1.pools' <name>.",
     )
 
 
@@ -562,9 +581,10 @@ def rank_tolerance(kind: str, d_model: int, d_head: int, rank_rtol: float) -> fl
     raise ValueError(f"rank tolerance must be 'rank_rtol' or 'eps', not {kind!r}")
 
 
-@table("p1_orientation_rank_audit", families=(HEADS,), params={"tolerance": "paper1/rank_tolerance", "rank_rtol": "rank_rtol"})
+@table("p1_orientation_rank_audit", families=(HEADS,),
+       params={"tolerance": "paper1/rank_tolerance", "rank_rtol": "rank_rtol", "pools": "paper1/pools"})
 def p1_orientation_rank_audit(paper1_heads: dict, fields: dict, models: list[str], tolerance: str = "rank_rtol",
-                              rank_rtol: float = 1e-6) -> Table:
+                              rank_rtol: float = 1e-6, pools: dict | None = None) -> Table:
     """**Paper 1, rank audit.** Every participating O/V factor (each head's O and its paired V): how many have
     full numerical column rank at the tolerance ``paper1.rank_tolerance`` = {{
     snakemake.params.tolerance }} (rank_rtol: s_min/s_max > ``rank_rtol``; eps: > max(m, n)·ε₆₄), and
@@ -573,7 +593,6 @@ def p1_orientation_rank_audit(paper1_heads: dict, fields: dict, models: list[str
     # with): full numerical column rank when s_min/s_max > tolerance, and the smallest s_min/s_max.
     heads = paper1_heads
     rows = []
-    tot = {"factors": 0, "full": 0, "min": []}
     for m in models:
         s = _model_sel(heads, m)
         if not s.any():
@@ -585,15 +604,17 @@ def p1_orientation_rank_audit(paper1_heads: dict, fields: dict, models: list[str
         fin = np.isfinite(r)
         full = int(np.sum(fin & (r > tol)))
         rows.append({"model": m, "heads": int(s.sum()), "factors": int(r.size), "full": _frac(full, int(r.size)),
-                     "tol": tol, "min_O": _min(rO), "min_V": _min(rV), "min_ratio": _min(r)})
-        tot["factors"] += int(r.size)
-        tot["full"] += full
-        tot["min"].append(_min(r))
-    if len(rows) > 1:
-        rows.append({"model": "pooled", "heads": sum(x["heads"] for x in rows), "factors": tot["factors"],
-                     "full": _frac(tot["full"], tot["factors"]), "tol": None,
-                     "min_O": _min(np.array([x["min_O"] for x in rows])),
-                     "min_V": _min(np.array([x["min_V"] for x in rows])), "min_ratio": _min(np.array(tot["min"]))})
+                     "n_full": full, "tol": tol, "min_O": _min(rO), "min_V": _min(rV), "min_ratio": _min(r)})
+    per_model = {r["model"]: r for r in rows}
+    for label, members in _pools(list(per_model), pools):
+        part = [per_model[m] for m in members]
+        n = sum(x["factors"] for x in part)
+        rows.append({"model": label, "heads": sum(x["heads"] for x in part), "factors": n,
+                     "full": _frac(sum(x["n_full"] for x in part), n), "tol": None,
+                     **{k: _min(np.array([x[k] for x in part])) for k in ("min_O", "min_V", "min_ratio")},
+                     POOLED_MODELS: _pooled_models(members)})
+    for r in rows:
+        r.pop("n_full", None)
     label = "max(m, n)·ε₆₄" if tolerance == "eps" else f"rank_rtol = {rank_rtol:g}"
     return Table(
         name="p1_orientation_rank_audit",
@@ -603,7 +624,7 @@ def p1_orientation_rank_audit(paper1_heads: dict, fields: dict, models: list[str
             _C("model", "Model"), _C("heads", "Heads"), _C("factors", "O/V factors"),
             _C("full", "Full column rank"), _C("tol", "Tolerance (relative)", "{:.2e}"),
             _C("min_O", "Min s_min/s_max (O)", "{:.3e}"), _C("min_V", "Min s_min/s_max (V)", "{:.3e}"),
-            _C("min_ratio", "Min s_min/s_max", "{:.3e}"),
+            _C("min_ratio", "Min s_min/s_max", "{:.3e}"), _C(POOLED_MODELS, "Pooled models"),
         ],
         rows=rows,
         notes="Factors: every head's O_h and the value factor it is paired with (one per head, so shared GQA "
@@ -876,9 +897,9 @@ def band_pairs(pairs: dict, sel, threshold: float, explanation: float, membershi
         return strong & (F >= explanation) & (rev >= explanation)
 
 
-@table("p1_anchors", families=(HEADS, PAIRS), params=ST | {"band": "paper1/band"})
+@table("p1_anchors", families=(HEADS, PAIRS), params=ST | {"band": "paper1/band", "pools": "paper1/pools"})
 def p1_anchors(paper1_pairs: dict, paper1_heads: dict, models: list[str], strong_threshold: float,
-               band: dict | None = None) -> Table:
+               band: dict | None = None, pools: dict | None = None) -> Table:
     """**Paper 1, value anchors.** Value anchors P_V, oblique share, same-layer retrieval rank of the trained
     V, and the left-zero band of strong sibling pairs: all strong pairs, and the band pairs by
     ``paper1.band.membership`` = {{ snakemake.params.band.membership }} (explanation: P_iP_j ≈ P_i both
@@ -889,7 +910,6 @@ def p1_anchors(paper1_pairs: dict, paper1_heads: dict, models: list[str], strong
     explanation, min_pairs = band.get("explanation", 0.9), band.get("min_pairs", 10)
     membership = band.get("membership", "explanation")
     rows = []
-    counted = []
     for m in models:
         s = _model_sel(heads, m)
         P, an, anw, ob = (_a(heads, k, s) for k in ("P", "anchor_cos2", "anchor_cos2_wrong_v", "oblique_share"))
@@ -914,18 +934,21 @@ def p1_anchors(paper1_pairs: dict, paper1_heads: dict, models: list[str], strong
         rows[-1].update(law_pairs=n_law, law_products=int(law.sum()), law_cos2=_med(cos2[law]), law_F=_med(F[law]),
                         law_lt08=_share(cos2[law] < 0.8) if law.any() else NAN,
                         law_counted="yes" if n_law >= min_pairs else "no")
-        if n_law >= min_pairs:
-            counted.append(rows[-1])
-    if len(models) > 1:
-        def rng_of(key):
+    per_model = {r["model"]: r for r in rows}
+    for label, members in _pools(models, pools):
+        part = [per_model[m] for m in members]
+        counted = [r for r in part if r["law_pairs"] >= min_pairs]
+
+        def rng_of(key, counted=counted):
             v = [r[key] for r in counted if np.isfinite(r[key])]
             return f"{min(v):.3f} – {max(v):.3f}" if v else "–"
 
-        rows.append({"model": "pooled", "strong": sum(r["strong"] for r in rows),
-                     "law_pairs": sum(r["law_pairs"] for r in rows), "law_products": sum(r["law_products"] for r in rows),
+        rows.append({"model": label, "strong": sum(r["strong"] for r in part),
+                     "law_pairs": sum(r["law_pairs"] for r in part), "law_products": sum(r["law_products"] for r in part),
                      "law_counted": f"{len(counted)} models", "law_cos2_range": rng_of("law_cos2"),
                      "law_F_range": rng_of("law_F"),
-                     "law_lt08_min": 100 * min((r["law_lt08"] for r in counted if np.isfinite(r["law_lt08"])), default=NAN)})
+                     "law_lt08_min": 100 * min((r["law_lt08"] for r in counted if np.isfinite(r["law_lt08"])), default=NAN),
+                     POOLED_MODELS: _pooled_models(members)})
     return Table(
         name="p1_anchors",
         caption=f"Value anchors of strong heads (P ≥ {threshold:g}): squared cosine of T_h/α_h with the projector onto "
@@ -940,7 +963,7 @@ def p1_anchors(paper1_pairs: dict, paper1_heads: dict, models: list[str], strong
             _C("law_cos2", "Band median cos²", "{:.3f}"), _C("law_F", "Band median explanation", "{:.3f}"),
             _C("law_lt08", "Band share cos² < 0.8", "{:.3f}"), _C("law_counted", f"≥ {min_pairs} band pairs"),
             _C("law_cos2_range", "Band median cos² (range)"), _C("law_F_range", "Band median explanation (range)"),
-            _C("law_lt08_min", "Band % cos² < 0.8 (smallest)", "{:.1f}"),
+            _C("law_lt08_min", "Band % cos² < 0.8 (smallest)", "{:.1f}"), _C(POOLED_MODELS, "Pooled models"),
         ],
         rows=rows,
         notes="Oblique share = ||(I − P_V) O Vᵀ||²/||O Vᵀ||². Retrieval ranks every full-rank value factor of the layer "

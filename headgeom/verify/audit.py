@@ -257,7 +257,7 @@ def aggregation_from_sidecar(name: str, sidecar: dict, table_rows: list[dict]) -
     # for a table without shards, the table's model column.
     models = _unique(rec["provenance"]["model"] for rec in inputs if "model" in rec.get("provenance", {}))
     if not models:
-        models = _unique(r["model"] for r in table_rows if r.get("model") not in (None, "", "pooled"))
+        models = _unique(r["model"] for r in table_rows if r.get("model") not in (None, "") and not str(r["model"]).startswith("pooled"))
     models = [model_name(m, f"{name} sidecar") for m in models]
     return Aggregation(name, dict(sidecar.get("params", {})), models, inputs, groups)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from headgeom.io.files import sha256_file, write_set, write_text
 from headgeom.core.provenance import code_version
-from headgeom.outputs.formats import Column, Table
+from headgeom.outputs.formats import POOLED_MODELS, Column, Table
 
 REDUCERS = ("one", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct", "sumden", "median", "count", "countfrac", "rows", "list")
 
@@ -37,7 +37,7 @@ def reason_category(reason: str) -> str | None:
         return None
     text = text[len("not computed: "):]
     return next((c for c in NOT_COMPUTED_REASONS if text.startswith(c)), None)
-POOLED_LABELS = {"pooled", "pooled large", "–", "-", "", "all (final)"}
+POOLED_LABELS = {"pooled", "–", "-", "", "all (final)"}  # and every "pooled <name>"
 
 # statuses
 AGREES, DIFFERS, NOT_RUN, PARTIAL, NO_ROW, NOT_COMPUTED, NOT_BUILT, NOT_COMPARABLE = (
@@ -371,6 +371,19 @@ def build_rows(ledger: list[dict], tables_dir, models_run) -> tuple[list[dict], 
     return rows, tabs.read
 
 
+def _is_pooled_label(v) -> bool:
+    return v in POOLED_LABELS or str(v).startswith("pooled ")
+
+
+def _pooled(column: str, trows: list[dict], filters: list[dict]) -> set:
+    """The models a claim's pooled row pools: its pooled_models cell (a pool of paper1.pools), else
+    every per-model row of the table (a row that pools every active model)."""
+    named = {str(r.get(POOLED_MODELS) or "") for f in filters for r in trows if _match(r, f)} - {"", "–", "-"}
+    if len(named) == 1:
+        return {m.strip() for m in named.pop().split(",")}
+    return {r.get(column) for r in trows if not _is_pooled_label(r.get(column))} - {None}
+
+
 def _read_claim(rec, e, t, col, claim, tol, models, run):
     cols, trows = t
     if col not in cols:
@@ -389,8 +402,7 @@ def _read_claim(rec, e, t, col, claim, tol, models, run):
                 f["model"] = e["model"]
             filters.append(f)
     if e.get("pooled_over"):
-        pc = e["pooled_over"]
-        pooled = {r.get(pc) for r in trows} - POOLED_LABELS - {None}
+        pooled = _pooled(e["pooled_over"], trows, filters)
         if pooled != set(models):
             rec["status"] = NOT_COMPARABLE if pooled else NOT_RUN
             rec["note"] = "; ".join(x for x in (

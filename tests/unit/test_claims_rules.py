@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from headgeom.verify.claims import (AGREES, DIFFERS, NOT_COMPUTED_REASONS, build_rows, load_ledger, reason_category,
+from headgeom.verify.claims import (AGREES, DIFFERS, NOT_COMPARABLE, NOT_COMPUTED_REASONS, build_rows, load_ledger, reason_category,
                                      reduce_values)
 
 LEDGER = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"
@@ -96,3 +96,44 @@ def test_a_bare_null_key_in_a_row_filter_is_refused(tmp_path):
         load_ledger(p)
     p.write_text('claims:\n  pk:\n    - {id: a, model: m, table: t, row: {scope: within, "null": rotation}, column: x, value: 1}\n')
     assert load_ledger(p)[0]["row"] == {"scope": "within", "null": "rotation"}
+
+
+def test_a_pooled_claim_reads_the_pool_of_its_models(tmp_path):
+    """A pooled claim is judged only on a row that pools exactly its models: a named pool's
+    pooled_models cell, else every per-model row of the table."""
+    _table(tmp_path, [{"model": "a", "v": 0.1, "pooled_models": ""}, {"model": "b", "v": 0.2, "pooled_models": ""},
+                      {"model": "c", "v": 0.3, "pooled_models": ""},
+                      {"model": "pooled", "v": 0.2, "pooled_models": "a, b, c"},
+                      {"model": "pooled ab", "v": 0.15, "pooled_models": "a, b"}])
+
+    def status(models, row, value):
+        e = {"id": "x", "paper": "p1", "models": models, "table": "t", "row": {"model": row}, "pooled_over": "model",
+             "column": "v", "value": value}
+        return build_rows([e], tmp_path, ["a", "b", "c"])[0][0]["status"]
+
+    assert status(["a", "b"], "pooled ab", "0.15") == AGREES
+    assert status(["a", "b"], "pooled ab", "0.3") == DIFFERS
+    assert status(["a", "b", "c"], "pooled", "0.2") == AGREES
+    assert status(["a", "b"], "pooled", "0.2") == NOT_COMPARABLE  # "pooled" pools c as well
+    assert status(["a", "b", "c"], "pooled ab", "0.15") == NOT_COMPARABLE
+    # without the column: the per-model rows ("pooled <name>" rows are not models)
+    _table(tmp_path, [{"model": "a", "v": 0.1}, {"model": "b", "v": 0.2}, {"model": "pooled", "v": 0.2},
+                      {"model": "pooled ab", "v": 0.15}])
+    assert status(["a", "b"], "pooled", "0.2") == AGREES
+
+
+def test_the_papers_pools_are_the_models_its_pooled_claims_name():
+    """Every pooled paper 1 claim names the models of the paper1.pools entry whose row it reads
+    (config/paper.yaml), so the stand-in and paper runs judge them instead of "not comparable"."""
+    import yaml
+
+    pools = yaml.safe_load((LEDGER.parent / "paper.yaml").read_text())["paper1"]["pools"]
+    read = 0
+    for e in load_ledger(LEDGER):
+        label = str((e.get("row") or {}).get("model", ""))
+        if e.get("pooled_over") == "model" and label.startswith("pooled "):
+            name = label.removeprefix("pooled ")
+            if name != "large":
+                assert set(pools[name]) == set(e["models"]), e["id"]
+                read += 1
+    assert read >= 10

@@ -189,10 +189,10 @@ def test_fig9_titles_do_not_overlap_and_below_above_panels_have_a_legend():
 # ------------------------------------------------------------------ paper 1: pooled scramble row
 
 
-def _heads_two_models():
+def _heads_two_models(sizes=(("a", 10), ("b", 14))):
     r = np.random.default_rng(3)
     cols = {k: [] for k in ("model", "layer", "head", "P", "R_scramble", "R_haar", "sv_relerr", "P_scramble", "P_haar")}
-    for m, n in (("a", 10), ("b", 14)):
+    for m, n in sizes:
         for h in range(n):
             P = float(r.uniform(0, 1))
             scr = r.uniform(0, 0.3, 4)
@@ -223,6 +223,42 @@ def test_scramble_table_pooled_row():
     # layers are counted per model: 3 + 3
     assert pooled["layers_pos"].endswith("/6")
     assert [r["model"] for r in t.rows[:2]] == ["a", "b"]
+
+
+def test_named_pools_pool_their_active_models():
+    """paper1.pools: a "pooled <name>" row over the pool's active models, naming them; checked
+    against the statistics of those models' heads taken directly."""
+    heads = _heads_two_models((("a", 10), ("b", 14), ("c", 8)))
+    r = np.random.default_rng(4)
+    n = heads["P"].size
+    heads |= {"sv_ratio_O": r.uniform(1e-4, 1, n), "sv_ratio_V": r.uniform(1e-4, 1, n), "anchor_cos2": r.uniform(0, 1, n),
+              "anchor_cos2_wrong_v": r.uniform(0, 1, n), "oblique_share": r.uniform(0, 1, n),
+              "retrieval_rank": r.integers(1, 3, n), "n_value_candidates": np.full(n, 4)}
+    heads["P"] = np.where(np.arange(n) % 3 == 0, 0.95, heads["P"])  # strong heads in every model
+    pools = {"ab": ["a", "zz", "b"], "none": ["zz"]}
+    sel = np.isin(heads["model"], ["a", "b"])
+
+    rows = {x["model"]: x for x in R.p1_orientation_scramble(heads, ["a", "b", "c"], 0.9, pools=pools).rows}
+    assert "pooled none" not in rows and rows["pooled"]["pooled_models"] == "a, b, c"
+    ab = rows["pooled ab"]
+    assert ab["pooled_models"] == "a, b" and ab["heads"] == 24 and rows["a"]["pooled_models"] is None
+    assert ab["P_median"] == pytest.approx(np.median(heads["P"][sel]))
+    assert ab["scr_median"] == pytest.approx(np.median(np.concatenate(list(heads["P_scramble"][sel]))))
+    assert ab["beat_h_pct"] == pytest.approx(100 * np.mean(heads["P"][sel] > heads["R_haar"][sel]))
+
+    fields = {m: {"d_model": 40, "d_head": 4} for m in "abc"}
+    rows = {x["model"]: x for x in R.p1_orientation_rank_audit(heads, fields, ["a", "b", "c"], "rank_rtol", 0.3,
+                                                                pools=pools).rows}
+    both = np.concatenate([heads["sv_ratio_O"][sel], heads["sv_ratio_V"][sel]])
+    assert rows["pooled ab"]["factors"] == 48 and rows["pooled ab"]["full"] == f"{int(np.sum(both > 0.3))}/48"
+    assert rows["pooled ab"]["min_ratio"] == pytest.approx(both.min())
+    assert rows["pooled"]["factors"] == 2 * n
+
+    pairs = {k: np.array([], dtype=float) for k in ("P_i", "P_j", "F", "cos2", "layer", "head_i", "head_j")}
+    pairs["model"] = np.array([], dtype=str)
+    rows = {x["model"]: x for x in R.p1_anchors(pairs, heads, ["a", "b", "c"], 0.9, pools=pools).rows}
+    assert rows["pooled ab"]["strong"] == int(np.sum(heads["P"][sel] >= 0.9)) == rows["a"]["strong"] + rows["b"]["strong"]
+    assert rows["pooled"]["strong"] == int(np.sum(heads["P"] >= 0.9))
 
 
 # ------------------------------------------------------------------ paper 1: left-zero band
@@ -391,9 +427,16 @@ def test_layer_matched_auroc():
             sel = (heads["model"] == m) & (heads["layer"] == L)
             assert lm[sel].sum() == strong[sel].sum()  # as many as strong in the layer (0 in layer 2)
             assert not (lm & strong).any()
-    t = R.p1_latent_closure(heads, ["a", "b"], 0.9, bootstrap=200, large=("a", "b"))
+    t = R.p1_latent_closure(heads, ["a", "b"], 0.9, bootstrap=200, large=("a", "b"), pools={"just_b": ["b"]})
     pooled_large = t.rows[-1]
     assert pooled_large["model"] == "pooled large" and pooled_large["matched"] == int(lm.sum())
+    assert pooled_large["pooled_models"] == "a, b"
+    just_b, b = t.rows[-2], t.rows[1]
+    assert just_b["model"] == "pooled just_b" and b["model"] == "b"
+    # a pool of one model is that model's row, under its own bootstrap seed
+    assert {k: v for k, v in just_b.items() if k not in ("model", "pooled_models") and not k.endswith(("_lo", "_hi"))} \
+        == pytest.approx({k: v for k, v in b.items() if k not in ("model", "pooled_models") and not k.endswith(("_lo", "_hi"))},
+                         nan_ok=True)
     pos, neg = heads["P_latent"][strong], heads["P_latent"][lm]
     brute = np.mean([(p > q) + 0.5 * (p == q) for p in pos for q in neg])
     assert pooled_large["auroc_latent_lm"] == pytest.approx(brute)
