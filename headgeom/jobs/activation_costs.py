@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 
+from headgeom.jobs.costs import job_resources
+
 SAFETY = 2.0
 BASE_MB = 1500  # python + torch + transformers imported
 
@@ -37,25 +39,30 @@ def forward_resources(manifest, n_tokens: int) -> dict:
     gmac = params * n_tokens / 1e9
     mem = BASE_MB + 3 * 4 * params / 2**20 + 2 * L * activation_mib(f, n_tokens)
     t = LOAD_S + FORWARD_S_PER_GMAC * gmac * 2
-    return {"mem_mb": int(math.ceil(mem)), "runtime": int(max(5, math.ceil(SAFETY * t / 60)))}
+    return job_resources(mem, SAFETY * t / 60)
 
 
-def read_paths_resources(manifest, n_tokens: int, n_kinds: int = 3) -> dict:
-    """The writer-layer-0 job reads every later layer: the largest of the family."""
+def read_paths_resources(manifest, n_tokens: int, n_kinds: int = 3, layer: int | None = None) -> dict:
+    """Writer layer ``layer``'s job reads every later layer (default: layer 0, the largest of the
+    family); memory holds one writer and one reader layer at a time whatever the layer."""
     f = _fields(manifest)
     L, D, H, G, d = f["n_layers"], f["d_model"], f["n_heads"], f["n_kv_heads"], f["d_head"]
     readers = H + 2 * G
     per_pair = (n_tokens * D * (H * d + readers * d) + n_tokens * H * readers * d * d + H * readers * D * d * d) / 1e9
-    t = READ_S_PER_GMAC * per_pair * max(L - 1, 1) * n_kinds / 3
+    readers_after = L - 1 if layer is None else L - 1 - int(layer)
+    t = READ_S_PER_GMAC * per_pair * max(readers_after, 1) * n_kinds / 3
     mem = BASE_MB + 3 * activation_mib(f, n_tokens) * 2 + 8 * n_tokens * H * readers * d / 2**20 \
         + 8 * H * readers * d * d * 3 / 2**20
-    return {"mem_mb": int(math.ceil(mem)), "runtime": int(max(5, math.ceil(SAFETY * t / 60)))}
+    return job_resources(mem, SAFETY * t / 60)
 
 
 def natural_return_resources(manifest, n_tokens: int) -> dict:
+    """T y per head and token (y: the layer's residual input), 2 D d multiply-adds each, at the
+    read paths' (upper-bound) rate, plus reading the layer's activations."""
     f = _fields(manifest)
     mem = BASE_MB / 2 + 3 * activation_mib(f, n_tokens)
-    return {"mem_mb": int(math.ceil(mem)), "runtime": 5}
+    t = READ_S_PER_GMAC * n_tokens * f["n_heads"] * 2 * f["d_model"] * f["d_head"] / 1e9 + 1.0
+    return job_resources(mem, SAFETY * t / 60)
 
 
 def gpus(device: str) -> int:

@@ -66,8 +66,19 @@ def pk_null_cross_pair_seconds(manifest, n_samples: int = 1, n_null_types: int =
     return SECONDS["pk_null_cross_pair_sample"] * work_ratio(_fields(manifest)) * n_samples * n_null_types
 
 
+MIN_RUNTIME = 5  # minutes a job asks for at least (a scheduler's granularity; start-up and imports)
+
+
+def job_resources(mem_mb: float, work_min: float) -> dict:
+    """A job's resources from its memory and its estimated minutes of work: runtime rounds the
+    work up, to at least MIN_RUNTIME; work_min keeps the estimate itself, so that a job doing the
+    work of many (headgeom.verify.sensitivity.alternative_cost) adds estimates, not floors."""
+    return {"mem_mb": int(math.ceil(mem_mb)), "runtime": int(max(MIN_RUNTIME, math.ceil(work_min))),
+            "work_min": float(work_min)}
+
+
 def _minutes(t_s: float, mem: float) -> dict:
-    return {"mem_mb": int(math.ceil(max(mem, 500))), "runtime": int(max(5, math.ceil(SAFETY * t_s / 60)))}
+    return job_resources(max(mem, 500), SAFETY * t_s / 60)
 
 
 def pk_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
@@ -151,7 +162,7 @@ def paper1_resources(kind: str, manifest, restarts: int = 1, iters: int = 0, met
     fields = _fields(manifest)
     f = layer_mib(fields)
     mem_mb = int(BASE_MB + 2.5 * f)
-    runtime = 5 + math.ceil(0.05 * f / 60)
+    work_min = 0.05 * f / 60
     if kind == "capacity":
         per_iter_s = 0.008 * (fields["d_head"] / 128) ** 2.5
         starts = fields["n_heads"] * restarts
@@ -160,8 +171,9 @@ def paper1_resources(kind: str, manifest, restarts: int = 1, iters: int = 0, met
 
             per_iter_s *= LBFGS_STEP_FACTOR
             mem_mb += math.ceil(2 * LBFGS_MEMORY * starts * fields["d_head"] ** 2 * 8 / 2**20)
-        runtime += math.ceil(starts * iters * per_iter_s / 60)
-    return {"mem_mb": mem_mb, "runtime": runtime}
+        work_min += starts * iters * per_iter_s / 60
+    # runtime: MIN_RUNTIME on top of the work (the measured seconds leave no margin of their own)
+    return {"mem_mb": mem_mb, "runtime": MIN_RUNTIME + math.ceil(work_min), "work_min": work_min}
 
 
 def grow(res: dict, attempt: int) -> dict:

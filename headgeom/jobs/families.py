@@ -226,8 +226,10 @@ def _activation_cost(kind):
 
         if kind == "natural_return":
             return act_costs.natural_return_resources(manifest, activation_tokens(config, "paper1"))
+        layer = (wildcards or {}).get("layer")
         return act_costs.read_paths_resources(manifest, activation_tokens(config, "read_paths"),
-                                              len(config["activation"]["read_paths"]["kinds"]))
+                                              len(config["activation"]["read_paths"]["kinds"]),
+                                              None if layer in (None, "") else int(layer))
 
     return cost
 

@@ -34,6 +34,7 @@ differs is reported."""
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import shutil
 import tempfile
@@ -186,17 +187,18 @@ def alternative_cost(alt: Alternative, manifests: dict, config: dict) -> dict:
     from headgeom.jobs import scopes
     from headgeom.jobs.families import FAMILIES, JOBS
 
-    mem, minutes = TABLES_COST["mem_mb"], TABLES_COST["runtime"]
+    mem, minutes = TABLES_COST["mem_mb"], float(TABLES_COST["runtime"])
     if not (alt.families and alt.tables):
-        return {"mem_mb": mem, "runtime": minutes}
+        return {"mem_mb": mem, "runtime": int(minutes)}
     for model, manifest in manifests.items():
         fields = manifest if isinstance(manifest, dict) else json.loads(Path(manifest).read_text())["fields"]
         for fam in alt.families:
             job = JOBS[FAMILIES[fam].job]
             for layer in range(int(fields["n_layers"])):
                 r = job.cost(fields, scopes.model_config(config, model, layer), {"model": model, "layer": str(layer)})
-                mem, minutes = max(mem, int(r["mem_mb"])), minutes + int(r["runtime"])
-    return {"mem_mb": mem, "runtime": minutes}
+                # the layers' work, not their jobs' runtime floors (one process does them all)
+                mem, minutes = max(mem, int(r["mem_mb"])), minutes + float(r.get("work_min", r["runtime"]))
+    return {"mem_mb": mem, "runtime": int(math.ceil(minutes))}
 
 
 # ------------------------------------------------------------------ evaluating alternatives

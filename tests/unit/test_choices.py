@@ -4,6 +4,8 @@ names exactly the claims an alternative moves."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scipy.linalg import subspace_angles
@@ -95,7 +97,7 @@ def _anchor_workdir(root, c=0.74):
     outputs = {ext: str(tables / f"p1_anchors.{ext}") for ext in ("csv", "md", "tex")}
     outputs["prov"] = str(tables / "p1_anchors.prov.json")
     params = {"strong_threshold": 0.9, "band": {"membership": "explanation", "explanation": 0.9, "min_pairs": 1},
-              "choices": dict(DEFAULTS)}
+              "choices": dict(DEFAULTS), "pools": {}}
     assert set(TABLES["p1_anchors"].params) == set(params)
     import os
 
@@ -225,12 +227,22 @@ def test_alternative_costs_sum_the_per_layer_jobs_they_recompute():
     alts = {a.id: a for a in CH.planned(cfg, CH.affected_tables() + CH._activation_tables(), ["m"])}
     rp_tokens = cfg["activation"]["read_paths"]["n_windows"] * cfg["activation"]["read_paths"]["window"]
     nr_tokens = cfg["activation"]["paper1"]["n_windows"] * cfg["activation"]["paper1"]["window"]
-    rp = AC.read_paths_resources(f, rp_tokens, len(cfg["activation"]["read_paths"]["kinds"]))["runtime"]
-    nr = AC.natural_return_resources(f, nr_tokens)["runtime"]
+    n_kinds = len(cfg["activation"]["read_paths"]["kinds"])
+    rp_jobs = [AC.read_paths_resources(f, rp_tokens, n_kinds, layer) for layer in range(5)]
+    nr_job = AC.natural_return_resources(f, nr_tokens)
+    rp_job = rp_jobs[0]
+    # writer layer l reads the 4 - l later layers (the last: none, priced as one)
+    work = [j["work_min"] for j in rp_jobs]
+    assert work[0] == AC.read_paths_resources(f, rp_tokens, n_kinds)["work_min"]
+    np.testing.assert_allclose(work, [work[0] * k / 4 for k in (4, 3, 2, 1, 1)])
+    rp, nr = sum(work), 5 * nr_job["work_min"]
     cost = lambda i: CH.alternative_cost(alts[i], {"m": f}, cfg)["runtime"]  # noqa: E731
     assert cost("choices.isotropy=min_max") == CH.TABLES_COST["runtime"]
-    assert cost("activation.read_paths.eps_exact=false") == CH.TABLES_COST["runtime"] + 5 * rp
-    assert cost("activation.bos=false") == CH.TABLES_COST["runtime"] + 5 * (rp + nr)
+    # the layers' work added up (one process does them all), not five jobs' runtime floors
+    assert cost("activation.read_paths.eps_exact=false") == math.ceil(CH.TABLES_COST["runtime"] + rp)
+    assert cost("activation.bos=false") == math.ceil(CH.TABLES_COST["runtime"] + rp + nr)
+    assert rp_job["runtime"] == nr_job["runtime"] == 5 and 0 < rp + nr < 1  # tiny layers: floors alone
+    assert cost("activation.bos=false") < CH.TABLES_COST["runtime"] + 5 * (rp_job["runtime"] + nr_job["runtime"])
     jobs = CH.planned_jobs(cfg, {"m": f})
     fwd = [j for j in jobs if j.rule == "sensitivity_forward"]
     assert len(fwd) == len(alts["activation.bos=false"].forwards) >= 1
