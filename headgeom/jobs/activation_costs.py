@@ -5,7 +5,6 @@ the window count. Constants measured on this project's 2-core machines (docs/cos
 from __future__ import annotations
 
 import json
-import math
 
 from headgeom.jobs.costs import job_resources
 
