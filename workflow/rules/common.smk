@@ -5,7 +5,7 @@ import sys
 from headgeom import layout, targets
 from headgeom.core.provenance import code_version
 from headgeom.io.files import within_workdir
-from headgeom.jobs import costs, fanout, scopes, slurm_arrays
+from headgeom.jobs import costs, fanout, scheduler_timers, scopes, slurm_arrays
 from headgeom.jobs.families import (
     FAMILIES,
     FETCH,
@@ -60,6 +60,8 @@ def _preflight():
 _preflight()
 # under --profile slurm: one job array per distinct resource request (headgeom/jobs/slurm_arrays.py)
 slurm_arrays.install()
+# one pending re-evaluation timer in Snakemake's scheduler, not a chain per event (headgeom/jobs/scheduler_timers.py)
+scheduler_timers.install()
 
 ACTIVE = list(config["active_models"])
 # whose shards each output reads, and the models its builder covers (headgeom.targets)

@@ -1,0 +1,67 @@
+"""At most one pending re-evaluation timer in Snakemake's job scheduler.
+
+Snakemake 9.27.1 rate-limits job starts by default (``--max-jobs-per-timespan 100/1s``). So that
+jobs held back by the limit start once the timespan has passed, every pass of the scheduler's
+loop ends by starting a ``threading.Timer`` that wakes the loop again after the timespan
+(``JobScheduler._schedule_reevalutation``). A pass woken by that timer starts the next one, and a
+pass woken by anything else (a job ending) starts one more: every such event adds a chain of
+timers that never ends. After n events the loop runs about n passes per timespan, and each pass
+stats every input of every ready job (``update_input_sizes``) and runs the job selector.
+
+Measured on 2 cores (cProfile of ``make run``, 301 jobs): 21,337 passes in 240 s; the
+scheduler's own CPU time grows with the run's length and job count (a quarter of a core late in
+``--configfile config/paper.yaml``'s 386 jobs), and competes with the jobs for the cores.
+
+``install()`` (the Snakefile calls it) replaces ``_schedule_reevalutation`` by one that starts a
+timer only where none is pending. The limiter still gets what it needs: while a timer is pending
+the loop is woken within the timespan, and the pass it wakes starts the next timer if jobs are
+still held back. Nothing else about scheduling changes.
+
+The Snakemake version is pinned (pyproject.toml) and checked here, so an upgrade that changes the
+method fails loudly instead of silently running the original.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from headgeom.core.errors import HeadgeomError
+
+SNAKEMAKE_VERSION = "9.27.1"
+
+
+def schedule_once(self, delay: float) -> None:
+    """``JobScheduler._schedule_reevalutation`` with at most one pending timer per scheduler."""
+    lock = self.__dict__.setdefault("_headgeom_timer_lock", threading.Lock())
+    with lock:
+        if self.__dict__.get("_headgeom_timer") is not None:
+            return
+
+        def wake():
+            with lock:
+                self._headgeom_timer = None
+            self._open_jobs.release()
+
+        self._headgeom_timer = threading.Timer(delay, wake)
+        self._headgeom_timer.start()
+
+
+def install() -> bool:
+    """Replace Snakemake's re-evaluation timer by ``schedule_once``. Idempotent; returns True.
+
+    Raises HeadgeomError where the installed Snakemake is not the version this was written for.
+    """
+    from importlib.metadata import version
+
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    found = version("snakemake")
+    if found != SNAKEMAKE_VERSION or not hasattr(JobScheduler, "_schedule_reevalutation"):
+        raise HeadgeomError(
+            f"snakemake {found} is installed; headgeom's scheduler fix (headgeom/jobs/scheduler_timers.py) "
+            f"is written for {SNAKEMAKE_VERSION}. Install {SNAKEMAKE_VERSION} (pyproject.toml pins it) or check "
+            "that JobScheduler._schedule_reevalutation still starts a timer per scheduling pass, then update "
+            "SNAKEMAKE_VERSION."
+        )
+    JobScheduler._schedule_reevalutation = schedule_once
+    return True
