@@ -17,19 +17,15 @@ import pytest
 from headgeom.core.errors import HeadgeomError
 from headgeom.jobs import scheduler_timers
 
-# 16 independent jobs of 0.5 s on one core, then one that gathers them: about 8 s of events
+# 16 independent jobs of 0.5 s on one core, then the target that gathers them: about 8 s of events
+# (shell jobs: a `run:` job is a Snakemake subprocess that parses the Snakefile again, seconds each)
 TOY = textwrap.dedent("""
     N = 16
     rule all:
         input: expand("out/{i}.txt", i=range(N))
-        run:
-            pass
     rule one:
         output: "out/{i}.txt"
-        run:
-            import time
-            time.sleep(0.5)
-            open(output[0], "w").write("x")
+        shell: "sleep 0.5 && echo x > {output}"
 """)
 
 # runs Snakemake in this process, counting the scheduler's passes (its job selector calls)
@@ -111,14 +107,14 @@ def test_another_snakemake_version_is_refused(monkeypatch):
         scheduler_timers.install()
 
 
-def test_the_workflow_installs_it(tmp_path):
+def test_the_workflow_installs_it(tmp_path, root):
     """Parsing the Snakefile (a dry run) replaces the method in the submitting process."""
     code = textwrap.dedent(f"""
         import sys
         from snakemake.cli import main
         from snakemake.scheduling.job_scheduler import JobScheduler
         try:
-            main(["-n", "-q", "-s", {str(scheduler_timers.__file__).rsplit('/headgeom/', 1)[0] + '/Snakefile'!r},
+            main(["-n", "-q", "-s", {str(root / 'Snakefile')!r},
                   "-d", {str(tmp_path)!r}])
         except SystemExit:
             pass
