@@ -3,6 +3,7 @@ index) and GGUF files. Pickle formats are refused, never loaded."""
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 from pathlib import Path
@@ -142,18 +143,40 @@ class ModelInMemory:
             yield k, np.array(arr, copy=True), src
 
 
+def gguf_reader(path, mode: str = "r", base=None):
+    """``gguf.GGUFReader(path, mode)`` (or ``base``, a subclass of it), parsed over a plain ndarray
+    view of its memory map. The reader slices its map once or twice per metadata element, and
+    numpy.memmap's slicing runs Python code (``__getitem__``, ``__array_finalize__``) that a plain
+    view does not: Gemma-3-270M's 262k-token vocabulary parses in about 3.5 CPU-s instead of 10.
+    The fields, tensors and their bytes are the same; the views are ndarrays, not memmaps."""
+    if base is None:
+        import gguf
+
+        base = gguf.GGUFReader
+    return _over_plain_view(base)(str(path), mode)
+
+
+@functools.cache
+def _over_plain_view(base):
+    def get(self):
+        return self.__dict__["_plain_data"]
+
+    def put(self, value):  # GGUFReader.__init__ assigns its np.memmap here, then parses through it
+        self.__dict__["_plain_data"] = value.view(np.ndarray) if isinstance(value, np.memmap) else value
+
+    return type(f"Plain{base.__name__}", (base,), {"data": property(get, put), "__doc__": gguf_reader.__doc__})
+
+
 class GGUFFile:
     """A GGUF file; quantized tensors are dequantized to float32 with gguf.quants."""
 
     def __init__(self, path: str | Path):
-        from gguf import GGUFReader
-
         self.path = Path(path)
         if not self.path.exists():
             raise CheckpointError(f"GGUF file {self.path} does not exist")
         check_gguf(self.path)  # counts and extents against the file size, before gguf trusts them
         try:
-            self.reader = GGUFReader(str(self.path))
+            self.reader = gguf_reader(self.path)
         except Exception as e:
             raise CheckpointError(f"{self.path} is not a readable GGUF file: {e}") from e
         self.config = {}

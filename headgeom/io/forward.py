@@ -117,13 +117,20 @@ def device_for(name: str):
 
 
 @contextmanager
-def _gguf_loader():
+def _gguf_loader(parsed=None):
     """transformers' GGUF loader, quiet and parsing the file once. It draws its own tqdm bar (not
-    governed by disable_progress_bar), which fills a job log with carriage-return frames; and it
-    builds a new gguf.GGUFReader for the config, for the weights (twice) and for the tokenizer,
-    each parsing every metadata field element by element (Gemma-3-270M's 262k-token vocabulary:
-    about 16 CPU-s a parse, three quarters of its load). Within this context one reader per file
-    serves them all: a reader is a read-only memory map of the file and its parsed fields."""
+    governed by disable_progress_bar), which fills a job log with carriage-return frames; it builds
+    a new gguf.GGUFReader for the config (twice), for the weights and for the tokenizer, each parsing
+    every metadata field element by element; and each of those four calls of its
+    ``load_gguf_checkpoint`` converts every field to Python values again. On Gemma-3-270M (a
+    262k-token vocabulary) a parse is about 12 s and a conversion about 3.5 s, most of its load.
+
+    Within this context one reader per file serves them all (a reader is a read-only memory map of
+    the file and its parsed fields; ``parsed``, (path, reader) of a reader the caller already
+    holds, e.g. the fetch stage's GGUFFile, is used for its file), and the metadata-only calls
+    (``return_tensors=False``: the config's and the tokenizer's) convert once, each caller getting
+    its own deep copy. The weights' call (``return_tensors=True``) runs as transformers wrote it."""
+    import copy
     import os
     from functools import partial
     from unittest import mock
@@ -131,17 +138,33 @@ def _gguf_loader():
     import gguf
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
+    from .checkpoint import gguf_reader
+
     parse = gguf.GGUFReader
     readers = {}
+    if parsed is not None:  # (path, its gguf.GGUFReader)
+        readers[(os.path.realpath(parsed[0]), "r")] = parsed[1]
 
     def reader(path, mode="r"):
         key = (os.path.realpath(path), mode)
         if key not in readers:
-            readers[key] = parse(path, mode)
+            readers[key] = gguf_reader(path, mode, base=parse)
         return readers[key]
 
+    load = gguf_utils.load_gguf_checkpoint
+    metadata = {}
+
+    def load_once(path, return_tensors=False, *args, **kw):
+        if return_tensors or args or any(v is not None for v in kw.values()):
+            return load(path, return_tensors, *args, **kw)
+        key = os.path.realpath(path)
+        if key not in metadata:
+            metadata[key] = load(path, False)
+        return copy.deepcopy(metadata[key])
+
     with mock.patch.object(gguf_utils, "tqdm", partial(gguf_utils.tqdm, disable=True)), \
-            mock.patch.object(gguf, "GGUFReader", reader):
+            mock.patch.object(gguf, "GGUFReader", reader), \
+            mock.patch.object(gguf_utils, "load_gguf_checkpoint", load_once):
         yield
 
 
@@ -156,7 +179,7 @@ def _hooks_for(cfg, mt, architecture=None):
         raise ModelRunError(str(e)) from e
 
 
-def _load(path: Path, model_name: str, device, architecture=None):
+def _load(path: Path, model_name: str, device, architecture=None, parsed=None):
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # job logs: one line per step, not progress bars
@@ -165,7 +188,7 @@ def _load(path: Path, model_name: str, device, architecture=None):
         where, kw["gguf_file"] = path.parent, path.name
     else:
         where = path
-    with _gguf_loader() if kw.get("gguf_file") else nullcontext():
+    with _gguf_loader(parsed) if kw.get("gguf_file") else nullcontext():
         return _load_in(where, kw, path, model_name, device, architecture)
 
 
@@ -252,7 +275,10 @@ def open_model(model_name: str, entry: dict, device: str = "cpu", log=print):
     else:
         with open_source(entry, log=log) as (ckpt, source):
             path = Path(ckpt.path)
-            model, tok, mt, hooks, H, G, d, files = _load(path, model_name, dev, entry.get("architecture"))
+            # the fetch stage's reader of a GGUF file has parsed it already: transformers uses it too
+            reader = getattr(ckpt, "reader", None) if path.suffix == ".gguf" else None
+            parsed = None if reader is None else (path, reader)
+            model, tok, mt, hooks, H, G, d, files = _load(path, model_name, dev, entry.get("architecture"), parsed)
     yield LoadedModel(model, tok, mt, hooks, source, H, G, d, files)
 
 

@@ -241,6 +241,73 @@ def test_gguf_loader_draws_no_progress_bar(capfd):
     assert "Converting" in capfd.readouterr().err
 
 
+def test_gguf_reader_over_a_plain_view_reads_what_gguf_reads(tmp_path):
+    """headgeom's GGUF reader parses over a plain ndarray view of the memory map (numpy.memmap's
+    Python-level slicing is most of a large vocabulary's parse): every field's name, types, data
+    indices and parts (dtype and bytes) and every tensor are those gguf.GGUFReader gives."""
+    import gguf
+
+    from headgeom.io.checkpoint import gguf_reader
+    from synth import write_gguf_stub
+
+    path = tmp_path / "m.gguf"
+    write_gguf_stub(path, ["a", "bb", "ccc", "\u00e9t\u00e9"], **{"llama.context_length": 8})
+    want, got = gguf.GGUFReader(str(path)), gguf_reader(path)
+    assert isinstance(got, gguf.GGUFReader) and not isinstance(got.data, np.memmap)
+    assert list(got.fields) == list(want.fields) and len(want.fields) > 4
+    for name, f in want.fields.items():
+        g = got.fields[name]
+        assert (g.offset, g.data, g.types) == (f.offset, f.data, f.types)
+        assert [(p.dtype, p.tobytes()) for p in g.parts] == [(p.dtype, p.tobytes()) for p in f.parts]
+    assert [(t.name, t.tensor_type, t.data.tobytes()) for t in got.tensors] == \
+        [(t.name, t.tensor_type, t.data.tobytes()) for t in want.tensors]
+    assert got.fields["tokenizer.ggml.tokens"].contents() == ["a", "bb", "ccc", "\u00e9t\u00e9"]
+
+
+def test_gguf_loader_converts_metadata_once_and_uses_the_callers_reader(tmp_path, monkeypatch):
+    """Within the forward job's load, transformers' metadata-only calls of load_gguf_checkpoint
+    (the config's and the tokenizer's) convert a file once, each caller getting its own copy (what
+    one caller changes, the next does not see); a call with the tensors runs as usual; and a
+    reader the caller passes serves its file (no parse of it here)."""
+    import gguf
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+    from headgeom.io.checkpoint import GGUFFile
+    from headgeom.io.forward import _gguf_loader
+    from synth import write_gguf_stub
+
+    path = tmp_path / "a.gguf"
+    write_gguf_stub(path, ["a", "bb", "ccc"], **{"llama.context_length": 8})
+    want = gguf_utils.load_gguf_checkpoint(str(path))
+    held = GGUFFile(path)
+    calls, parses = [], []
+    real_load, real_reader = gguf_utils.load_gguf_checkpoint, gguf.GGUFReader
+
+    def counting_load(p, return_tensors=False, *a, **k):
+        calls.append(return_tensors)
+        if return_tensors:  # the weights' call needs a model to load into: what it was given stands in
+            return {"tensors": (p, k)}
+        return real_load(p, return_tensors, *a, **k)
+
+    class Counting(real_reader):
+        def __init__(self, p, *a, **k):
+            parses.append(str(p))
+            super().__init__(p, *a, **k)
+
+    monkeypatch.setattr(gguf_utils, "load_gguf_checkpoint", counting_load)
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    with _gguf_loader((path, held.reader)):
+        first = gguf_utils.load_gguf_checkpoint(str(path))
+        first["config"]["model_type"] = "changed"
+        first["tokenizer"]["tokens"].append("zz")
+        second = gguf_utils.load_gguf_checkpoint(str(path), return_tensors=False)
+        tensors = [gguf_utils.load_gguf_checkpoint(str(path), return_tensors=True, model_to_load=m) for m in (1, 2)]
+    assert calls == [False, True, True] and parses == []
+    assert second == want and second["config"]["model_type"] != "changed"
+    assert [t["tensors"] for t in tensors] == [(str(path), {"model_to_load": m}) for m in (1, 2)]
+    assert gguf_utils.load_gguf_checkpoint is counting_load  # the patch is undone
+
+
 def test_gguf_loader_parses_each_file_once(tmp_path, monkeypatch):
     """transformers builds a GGUFReader for the config, the weights and the tokenizer; within the
     forward job's load one parse per file serves them all (the same fields), and outside it every
