@@ -219,3 +219,28 @@ def test_cuda_device_asks_a_gpu_for_the_backend_null_jobs_alone(tmp_path_factory
             assert gpu == "0", b
     assert seen == {"pk_null_within", "pk_null_cross"}, text[-3000:]
     assert {"pk_layer", "paper1_heads"} <= set(re.findall(r"^rule (\S+):", text, re.M))  # listed, gpu=0
+
+
+def test_forward_jobs_hold_the_cores_activation_threads_names(tmp_path, snakemake_bin, root):
+    """The forward jobs (the run's and the window-cutting alternative's) hold activation.threads
+    cores, locally (threads) and on a cluster (cpus_per_task): one by default (their time is mostly
+    a one-thread load), more where the config asks. A dry run of the embedded MiniLM-L6."""
+    import re
+
+    for threads in (None, 2):  # (a local run caps threads at its cores: -c2)
+        cfg = {"active_models": ["minilm-l6"]}
+        if threads is not None:
+            cfg["activation"] = {"threads": threads}
+        (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+        r = snakemake(snakemake_bin, root, tmp_path, "-n", "choice_sensitivity")
+        text = r.stdout + r.stderr
+        want, seen = threads or 1, set()
+        for b in re.split(r"\n(?=(?:local)?(?:rule|checkpoint) )", text):
+            m = re.match(r"rule (activation_forward|sensitivity_forward):", b)
+            if not m:
+                continue
+            seen.add(m.group(1))
+            held = re.search(r"^    threads: (\d+)$", b, re.M)  # a dry run lists threads above one
+            assert (int(held.group(1)) if held else 1) == want, b
+            assert f"cpus_per_task={want}," in b, b
+        assert seen == {"activation_forward", "sensitivity_forward"}, text[-3000:]
