@@ -261,6 +261,7 @@ def tokenizer_files(where: Path, tok, gguf: Path | None = None) -> dict[str, str
 @contextmanager
 def open_model(model_name: str, entry: dict, device: str = "cpu", log=print):
     """Yield a LoadedModel for one config ``models:`` entry (located like the fetch stage)."""
+    from .checkpoint import GGUFFile
     from .sources import open_source
 
     dev = device_for(device)
@@ -276,8 +277,7 @@ def open_model(model_name: str, entry: dict, device: str = "cpu", log=print):
         with open_source(entry, log=log) as (ckpt, source):
             path = Path(ckpt.path)
             # the fetch stage's reader of a GGUF file has parsed it already: transformers uses it too
-            reader = getattr(ckpt, "reader", None) if path.suffix == ".gguf" else None
-            parsed = None if reader is None else (path, reader)
+            parsed = (path, ckpt.reader) if isinstance(ckpt, GGUFFile) else None
             model, tok, mt, hooks, H, G, d, files = _load(path, model_name, dev, entry.get("architecture"), parsed)
     yield LoadedModel(model, tok, mt, hooks, source, H, G, d, files)
 

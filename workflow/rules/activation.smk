@@ -29,11 +29,11 @@ rule activation_forward:
         FORWARD.log,
     conda:
         "../../envs/headgeom.yaml"
-    threads: lookup(dpath="activation/threads", within=config)
+    threads: ACT_THREADS
     resources:
         mem_mb=lambda wc, input: _act_fwd_res(wc, input, "mem_mb"),
         runtime=lambda wc, input: _act_fwd_res(wc, input, "runtime"),
-        cpus_per_task=lookup(dpath="activation/threads", within=config),
+        cpus_per_task=ACT_THREADS,
         # one GPU (SLURM profile: sbatch --gpus=1) when activation.device is cuda[:N], for this rule only
         gpu=_act_gpus(config.get("activation", {}).get("device", "cpu")),
     params:

@@ -5,6 +5,8 @@ from headgeom.jobs.activation_costs import gpus as _act_gpus
 
 # the models the activation stage runs for (its outputs' shard_models "activation")
 ACT_MODELS = OUTPUT_MODELS["activation"]
+# the cores a forward job holds (activation_forward, sensitivity_forward): threads and cpus_per_task
+ACT_THREADS = lookup(dpath="activation/threads", within=config)
 
 
 def _act_fwd_res(wc, input, key):

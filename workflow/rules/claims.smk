@@ -123,11 +123,11 @@ rule sensitivity_forward:
         alt=_alt_re("forward"),
     conda:
         "../../envs/headgeom.yaml"
-    threads: lookup(dpath="activation/threads", within=config)
+    threads: ACT_THREADS
     resources:
         mem_mb=lambda wc, input: _act_fwd_res(wc, input, "mem_mb"),
         runtime=lambda wc, input: _act_fwd_res(wc, input, "runtime"),
-        cpus_per_task=lookup(dpath="activation/threads", within=config),
+        cpus_per_task=ACT_THREADS,
         gpu=_act_gpus(config.get("activation", {}).get("device", "cpu")),
     params:
         # only the keys that locate the checkpoint (as activation_forward)
