@@ -171,12 +171,15 @@ def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) 
 
 
 WRITER_CACHE_MB = 256  # pk_null_cross: writer bases kept in memory up to this size, the rest spilled to $TMPDIR
+# pk_null_cross (projectors): the packed writer chunks kept in memory (SmolLM2-135M's 29 writer layers are
+# 350 MiB: spilling a 128-MiB chunk to $TMPDIR cost about as much as the products it feeds)
+PACKED_WRITER_CACHE_MB = 512
 
 
 class _SpillingCache:
     """Key -> (bases, ranks), in memory up to ``budget_mb`` and in .npy files beyond it, so a
     job's resident memory does not grow with the number of layers it holds. A spilled value
-    reads back bit for bit (np.save / np.load, no pickle)."""
+    reads back bit for bit (np.save / np.load, memory-mapped, no pickle)."""
 
     def __init__(self, budget_mb: float):
         self.budget = budget_mb * 2**20
@@ -202,7 +205,8 @@ class _SpillingCache:
         self.used = 0
 
     def put(self, key, value):
-        B, r = value
+        """``value``: (array, *rest); the array is what is kept in memory or spilled."""
+        B, rest = value[0], tuple(value[1:])
         if self.used + B.nbytes <= self.budget:
             self.mem[key] = value
             self.used += B.nbytes
@@ -211,13 +215,32 @@ class _SpillingCache:
 
         path = os.path.join(self._dir.name, f"{len(self.files)}.npy")
         np.save(path, B, allow_pickle=False)
-        self.files[key] = (path, r)
+        self.files[key] = (path, rest)
 
     def get(self, key):
+        """The value as put; a spilled array comes back memory-mapped (read-only, the same bits)."""
         if key in self.mem:
             return self.mem[key]
-        path, r = self.files[key]
-        return np.load(path, allow_pickle=False), r
+        path, rest = self.files[key]
+        return (np.asarray(np.load(path, mmap_mode="r", allow_pickle=False)), *rest)
+
+
+PREPARED_CACHE_MB = 256  # pk_null_cross: the null models' per-layer preparations (LQ factors) kept across samples
+
+
+class _Prepared(dict):
+    """nulls.null_factors' ``prepared`` dict with a memory budget: past it, a preparation is made for
+    the draw and not kept (the same bits either way)."""
+
+    def __init__(self, budget_mb: float):
+        super().__init__()
+        self.budget, self.used = budget_mb * 2**20, 0
+
+    def __setitem__(self, key, value):
+        size = sum(getattr(v, "nbytes", 0) for v in value.values())
+        if self.used + size <= self.budget:
+            super().__setitem__(key, value)
+            self.used += size
 
 
 def _null_stats_row(rows, stats, **keys):
@@ -244,6 +267,7 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
     precision = params.get("precision", "float64")
     bk = backend_from(params)
     rows: dict = {}
+    prepared: dict = {}  # what every draw of one kind's X shares (nulls.NullModel.prepare)
     for kind in params.get("kinds", ("O", "Q", "K", "V")):
         X = factor_stack(f, kind)
         if X.shape[0] < 2:
@@ -251,7 +275,8 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
         X = stacked_heads(X)  # stacked once here, not once per draw
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
-                Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s), precision, bk)
+                Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s), precision, bk,
+                                  prepared, kind)
                 B, r = orthonormal_bases(Xn, params.get("rank_rtol", 1e-6), bk)
                 res = pk_within(B, r, bk)
                 _null_stats_row(rows, layer_stats(res["rho"], res["min_angle_deg"], iso),
@@ -268,6 +293,84 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
     log(f"[pk_null_within {model} L{layer}] samples {samples[0]}..{samples[-1]}, {time.perf_counter() - t0:.2f}s")
 
 
+READER_GROUP_MB = 128  # pk_null_cross (projectors): packed readers of consecutive layers held at once
+WRITER_CHUNK_MB = 128  # pk_null_cross (projectors): packed writers stacked into one operand of a product
+
+
+def _packed_mb(fields, kinds) -> float:
+    """MiB of one layer's packed projectors of the reader ``kinds`` (methods.pk.packed_projectors)."""
+    heads = sum(fields.n_heads if k == "Q" else fields.n_kv_heads for k in kinds)
+    D = fields.d_model
+    return heads * (D + D * (D - 1) // 2) * 8 / 2**20
+
+
+def reader_groups(reader_layers, layer_mb: float, budget_mb: float = READER_GROUP_MB) -> list[list[int]]:
+    """Consecutive reader layers in groups whose packed projectors fit ``budget_mb`` (at least one
+    layer each): the readers of a group are one operand of the writers' products."""
+    per = max(1, int(budget_mb // layer_mb)) if layer_mb > 0 else len(reader_layers) or 1
+    return [list(reader_layers[i:i + per]) for i in range(0, len(reader_layers), per)]
+
+
+def writer_chunks(writer_layers, layer_mb: float, budget_mb: float = WRITER_CHUNK_MB) -> list[list[int]]:
+    """Consecutive writer layers in chunks whose packed projectors fit ``budget_mb`` (at least one
+    layer each): a chunk is one stacked matrix, one operand of the products with a reader group."""
+    return reader_groups(writer_layers, layer_mb, budget_mb)
+
+
+def _packed_rows(spaces_of, n_rows: int, n_packed: int, buffers: dict | None = None, name=None):
+    """One stacked matrix of packed projectors (n_rows, n_packed) filled part by part:
+    ``spaces_of`` yields (key, rows, fill(out) -> ranks); returns (matrix, ranks, key -> row slice).
+    With ``buffers`` the matrix is ``buffers[name]``, allocated once and refilled by every later
+    sample (a fresh matrix of this size costs its page faults again at every draw)."""
+    if buffers is None or buffers.get(name) is None or buffers[name].shape != (n_rows, n_packed):
+        M = np.empty((n_rows, n_packed))
+        if buffers is not None:
+            buffers[name] = M
+    else:
+        M = buffers[name]
+    ranks, where, r0 = [], {}, 0
+    for key, n, fill in spaces_of:
+        where[key] = slice(r0, r0 + n)
+        ranks.append(fill(M[r0:r0 + n]))
+        r0 += n
+    return M, np.concatenate(ranks), where
+
+
+def _projector_group_stats(Pr, rr, cols: dict, group, writers_of: dict, chunks: list, cache, iso: float,
+                           stats: dict) -> None:
+    """rho statistics of every (writer, reader layer, kind) pair of a group of reader layers from
+    packed projectors: the group's readers (every layer and kind) are one stacked matrix ``Pr``
+    (``cols``: (reader layer, kind) -> its rows) and the writers a chunk of stacked layers (cache
+    key: the chunk's index), so each product is one GEMM of many heads by many heads, near the
+    GEMM rate, where one writer layer against one reader layer is a thin, memory-bound product.
+    Each PK entry is the same dot product over the packed length as in a per-pair product
+    (OpenBLAS sums it in the same order whatever the operands' other dimensions; the job's shard
+    is checked bit for bit against per-pair products in tests/unit/test_null_cross_projectors.py);
+    products of a writer with readers of its own or earlier layers are computed and not used."""
+    from headgeom.methods.pk import layer_stats, projector_pk
+
+    needed = {lw for lr in group for lw in writers_of[lr]}
+    for ci, layers in enumerate(chunks):
+        if not needed.intersection(layers):
+            continue
+        Pw, rw_all, where = cache.get(ci)
+        pk = projector_pk(Pw, Pr)
+        for lw in layers:
+            if lw not in needed:
+                continue
+            rows = where[lw]
+            rw = rw_all[rows]
+            for lr in group:
+                if lw not in writers_of[lr]:
+                    continue
+                for k, (a, b) in cols[lr].items():
+                    dims = np.minimum(rw[:, None], rr[None, a:b])
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        rho = np.where(dims <= 0, np.nan, pk[rows, a:b] / dims)
+                    stats[lr, k, lw] = layer_stats(rho.ravel(), np.full(rho.size, np.nan), iso)
+        del Pw, pk
+
+
 def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=print) -> None:
     """Null samples of writer->reader layer pairs: the writer of layer l and the reader of
     layer l' are drawn independently, seeded by (model, null, [kind,] layer, sample) only.
@@ -282,8 +385,8 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     papers' 7B and larger). Rows come null, sample, reader, kind, writer: with every pair in one part
     they are the rows of the unsplit job, and any fan-out gives the same row per pair."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
-    from headgeom.methods.pk import (cross_pairs, cross_rho_projectors, factor_stack, isotropic_rho, layer_stats,
-                                     orthonormal_bases, packed_projectors, projectors_pay, stacked)
+    from headgeom.methods.pk import (cross_pairs, factor_stack, isotropic_rho, layer_stats, orthonormal_bases,
+                                     packed_projectors, projectors_pay, stacked)
     from headgeom.core.seeds import rng_for
 
     t0 = time.perf_counter()
@@ -309,43 +412,87 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     bk = backend_from(params)
     by_projectors = projectors_pay(store.fields.n_heads, store.fields.d_model, store.fields.d_head, L)  # the shape decides, not the job
 
-    def spaces(X, rng, writer=False):  # one draw's (packed projectors or bases, ranks)
-        B, r = orthonormal_bases(null_factors(X, null, rng, precision, bk), rtol, bk)
-        return (packed_projectors(B, twice_upper=writer), r) if by_projectors else (B, r)
+    prepared = _Prepared(PREPARED_CACHE_MB)  # per (kind, layer): what its draws of every sample share
+
+    def spaces(X, rng, key):  # one draw's (bases, ranks): the blocks path
+        return orthonormal_bases(null_factors(X, null, rng, precision, bk, prepared, key), rtol, bk)
+
+    def packed(X, rng, key, writer=False):  # one draw packed into rows of a stacked matrix: fill(out) -> ranks
+        def fill(out):
+            B, r = spaces(X, rng, key)
+            packed_projectors(B, twice_upper=writer, out=out)
+            return r
+        return fill
+
+    fl = store.fields
+    n_packed = fl.d_model + fl.d_model * (fl.d_model - 1) // 2
+    heads_of_kind = {k: fl.n_heads if k in ("O", "Q") else fl.n_kv_heads for k in ("O",) + kinds}
+    if by_projectors:
+        chunks = writer_chunks(writer_layers, _packed_mb(fl, ("O",)))
+        groups = reader_groups(sorted(writers_of), _packed_mb(fl, kinds))
+    else:
+        groups = [[lr] for lr in sorted(writers_of)]
+
+    def writer_draws(layers, s):  # (layer, rows, fill) of a chunk's writer draws
+        for l in layers:
+            Xw = factor_stack(store.layer_factors(l), "O")
+            store.release()
+            yield l, heads_of_kind["O"], packed(Xw, rng_for(model, "null-cross-writer", null, l, s), ("O", l),
+                                                writer=True)
 
     rows: dict = {}
-    with _SpillingCache(WRITER_CACHE_MB) as writers:
+    buffers: dict = {}  # the stacked packed matrices, reused by every sample
+    with _SpillingCache(PACKED_WRITER_CACHE_MB if by_projectors else WRITER_CACHE_MB) as writers:
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
                 writers.clear()
-                for l in writer_layers:  # one draw per writer layer and sample, kept (or spilled) for its readers
-                    Xw = factor_stack(store.layer_factors(l), "O")
-                    store.release()
-                    writers.put(l, spaces(Xw, rng_for(model, "null-cross-writer", null, l, s), writer=True))
-                    del Xw
-                for lr in sorted(writers_of):
-                    fr = store.layer_factors(lr)
-                    store.release()
-                    readers = {kind: spaces(factor_stack(fr, kind), rng_for(model, "null-cross-reader", null, kind, lr, s))
-                               for kind in kinds}
-                    del fr
-                    if by_projectors:  # every kind's readers in one matrix: each writer is read once per reader layer
-                        Pr = np.concatenate([readers[k][0] for k in kinds])
-                        rr = np.concatenate([readers[k][1] for k in kinds])
-                        cuts = np.cumsum([0] + [len(readers[k][1]) for k in kinds])
+                if by_projectors:  # writer draws packed straight into stacked chunks, kept (or spilled) for the readers
+                    for ci, layers in enumerate(chunks):
+                        writers.put(ci, _packed_rows(writer_draws(layers, s), len(layers) * heads_of_kind["O"], n_packed,
+                                                     buffers, ("writers", ci)))
+                else:
+                    for l in writer_layers:  # one draw per writer layer and sample, kept (or spilled) for its readers
+                        Xw = factor_stack(store.layer_factors(l), "O")
+                        store.release()
+                        writers.put(l, spaces(Xw, rng_for(model, "null-cross-writer", null, l, s), ("O", l)))
+                        del Xw
+                for group in groups:
                     stats = {}
-                    for lw in sorted(writers_of[lr]):  # each writer read once per reader layer
-                        Bw, rw = writers.get(lw)
-                        Sw = None if by_projectors else stacked(Bw)  # once per writer and reader layer, for its kinds
-                        rho_all = cross_rho_projectors(Bw, rw, Pr, rr) if by_projectors else None
-                        for i, (kind, (Br, rk)) in enumerate(readers.items()):  # nulls compare SD and mean: rho only
-                            rho = (rho_all[:, cuts[i]:cuts[i + 1]].ravel() if by_projectors
-                                   else cross_pairs(Bw, rw, Br, rk, angles=False, backend=bk, Sw=Sw)["rho"])
-                            stats[kind, lw] = layer_stats(rho, np.full(len(rho), np.nan), iso)
-                        del Bw, Sw
-                    for kind in kinds:  # rows in the order null, sample, reader, kind, writer
-                        for lw in sorted(writers_of[lr]):
-                            _null_stats_row(rows, stats[kind, lw], layer_w=lw, layer_r=lr, kind=kind, null=null, sample=s)
+                    if by_projectors:  # the group's readers, every layer and kind, packed into one matrix
+                        def reader_draws():
+                            for lr in group:
+                                fr = store.layer_factors(lr)
+                                store.release()
+                                for kind in kinds:
+                                    yield (lr, kind), heads_of_kind[kind], packed(
+                                        factor_stack(fr, kind), rng_for(model, "null-cross-reader", null, kind, lr, s),
+                                        (kind, lr))
+                        n_rows = len(group) * sum(heads_of_kind[k] for k in kinds)
+                        Pr, rr, where = _packed_rows(reader_draws(), n_rows, n_packed, buffers, ("readers", n_rows))
+                        cols = {lr: {k: (where[lr, k].start, where[lr, k].stop) for k in kinds} for lr in group}
+                        _projector_group_stats(Pr, rr, cols, group, writers_of, chunks, writers, iso, stats)
+                        del Pr
+                    else:
+                        lr = group[0]
+                        fr = store.layer_factors(lr)
+                        store.release()
+                        readers = {kind: spaces(factor_stack(fr, kind), rng_for(model, "null-cross-reader", null, kind, lr, s),
+                                                (kind, lr))
+                                   for kind in kinds}
+                        del fr
+                        for lw in sorted(writers_of[lr]):  # each writer read once per reader layer
+                            Bw, rw = writers.get(lw)
+                            Sw = stacked(Bw)  # once per writer and reader layer, for its kinds
+                            for kind, (Br, rk) in readers.items():  # nulls compare SD and mean: rho only
+                                rho = cross_pairs(Bw, rw, Br, rk, angles=False, backend=bk, Sw=Sw)["rho"]
+                                stats[lr, kind, lw] = layer_stats(rho, np.full(len(rho), np.nan), iso)
+                            del Bw, Sw
+                        del readers
+                    for lr in group:
+                        for kind in kinds:  # rows in the order null, sample, reader, kind, writer
+                            for lw in sorted(writers_of[lr]):
+                                _null_stats_row(rows, stats[lr, kind, lw], layer_w=lw, layer_r=lr, kind=kind,
+                                                null=null, sample=s)
                 progress_of(log)(f"[pk_null_cross {model}] {null} sample {s} done ({time.perf_counter() - t0:.1f}s)")
     cols = {k: (np.array(v, dtype=object) if k in ("kind", "null") else np.array(v)) for k, v in rows.items()}
     prov = {

@@ -33,12 +33,14 @@ def haar_stiefel(m: int, r: int, rng: np.random.Generator, dtype=np.float64) -> 
     return Q * np.sign(np.where(np.diag(R) == 0, 1.0, np.diag(R))).astype(dtype, copy=False)
 
 
-def rotate_spectrum(S: np.ndarray, rng: np.random.Generator, backend=None) -> np.ndarray:
+def rotate_spectrum(S: np.ndarray, rng: np.random.Generator, backend=None, L: np.ndarray | None = None) -> np.ndarray:
     """U Σ V^T -> U Σ Q^T, Q Haar on the Stiefel manifold, computed as S O with O Haar
     (m x m): S O = U Σ (O^T V)^T and O^T V is Haar whatever V is. No SVD needed.
 
     Wide S (m > D): S = L Q_S (LQ), and Q_S O is a Haar D-frame in R^m, so S O has the law of
     L Y^T with Y Haar on the m x D Stiefel manifold: the same distribution for less work.
+    ``L``: that factor (``rotation_prep``), computed once by a caller that draws many samples of
+    the same S (the same bits as computing it here).
 
     O (resp. Y) is ``haar_stiefel``'s matrix for the same draw, the sign-fixed Q factor of the
     Gaussian Z; the backend (headgeom.core.backend) applies it without forming it: on numpy a
@@ -51,8 +53,18 @@ def rotate_spectrum(S: np.ndarray, rng: np.random.Generator, backend=None) -> np
     D, m = S.shape
     if m <= D:
         return bk.haar_apply(S, rng.standard_normal((m, m)).astype(S.dtype, copy=False))
-    L = np.linalg.qr(S.T, mode="r").T  # S^T = Q R  ->  S = R^T Q^T
+    L = lq_factor(S) if L is None else L
     return bk.haar_apply(L, rng.standard_normal((m, D)).astype(S.dtype, copy=False), transpose=True)
+
+
+def lq_factor(S: np.ndarray) -> np.ndarray:
+    """L of S = L Q (D x D lower triangular, S wide: D x m, m > D), from the QR of S^T."""
+    return np.linalg.qr(S.T, mode="r").T  # S^T = Q R  ->  S = R^T Q^T
+
+
+def rotation_prep(S: np.ndarray) -> dict:
+    """What every rotation draw of one S shares: the LQ factor of a wide S (none otherwise)."""
+    return {"L": lq_factor(S)} if S.shape[1] > S.shape[0] else {}
 
 
 def reassign_columns(S: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -75,12 +87,16 @@ class NullModel:
     # keeps_spectrum (the singular values of S) -> the SD / null-mean ratio of PK Table 8
     keeps_columns: bool = False
     keeps_spectrum: bool = False
+    # prepare(S) -> keyword arguments of the sampler that depend on S alone: computed once for the
+    # draws of one S (null_factors' ``prepared``), they give every draw the same bits as without
+    prepare: Callable | None = None
 
 
 NULL_MODELS = {
     n.name: n
     for n in (
-        NullModel("rotation", rotate_spectrum, "rotation", uses_backend=True, keeps_spectrum=True),
+        NullModel("rotation", rotate_spectrum, "rotation", uses_backend=True, keeps_spectrum=True,
+                  prepare=rotation_prep),
         NullModel("reassign", reassign_columns, "reassignment", keeps_columns=True),
     )
 }
@@ -106,17 +122,26 @@ PRECISIONS = {"float64": np.float64, "float32": np.float32}
 
 
 def null_factors(X: np.ndarray, null: str, rng: np.random.Generator, precision: str = "float64",
-                 backend=None) -> np.ndarray:
+                 backend=None, prepared: dict | None = None, key=None) -> np.ndarray:
     """One null draw of per-head factors (n, D, d), in ``precision`` (``pk.nulls.precision``:
     float32 draws, bases and products; the statistics are accumulated in float64 by pk).
-    ``backend`` (headgeom.core.backend) is passed to samplers that take one (``uses_backend``)."""
+    ``backend`` (headgeom.core.backend) is passed to samplers that take one (``uses_backend``).
+    ``prepared``: a dict in which the null's ``prepare`` of this X is kept under (null, precision,
+    ``key``), ``key`` naming X (the job's kind and layer): a job drawing many samples of one X
+    computes it once."""
     try:
         dtype = PRECISIONS[precision]
     except KeyError:
         raise ValueError(f"unknown null precision {precision!r}; known: {tuple(PRECISIONS)}") from None
     model = null_model(null)
     S = stack(X).astype(dtype, copy=False)  # no copy when X is unstack(S) (the null jobs stack once)
-    out = model.sampler(S, rng, backend=backend) if model.uses_backend else model.sampler(S, rng)
+    kw = {}
+    if model.prepare is not None and prepared is not None:
+        k = (null, precision, key)
+        kw = prepared.get(k)
+        if kw is None:
+            kw = prepared[k] = model.prepare(S)  # a budgeted dict may decline to keep it
+    out = model.sampler(S, rng, backend=backend, **kw) if model.uses_backend else model.sampler(S, rng, **kw)
     return unstack(out, X.shape[0])  # a view: orthonormal_bases reads the heads in place
 
 

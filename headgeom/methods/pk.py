@@ -357,14 +357,18 @@ def projectors_pay(n_heads: int, d_model: int, d_head: int, n_layers: int) -> bo
     return D * d * d * PROJECTOR_RATE > projector_cost
 
 
-def packed_projectors(bases: np.ndarray, twice_upper: bool = False) -> np.ndarray:
+def packed_projectors(bases: np.ndarray, twice_upper: bool = False, out: np.ndarray | None = None) -> np.ndarray:
     """(n, D, d) orthonormal bases (columns beyond the rank zero) -> (n, D + D (D - 1) / 2): each
     head's projector U U^T as its diagonal, then its strict upper triangle row by row.
     tr(P_a P_b) is then one dot product of a's packing with ``twice_upper`` (the triangle
     doubled, exactly: each entry stands for itself and its mirror) and b's plain one
-    (``projector_pk``)."""
+    (``projector_pk``). ``out``: the (n, D + D (D - 1) / 2) float64 array to fill (rows of a
+    stacked matrix of many layers' heads), else a new one."""
     n, D, _ = bases.shape
-    out = np.empty((n, D + D * (D - 1) // 2), dtype=np.float64)
+    if out is None:
+        out = np.empty((n, D + D * (D - 1) // 2), dtype=np.float64)
+    elif out.shape != (n, D + D * (D - 1) // 2) or out.dtype != np.float64:
+        raise ValueError(f"packed_projectors: out is {out.shape} {out.dtype}, not ({n}, {D + D * (D - 1) // 2}) float64")
     for h in range(n):
         U = np.asarray(bases[h], np.float64)
         P = U @ U.T
@@ -373,7 +377,9 @@ def packed_projectors(bases: np.ndarray, twice_upper: bool = False) -> np.ndarra
             out[h, :D] = 0.5 * np.diagonal(P)  # the diagonal as it was (scaling by 2 is exact)
         else:
             out[h, :D] = np.diagonal(P)
-        np.take(P.reshape(-1), _upper_flat(D), out=out[h, D:])
+        # mode="clip": the indices are in range by construction, and unlike the default "raise"
+        # take does not buffer its output (half the time; the same values)
+        np.take(P.reshape(-1), _upper_flat(D), out=out[h, D:], mode="clip")
     return out
 
 

@@ -263,9 +263,11 @@ def lbfgs_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0,
             break
         if progress is not None and t > 1 and (t - 1) % every == 0:
             progress(t - 1, iters, int(act.size), n)
-        sel = slice(None) if act.size == n else act  # a view of the memory while every start climbs
+        full = act.size == n
+        sel = slice(None) if full else act  # a view of the memory while every start climbs
+        ga = gr if full else gr[act]  # the active starts' gradients (read only below)
         # two-loop recursion, newest pair first (a start's empty pairs have rho = 0: no effect)
-        q = gr[act].copy()
+        q = ga.copy()
         order = [(slot - 1 - i) % memory for i in range(memory)]
         alpha_j = {}
         for j in order:
@@ -275,7 +277,7 @@ def lbfgs_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0,
         newest = (slot - 1) % memory
         r_new = rho[newest, act]
         yy = fro2(Y[newest][sel])
-        gn = np.sqrt(fro2(gr[act]))
+        gn = np.sqrt(fro2(ga))
         with np.errstate(divide="ignore", invalid="ignore"):
             first_step = step0 * xn[act] / gn
             gamma = np.where((r_new > 0) & (yy > 0), 1.0 / (r_new * yy), first_step)
@@ -284,11 +286,11 @@ def lbfgs_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0,
             beta = rho[j, act] * inner(Y[j][sel], q)
             q += (alpha_j[j] - beta)[:, None, None] * S[j][sel]
         p = q  # its normal part only moves sigma, which the retraction restores (not projected: 4 products saved)
-        slope = inner(gr[act], p)
+        slope = inner(ga, p)
         lost = ~(slope > 0)
         if lost.any():  # not an ascent direction: the gradient at projected_ascent's first length, memory dropped
-            p[lost] = gr[act][lost] * first_step[lost][:, None, None]
-            slope[lost] = inner(gr[act][lost], p[lost])
+            p[lost] = ga[lost] * first_step[lost][:, None, None]
+            slope[lost] = inner(ga[lost], p[lost])
             rho[:, act[lost]] = 0.0
         step = np.ones(act.size)
         pending = np.isfinite(slope) & (slope > 0)
@@ -300,7 +302,8 @@ def lbfgs_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0,
             ii = np.flatnonzero(pending)
             if ii.size == 0:
                 break
-            Ut, _, Wtt = np.linalg.svd(X[act[ii]] + step[ii, None, None] * p[ii])
+            whole = full and ii.size == n  # every start's trial point: the arrays themselves, not copies
+            Ut, _, Wtt = np.linalg.svd((X if whole else X[act[ii]]) + step[ii, None, None] * (p if whole else p[ii]))
             Xt = (Ut * sigma[act[ii]][:, None, :]) @ Wtt
             n_svd += ii.size
             Dt = D[act[ii]]
@@ -318,12 +321,19 @@ def lbfgs_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0,
         done[act[~moved]] = True  # no ascent along the direction: stopped where it is
         rho[slot] = 0.0
         mv = act[moved]
-        if mv.size:
+        if mv.size == n:  # every start moved: the trial arrays become the state (no copies)
+            X_old, gr_old = X, gr
+            X, U, Wt, f = Xn, Un, Wn, fn
+            gr = orbit_tangent(Gn, U, Wt, tie)
+            s_k = X - X_old
+            y_k = gr_old - gr
+        elif mv.size:
             X_old, gr_old = X[mv], gr[mv]
             X[mv], U[mv], Wt[mv], f[mv] = Xn[moved], Un[moved], Wn[moved], fn[moved]
             gr[mv] = orbit_tangent(Gn[moved], U[mv], Wt[mv], _ties_of(tie, mv))
             s_k = X[mv] - X_old
             y_k = gr_old - gr[mv]
+        if mv.size:
             sy = inner(s_k, y_k)
             usable = sy > 1e-12 * np.sqrt(fro2(s_k) * fro2(y_k))  # curvature condition of -log P
             S[slot, mv], Y[slot, mv] = s_k, y_k
