@@ -110,27 +110,33 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     """A part of ``n_pairs`` layer pairs of ``n_writers`` writer layers (headgeom.jobs.fanout;
     default: all of them). Memory is flat in the layer count: writer bases beyond
     headgeom.jobs.pk.WRITER_CACHE_MB are spilled to $TMPDIR (n_writers x 8 D H d bytes of disk),
-    readers are loaded one layer at a time (where projectors pay, methods.pk.projectors_pay,
-    the writers are kept as packed projectors and one reader layer's kinds are packed too; the
-    time stays the blocks' bound, which is above the projectors' by 2-4x at the embedded
-    models' shapes). Measured peak RSS at Qwen2.5-7B shape (reassign
-    null, K readers, bench/null_cross_rss.py): 739 MB with 6 writer layers; the model keeps
-    the earlier 4.5 layer-sizes for one layer's draws (rotation of 28 heads) on top of the cache."""
+    readers are loaded one layer at a time; where projectors pay (methods.pk.projectors_pay) the
+    writers are kept as packed projectors (up to PACKED_WRITER_CACHE_MB, in chunks of
+    WRITER_CHUNK_MB) and a group of reader layers is packed at once (READER_GROUP_MB, at least one
+    layer); the layers' factors and the nulls' preparations are kept up to FACTOR_CACHE_MB and
+    PREPARED_CACHE_MB. The time stays the blocks' bound, which is above the projectors' by 2-4x at
+    the embedded models' shapes. Measured peak RSS at Qwen2.5-7B shape (reassign null, K readers,
+    bench/null_cross_rss.py): 739 MB with 6 writer layers; the model keeps the earlier 4.5
+    layer-sizes for one layer's draws (rotation of 28 heads) on top of the caches."""
     f = _fields(manifest)
     L = f["n_layers"]
     n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
     n_writers = L if n_writers is None else n_writers
-    from headgeom.jobs.pk import WRITER_CACHE_MB
+    from headgeom.jobs import pk as jobs_pk
     from headgeom.methods.pk import projectors_pay
 
     D, H, d, G = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"]
-    if projectors_pay(H, D, d, L):  # writers kept as packed projectors, one reader layer's kinds packed too
+    factors_mib = min(jobs_pk.FACTOR_CACHE_MB + jobs_pk.PREPARED_CACHE_MB, L * 8 * D * (2 * H + 2 * G) * d / 2**20)
+    if projectors_pay(H, D, d, L):  # writers kept as packed projectors, a group of reader layers packed too
         packed_mib = D * (D + 1) / 2 * 8 / 2**20
-        writer_mib, readers_mib = H * packed_mib, (H + 2 * G) * packed_mib
+        writer_mib, layer_readers_mib = H * packed_mib, (H + 2 * G) * packed_mib
+        cache_mib = min(jobs_pk.PACKED_WRITER_CACHE_MB + writer_mib, n_writers * writer_mib)
+        readers_mib = max(layer_readers_mib, min(jobs_pk.READER_GROUP_MB, (L - 1) * layer_readers_mib))
     else:
-        writer_mib, readers_mib = 8 * D * H * d / 2**20, 0.0
+        writer_mib = 8 * D * H * d / 2**20
+        cache_mib, readers_mib = min(jobs_pk.WRITER_CACHE_MB, n_writers * writer_mib), 0.0
     return _minutes(pk_null_cross_pair_seconds(f, n_samples, n_null_types) * n_pairs,
-                    BASE_MB + min(WRITER_CACHE_MB, n_writers * writer_mib) + readers_mib
+                    BASE_MB + cache_mib + readers_mib + factors_mib
                     + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
 
 

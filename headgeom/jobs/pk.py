@@ -226,6 +226,29 @@ class _SpillingCache:
 
 
 PREPARED_CACHE_MB = 256  # pk_null_cross: the null models' per-layer preparations (LQ factors) kept across samples
+FACTOR_CACHE_MB = 256  # pk_null_cross: stacked layer factors kept across samples (each read and checked once)
+
+
+class _Factors:
+    """(kind, layer) -> that layer's factors of one kind as heads of one stacked matrix
+    (pk.stacked_heads: what every null draw of them reads), kept up to ``budget_mb`` so that a job
+    drawing many samples reads, checks and folds a layer's tensors once; past the budget they are
+    read again for each draw (the same bits either way)."""
+
+    def __init__(self, store, budget_mb: float):
+        self.store, self.budget, self.used, self.kept = store, budget_mb * 2**20, 0, {}
+
+    def get(self, kind: str, layer: int):
+        from headgeom.methods.pk import factor_stack, stacked_heads
+
+        X = self.kept.get((kind, layer))
+        if X is None:
+            X = stacked_heads(factor_stack(self.store.layer_factors(layer), kind))
+            self.store.release()
+            if self.used + X.nbytes <= self.budget:
+                self.kept[kind, layer] = X
+                self.used += X.nbytes
+        return X
 
 
 class _Prepared(dict):
@@ -376,17 +399,21 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     layer l' are drawn independently, seeded by (model, null, [kind,] layer, sample) only.
 
     ``segments``: the part of the pair list this job covers, ``[(writer, reader_start,
-    reader_stop), ...]`` (headgeom.jobs.fanout); default every pair. Writer draws are made once
-    per sample and kept, in memory up to WRITER_CACHE_MB and spilled to $TMPDIR beyond it (so
-    peak memory does not grow with the layer count); reader layers are loaded one at a time,
-    each draw reused over the part's writers, each writer read once per reader layer. Pairs come
-    from packed projectors where the shape makes them cheaper (methods.pk.projectors_pay:
-    SmolLM2-135M's and Gemma-3-270M's shapes), from stacked-basis blocks otherwise (MiniLM-L6, the
-    papers' 7B and larger). Rows come null, sample, reader, kind, writer: with every pair in one part
-    they are the rows of the unsplit job, and any fan-out gives the same row per pair."""
+    reader_stop), ...]`` (headgeom.jobs.fanout); default every pair. Each layer's factors are read
+    once per job (kept up to FACTOR_CACHE_MB, with what the null models' draws of them share,
+    PREPARED_CACHE_MB); writer draws are made once per sample and kept, in memory up to the cache
+    budget and spilled to $TMPDIR beyond it (so peak memory does not grow with the layer count).
+    Pairs come from packed projectors where the shape makes them cheaper
+    (methods.pk.projectors_pay: SmolLM2-135M's and Gemma-3-270M's shapes): writers packed into
+    stacked chunks of layers (WRITER_CHUNK_MB), the readers of consecutive layers into one matrix
+    per group (READER_GROUP_MB), one product per (chunk, group); from stacked-basis blocks otherwise
+    (MiniLM-L6, the papers' 7B and larger; reader layers one at a time, each writer read once per
+    reader layer). Rows come null, sample, reader, kind, writer: with every pair in one part they
+    are the rows of the unsplit job, and any fan-out (or budget) gives the same row per pair, bit
+    for bit."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
-    from headgeom.methods.pk import (cross_pairs, factor_stack, isotropic_rho, layer_stats, orthonormal_bases,
-                                     packed_projectors, projectors_pay, stacked)
+    from headgeom.methods.pk import (cross_pairs, isotropic_rho, layer_stats, orthonormal_bases, packed_projectors,
+                                     projectors_pay, stacked)
     from headgeom.core.seeds import rng_for
 
     t0 = time.perf_counter()
@@ -433,10 +460,11 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     else:
         groups = [[lr] for lr in sorted(writers_of)]
 
+    factors = _Factors(store, FACTOR_CACHE_MB)  # per (kind, layer): its stacked factors, read once for every sample
+
     def writer_draws(layers, s):  # (layer, rows, fill) of a chunk's writer draws
         for l in layers:
-            Xw = factor_stack(store.layer_factors(l), "O")
-            store.release()
+            Xw = factors.get("O", l)
             yield l, heads_of_kind["O"], packed(Xw, rng_for(model, "null-cross-writer", null, l, s), ("O", l),
                                                 writer=True)
 
@@ -452,8 +480,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                                                      buffers, ("writers", ci)))
                 else:
                     for l in writer_layers:  # one draw per writer layer and sample, kept (or spilled) for its readers
-                        Xw = factor_stack(store.layer_factors(l), "O")
-                        store.release()
+                        Xw = factors.get("O", l)
                         writers.put(l, spaces(Xw, rng_for(model, "null-cross-writer", null, l, s), ("O", l)))
                         del Xw
                 for group in groups:
@@ -461,11 +488,9 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                     if by_projectors:  # the group's readers, every layer and kind, packed into one matrix
                         def reader_draws():
                             for lr in group:
-                                fr = store.layer_factors(lr)
-                                store.release()
                                 for kind in kinds:
                                     yield (lr, kind), heads_of_kind[kind], packed(
-                                        factor_stack(fr, kind), rng_for(model, "null-cross-reader", null, kind, lr, s),
+                                        factors.get(kind, lr), rng_for(model, "null-cross-reader", null, kind, lr, s),
                                         (kind, lr))
                         n_rows = len(group) * sum(heads_of_kind[k] for k in kinds)
                         Pr, rr, where = _packed_rows(reader_draws(), n_rows, n_packed, buffers, ("readers", n_rows))
@@ -474,12 +499,9 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                         del Pr
                     else:
                         lr = group[0]
-                        fr = store.layer_factors(lr)
-                        store.release()
-                        readers = {kind: spaces(factor_stack(fr, kind), rng_for(model, "null-cross-reader", null, kind, lr, s),
+                        readers = {kind: spaces(factors.get(kind, lr), rng_for(model, "null-cross-reader", null, kind, lr, s),
                                                 (kind, lr))
                                    for kind in kinds}
-                        del fr
                         for lw in sorted(writers_of[lr]):  # each writer read once per reader layer
                             Bw, rw = writers.get(lw)
                             Sw = stacked(Bw)  # once per writer and reader layer, for its kinds

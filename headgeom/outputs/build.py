@@ -89,10 +89,13 @@ def build_output(kind: str, name: str, inputs: dict[str, list[str]], manifests: 
                  outputs: dict[str, str], params: dict) -> None:
     """Build one registered table or figure from its shards and write it with provenance."""
     out, data, provs, fields = prepare(kind, name, inputs, manifests, params)
-    built = out.call(data, fields, list(models), params)
+    read: dict[str, set] = {}
+    # a table records the shard columns its builder read (sidecar columns_read): the choice
+    # sensitivity leaves a table whose builder read none of a switch's columns as it is
+    built = out.call(traced(data, read) if kind == "table" else data, fields, list(models), params)
     if kind == "table":
         built.aggregation = f"headgeom.outputs: table {name!r} ({out.module}.{out.build.__name__})"
-        built.write(outputs, provs, params)
+        built.write(outputs, provs, params, columns_read={f: sorted(c) for f, c in sorted(read.items())})
         return
     fig, extra = built if isinstance(built, tuple) else (built, {})
     save(fig, outputs, {"figure": name, "params": params, "inputs": provs, **extra})

@@ -72,20 +72,25 @@ class Table:
                          [(c.header, c.key) for c in self.columns],
                          [[_fmt(c.fmt, r.get(c.key)) for c in self.columns] for r in self.rows], self.notes)
 
-    def write(self, outputs: dict[str, str], inputs: list[dict], params: dict) -> None:
+    def write(self, outputs: dict[str, str], inputs: list[dict], params: dict,
+              columns_read: dict[str, list[str]] | None = None) -> None:
         """outputs: {'csv': path, 'md': path, 'tex': path, 'prov': path} and optionally 'html'
         (written first and not recorded in the sidecar, so that the CSV/md/tex/prov.json set
-        stays what it was)."""
+        stays what it was). ``columns_read``: family -> the shard columns the builder read
+        (headgeom.outputs.build.ReadLog), recorded in the sidecar."""
         if "html" in outputs:
             write_text(outputs["html"], self.html())
-        write_set(outputs, {"csv": self.csv(), "md": self.markdown(), "tex": self.latex()}, {
+        prov = {
             "table": self.name,
             "aggregation": self.aggregation or f"headgeom.outputs.{self.name}",
             "params": params,
             "code": code_version(),
             "columns": [c.key for c in self.columns],
             "inputs": inputs,
-        })
+        }
+        if columns_read is not None:
+            prov["columns_read"] = columns_read
+        write_set(outputs, {"csv": self.csv(), "md": self.markdown(), "tex": self.latex()}, prov)
 
 
 _SORT_JS = """

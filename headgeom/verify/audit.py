@@ -228,6 +228,7 @@ class Aggregation:
     models: list[str]
     inputs: list[dict]  # sidecar input records, in order
     groups: "OrderedDict[str, list[str]]" = field(default_factory=OrderedDict)  # family -> paths
+    columns_read: dict | None = None  # family -> the columns its builder read (sidecar; None: not recorded)
 
     @property
     def function(self) -> str:
@@ -259,7 +260,7 @@ def aggregation_from_sidecar(name: str, sidecar: dict, table_rows: list[dict]) -
     if not models:
         models = _unique(r["model"] for r in table_rows if r.get("model") not in (None, "") and not str(r["model"]).startswith("pooled"))
     models = [model_name(m, f"{name} sidecar") for m in models]
-    return Aggregation(name, dict(sidecar.get("params", {})), models, inputs, groups)
+    return Aggregation(name, dict(sidecar.get("params", {})), models, inputs, groups, sidecar.get("columns_read"))
 
 
 def rebuild_table(agg: Aggregation, workdir: Path, out_dir: Path, shard_root: Path | None = None, *,

@@ -49,6 +49,7 @@ from headgeom.jobs.families import FORWARD
 from headgeom.core.provenance import code_version
 from headgeom.io.files import sha256_file, write_json, write_set, write_text
 from headgeom.outputs import TABLES
+from headgeom.outputs.registry import HEADS
 from headgeom.outputs.choices import (  # noqa: F401 (the switch types, re-exported for callers)
     ACTIVATION_FAMILIES,
     DEFAULTS,
@@ -279,6 +280,19 @@ class NotEvaluated(Exception):
     """An alternative that cannot be evaluated with what the run has: its row says why."""
 
 
+def _reads_none_of(agg, columns) -> bool:
+    """Whether table ``agg``'s builder read none of the paper1_heads ``columns`` when the run built
+    it (its sidecar's columns_read; False when not recorded, or when the builder takes the choices
+    themselves): a choices switch replaces only those columns (headgeom.outputs.choices.apply), so
+    such a table is the same under every alternative, and the run's table is the alternative's."""
+    import inspect
+
+    read = (agg.columns_read or {}).get(HEADS) if agg.columns_read is not None else None
+    if read is None or "choices" in inspect.signature(TABLES[agg.name].build).parameters:
+        return False
+    return not set(read) & set(columns)
+
+
 def _others(values, default) -> list:
     """The values of a switch other than the run's own (all of them when it is unknown)."""
     return [v for v in values if default is None or _fmt(v) != _fmt(default)]
@@ -301,9 +315,13 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None, 
                 built = []
                 for n in heads_tables:
                     agg = _agg(workdir, tables_dir, n, only)
-                    if agg is not None:
+                    if agg is None:
+                        continue
+                    if _reads_none_of(agg, sw.columns):  # its copy in tmp is the alternative's table
+                        say(f"table {n} kept: its builder read none of {', '.join(sw.columns)}")
+                    else:
                         _build(workdir, agg, tmp, {**agg.params, "choices": {**DEFAULTS, sw.key: alt}}, say)
-                        built.append(n)
+                    built.append(n)
                 return built
             yield f"choices.{sw.key}", sw.method, sw.default, alt, build
     for sw in TABLE_SWITCHES:

@@ -250,3 +250,62 @@ def test_alternative_costs_sum_the_per_layer_jobs_they_recompute():
     assert fwd[0].output.startswith("results/sensitivity/activation.bos=false/results/activations/m/")
     assert sorted(j.rule for j in jobs if j.rule != "sensitivity_forward") == sorted(
         ["sensitivity_tables"] * 8 + ["sensitivity_shards"] * 3)
+
+
+def test_a_table_whose_builder_read_none_of_a_switchs_columns_is_kept_and_the_rows_are_unchanged(tmp_path,
+                                                                                                 monkeypatch):
+    """The sidecar records the columns the builder read; a choices switch replaces only its own
+    columns (apply), so a table that read none of them is its own alternative. Checked: the record
+    is what the builder read (every recorded column is a paper1_heads column, the switched ones
+    among them exactly where an alternative build changes the CSV), the kept table equals a forced
+    rebuild byte for byte, and the sensitivity rows are those of rebuilding every table."""
+    import json
+
+    import yaml
+
+    from headgeom.io.shards import read_shard
+    from headgeom.outputs.choices import SWITCHES
+    from headgeom.verify import audit
+    from headgeom.verify.claims import load_ledger
+
+    _anchor_workdir(tmp_path)
+    side = json.loads((tmp_path / "results/tables/p1_anchors.prov.json").read_text())
+    read = side["columns_read"]["paper1_heads"]
+    heads = read_shard(tmp_path / "results/shards/paper1_heads/m/layer0.parquet")[0].column_names
+    assert read and set(read) <= set(heads)
+    agg = CH._agg(tmp_path, tmp_path / "results/tables", "p1_anchors")
+    base = (tmp_path / "results/tables/p1_anchors.csv").read_text()
+    for sw in SWITCHES:  # the record against what a forced rebuild with each alternative gives
+        for alt in sw.alternatives[1:]:
+            out = tmp_path / "forced" / f"{sw.key}={alt}"
+            audit.rebuild_table(agg, tmp_path, out, params={**agg.params, "choices": {**DEFAULTS, sw.key: alt}})
+            same = (out / "p1_anchors.csv").read_text() == base
+            if CH._reads_none_of(agg, sw.columns):
+                assert same, (sw.key, alt)
+    assert any(CH._reads_none_of(agg, sw.columns) for sw in SWITCHES)  # the case is exercised here
+    # a table that reads a switch's columns (p1_factorial: I_factorial) is rebuilt, and it moves
+    from headgeom.outputs import build_output
+
+    tables = tmp_path / "results/tables"
+    fac = {ext: str(tables / f"p1_factorial.{ext}") for ext in ("csv", "md", "tex")} | {
+        "prov": str(tables / "p1_factorial.prov.json")}
+    monkeypatch.chdir(tmp_path)
+    build_output("table", "p1_factorial", {"paper1_heads": ["results/shards/paper1_heads/m/layer0.parquet"]},
+                 ["results/tensors/m/manifest.json"], ["m"], fac, {"choices": dict(DEFAULTS)})
+    fagg = CH._agg(tmp_path, tables, "p1_factorial")
+    contrast = next(sw for sw in SWITCHES if sw.key == "factorial_contrast")
+    assert not CH._reads_none_of(fagg, contrast.columns)
+    audit.rebuild_table(fagg, tmp_path, tmp_path / "forced-f", params={"choices": {**DEFAULTS, contrast.key: "row"}})
+    assert (tmp_path / "forced-f/p1_factorial.csv").read_text() != (tables / "p1_factorial.csv").read_text()
+    monkeypatch.undo()
+    ledger = tmp_path / "claims.yaml"
+    ledger.write_text(yaml.safe_dump({"claims": {"p1": [
+        {"id": "band.3", "model": "m", "table": "p1_anchors", "column": "law_pairs", "value": 3}]}}))
+    said = []
+    kept = CH.sensitivity(tmp_path, load_ledger(ledger), ["m"], progress=said.append)
+    monkeypatch.setattr(CH, "_reads_none_of", lambda agg, columns: False)
+    forced = CH.sensitivity(tmp_path, load_ledger(ledger), ["m"])
+    assert kept.rows == forced.rows
+    # no record (a sidecar written before it was kept): the table is rebuilt
+    monkeypatch.undo()
+    assert not CH._reads_none_of(audit.Aggregation("p1_anchors", {}, ["m"], []), SWITCHES[0].columns)

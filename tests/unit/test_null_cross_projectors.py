@@ -102,3 +102,50 @@ def test_null_cross_job_gives_the_same_rows_by_either_path(tmp_path, monkeypatch
             np.testing.assert_array_equal(np.isnan(x), np.isnan(y))
             ok = np.isfinite(y)
             np.testing.assert_allclose(x[ok], y[ok], rtol=1e-11, atol=1e-14, err_msg=k)
+
+
+def test_null_cross_grouped_products_are_the_per_layer_pair_products_bit_for_bit(tmp_path, monkeypatch):
+    """The projectors path stacks writer layers into chunks and reader layers into groups, one GEMM
+    per (chunk, group). With budgets of one layer each (every product one writer layer by one
+    reader layer, as per-pair products) and with every layer in one chunk and one group, and with
+    the chunks spilled to disk (read back memory-mapped), the shard is the same bit for bit, for the
+    whole pair list and for a fan-out part that starts mid-model."""
+    import headgeom.jobs.pk as jobs_pk
+    from headgeom.io.fetch import fetch_model
+    from headgeom.jobs.pk import pk_null_cross_job
+    from synth import write_llama
+
+    write_llama(tmp_path / "ck", n_layers=5)
+    fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
+    monkeypatch.setattr(pk, "projectors_pay", lambda *_a: True)
+    p = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "K", "V"]}
+    budgets = {"one layer each": (1e-9, 1e-9, 512), "all at once": (1e6, 1e6, 512), "spilled": (1e-9, 1e6, 1e-9)}
+    for segments in (None, [(1, 3, 5), (2, 3, 4)]):
+        shards = {}
+        for name, (group_mb, chunk_mb, cache_mb) in budgets.items():
+            monkeypatch.setattr(jobs_pk, "READER_GROUP_MB", group_mb)
+            monkeypatch.setattr(jobs_pk, "WRITER_CHUNK_MB", chunk_mb)
+            monkeypatch.setattr(jobs_pk, "PACKED_WRITER_CACHE_MB", cache_mb)
+            out = tmp_path / f"{name}-{segments is None}.parquet"
+            pk_null_cross_job(tmp_path / "store", [0, 1], out, p, segments=segments, log=lambda *_: None)
+            shards[name] = read_shard(out)[0].to_pydict()
+        ref = shards.pop("one layer each")
+        n_pairs = 10 if segments is None else 3
+        assert len(ref["sd"]) == 2 * 2 * n_pairs * 3  # nulls x samples x pairs x kinds
+        for name, got in shards.items():
+            assert got.keys() == ref.keys()
+            for k in ref:  # floats by their bits (NaN where NaN)
+                a, b = np.asarray(ref[k]), np.asarray(got[k])
+                if a.dtype.kind == "f":
+                    assert np.array_equal(a.view(np.int64), b.view(np.int64)), (name, k)
+                else:
+                    assert a.tolist() == b.tolist(), (name, k)
+
+
+def test_reader_groups_and_writer_chunks_cover_the_layers_in_order():
+    from headgeom.jobs.pk import reader_groups, writer_chunks
+
+    assert reader_groups([3, 4, 5, 6, 7], 20.0, 50.0) == [[3, 4], [5, 6], [7]]
+    assert reader_groups([3, 4], 80.0, 50.0) == [[3], [4]]  # a layer larger than the budget is a group alone
+    assert writer_chunks(list(range(5)), 10.0, 1e6) == [[0, 1, 2, 3, 4]]
+    assert reader_groups([], 10.0, 50.0) == []

@@ -281,3 +281,37 @@ def test_every_sampler_leaves_the_shared_layer_matrix_as_it_was(shape, backend):
         out = model.sampler(S, np.random.default_rng(1), **kw)
         assert out.shape == S.shape and not np.shares_memory(out, S)
         np.testing.assert_array_equal(S, before)
+
+
+def test_rotation_draws_share_the_lq_factor_of_a_wide_layer_matrix(monkeypatch):
+    """A wide S (n d > D): every rotation draw needs S's LQ factor. With ``prepared`` it is computed
+    once per (null, precision, key) and every draw has the bits of an unprepared draw; a budgeted
+    store that declines to keep it (jobs.pk._Prepared) recomputes it, with the same bits."""
+    from headgeom.core.seeds import rng_for
+    from headgeom.jobs.pk import _Prepared
+    from headgeom.methods import nulls
+    from headgeom.methods.pk import stacked_heads
+
+    rng = np.random.default_rng(3)
+    X = stacked_heads(rng.standard_normal((4, 24, 10)))  # 4 heads of 10 in D = 24: wide (40 > 24)
+    calls = []
+    real = nulls.lq_factor
+    monkeypatch.setattr(nulls, "lq_factor", lambda S: calls.append(1) or real(S))
+    plain = [nulls.null_factors(X, "rotation", rng_for("t", s)) for s in range(3)]
+    assert len(calls) == 3
+    calls.clear()
+    prepared = {}
+    shared = [nulls.null_factors(X, "rotation", rng_for("t", s), prepared=prepared, key=("O", 0)) for s in range(3)]
+    assert len(calls) == 1 and list(prepared) == [("rotation", "float64", ("O", 0))]
+    calls.clear()
+    declined = _Prepared(budget_mb=0)
+    again = [nulls.null_factors(X, "rotation", rng_for("t", s), prepared=declined, key=("O", 0)) for s in range(3)]
+    assert len(calls) == 3 and not declined
+    for a, b, c in zip(plain, shared, again):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+    # a square S has nothing to share; the reassignment null has no preparation
+    Xsq = stacked_heads(rng.standard_normal((3, 24, 8)))
+    prepared.clear()
+    nulls.null_factors(Xsq, "rotation", rng_for("t", 0), prepared=prepared, key="sq")
+    nulls.null_factors(X, "reassign", rng_for("t", 0), prepared=prepared, key="re")
+    assert prepared == {("rotation", "float64", "sq"): {}}
