@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -173,6 +174,41 @@ def natural_return_job(store_dir, act_dir, layer: int, out, params: dict, log=pr
         f"{time.perf_counter() - t0:.2f}s")
 
 
+_READER_TERMS: dict | None = None  # (store, layer, kind, rank_rtol) -> ReaderTerms, inside keep_reader_terms()
+READER_TERMS_MB = 512  # keep_reader_terms: what is kept at most
+
+
+@contextmanager
+def keep_reader_terms():
+    """Within this block, read_paths_job keeps each reader layer's weight-only terms
+    (methods.read_paths.reader_terms) for the next jobs of the same store, up to READER_TERMS_MB: a
+    process that recomputes every writer layer of a model (the choice sensitivity's activation
+    switches, headgeom.verify.audit.recompute_shards) builds a reader's bases once instead of once
+    per writer layer. The same arrays, so the same bits."""
+    global _READER_TERMS
+    outer = _READER_TERMS
+    _READER_TERMS = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _READER_TERMS = outer
+
+
+def _reader_terms(store, layer: int, kind: str, fr, rank_rtol: float):
+    from headgeom.methods.read_paths import reader_terms
+
+    if _READER_TERMS is None:
+        return reader_terms(fr, kind, rank_rtol)
+    key = (str(store.path.resolve()), store.manifest.get("store_sha256"), layer, kind, rank_rtol)
+    rt = _READER_TERMS.get(key)
+    if rt is None:
+        rt = reader_terms(fr, kind, rank_rtol)
+        used = sum(t.SR.nbytes + t.B.nbytes for t in _READER_TERMS.values())
+        if used + rt.SR.nbytes + rt.B.nbytes <= READER_TERMS_MB * 2**20:
+            _READER_TERMS[key] = rt
+    return rt
+
+
 def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print) -> None:
     """Writer layer ``layer`` against every reader layer l' > layer, kinds params['kinds']."""
     from headgeom.methods.read_paths import layer_pair_terms, reader_rows, write_factors, writer_terms
@@ -192,7 +228,8 @@ def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print)
         # once per reader layer: what its kinds share (norm statistics, S_j, c_tj)
         pt = layer_pair_terms(wt, fr, arrays["x"], meta.get("norm_eps"), eps_exact=params.get("eps_exact", True))
         for kind in params.get("kinds", ["Q", "K", "V"]):
-            cols = reader_rows(pt, kind, no_norm_flag=flag)
+            cols = reader_rows(pt, kind, no_norm_flag=flag,
+                               rt=_reader_terms(store, lr, kind, fr, params.get("rank_rtol", 1e-6)))
             n = len(cols["writer"])
             cols = {"reader_layer": np.full(n, lr, np.int64), "kind": np.array([kind] * n, dtype=object), **cols}
             parts.append(cols)

@@ -263,15 +263,33 @@ def layer_pair_terms(wt: WriterTerms, fr, x: np.ndarray, eps, eps_exact: bool = 
                           _comp_reader(fr))
 
 
-def reader_rows(pt: LayerPairTerms, kind: str, no_norm_flag: str = "no_pre_norm_read_path") -> dict[str, np.ndarray]:
-    """The rows of one reader kind for a layer pair (``read_path_pair``'s columns)."""
+@dataclass
+class ReaderTerms:
+    """What depends on the reader layer and kind alone (weights only): the folded reading factors R
+    (Hr, D, d) and stacked SR (D, Hr d), their orthonormal bases B and ranks rB, the query heads of
+    each reader. A caller that meets one reader layer for several writer layers may keep them."""
+    SR: np.ndarray
+    B: np.ndarray
+    rB: np.ndarray
+    heads: list
+
+
+def reader_terms(fr, kind: str, rank_rtol: float = 1e-6) -> ReaderTerms:
+    R, _, heads = _readers(fr, kind)  # (Hr, D, d)
+    B, rB = orthonormal_bases(R, rank_rtol)
+    return ReaderTerms(stacked(R), B, rB, heads)
+
+
+def reader_rows(pt: LayerPairTerms, kind: str, no_norm_flag: str = "no_pre_norm_read_path",
+                rt: ReaderTerms | None = None) -> dict[str, np.ndarray]:
+    """The rows of one reader kind for a layer pair (``read_path_pair``'s columns); ``rt``: the
+    reader's ``reader_terms`` (made here when not given)."""
     wt, fr = pt.wt, pt.fr
     Hw, N, d = wt.zj.shape
     Hd = Hw * d
-    R, _, heads = _readers(fr, kind)  # (Hr, D, d)
-    Hr = R.shape[0]
-    SR = stacked(R)
-    B, rB = orthonormal_bases(R, wt.rank_rtol)
+    rt = reader_terms(fr, kind, wt.rank_rtol) if rt is None else rt
+    SR, B, rB, heads = rt.SR, rt.B, rt.rB, rt.heads
+    Hr = B.shape[0]
     # (Hr d, 2 Hw d) block matrices: [M_hj | R_h^T X_j] with M_hj = A_h P_c O_j; [B_h^T U_j | B_h^T O_j F_j]
     MX = SR.T @ pt.SOX
     BUF = stacked(B).T @ wt.SUF

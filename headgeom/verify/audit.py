@@ -302,6 +302,13 @@ def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, ou
     provenance records; a job that writes several families writes all of them. An activation
     shard reads the forward pass's directory its provenance names under ``acts_root`` (default
     the workdir: the run's own forward passes)."""
+    from headgeom.jobs.activation import keep_reader_terms
+
+    with keep_reader_terms():  # a reader layer's weight-only terms built once for all its writer layers
+        _recompute_each(paths, provs, workdir, out_root, log, acts_root)
+
+
+def _recompute_each(paths, provs, workdir: Path, out_root: Path, log, acts_root) -> None:
     quiet = lambda *a, **k: None  # noqa: E731
     done: set[str] = set()
     for p in paths:

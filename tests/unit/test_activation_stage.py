@@ -342,3 +342,39 @@ def test_gguf_loader_parses_each_file_once(tmp_path, monkeypatch):
     assert gguf.GGUFReader is Counting
     load_gguf_checkpoint(str(tmp_path / "a.gguf"))
     assert len(parses) == 3
+
+
+def test_reader_terms_are_kept_across_writer_jobs_inside_keep_reader_terms(synth, tmp_path, monkeypatch):
+    """keep_reader_terms (what the choice sensitivity's recomputation runs in): a reader layer's
+    weight-only terms are built once for every job of the same store, and the shard is the same bit
+    for bit; outside it each job builds its own."""
+    from headgeom.io.shards import read_shard
+    from headgeom.jobs import activation as A
+    from headgeom.methods import read_paths as RP
+
+    base, entry, store_dir = synth
+    corpus = {"source": "local", "path": str(base / "text.txt")}
+    act = tmp_path / "acts"
+    forward_job("synth", entry, store_dir, "toy", corpus, act, {"n_windows": 2, "window": 16, "bos": True,
+                "device": "cpu", "weight_rtol": 1e-6}, log=lambda *_: None, step=FORWARD.name)
+    built = []
+    real = RP.reader_terms
+    monkeypatch.setattr(RP, "reader_terms", lambda *a, **k: built.append(a[1]) or real(*a, **k))
+    p = {"kinds": ["Q", "K", "V"]}
+    quiet = {"log": lambda *_: None}
+    read_paths_job(store_dir, act, 0, tmp_path / "plain.parquet", p, **quiet)
+    read_paths_job(store_dir, act, 0, tmp_path / "plain2.parquet", p, **quiet)
+    assert built == ["Q", "K", "V"] * 2
+    built.clear()
+    with A.keep_reader_terms():
+        read_paths_job(store_dir, act, 0, tmp_path / "kept.parquet", p, **quiet)
+        read_paths_job(store_dir, act, 0, tmp_path / "kept2.parquet", p, **quiet)
+        assert built == ["Q", "K", "V"] and len(A._READER_TERMS) == 3
+    assert A._READER_TERMS is None  # nothing is kept after the block
+    ref = read_shard(tmp_path / "plain.parquet")[0]
+    for name in ("kept", "kept2"):
+        got = read_shard(tmp_path / f"{name}.parquet")[0]
+        for c in ref.column_names:
+            a, b = ref.column(c).to_numpy(zero_copy_only=False), got.column(c).to_numpy(zero_copy_only=False)
+            assert (np.array_equal(a.view(np.int64), b.view(np.int64)) if a.dtype.kind == "f"
+                    else a.tolist() == b.tolist()), (name, c)

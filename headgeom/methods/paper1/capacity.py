@@ -64,14 +64,32 @@ def _logP_Z(X, D):
 
 
 def _grad_from(X, D, Z, ip, n4, n2):
-    """The Euclidean gradient of log P_D at X given _logP_Z's pieces (as in logP_and_grad)."""
+    """The Euclidean gradient of log P_D at X given _logP_Z's pieces (as in logP_and_grad), each
+    operation of that expression done in place on the products' own arrays (the same operations
+    on the same operands, so the same bits, without a temporary per operation)."""
     Dr = D[..., None, :]
     Dc = D[..., :, None]
+    g = X @ mT(X)  # g_ip = (X X^T) Dr + Dc (X^T X) + Z
+    g *= Dr
     XtX = mT(X) @ X
-    g_ip = (X @ mT(X)) * Dr + Dc * XtX + Z
-    g_n4 = 2 * ((Z @ mT(X)) * Dr + Dc * (mT(X) @ Z))
+    XtX *= Dc
+    g += XtX
+    g += Z
+    n = Z @ mT(X)  # g_n4 = 2 ((Z X^T) Dr + Dc (X^T Z))
+    n *= Dr
+    XtZ = np.matmul(mT(X), Z, out=XtX)
+    XtZ *= Dc
+    n += XtZ
+    n *= 2
     with np.errstate(divide="ignore", invalid="ignore"):
-        return 2 * g_ip / ip[..., None, None] - g_n4 / n4[..., None, None] - 2 * X / n2[..., None, None]
+        g *= 2  # 2 g_ip / ip - g_n4 / n4 - 2 X / n2, left to right
+        g /= ip[..., None, None]
+        n /= n4[..., None, None]
+        g -= n
+        np.multiply(X, 2, out=n)
+        n /= n2[..., None, None]
+        g -= n
+    return g
 
 
 def projected_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0, window: int = 0,
@@ -181,7 +199,8 @@ def orbit_tangent(G, U, Wt, tie=None):
     if tie is None:  # G minus its normal part sum_i (u_i^T G w_i) u_i w_i^T: two products, not four
         GW = G @ mT(Wt)
         c = np.einsum("...ki,...ki->...i", U, GW)
-        return G - (U * c[..., None, :]) @ Wt
+        N = np.multiply(U, c[..., None, :], out=GW) @ Wt  # GW's memory reused for U diag(c)
+        return np.subtract(G, N, out=N)
     Gt = mT(U) @ G @ mT(Wt)
     d = Gt.shape[-1]
     Gt[..., np.arange(d), np.arange(d)] = 0.0
@@ -268,12 +287,13 @@ def lbfgs_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0,
         ga = gr if full else gr[act]  # the active starts' gradients (read only below)
         # two-loop recursion, newest pair first (a start's empty pairs have rho = 0: no effect)
         q = ga.copy()
+        tmp = np.empty_like(q)  # each term of the recursion, before it is added (no array per term)
         order = [(slot - 1 - i) % memory for i in range(memory)]
         alpha_j = {}
         for j in order:
             Sj, Yj = S[j][sel], Y[j][sel]
             alpha_j[j] = rho[j, act] * inner(Sj, q)
-            q -= alpha_j[j][:, None, None] * Yj
+            q -= np.multiply(alpha_j[j][:, None, None], Yj, out=tmp)
         newest = (slot - 1) % memory
         r_new = rho[newest, act]
         yy = fro2(Y[newest][sel])
@@ -284,7 +304,7 @@ def lbfgs_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0,
         q *= gamma[:, None, None]
         for j in reversed(order):
             beta = rho[j, act] * inner(Y[j][sel], q)
-            q += (alpha_j[j] - beta)[:, None, None] * S[j][sel]
+            q += np.multiply((alpha_j[j] - beta)[:, None, None], S[j][sel], out=tmp)
         p = q  # its normal part only moves sigma, which the retraction restores (not projected: 4 products saved)
         slope = inner(ga, p)
         lost = ~(slope > 0)
