@@ -320,37 +320,33 @@ READER_GROUP_MB = 128  # pk_null_cross (projectors): packed readers of consecuti
 WRITER_CHUNK_MB = 128  # pk_null_cross (projectors): packed writers stacked into one operand of a product
 
 
+def heads_of_kind(fields, kind: str) -> int:
+    """How many spaces one layer has of ``kind``: a head each for O and Q, a KV group each for K and V."""
+    return fields.n_heads if kind in ("O", "Q") else fields.n_kv_heads
+
+
 def _packed_mb(fields, kinds) -> float:
-    """MiB of one layer's packed projectors of the reader ``kinds`` (methods.pk.packed_projectors)."""
-    heads = sum(fields.n_heads if k == "Q" else fields.n_kv_heads for k in kinds)
+    """MiB of one layer's packed projectors of the ``kinds`` (methods.pk.packed_projectors)."""
     D = fields.d_model
-    return heads * (D + D * (D - 1) // 2) * 8 / 2**20
+    return sum(heads_of_kind(fields, k) for k in kinds) * (D + D * (D - 1) // 2) * 8 / 2**20
 
 
-def reader_groups(reader_layers, layer_mb: float, budget_mb: float = READER_GROUP_MB) -> list[list[int]]:
-    """Consecutive reader layers in groups whose packed projectors fit ``budget_mb`` (at least one
-    layer each): the readers of a group are one operand of the writers' products."""
-    per = max(1, int(budget_mb // layer_mb)) if layer_mb > 0 else len(reader_layers) or 1
-    return [list(reader_layers[i:i + per]) for i in range(0, len(reader_layers), per)]
+def layer_groups(layers, layer_mb: float, budget_mb: float) -> list[list[int]]:
+    """Consecutive layers in groups whose packed projectors fit ``budget_mb`` (at least one layer
+    each): a group of reader layers (READER_GROUP_MB) or a chunk of writer layers
+    (WRITER_CHUNK_MB) is one stacked matrix, one operand of the products."""
+    per = max(1, int(budget_mb // layer_mb)) if layer_mb > 0 else len(layers) or 1
+    return [list(layers[i:i + per]) for i in range(0, len(layers), per)]
 
 
-def writer_chunks(writer_layers, layer_mb: float, budget_mb: float = WRITER_CHUNK_MB) -> list[list[int]]:
-    """Consecutive writer layers in chunks whose packed projectors fit ``budget_mb`` (at least one
-    layer each): a chunk is one stacked matrix, one operand of the products with a reader group."""
-    return reader_groups(writer_layers, layer_mb, budget_mb)
-
-
-def _packed_rows(spaces_of, n_rows: int, n_packed: int, buffers: dict | None = None, name=None):
+def _packed_rows(spaces_of, n_rows: int, n_packed: int, buffers: dict, name):
     """One stacked matrix of packed projectors (n_rows, n_packed) filled part by part:
     ``spaces_of`` yields (key, rows, fill(out) -> ranks); returns (matrix, ranks, key -> row slice).
-    With ``buffers`` the matrix is ``buffers[name]``, allocated once and refilled by every later
-    sample (a fresh matrix of this size costs its page faults again at every draw)."""
-    if buffers is None or buffers.get(name) is None or buffers[name].shape != (n_rows, n_packed):
-        M = np.empty((n_rows, n_packed))
-        if buffers is not None:
-            buffers[name] = M
-    else:
-        M = buffers[name]
+    The matrix is ``buffers[name]``, allocated once and refilled by every later sample (a fresh
+    matrix of this size costs its page faults again at every draw)."""
+    M = buffers.get(name)
+    if M is None or M.shape != (n_rows, n_packed):
+        M = buffers[name] = np.empty((n_rows, n_packed))
     ranks, where, r0 = [], {}, 0
     for key, n, fill in spaces_of:
         where[key] = slice(r0, r0 + n)
@@ -370,7 +366,7 @@ def _projector_group_stats(Pr, rr, cols: dict, group, writers_of: dict, chunks: 
     (OpenBLAS sums it in the same order whatever the operands' other dimensions; the job's shard
     is checked bit for bit against per-pair products in tests/unit/test_null_cross_projectors.py);
     products of a writer with readers of its own or earlier layers are computed and not used."""
-    from headgeom.methods.pk import layer_stats, projector_pk
+    from headgeom.methods.pk import layer_stats, projector_pk, rho_of_pk
 
     needed = {lw for lr in group for lw in writers_of[lr]}
     for ci, layers in enumerate(chunks):
@@ -387,9 +383,7 @@ def _projector_group_stats(Pr, rr, cols: dict, group, writers_of: dict, chunks: 
                 if lw not in writers_of[lr]:
                     continue
                 for k, (a, b) in cols[lr].items():
-                    dims = np.minimum(rw[:, None], rr[None, a:b])
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        rho = np.where(dims <= 0, np.nan, pk[rows, a:b] / dims)
+                    rho = rho_of_pk(pk[rows, a:b], rw, rr[a:b])
                     stats[lr, k, lw] = layer_stats(rho.ravel(), np.full(rho.size, np.nan), iso)
         del Pw, pk
 
@@ -453,10 +447,10 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
 
     fl = store.fields
     n_packed = fl.d_model + fl.d_model * (fl.d_model - 1) // 2
-    heads_of_kind = {k: fl.n_heads if k in ("O", "Q") else fl.n_kv_heads for k in ("O",) + kinds}
+    heads = {k: heads_of_kind(fl, k) for k in ("O",) + kinds}
     if by_projectors:
-        chunks = writer_chunks(writer_layers, _packed_mb(fl, ("O",)))
-        groups = reader_groups(sorted(writers_of), _packed_mb(fl, kinds))
+        chunks = layer_groups(writer_layers, _packed_mb(fl, ("O",)), WRITER_CHUNK_MB)
+        groups = layer_groups(sorted(writers_of), _packed_mb(fl, kinds), READER_GROUP_MB)
     else:
         groups = [[lr] for lr in sorted(writers_of)]
 
@@ -465,7 +459,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     def writer_draws(layers, s):  # (layer, rows, fill) of a chunk's writer draws
         for l in layers:
             Xw = factors.get("O", l)
-            yield l, heads_of_kind["O"], packed(Xw, rng_for(model, "null-cross-writer", null, l, s), ("O", l),
+            yield l, heads["O"], packed(Xw, rng_for(model, "null-cross-writer", null, l, s), ("O", l),
                                                 writer=True)
 
     rows: dict = {}
@@ -476,7 +470,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                 writers.clear()
                 if by_projectors:  # writer draws packed straight into stacked chunks, kept (or spilled) for the readers
                     for ci, layers in enumerate(chunks):
-                        writers.put(ci, _packed_rows(writer_draws(layers, s), len(layers) * heads_of_kind["O"], n_packed,
+                        writers.put(ci, _packed_rows(writer_draws(layers, s), len(layers) * heads["O"], n_packed,
                                                      buffers, ("writers", ci)))
                 else:
                     for l in writer_layers:  # one draw per writer layer and sample, kept (or spilled) for its readers
@@ -489,10 +483,10 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                         def reader_draws():
                             for lr in group:
                                 for kind in kinds:
-                                    yield (lr, kind), heads_of_kind[kind], packed(
+                                    yield (lr, kind), heads[kind], packed(
                                         factors.get(kind, lr), rng_for(model, "null-cross-reader", null, kind, lr, s),
                                         (kind, lr))
-                        n_rows = len(group) * sum(heads_of_kind[k] for k in kinds)
+                        n_rows = len(group) * sum(heads[k] for k in kinds)
                         Pr, rr, where = _packed_rows(reader_draws(), n_rows, n_packed, buffers, ("readers", n_rows))
                         cols = {lr: {k: (where[lr, k].start, where[lr, k].stop) for k in kinds} for lr in group}
                         _projector_group_stats(Pr, rr, cols, group, writers_of, chunks, writers, iso, stats)

@@ -400,8 +400,13 @@ def projector_pk(Pa2: np.ndarray, Pb: np.ndarray) -> np.ndarray:
 def cross_rho_projectors(Pw2, rw, Pr, rr) -> np.ndarray:
     """rho of every writer with every reader head, (nw, nr), from packed projectors (writers
     ``twice_upper``); NaN where a space is zero or non-finite (rank <= 0)."""
-    pk = projector_pk(Pw2, Pr)
-    dims = np.minimum(rw[:, None], rr[None, :])
+    return rho_of_pk(projector_pk(Pw2, Pr), rw, rr)
+
+
+def rho_of_pk(pk: np.ndarray, ra: np.ndarray, rb: np.ndarray) -> np.ndarray:
+    """rho = PK / min(dim a, dim b) of an (na, nb) PK block with ranks ra, rb; NaN where a space is
+    zero or non-finite (rank <= 0)."""
+    dims = np.minimum(ra[:, None], rb[None, :])
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(dims <= 0, np.nan, pk / dims)
 

@@ -265,9 +265,9 @@ def layer_pair_terms(wt: WriterTerms, fr, x: np.ndarray, eps, eps_exact: bool = 
 
 @dataclass
 class ReaderTerms:
-    """What depends on the reader layer and kind alone (weights only): the folded reading factors R
-    (Hr, D, d) and stacked SR (D, Hr d), their orthonormal bases B and ranks rB, the query heads of
-    each reader. A caller that meets one reader layer for several writer layers may keep them."""
+    """What depends on the reader layer and kind alone (weights only): the folded reading factors
+    stacked, SR (D, Hr d), their orthonormal bases B (Hr, D, d) and ranks rB, the query heads of each
+    reader. A caller that meets one reader layer for several writer layers may keep them."""
     SR: np.ndarray
     B: np.ndarray
     rB: np.ndarray

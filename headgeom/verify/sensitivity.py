@@ -287,7 +287,7 @@ def _reads_none_of(agg, columns) -> bool:
     such a table is the same under every alternative, and the run's table is the alternative's."""
     import inspect
 
-    read = (agg.columns_read or {}).get(HEADS) if agg.columns_read is not None else None
+    read = (agg.columns_read or {}).get(HEADS)
     if read is None or "choices" in inspect.signature(TABLES[agg.name].build).parameters:
         return False
     return not set(read) & set(columns)

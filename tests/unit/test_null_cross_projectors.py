@@ -142,10 +142,17 @@ def test_null_cross_grouped_products_are_the_per_layer_pair_products_bit_for_bit
                     assert a.tolist() == b.tolist(), (name, k)
 
 
-def test_reader_groups_and_writer_chunks_cover_the_layers_in_order():
-    from headgeom.jobs.pk import reader_groups, writer_chunks
+def test_layer_groups_cover_the_layers_in_order_within_the_budget():
+    from types import SimpleNamespace
 
-    assert reader_groups([3, 4, 5, 6, 7], 20.0, 50.0) == [[3, 4], [5, 6], [7]]
-    assert reader_groups([3, 4], 80.0, 50.0) == [[3], [4]]  # a layer larger than the budget is a group alone
-    assert writer_chunks(list(range(5)), 10.0, 1e6) == [[0, 1, 2, 3, 4]]
-    assert reader_groups([], 10.0, 50.0) == []
+    from headgeom.jobs.pk import _packed_mb, layer_groups
+
+    assert layer_groups([3, 4, 5, 6, 7], 20.0, 50.0) == [[3, 4], [5, 6], [7]]
+    assert layer_groups([3, 4], 80.0, 50.0) == [[3], [4]]  # a layer larger than the budget is a group alone
+    assert layer_groups(list(range(5)), 10.0, 1e6) == [[0, 1, 2, 3, 4]]
+    assert layer_groups([], 10.0, 50.0) == []
+    # a layer's packed size counts every head of O and Q, a KV group of K and V (GQA: 9 heads, 3 groups)
+    f = SimpleNamespace(n_heads=9, n_kv_heads=3, d_model=576)
+    one = 576 * 577 // 2 * 8 / 2**20
+    assert _packed_mb(f, ("O",)) == pytest.approx(9 * one)
+    assert _packed_mb(f, ("Q", "K", "V")) == pytest.approx(15 * one)
