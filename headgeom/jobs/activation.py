@@ -174,17 +174,19 @@ def natural_return_job(store_dir, act_dir, layer: int, out, params: dict, log=pr
         f"{time.perf_counter() - t0:.2f}s")
 
 
-_READER_TERMS: dict | None = None  # (store, layer, kind, rank_rtol) -> ReaderTerms, inside keep_reader_terms()
+_READER_TERMS: dict | None = None  # what read_paths_job keeps of reader layers, inside keep_reader_terms()
 READER_TERMS_MB = 512  # keep_reader_terms: what is kept at most
+_REUSE: dict | None = None  # recomputed shard path -> (the run's shard, its columns to take), inside reuse_columns()
 
 
 @contextmanager
 def keep_reader_terms():
-    """Within this block, read_paths_job keeps each reader layer's weight-only terms
-    (methods.read_paths.reader_terms) for the next jobs of the same store, up to READER_TERMS_MB: a
-    process that recomputes every writer layer of a model (the choice sensitivity's activation
-    switches, headgeom.verify.audit.recompute_shards) builds a reader's bases once instead of once
-    per writer layer. The same arrays, so the same bits."""
+    """Within this block, read_paths_job keeps what it computes of a reader layer alone for the next
+    jobs of the same store, up to READER_TERMS_MB: its weight-only terms (methods.read_paths.reader_terms)
+    and, per forward pass, its norm statistics and per-token squared responses
+    (``reader_response_sq``). A process that recomputes every writer layer of a model (the choice
+    sensitivity's activation switches, headgeom.verify.audit.recompute_shards) builds them once per
+    reader layer instead of once per (writer, reader) layer pair. The same arrays, so the same bits."""
     global _READER_TERMS
     outer = _READER_TERMS
     _READER_TERMS = {} if outer is None else outer
@@ -194,24 +196,74 @@ def keep_reader_terms():
         _READER_TERMS = outer
 
 
-def _reader_terms(store, layer: int, kind: str, fr, rank_rtol: float):
-    from headgeom.methods.read_paths import reader_terms
+@contextmanager
+def reuse_columns(shards: dict):
+    """Within this block, read_paths_job writing shard ``out`` (a key of ``shards``, resolved) takes
+    the columns ``shards[out] = (path of the run's shard, columns)`` from that shard instead of
+    computing them: what a recomputation under a switch that cannot change them (methods.read_paths.
+    COLUMN_READS) would compute again bit for bit. Rows whose keys do not match the run's shard
+    are computed. The shard's provenance records which columns came from where."""
+    global _REUSE
+    outer = _REUSE
+    _REUSE = {str(Path(k).resolve()): v for k, v in shards.items()}
+    try:
+        yield
+    finally:
+        _REUSE = outer
 
+
+def _nbytes(v) -> int:
+    """Bytes of the arrays in v: an array, a tuple of them or an object holding them."""
+    if isinstance(v, np.ndarray):
+        return v.nbytes
+    parts = v if isinstance(v, tuple) else vars(v).values()
+    return sum(a.nbytes for a in parts if isinstance(a, np.ndarray))
+
+
+def _kept(key, make):
+    """make() kept under ``key`` inside keep_reader_terms() (while the budget allows); made afresh outside it."""
     if _READER_TERMS is None:
-        return reader_terms(fr, kind, rank_rtol)
-    key = (str(store.path.resolve()), store.manifest.get("store_sha256"), layer, kind, rank_rtol)
-    rt = _READER_TERMS.get(key)
-    if rt is None:
-        rt = reader_terms(fr, kind, rank_rtol)
-        used = sum(t.SR.nbytes + t.B.nbytes for t in _READER_TERMS.values())
-        if used + rt.SR.nbytes + rt.B.nbytes <= READER_TERMS_MB * 2**20:
-            _READER_TERMS[key] = rt
-    return rt
+        return make()
+    hit = _READER_TERMS.get(key)
+    if hit is None:
+        hit = make()
+        if sum(map(_nbytes, _READER_TERMS.values())) + _nbytes(hit) <= READER_TERMS_MB * 2**20:
+            _READER_TERMS[key] = hit
+    return hit
+
+
+def _given_blocks(out, names: list, keys: dict) -> tuple[dict, dict | None]:
+    """({(reader layer, kind): {column: values}} from the run's shard that reuse_columns names for
+    ``out`` (empty when none), provenance note). ``keys``: (reader layer, kind) -> (writer, reader)
+    of the rows this job makes, which the run's shard must hold in the same order."""
+    import pyarrow.parquet as pq
+
+    hit = (_REUSE or {}).get(str(Path(out).resolve()))
+    if hit is None:
+        return {}, None
+    base, columns = Path(hit[0]), [c for c in hit[1] if c in names]
+    if not columns or not base.is_file():
+        return {}, None
+    t = pq.read_table(base, columns=["reader_layer", "kind", "writer", "reader", *columns]).to_pydict()
+    rl, kd = np.asarray(t["reader_layer"]), np.asarray(t["kind"], dtype=object)
+    out_blocks, i = {}, 0
+    for (lr, kind), (jj, hh) in keys.items():
+        n = len(jj)
+        sl = slice(i, i + n)
+        if (i + n <= len(rl) and (rl[sl] == lr).all() and (kd[sl] == kind).all()
+                and np.array_equal(t["writer"][sl], jj) and np.array_equal(t["reader"][sl], hh)):
+            out_blocks[(lr, kind)] = {c: np.asarray(t[c][sl], np.float64) for c in columns}
+        i += n
+    from headgeom.io.files import sha256_file
+
+    return out_blocks, {"columns": columns, "shard_sha256": sha256_file(base), "blocks": len(out_blocks),
+                        "of_blocks": len(keys)}
 
 
 def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print) -> None:
     """Writer layer ``layer`` against every reader layer l' > layer, kinds params['kinds']."""
-    from headgeom.methods.read_paths import layer_pair_terms, reader_rows, write_factors, writer_terms
+    from headgeom.methods.read_paths import (layer_pair_terms, norm_stats, reader_response_sq, reader_rows,
+                                             reader_terms, write_factors, writer_terms)
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
@@ -220,21 +272,39 @@ def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print)
     warrays, wmeta = read_layer(act_dir, layer)
     Ow, zw = write_factors(fw.W_O, warrays["z"], warrays, wmeta, params.get("write_point", "residual"))
     flag = "post_ln_read_path" if _post_ln(store) else "no_pre_norm_read_path"
-    wt = writer_terms(fw, zw, Ow, rank_rtol=params.get("rank_rtol", 1e-6))  # once: the writer's own terms
+    rtol = params.get("rank_rtol", 1e-6)
+    eps_exact = params.get("eps_exact", True)
+    kinds = params.get("kinds", ["Q", "K", "V"])
+    wt = writer_terms(fw, zw, Ow, rank_rtol=rtol)  # once: the writer's own terms
+    names = ["reader_layer", "kind", "writer", "reader", "rho", "share", "e_lin", "e_norm", "e_cross", "e_tot",
+             "ratio_lin_tot", "rel_rms", "cross_sign", "composition", "rank_writer", "rank_reader", "flags"]
+    Hw = fw.n_heads
+    keys = {}
+    for lr in range(layer + 1, L):
+        for kind in kinds:
+            Hr = store.fields.n_heads if kind == "Q" else store.fields.n_kv_heads
+            jj, hh = np.meshgrid(np.arange(Hw), np.arange(Hr), indexing="ij")
+            keys[(lr, kind)] = (jj.ravel(), hh.ravel())
+    given, reused = _given_blocks(out, names, keys)
+    store_key = (str(store.path.resolve()), store.manifest.get("store_sha256"))
+    act_key = (*store_key, str(Path(act_dir).resolve()))
     parts = []
     for lr in range(layer + 1, L):
         fr = store.layer_factors(lr)
         arrays, meta = read_layer(act_dir, lr)
-        # once per reader layer: what its kinds share (norm statistics, S_j, c_tj)
-        pt = layer_pair_terms(wt, fr, arrays["x"], meta.get("norm_eps"), eps_exact=params.get("eps_exact", True))
-        for kind in params.get("kinds", ["Q", "K", "V"]):
-            cols = reader_rows(pt, kind, no_norm_flag=flag,
-                               rt=_reader_terms(store, lr, kind, fr, params.get("rank_rtol", 1e-6)))
+        eps = meta.get("norm_eps")
+        # what the reader layer's kinds share with every writer: its norm statistics
+        norms = _kept(("norms", *act_key, lr, eps, eps_exact),
+                      lambda: norm_stats(arrays["x"], fr.norm_type, eps, eps_exact))
+        # once per reader layer: what its kinds share (S_j, c_tj, X_j)
+        pt = layer_pair_terms(wt, fr, arrays["x"], eps, eps_exact=eps_exact, norms=norms)
+        for kind in kinds:
+            rt = _kept(("reader", *store_key, lr, kind, rtol), lambda: reader_terms(fr, kind, rtol))
+            a2 = _kept(("a2", *act_key, lr, kind, rtol, eps), lambda: reader_response_sq(norms[1], rt))
+            cols = reader_rows(pt, kind, no_norm_flag=flag, rt=rt, a2=a2, given=given.get((lr, kind)))
             n = len(cols["writer"])
             cols = {"reader_layer": np.full(n, lr, np.int64), "kind": np.array([kind] * n, dtype=object), **cols}
             parts.append(cols)
-    names = ["reader_layer", "kind", "writer", "reader", "rho", "share", "e_lin", "e_norm", "e_cross", "e_tot",
-             "ratio_lin_tot", "rel_rms", "cross_sign", "composition", "rank_writer", "rank_reader", "flags"]
     if parts:
         cols = {k: np.concatenate([p[k] for p in parts]) for k in names}
     else:  # the last layer writes to no later reader: an empty shard with the same columns
@@ -246,8 +316,12 @@ def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print)
     model = store.manifest["model"]
     if parts:
         cols = with_keys(cols, model, layer, key="writer_layer")
-    write_shard(out, cols, _prov("activation_read_paths", store, act_dir, layer, params))
+    prov = _prov("activation_read_paths", store, act_dir, layer, params)
+    if reused:
+        prov["columns_from_run"] = reused
+    write_shard(out, cols, prov)
     log(f"[read paths {model} L{layer}] {len(cols['writer'])} rows, {time.perf_counter() - t0:.2f}s")
 
 
-__all__ = ["forward_job", "natural_return_job", "read_paths_job", "read_layer", "layer_file"]
+__all__ = ["forward_job", "natural_return_job", "read_paths_job", "read_layer", "layer_file", "keep_reader_terms",
+           "reuse_columns"]

@@ -69,6 +69,9 @@ class Job:
     activations: str | None = None  # "paper1" / "read_paths": also reads that section's forward-pass activations
     #   (config activation.<section>: corpus, n_windows, window; inputs gain `acts`, the forward job's directory
     #   results/activations/{model}/<corpus>/<n_windows>x<window>, written by the rule activation_forward)
+    column_reads: dict | None = None  # column -> what it reads that a choice switch can change ("acts": the
+    #   forward pass; a param's name): a recomputation under a switch its column does not read may take the
+    #   column from the run's shard (headgeom.verify.sensitivity); None: every column is recomputed
     families: tuple = field(init=False, default=())
 
     def __post_init__(self):
@@ -95,6 +98,12 @@ class Step:
 
 
 # ------------------------------------------------------------------ job entry points
+
+
+def _read_path_columns() -> dict:
+    from headgeom.methods.read_paths import COLUMN_READS
+
+    return COLUMN_READS
 
 
 def _store(inputs) -> Path:
@@ -333,6 +342,7 @@ JOBS = {
             log="logs/activation/read_paths/{model}/layer{layer}.log",
             cache=False,
             activations="read_paths",
+            column_reads=_read_path_columns(),
         ),
     )
 }

@@ -54,6 +54,16 @@ from .pk import orthonormal_bases, reading_matrix, stacked
 WRITE_POINTS = ("residual", "pre_norm")
 #: the columns a reader without a pre-attention norm leaves undefined (NaN + flags)
 NORM_COLUMNS = ("e_norm", "e_cross", "ratio_lin_tot", "rel_rms", "cross_sign")
+#: what each computed column reads besides the weights, of what a choice switch can change:
+#: ``acts`` (the forward pass: z, x and sigma) and ``eps_exact`` (kappa). rho and composition
+#: come from the weights alone; share and e_lin from the activations but not kappa. A
+#: recomputation that changes neither input of a column may take it as it is
+#: (``reader_rows(given=)``; headgeom.verify.sensitivity).
+COLUMN_READS = {
+    "rho": (), "composition": (),
+    "share": ("acts",), "e_lin": ("acts",),
+    **{c: ("acts", "eps_exact") for c in ("e_norm", "e_cross", "e_tot", "ratio_lin_tot", "rel_rms", "cross_sign")},
+}
 
 
 def write_factors(W_O: np.ndarray, z: np.ndarray, arrays: dict, meta: dict, write_point: str = "residual"):
@@ -229,10 +239,26 @@ class LayerPairTerms:
     wt: WriterTerms
     fr: object
     xhat: np.ndarray
-    S: np.ndarray
+    inv_s2: np.ndarray
     SOX: np.ndarray
     wn: np.ndarray
-    comp: _CompReader
+    _S: np.ndarray | None = None
+    _comp: _CompReader | None = None
+
+    @property
+    def comp(self) -> _CompReader:
+        """The composition's reader part (weights only), made when first asked for."""
+        if self._comp is None:
+            self._comp = _comp_reader(self.fr)
+        return self._comp
+
+    @property
+    def S(self) -> np.ndarray:
+        """(Hw, d, d) S_j = mean_t z z^T / sigma^2, made when first asked for (e_lin's only term)."""
+        if self._S is None:
+            zj, N = self.wt.zj, self.wt.zj.shape[1]
+            self._S = np.matmul(np.swapaxes(zj * self.inv_s2[None, :, None], 1, 2), zj) / N
+        return self._S
 
 
 def writer_terms(fw, zw: np.ndarray, write_O: np.ndarray | None = None, rank_rtol: float = 1e-6) -> WriterTerms:
@@ -248,19 +274,19 @@ def writer_terms(fw, zw: np.ndarray, write_O: np.ndarray | None = None, rank_rto
     return WriterTerms(stacked(O), zw, zj, SUF, rU, trC, _comp_writer(fw), rank_rtol)
 
 
-def layer_pair_terms(wt: WriterTerms, fr, x: np.ndarray, eps, eps_exact: bool = True) -> LayerPairTerms:
-    """The (writer layer, reader layer) terms (fr, x, eps as in ``read_path_pair``)."""
+def layer_pair_terms(wt: WriterTerms, fr, x: np.ndarray, eps, eps_exact: bool = True,
+                     norms: tuple | None = None) -> LayerPairTerms:
+    """The (writer layer, reader layer) terms (fr, x, eps as in ``read_path_pair``); ``norms``:
+    norm_stats(x, ...) of the reader layer when the caller keeps them (they do not depend on the writer)."""
     Hw, N, d = wt.zj.shape
-    sigma, xhat, kappa = norm_stats(x, fr.norm_type, eps, eps_exact)
+    sigma, xhat, kappa = norm_stats(x, fr.norm_type, eps, eps_exact) if norms is None else norms
     inv_s2 = 1.0 / sigma**2
-    S = np.matmul(np.swapaxes(wt.zj * inv_s2[None, :, None], 1, 2), wt.zj) / N
     r = (xhat @ wt.SO).reshape(N, Hw, d)  # O_j^T P_c xhat (xhat already centred)
     c = np.einsum("tja,tja->tj", r, wt.zw)
     kc = kappa[:, None] * c
     w = kc * inv_s2[:, None]  # (N, Hw)
     X = xhat.T @ (wt.zw * w[:, :, None]).reshape(N, Hw * d)  # (D, Hw d), over tokens once for all kinds
-    return LayerPairTerms(wt, fr, xhat, S, np.concatenate([wt.SO, X], axis=1), kc**2 * inv_s2[:, None],
-                          _comp_reader(fr))
+    return LayerPairTerms(wt, fr, xhat, inv_s2, np.concatenate([wt.SO, X], axis=1), kc**2 * inv_s2[:, None])
 
 
 @dataclass
@@ -280,29 +306,61 @@ def reader_terms(fr, kind: str, rank_rtol: float = 1e-6) -> ReaderTerms:
     return ReaderTerms(stacked(R), B, rB, heads)
 
 
+def reader_response_sq(xhat: np.ndarray, rt: ReaderTerms) -> np.ndarray:
+    """(N, Hr) ||a_th||^2 = ||A_h xhat_t||^2 of every token and reader: what E_norm reads of the
+    reader layer alone (no writer), so a caller that meets the layer for several writers may keep it."""
+    N, Hr = xhat.shape[0], rt.B.shape[0]
+    a = (xhat @ rt.SR).reshape(N, Hr, -1)  # R_h^T xhat = A_h xhat
+    return np.einsum("tha,tha->th", a, a)
+
+
 def reader_rows(pt: LayerPairTerms, kind: str, no_norm_flag: str = "no_pre_norm_read_path",
-                rt: ReaderTerms | None = None) -> dict[str, np.ndarray]:
+                rt: ReaderTerms | None = None, a2: np.ndarray | None = None,
+                given: dict | None = None) -> dict[str, np.ndarray]:
     """The rows of one reader kind for a layer pair (``read_path_pair``'s columns); ``rt``: the
-    reader's ``reader_terms`` (made here when not given)."""
+    reader's ``reader_terms`` (made here when not given); ``a2``: its ``reader_response_sq`` for
+    this pair's reader layer. ``given``: columns (flat, in this function's row order) known
+    already, taken as they are instead of computed (COLUMN_READS says which a change of the
+    activations or of eps_exact leaves as they were); the others are computed, those derived from
+    e_lin from the given e_lin."""
     wt, fr = pt.wt, pt.fr
     Hw, N, d = wt.zj.shape
     Hd = Hw * d
     rt = reader_terms(fr, kind, wt.rank_rtol) if rt is None else rt
     SR, B, rB, heads = rt.SR, rt.B, rt.rB, rt.heads
     Hr = B.shape[0]
+    given = given or {}
+    shape = (Hw, Hr)
+
+    def known(name):
+        return np.asarray(given[name]).reshape(shape) if name in given else None
+
     # (Hr d, 2 Hw d) block matrices: [M_hj | R_h^T X_j] with M_hj = A_h P_c O_j; [B_h^T U_j | B_h^T O_j F_j]
     MX = SR.T @ pt.SOX
-    BUF = stacked(B).T @ wt.SUF
     M = MX[:, :Hd]
-    rho = _block_sums(BUF[:, :Hd] ** 2, Hw) / np.minimum.outer(wt.rU, rB)
-    share = _block_sums(BUF[:, Hd:] ** 2, Hw) / wt.trC[:, None]  # tr(P_V C) / tr C
-    E_lin = _quad(M, pt.S)  # tr(M S_j M^T)
-    a = (pt.xhat @ SR).reshape(N, Hr, d)  # R_h^T xhat = A_h xhat
-    E_norm = (pt.wn.T @ np.einsum("tha,tha->th", a, a)) / N
+    SB = stacked(B).T
+    rho, share = known("rho"), known("share")
+    if rho is None and share is None:
+        BUF = SB @ wt.SUF
+        BU, BF = BUF[:, :Hd], BUF[:, Hd:]
+    else:  # only the half not given (each entry the same dot product over d_model as in the whole product)
+        BU = SB @ wt.SUF[:, :Hd] if rho is None else None
+        BF = SB @ wt.SUF[:, Hd:] if share is None else None
+    if rho is None:
+        rho = _block_sums(BU**2, Hw) / np.minimum.outer(wt.rU, rB)
+    if share is None:
+        share = _block_sums(BF**2, Hw) / wt.trC[:, None]  # tr(P_V C) / tr C
+    E_lin = known("e_lin")
+    if E_lin is None:
+        E_lin = _quad(M, pt.S)  # tr(M S_j M^T)
+    a2 = reader_response_sq(pt.xhat, rt) if a2 is None else a2
+    E_norm = (pt.wn.T @ a2) / N
     E_cross = -_block_sums(M * MX[:, Hd:], Hw) / N  # -<M_hj, mean_t w_tj a_th z_tj^T>
     E_tot = E_lin + E_norm + 2 * E_cross
-    comp_h = _composition(wt.comp, pt.comp, kind)  # (Hw, H query heads)
-    comp = np.stack([comp_h[:, hs].mean(axis=1) for hs in heads], axis=1)
+    comp = known("composition")
+    if comp is None:
+        comp_h = _composition(wt.comp, pt.comp, kind)  # (Hw, H query heads)
+        comp = np.stack([comp_h[:, hs].mean(axis=1) for hs in heads], axis=1)
     jj, hh = np.meshgrid(np.arange(Hw), np.arange(Hr), indexing="ij")
     with np.errstate(divide="ignore", invalid="ignore"):
         cols = {

@@ -296,15 +296,18 @@ def activations_dir(model: str, prov: dict) -> str:
 
 
 def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, out_root: Path, log=print,
-                     acts_root: Path | None = None) -> None:
+                     acts_root: Path | None = None, unchanged: tuple = ()) -> None:
     """Recompute per-layer shards from the tensor store into out_root/<same relative path>, each
     by its family's job in the registry (headgeom.jobs.families), with the params its
     provenance records; a job that writes several families writes all of them. An activation
     shard reads the forward pass's directory its provenance names under ``acts_root`` (default
-    the workdir: the run's own forward passes)."""
-    from headgeom.jobs.activation import keep_reader_terms
+    the workdir: the run's own forward passes). ``unchanged``: columns the caller knows the
+    recomputation cannot change (its family's ``column_reads``), which a job that can take them
+    from the run's own shard (workdir/<path>) takes instead of computing them again."""
+    from headgeom.jobs.activation import keep_reader_terms, reuse_columns
 
-    with keep_reader_terms():  # a reader layer's weight-only terms built once for all its writer layers
+    reuse = {Path(out_root) / p: (Path(workdir) / p, tuple(unchanged)) for p in paths} if unchanged else {}
+    with keep_reader_terms(), reuse_columns(reuse):  # a reader layer's terms built once for all its writer layers
         _recompute_each(paths, provs, workdir, out_root, log, acts_root)
 
 

@@ -45,7 +45,7 @@ from pathlib import Path
 from headgeom import layout
 from headgeom.core.errors import ConfigError
 from headgeom.jobs.activation import FORWARD_SUMMARY, forward_job
-from headgeom.jobs.families import FORWARD
+from headgeom.jobs.families import FAMILIES, FORWARD, JOBS
 from headgeom.core.provenance import code_version
 from headgeom.io.files import sha256_file, write_json, write_set, write_text
 from headgeom.outputs import TABLES
@@ -199,6 +199,10 @@ def alternative_cost(alt: Alternative, manifests: dict, config: dict) -> dict:
                 r = job.cost(fields, scopes.model_config(config, model, layer), {"model": model, "layer": str(layer)})
                 # the layers' work, not their jobs' runtime floors (one process does them all)
                 mem, minutes = max(mem, int(r["mem_mb"])), minutes + float(r.get("work_min", r["runtime"]))
+    if "activation_read_paths" in alt.families:  # what the process keeps of reader layers (keep_reader_terms)
+        from headgeom.jobs.activation import READER_TERMS_MB
+
+        mem += READER_TERMS_MB
     return {"mem_mb": mem, "runtime": int(math.ceil(minutes))}
 
 
@@ -229,11 +233,23 @@ def _shard_records(aggs: list, families) -> dict[str, dict]:
             if any(rec["path"] in agg.groups.get(f, []) for f in families)}
 
 
+def unchanged_columns(families, changes: str) -> tuple:
+    """The columns of ``families`` that read nothing of what a switch ``changes`` ("acts": the forward
+    pass; else the job param's name), by their job's ``column_reads`` (headgeom.jobs.families): a
+    recomputation takes them from the run's shard instead of computing them again, bit for bit the same."""
+    cols = set()
+    for f in families:
+        reads = JOBS[FAMILIES[f].job].column_reads or {}
+        cols |= {c for c, r in reads.items() if changes not in r}
+    return tuple(sorted(cols))
+
+
 def _recompute(workdir: Path, recs: dict[str, dict], root: Path, say, params: dict | None = None,
-               acts_root: Path | None = None) -> None:
+               acts_root: Path | None = None, unchanged: tuple = ()) -> None:
     """Recompute the shards ``recs`` ({path: provenance}) from ``workdir``'s inputs (activations
     under ``acts_root``, default the workdir) into root/<same relative path>, with ``params``
-    overriding the job params their provenance records."""
+    overriding the job params their provenance records; ``unchanged``: the columns the override
+    cannot change (unchanged_columns), taken from the run's shards."""
     if params:
         recs = {p: {**prov, "params": {**(prov.get("params") or {}), **params}} for p, prov in recs.items()}
     n, done = len(recs), [0]
@@ -242,7 +258,7 @@ def _recompute(workdir: Path, recs: dict[str, dict], root: Path, say, params: di
         done[0] += 1
         say(f"shard {done[0]}/{n}:{line.replace('    recomputed', '')}")
 
-    audit.recompute_shards(list(recs), recs, workdir, root, log=one, acts_root=acts_root)
+    audit.recompute_shards(list(recs), recs, workdir, root, log=one, acts_root=acts_root, unchanged=unchanged)
 
 
 def _forward_dirs(aggs: list) -> dict[str, tuple[str, str]]:
@@ -342,7 +358,8 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None, 
             def build(tmp, root, say, sw=sw, alt=alt, aggs=aggs):
                 if not aggs:
                     return []
-                _recompute(workdir, _shard_records(aggs, (sw.family,)), root, say, {sw.job_param: alt})
+                _recompute(workdir, _shard_records(aggs, (sw.family,)), root, say, {sw.job_param: alt},
+                           unchanged=unchanged_columns((sw.family,), sw.job_param))
                 for agg in aggs:
                     params = _set(agg.params, (sw.table_param,), alt) if sw.table_param else dict(agg.params)
                     _build(workdir, agg, tmp, params, say, {sw.family: root})
@@ -369,7 +386,8 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None, 
                 else:
                     _rerun_forward(workdir, aggs, sw, alt, sources, root, say)
                     acts = root
-                _recompute(workdir, _shard_records(aggs, ACTIVATION_FAMILIES), root, say, acts_root=acts)
+                _recompute(workdir, _shard_records(aggs, ACTIVATION_FAMILIES), root, say, acts_root=acts,
+                           unchanged=unchanged_columns(ACTIVATION_FAMILIES, "acts"))
                 for agg in aggs:
                     _build(workdir, agg, tmp, dict(agg.params), say, {f: root for f in ACTIVATION_FAMILIES})
                 return [a.name for a in aggs]

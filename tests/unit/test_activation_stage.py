@@ -344,37 +344,116 @@ def test_gguf_loader_parses_each_file_once(tmp_path, monkeypatch):
     assert len(parses) == 3
 
 
-def test_reader_terms_are_kept_across_writer_jobs_inside_keep_reader_terms(synth, tmp_path, monkeypatch):
-    """keep_reader_terms (what the choice sensitivity's recomputation runs in): a reader layer's
-    weight-only terms are built once for every job of the same store, and the shard is the same bit
-    for bit; outside it each job builds its own."""
+def _same_bits(a, b) -> bool:
+    return np.array_equal(a.view(np.int64), b.view(np.int64)) if a.dtype.kind == "f" else a.tolist() == b.tolist()
+
+
+def _columns(path) -> dict:
     from headgeom.io.shards import read_shard
+
+    t = read_shard(path)[0]
+    return {c: t.column(c).to_numpy(zero_copy_only=False) for c in t.column_names}
+
+
+def _forward(synth, act, bos=True):
+    base, entry, store_dir = synth
+    corpus = {"source": "local", "path": str(base / "text.txt")}
+    forward_job("synth", entry, store_dir, "toy", corpus, act, {"n_windows": 2, "window": 16, "bos": bos,
+                "device": "cpu", "weight_rtol": 1e-6}, log=lambda *_: None, step=FORWARD.name)
+
+
+def test_reader_terms_are_kept_across_writer_jobs_inside_keep_reader_terms(synth, tmp_path, monkeypatch):
+    """keep_reader_terms (what the choice sensitivity's recomputation runs in): what a reader layer
+    alone gives (its weight-only terms, its norm statistics and per-token squared responses on the
+    forward pass) is built once for every job of the same store and forward pass, and the shard is
+    the same bit for bit; outside it each job builds its own."""
     from headgeom.jobs import activation as A
     from headgeom.methods import read_paths as RP
 
-    base, entry, store_dir = synth
-    corpus = {"source": "local", "path": str(base / "text.txt")}
+    _, _, store_dir = synth
     act = tmp_path / "acts"
-    forward_job("synth", entry, store_dir, "toy", corpus, act, {"n_windows": 2, "window": 16, "bos": True,
-                "device": "cpu", "weight_rtol": 1e-6}, log=lambda *_: None, step=FORWARD.name)
+    _forward(synth, act)
     built = []
-    real = RP.reader_terms
-    monkeypatch.setattr(RP, "reader_terms", lambda *a, **k: built.append(a[1]) or real(*a, **k))
+    for name in ("reader_terms", "norm_stats", "reader_response_sq"):
+        real = getattr(RP, name)
+        monkeypatch.setattr(RP, name, lambda *a, _n=name, _f=real, **k: built.append(_n) or _f(*a, **k))
     p = {"kinds": ["Q", "K", "V"]}
     quiet = {"log": lambda *_: None}
     read_paths_job(store_dir, act, 0, tmp_path / "plain.parquet", p, **quiet)
     read_paths_job(store_dir, act, 0, tmp_path / "plain2.parquet", p, **quiet)
-    assert built == ["Q", "K", "V"] * 2
+    once = ["norm_stats"] + ["reader_terms", "reader_response_sq"] * 3  # one reader layer, three kinds
+    assert sorted(built) == sorted(once * 2)
     built.clear()
     with A.keep_reader_terms():
         read_paths_job(store_dir, act, 0, tmp_path / "kept.parquet", p, **quiet)
         read_paths_job(store_dir, act, 0, tmp_path / "kept2.parquet", p, **quiet)
-        assert built == ["Q", "K", "V"] and len(A._READER_TERMS) == 3
+        assert sorted(built) == sorted(once) and len(A._READER_TERMS) == 7
     assert A._READER_TERMS is None  # nothing is kept after the block
-    ref = read_shard(tmp_path / "plain.parquet")[0]
+    ref = _columns(tmp_path / "plain.parquet")
     for name in ("kept", "kept2"):
-        got = read_shard(tmp_path / f"{name}.parquet")[0]
-        for c in ref.column_names:
-            a, b = ref.column(c).to_numpy(zero_copy_only=False), got.column(c).to_numpy(zero_copy_only=False)
-            assert (np.array_equal(a.view(np.int64), b.view(np.int64)) if a.dtype.kind == "f"
-                    else a.tolist() == b.tolist()), (name, c)
+        got = _columns(tmp_path / f"{name}.parquet")
+        for c in ref:
+            assert _same_bits(ref[c], got[c]), (name, c)
+
+
+@pytest.mark.parametrize("switch", ["eps_exact", "acts"])
+def test_columns_a_switch_cannot_change_are_taken_from_the_runs_shard_bit_for_bit(synth, tmp_path, switch):
+    """Under a switch of kappa's epsilon (eps_exact) or of the forward pass (acts: BOS dropped), the
+    read-path columns that COLUMN_READS says read neither are the run's own, bit for bit (so taking
+    them from the run's shard is exact) and every other column moves; a recomputation inside
+    reuse_columns takes them from the run's shard (a tampered e_lin shows in e_tot) and otherwise
+    equals the full recomputation bit for bit, rows the run's shard lacks included."""
+    import pyarrow.parquet as pq
+
+    from headgeom.jobs import activation as A
+    from headgeom.methods.read_paths import COLUMN_READS
+    from headgeom.verify.sensitivity import unchanged_columns
+
+    _, _, store_dir = synth
+    quiet = {"log": lambda *_: None}
+    act = tmp_path / "acts"
+    _forward(synth, act)
+    alt_act, alt = (act, {"eps_exact": False}) if switch == "eps_exact" else (tmp_path / "acts_nobos", {})
+    if switch == "acts":
+        _forward(synth, alt_act, bos=False)
+    p = {"kinds": ["Q", "K", "V"]}
+    run = tmp_path / "run.parquet"
+    read_paths_job(store_dir, act, 0, run, p, **quiet)
+    full = tmp_path / "full.parquet"
+    read_paths_job(store_dir, alt_act, 0, full, {**p, **alt}, **quiet)
+    keep = unchanged_columns(("activation_read_paths",), switch)
+    assert set(keep) == {c for c, r in COLUMN_READS.items() if switch not in r}
+    assert set(keep) == ({"rho", "composition", "share", "e_lin"} if switch == "eps_exact" else {"rho", "composition"})
+    a, b = _columns(run), _columns(full)
+    for c in COLUMN_READS:  # (a sign may well stay as it was)
+        assert _same_bits(a[c], b[c]) == (c in keep) or c == "cross_sign", c
+    # recomputed inside reuse_columns: the same bits, the run's columns named in the provenance
+    out = tmp_path / "reused.parquet"
+    with A.reuse_columns({out: (run, keep)}):
+        read_paths_job(store_dir, alt_act, 0, out, {**p, **alt}, **quiet)
+    got = _columns(out)
+    for c in b:
+        assert _same_bits(b[c], got[c]), c
+    note = json.loads(pq.read_metadata(out).metadata[b"headgeom"])["columns_from_run"]
+    assert sorted(note["columns"]) == sorted(keep) and note["blocks"] == note["of_blocks"] == 3
+    # they are read, not recomputed: a tampered e_lin / rho in the run's shard comes through
+    t = pq.read_table(run)
+    c = "e_lin" if "e_lin" in keep else "rho"
+    bad = tmp_path / "tampered.parquet"
+    pq.write_table(t.set_column(t.schema.get_field_index(c), c, [t.column(c).to_numpy() + 1.0]), bad)
+    with A.reuse_columns({out: (bad, keep)}):
+        read_paths_job(store_dir, alt_act, 0, out, {**p, **alt}, **quiet)
+    got = _columns(out)
+    assert np.allclose(got[c], b[c] + 1.0)
+    if c == "e_lin":
+        assert np.allclose(got["e_tot"], b["e_tot"] + 1.0)
+    # a run's shard with only the Q readers: the K and V rows are computed, the same bits
+    part = tmp_path / "q_only.parquet"
+    read_paths_job(store_dir, act, 0, part, {"kinds": ["Q"]}, **quiet)
+    with A.reuse_columns({out: (part, keep)}):
+        read_paths_job(store_dir, alt_act, 0, out, {**p, **alt}, **quiet)
+    got = _columns(out)
+    for c in b:
+        assert _same_bits(b[c], got[c]), c
+    note = json.loads(pq.read_metadata(out).metadata[b"headgeom"])["columns_from_run"]
+    assert note["blocks"] == 1 and note["of_blocks"] == 3

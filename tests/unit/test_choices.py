@@ -243,6 +243,13 @@ def test_alternative_costs_sum_the_per_layer_jobs_they_recompute():
     assert cost("activation.bos=false") == math.ceil(CH.TABLES_COST["runtime"] + rp + nr)
     assert rp_job["runtime"] == nr_job["runtime"] == 5 and 0 < rp + nr < 1  # tiny layers: floors alone
     assert cost("activation.bos=false") < CH.TABLES_COST["runtime"] + 5 * (rp_job["runtime"] + nr_job["runtime"])
+    # memory: the largest layer's job, plus what the process keeps of reader layers where it recomputes read paths
+    from headgeom.jobs.activation import READER_TERMS_MB
+
+    mem = lambda i: CH.alternative_cost(alts[i], {"m": f}, cfg)["mem_mb"]  # noqa: E731
+    floor = CH.TABLES_COST["mem_mb"]
+    assert mem("activation.read_paths.eps_exact=false") == max(floor, *(j["mem_mb"] for j in rp_jobs)) + READER_TERMS_MB
+    assert mem("activation.paper1.endpoint=median_cos2") == max(floor, nr_job["mem_mb"])
     jobs = CH.planned_jobs(cfg, {"m": f})
     fwd = [j for j in jobs if j.rule == "sensitivity_forward"]
     assert len(fwd) == len(alts["activation.bos=false"].forwards) >= 1
