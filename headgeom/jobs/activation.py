@@ -3,6 +3,8 @@
   forward_job          one per (model, corpus): windows -> transformers forward pass -> one
                        activation shard per layer (safetensors, float32: z (N, H, d_head) and
                        x (N, d_model)), with the corpus record and every window's token-id sha256
+  windows_job          the first n windows of a longer forward pass of the same corpus and window
+                       length, the same bytes as a forward pass of n windows writes
   natural_return_job   one per (model, layer): paper 1 alignment / g_y / wrong-V per head
   read_paths_job       one per (model, writer layer): every later reader layer, kinds Q/K/V
 """
@@ -103,22 +105,36 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
         "transformers_class": model_class, "params": params, "code": code_version(),
         "model_source": store.provenance(),
     }
+    def layer(l):
+        meta = dict(base, layer=l, norm_eps=eps[l], norm_type=store.layer_factors(l).norm_type,
+                    weight_check=checks[l], n_tokens=int(acts[l]["x"].shape[0]))
+        arrays = {k: acts[l][k] for k in ("z", "x")}
+        if post:  # the post-attention norm's per-token factor and gain (headgeom.io.forward)
+            meta["write"] = {"module": post, "norm_type": write["norm_type"], "eps": write["eps"][l]}
+            arrays.update(write_scale=acts[l]["write_scale"], write_gain=acts[l]["write_gain"])
+        return arrays, meta
+
+    summary = _write_pass(out_dir, L, layer, dict(base, n_layers=L, norm_eps=eps, weight_check=checks, write=write,
+                                                  seconds={"load": round(t_load, 2), "forward": round(t_fwd, 2)}))
+    log(f"[forward {model} / {corpus}] {ids.shape[0]} x {ids.shape[1]} tokens, {L} layers, load {t_load:.1f}s, "
+        f"forward {t_fwd:.1f}s, max weight diff {max(max(c.values()) for c in checks.values()):.2e}")
+    return summary
+
+
+def _write_pass(out_dir, n_layers: int, layer, summary: dict) -> dict:
+    """Write a forward pass's directory: layer(l) -> (arrays, meta) of each layer's shard, then
+    forward.json (``summary`` plus the shards' sha256 under ``files``). The directory appears whole
+    or not at all, with the user's umask."""
+    out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
         files = {}
-        for l in range(L):
-            meta = dict(base, layer=l, norm_eps=eps[l], norm_type=store.layer_factors(l).norm_type,
-                        weight_check=checks[l], n_tokens=int(acts[l]["x"].shape[0]))
-            arrays = {k: acts[l][k] for k in ("z", "x")}
-            if post:  # the post-attention norm's per-token factor and gain (headgeom.io.forward)
-                meta["write"] = {"module": post, "norm_type": write["norm_type"], "eps": write["eps"][l]}
-                arrays.update(write_scale=acts[l]["write_scale"], write_gain=acts[l]["write_gain"])
+        for l in range(n_layers):
             p = layer_file(tmp, l)
-            _save_layer(p, arrays, meta)
+            _save_layer(p, *layer(l))
             files[p.name] = sha256_file(p)
-        summary = dict(base, n_layers=L, files=files, norm_eps=eps, weight_check=checks, write=write,
-                       seconds={"load": round(t_load, 2), "forward": round(t_fwd, 2)})
+        summary = {**summary, "files": files}
         write_json(tmp / FORWARD_SUMMARY, summary)
         os.chmod(tmp, 0o777 & ~current_umask())
         if out_dir.exists():
@@ -127,8 +143,53 @@ def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: d
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    log(f"[forward {model} / {corpus}] {ids.shape[0]} x {ids.shape[1]} tokens, {L} layers, load {t_load:.1f}s, "
-        f"forward {t_fwd:.1f}s, max weight diff {max(max(c.values()) for c in checks.values()):.2e}")
+    return summary
+
+
+#: the arrays of an activation shard with one row per token (the others, write_gain, are per model dimension)
+TOKEN_ARRAYS = ("z", "x", "write_scale")
+
+
+def windows_job(src_dir, out_dir, n_windows: int, log=print) -> dict:
+    """The forward pass of the first ``n_windows`` windows, from the longer pass in ``src_dir``
+    (same model, corpus, window length and params but the window count): windows are cut
+    consecutively from the start of the corpus and each runs through the model alone, so its
+    first n windows are what a pass of n windows computes, bit for bit. Each layer's shard is
+    written as that pass writes it (the same arrays and metadata, so the same bytes); forward.json
+    also names the pass they were taken from (``windows_of``: its directory and the sha256 of its
+    forward.json)."""
+    t0 = time.perf_counter()
+    src = Path(src_dir)
+    summ_path = src / FORWARD_SUMMARY
+    if not summ_path.is_file():
+        raise ModelRunError(f"forward pass {src} has no {FORWARD_SUMMARY} (rerun its forward job)")
+    summ = json.loads(summ_path.read_text())
+    w = summ["windows"]
+    n_src, win = int(w["n_windows"]), int(w["window"])
+    n_windows = int(n_windows)
+    if not 1 <= n_windows <= n_src:
+        raise ModelRunError(f"forward pass {src} has {n_src} windows: its first {n_windows} cannot be taken")
+    N = n_windows * win
+    wrec = {**w, "n_windows": n_windows, "window_sha256": w["window_sha256"][:n_windows]}
+    params = {**summ["params"], "n_windows": n_windows}
+
+    def layer(l):
+        arrays, meta = read_layer(src, l)
+        if meta.get("n_tokens") != n_src * win:
+            raise ModelRunError(f"{layer_file(src, l)}: {meta.get('n_tokens')} tokens, its forward.json says "
+                                f"{n_src} x {win}")
+        unknown = sorted(set(arrays) - set(TOKEN_ARRAYS) - {"write_gain"})
+        if unknown:
+            raise ModelRunError(f"{layer_file(src, l)}: arrays {unknown} are neither per token nor write_gain")
+        arrays = {k: (v[:N] if k in TOKEN_ARRAYS else v) for k, v in arrays.items()}
+        return arrays, {**meta, "windows": wrec, "params": params, "n_tokens": N}
+
+    summary = _write_pass(out_dir, int(summ["n_layers"]), layer, {
+        **summ, "windows": wrec, "params": params,
+        "windows_of": {"dir": str(src_dir), "forward_json_sha256": sha256_file(summ_path)},
+        "seconds": {"windows": round(time.perf_counter() - t0, 2)}})
+    log(f"[forward {summ['model']} / {summ['corpus']}] the first {n_windows} of {n_src} windows of {src_dir}, "
+        f"{summ['n_layers']} layers, {time.perf_counter() - t0:.1f}s")
     return summary
 
 
@@ -323,5 +384,5 @@ def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print)
     log(f"[read paths {model} L{layer}] {len(cols['writer'])} rows, {time.perf_counter() - t0:.2f}s")
 
 
-__all__ = ["forward_job", "natural_return_job", "read_paths_job", "read_layer", "layer_file", "keep_reader_terms",
+__all__ = ["forward_job", "windows_job", "natural_return_job", "read_paths_job", "read_layer", "layer_file", "keep_reader_terms",
            "reuse_columns"]

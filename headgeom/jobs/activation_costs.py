@@ -29,6 +29,7 @@ def activation_mib(f: dict, n_tokens: int) -> float:
 FORWARD_S_PER_GMAC = 0.05
 READ_S_PER_GMAC = 2.1  # measured at 7B shape, 2,048 tokens, one thread, on a 2-core machine at load ~20 (upper bound)
 LOAD_S = 120.0  # model load incl. GGUF dequantization and tokenizer conversion (gemma-3: the slowest)
+COPY_S_PER_GIB = 4.0  # windows_job: seconds per GiB of activations read (and part of it written again)
 
 
 def forward_resources(manifest, n_tokens: int) -> dict:
@@ -39,6 +40,14 @@ def forward_resources(manifest, n_tokens: int) -> dict:
     mem = BASE_MB + 3 * 4 * params / 2**20 + 2 * L * activation_mib(f, n_tokens)
     t = LOAD_S + FORWARD_S_PER_GMAC * gmac * 2
     return job_resources(mem, SAFETY * t / 60)
+
+
+def windows_resources(manifest, n_tokens: int) -> dict:
+    """The first windows of a longer forward pass of ``n_tokens`` tokens (jobs.activation.windows_job):
+    every layer's activations read and a part written again, one layer at a time."""
+    f = _fields(manifest)
+    mem = BASE_MB + 2 * activation_mib(f, n_tokens)
+    return job_resources(mem, SAFETY * (COPY_S_PER_GIB * f["n_layers"] * activation_mib(f, n_tokens) / 1024) / 60)
 
 
 def read_paths_resources(manifest, n_tokens: int, n_kinds: int = 3, layer: int | None = None) -> dict:

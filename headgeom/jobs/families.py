@@ -229,6 +229,25 @@ def activation_dir(config, section: str, model: str = "{model}") -> str:
     return layout.activations(model, a["corpus"], a["n_windows"], a["window"])
 
 
+def forward_shapes(config) -> list[tuple[str, int, int]]:
+    """The forward passes of an activation model: one per distinct (corpus, n_windows, window) of
+    the activation sections its jobs read (Job.activations), in registry order."""
+    act = config.get("activation") or {}
+    sections = dict.fromkeys(j.activations for j in JOBS.values() if j.activations)
+    return list(dict.fromkeys((a["corpus"], int(a["n_windows"]), int(a["window"]))
+                              for a in (act.get(s) for s in sections) if a))
+
+
+def forward_source(config, corpus: str, n_windows, window) -> int | None:
+    """The window count of the longer forward pass whose first windows this one's are, or None when
+    this one runs the model: the largest n_windows of forward_shapes with the same corpus and window
+    length, when larger. Windows are cut consecutively from the start of the corpus and each runs
+    through the model alone, so the first n windows of a longer pass are the n-window pass, bit for
+    bit (jobs.activation.windows_job): one model load and forward pass per (model, corpus, window)."""
+    top = max((n for c, n, w in forward_shapes(config) if c == corpus and w == int(window)), default=0)
+    return top if top > int(n_windows) else None
+
+
 def _activation_cost(kind):
     def cost(job, manifest, config, wildcards=None):
         from headgeom.jobs import activation_costs as act_costs
@@ -365,9 +384,11 @@ def _fetch_cost(fields, config, wildcards=None):
 
 
 def _forward_cost(fields, config, wildcards):
-    from headgeom.jobs.activation_costs import forward_resources
+    from headgeom.jobs.activation_costs import forward_resources, windows_resources
 
-    return forward_resources(fields, int(wildcards["nwin"]) * int(wildcards["win"]))
+    n, w = int(wildcards["nwin"]), int(wildcards["win"])
+    src = forward_source(config, wildcards["corpus"], n, w) if "corpus" in wildcards else None
+    return forward_resources(fields, n * w) if src is None else windows_resources(fields, src * w)
 
 
 # the steps before the per-layer jobs (rules: workflow/rules/fetch.smk, workflow/rules/activation.smk)

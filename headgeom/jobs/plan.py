@@ -27,7 +27,7 @@ import yaml
 from headgeom import layout
 from headgeom.core.errors import ConfigError
 from headgeom.jobs import fanout, scopes
-from headgeom.jobs.families import FAMILIES, FETCH, FORWARD, JOBS, STEPS, activation_models
+from headgeom.jobs.families import FAMILIES, FETCH, FORWARD, JOBS, STEPS, activation_models, forward_shapes
 from headgeom.jobs.scopes import merge
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,8 +111,7 @@ def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
             r = job.cost(fields, mc, {k: str(v) for k, v in wc.items()})
             out.append(PlannedJob(job.name, model, wc, int(r["mem_mb"]), int(r["runtime"])))
     if act:  # the forward pass: one job per distinct (corpus, windows) of the activation sections
-        sections = (config["activation"][s] for s in ("paper1", "read_paths"))
-        for wc in dict.fromkeys((a["corpus"], int(a["n_windows"]), int(a["window"])) for a in sections):
+        for wc in forward_shapes(config):
             wc = dict(zip(("corpus", "nwin", "win"), wc))
             r = FORWARD.cost(fields, config, wc)
             out.append(PlannedJob(FORWARD.name, model, wc, int(r["mem_mb"]), int(r["runtime"])))

@@ -44,7 +44,7 @@ from pathlib import Path
 
 from headgeom import layout
 from headgeom.core.errors import ConfigError
-from headgeom.jobs.activation import FORWARD_SUMMARY, forward_job
+from headgeom.jobs.activation import FORWARD_SUMMARY, forward_job, windows_job
 from headgeom.jobs.families import FAMILIES, FORWARD, JOBS
 from headgeom.core.provenance import code_version
 from headgeom.io.files import sha256_file, write_json, write_set, write_text
@@ -138,11 +138,10 @@ class Alternative:
 
 
 def _forward_shapes(config: dict, model: str) -> list[tuple]:
-    """The forward passes of one model: one per distinct (corpus, n_windows, window) of the
-    activation sections (as the activation rules and ``headgeom plan`` list them)."""
-    act = config.get("activation") or {}
-    return list(dict.fromkeys((model, a["corpus"], int(a["n_windows"]), int(a["window"]))
-                              for a in (act.get(s) for s in ("paper1", "read_paths")) if a))
+    """The forward passes of one model (headgeom.jobs.families.forward_shapes), with the model."""
+    from headgeom.jobs.families import forward_shapes
+
+    return [(model, *shape) for shape in forward_shapes(config)]
 
 
 def planned(config: dict, built, act_models=()) -> list[Alternative]:
@@ -559,11 +558,17 @@ def _forward_switch(alt_id: str):
 
 
 def forward_alternative_job(alt_id: str, model: str, corpus: str, n_windows, window, entry: dict,
-                            corpus_entry: dict, workdir, out_dir, log=print) -> None:
+                            corpus_entry: dict, workdir, out_dir, log=print, source=None) -> None:
     """Rule ``sensitivity_forward``: the run's forward pass of (model, corpus, windows) rerun with
-    the forward switch's alternative into out_dir (results/sensitivity/<alt>/results/activations/...)."""
+    the forward switch's alternative into out_dir (results/sensitivity/<alt>/results/activations/...);
+    ``source``: the alternative's longer pass of the same corpus and window length, whose first
+    windows are this one's (jobs.activation.windows_job; headgeom.jobs.families.forward_source)."""
     sw, value = _forward_switch(alt_id)
     rel = layout.activations(model, corpus, n_windows, window)
+    if source is not None:
+        log(f"[choice_sensitivity] {alt_id}: the forward pass {rel} from the first windows of {source}")
+        windows_job(source, out_dir, int(n_windows), log=log)
+        return
     log(f"[choice_sensitivity] {alt_id}: rerunning the forward pass {rel}")
     _forward_one(Path(workdir), rel, model, corpus, entry, corpus_entry, sw, value, out_dir, log)
 

@@ -457,3 +457,66 @@ def test_columns_a_switch_cannot_change_are_taken_from_the_runs_shard_bit_for_bi
         assert _same_bits(b[c], got[c]), c
     note = json.loads(pq.read_metadata(out).metadata[b"headgeom"])["columns_from_run"]
     assert note["blocks"] == 1 and note["of_blocks"] == 3
+
+
+def test_the_first_windows_of_a_longer_pass_are_the_shorter_pass_byte_for_byte(synth, tmp_path):
+    """windows_job: windows are cut consecutively and each runs alone, so the first 2 windows of a
+    3-window pass are the 2-window pass: every layer file the same bytes (arrays and metadata),
+    forward.json the same but for its timing and the pass it names (windows_of). What it refuses:
+    more windows than the pass has, a shard whose token count disagrees with forward.json."""
+    import hashlib
+
+    from headgeom.jobs.activation import FORWARD_SUMMARY, layer_file, windows_job
+
+    base, entry, store_dir = synth
+    corpus = {"source": "local", "path": str(base / "text.txt")}
+    p = {"window": 16, "bos": True, "device": "cpu", "weight_rtol": 1e-6}
+    run = lambda n, out: forward_job("synth", entry, store_dir, "toy", corpus, out, {**p, "n_windows": n},  # noqa: E731
+                                     log=lambda *_: None, step=FORWARD.name)
+    long, direct, taken = tmp_path / "3x16", tmp_path / "2x16", tmp_path / "taken"
+    run(3, long)
+    run(2, direct)
+    windows_job(long, taken, 2, log=lambda *_: None)
+    ref, got = (json.loads((d / FORWARD_SUMMARY).read_text()) for d in (direct, taken))
+    for l in range(2):
+        a, b = layer_file(direct, l).read_bytes(), layer_file(taken, l).read_bytes()
+        assert hashlib.sha256(a).digest() == hashlib.sha256(b).digest(), l
+    assert {k for k in set(ref) | set(got) if ref.get(k) != got.get(k)} == {"seconds", "windows_of"}
+    assert got["windows_of"]["dir"] == str(long) and got["windows"]["n_windows"] == 2
+    # the taken pass reads as the direct one does
+    arrays, meta = read_layer(taken, 1)
+    assert arrays["x"].shape[0] == 32 == meta["n_tokens"]
+    with pytest.raises(ModelRunError, match="has 3 windows: its first 4"):
+        windows_job(long, tmp_path / "x", 4, log=lambda *_: None)
+    bad = tmp_path / "bad"
+    import shutil
+
+    shutil.copytree(long, bad)
+    s = json.loads((bad / FORWARD_SUMMARY).read_text())
+    s["windows"]["n_windows"] = 4
+    (bad / FORWARD_SUMMARY).write_text(json.dumps(s))
+    with pytest.raises(ModelRunError, match="tokens, its forward.json says 4 x 16"):
+        windows_job(bad, tmp_path / "y", 2, log=lambda *_: None)
+    assert not (tmp_path / "y").exists()  # nothing half written
+    with pytest.raises(ModelRunError, match="has no forward.json"):
+        windows_job(tmp_path / "nowhere", tmp_path / "z", 1, log=lambda *_: None)
+
+
+def test_a_forward_pass_takes_its_windows_from_the_longest_of_its_corpus_and_window_length():
+    """forward_source: the largest window count of the same corpus and window length, when larger;
+    another corpus or window length runs the model; the cost model prices the taking as a copy."""
+    from headgeom.jobs.families import FORWARD, forward_shapes, forward_source
+
+    cfg = {"activation": {"paper1": {"corpus": "a", "n_windows": 4, "window": 256},
+                          "read_paths": {"corpus": "a", "n_windows": 8, "window": 256}}}
+    assert forward_shapes(cfg) == [("a", 4, 256), ("a", 8, 256)]
+    assert forward_source(cfg, "a", 4, 256) == 8 and forward_source(cfg, "a", "4", "256") == 8
+    assert forward_source(cfg, "a", 8, 256) is None
+    assert forward_source(cfg, "b", 4, 256) is None and forward_source(cfg, "a", 4, 128) is None
+    other = {"activation": {"paper1": {"corpus": "a", "n_windows": 4, "window": 256},
+                            "read_paths": {"corpus": "a", "n_windows": 8, "window": 128}}}
+    assert forward_source(other, "a", 4, 256) is None
+    f = {"n_layers": 30, "d_model": 576, "n_heads": 9, "n_kv_heads": 3, "d_head": 64}
+    taken = FORWARD.cost(f, cfg, {"corpus": "a", "nwin": "4", "win": "256"})
+    run = FORWARD.cost(f, other, {"corpus": "a", "nwin": "4", "win": "256"})
+    assert taken["work_min"] < run["work_min"] / 50 and taken["mem_mb"] < run["mem_mb"]

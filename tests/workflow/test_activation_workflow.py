@@ -148,8 +148,12 @@ def test_paper1_window_edit_reruns_the_natural_return_only(plans, root):
     _assert_plan(plans["p1_window"][0], with_claims(root, {forward("2x20")} | NAT, EDITS["p1_window"]), "p1_window")
 
 
-def test_read_paths_window_edit_reruns_the_read_paths_only(plans, root):
-    _assert_plan(plans["rp_windows"][0], with_claims(root, {forward("4x24")} | RP, EDITS["rp_windows"]), "rp_windows")
+def test_read_paths_window_count_edit_reruns_the_passes_of_that_window_length(plans, root):
+    """paper1's 2 windows of 24 are the first 2 of read_paths' pass of 24-token windows
+    (headgeom.jobs.families.forward_source): a new read-paths window count makes a new longer pass,
+    which paper1's pass is taken from again, so both sections rerun."""
+    expected = {forward("4x24"), forward("2x24")} | RP | NAT
+    _assert_plan(plans["rp_windows"][0], with_claims(root, expected, EDITS["rp_windows"]), "rp_windows")
 
 
 def test_corpus_file_edit_reruns_the_activation_stage_only(act_run, snakemake_bin, root, tmp_path):
@@ -162,8 +166,9 @@ def test_corpus_file_edit_reruns_the_activation_stage_only(act_run, snakemake_bi
 
 def test_cuda_device_asks_a_gpu_for_the_forward_rule_alone(plans, root):
     """The resources each job of the dry run would be submitted with (the SLURM plugin turns
-    `gpu` into sbatch --gpus): gpu=1 on the forward passes (activation_forward, and the choice
-    sensitivity's reruns of them, sensitivity_forward), no gpu anywhere else."""
+    `gpu` into sbatch --gpus): gpu=1 on the forward passes that run the model (activation_forward,
+    and the choice sensitivity's reruns of them, sensitivity_forward), no gpu anywhere else: not on
+    the 2 x 24 passes, taken from the first windows of the 3 x 24 ones."""
     jobs, text = plans["device"]
     _assert_plan(jobs, with_claims(root, {forward("2x24"), forward("3x24")} | NAT | RP, EDITS["device"]), "device")
     blocks = re.split(r"\n(?=(?:local)?(?:rule|checkpoint) )", text)
@@ -174,12 +179,12 @@ def test_cuda_device_asks_a_gpu_for_the_forward_rule_alone(plans, root):
             continue
         res = re.search(r"^    resources: (.*)$", b, re.M)
         gpu = re.search(r"\bgpu=(\d+)", res.group(1)).group(1) if res and "gpu=" in res.group(1) else "0"
-        if m.group(1) in ("activation_forward", "sensitivity_forward"):
+        if m.group(1) in ("activation_forward", "sensitivity_forward") and re.search(r"^    output: .*/3x24$", b, re.M):
             assert gpu == "1", b
             seen += 1
         else:
             assert gpu == "0", b
-    assert seen == 4  # two window shapes, each rerun without the BOS
+    assert seen == 2  # the 3 x 24 pass and its rerun without the BOS
 
 
 def test_audit_recomputes_an_activation_number(act_run):

@@ -2,7 +2,9 @@
 # modeling code, paper 1's natural return and the PK paper's read paths (Figures 4, 5).
 #
 #   activation_forward   results/activations/{model}/{corpus}/{n}x{w}/layer{L}.safetensors: one job per
-#                        (model, corpus, windows): z (tokens, H, d_head) and x (tokens, d_model), float32
+#                        (model, corpus, windows): z (tokens, H, d_head) and x (tokens, d_model), float32;
+#                        where a longer pass of the same corpus and window length is run too, the job
+#                        takes its first n windows (input `source`) instead of loading the model again
 # The per-layer analysis jobs (activation_natural_return, activation_read_paths) are shard families
 # of headgeom.jobs.families (rules from workflow/rules/jobs.smk); their tables and figures are entries
 # of headgeom.outputs (rules from workflow/rules/outputs.smk).
@@ -23,6 +25,7 @@ rule activation_forward:
         manifest=layout.MANIFEST,
         tensors=layout.TENSORS,
         corpus=_act_corpus_file,
+        source=_act_source,
     output:
         directory(FORWARD.outputs["acts"]),
     log:
@@ -35,7 +38,7 @@ rule activation_forward:
         runtime=lambda wc, input: _act_fwd_res(wc, input, "runtime"),
         cpus_per_task=ACT_THREADS,
         # one GPU (SLURM profile: sbatch --gpus=1) when activation.device is cuda[:N], for this rule only
-        gpu=_act_gpus(config.get("activation", {}).get("device", "cpu")),
+        gpu=_act_fwd_gpus,
     params:
         # only the keys that locate the checkpoint (as fetch): editing a model's notes reruns nothing
         entry=lambda wc: {

@@ -2,6 +2,7 @@
 # per-layer analysis jobs and the tables/figures are in the registries
 # (headgeom.jobs.families, headgeom.outputs); only the forward pass is a rule of its own.
 from headgeom.jobs.activation_costs import gpus as _act_gpus
+from headgeom.jobs.families import forward_source
 
 # the models the activation stage runs for (its outputs' shard_models "activation")
 ACT_MODELS = OUTPUT_MODELS["activation"]
@@ -12,6 +13,25 @@ ACT_THREADS = lookup(dpath="activation/threads", within=config)
 def _act_fwd_res(wc, input, key):
     """The forward step's cost model (headgeom.jobs.families.STEPS)."""
     return FORWARD.cost(input.manifest, config, wc)[key]
+
+
+def _act_source(wc):
+    """The longer forward pass whose first windows this one's are (under the alternative's root for
+    sensitivity_forward), or none: the job then runs the model (headgeom.jobs.families.forward_source).
+    """
+    n = forward_source(config, wc.corpus, wc.nwin, wc.win)
+    if n is None:
+        return []
+    if "alt" in wc.keys():
+        return [layout.sensitivity_activations(wc.alt, wc.model, wc.corpus, n, wc.win)]
+    return [layout.activations(wc.model, wc.corpus, n, wc.win)]
+
+
+def _act_fwd_gpus(wc):
+    """A GPU for a forward job that runs the model on CUDA; none for one that takes another's windows."""
+    if forward_source(config, wc.corpus, wc.nwin, wc.win) is not None:
+        return 0
+    return _act_gpus(config.get("activation", {}).get("device", "cpu"))
 
 
 def _act_corpus_file(wildcards):

@@ -115,6 +115,7 @@ rule sensitivity_forward:
         tensors=layout.TENSORS,
         corpus=_act_corpus_file,
         acts=layout.ACTIVATIONS,  # the run's own forward pass: its params, the switch's aside
+        source=_act_source,  # the alternative's longer pass whose first windows this one's are, if any
     output:
         directory(layout.SENSITIVITY_ACTIVATIONS),
     log:
@@ -128,7 +129,7 @@ rule sensitivity_forward:
         mem_mb=lambda wc, input: _act_fwd_res(wc, input, "mem_mb"),
         runtime=lambda wc, input: _act_fwd_res(wc, input, "runtime"),
         cpus_per_task=ACT_THREADS,
-        gpu=_act_gpus(config.get("activation", {}).get("device", "cpu")),
+        gpu=_act_fwd_gpus,
     params:
         # only the keys that locate the checkpoint (as activation_forward)
         entry=lambda wc: {

@@ -2,11 +2,12 @@ from pathlib import Path
 
 from headgeom.jobs.logs import to_log
 
-from headgeom.jobs.activation import forward_job
+from headgeom.jobs.activation import forward_job, windows_job
 from headgeom.jobs.families import FORWARD
 
 log = to_log(snakemake)
 wc = snakemake.wildcards
+source = list(snakemake.input.source) if "source" in snakemake.input.keys() else []
 params = {
     "device": snakemake.params.device,
     "bos": snakemake.params.bos,
@@ -14,6 +15,9 @@ params = {
     "n_windows": int(wc.nwin),
     "window": int(wc.win),
 }
-forward_job(wc.model, dict(snakemake.params.entry), Path(snakemake.input.manifest).parent, wc.corpus,
-            dict(snakemake.params.corpus_entry), snakemake.output[0], params, log=log,
-            step=FORWARD.name)
+if source:  # a longer pass of the same corpus and window length: its first windows
+    windows_job(source[0], snakemake.output[0], params["n_windows"], log=log)
+else:
+    forward_job(wc.model, dict(snakemake.params.entry), Path(snakemake.input.manifest).parent, wc.corpus,
+                dict(snakemake.params.corpus_entry), snakemake.output[0], params, log=log,
+                step=FORWARD.name)
