@@ -427,35 +427,32 @@ def test_columns_a_switch_cannot_change_are_taken_from_the_runs_shard_bit_for_bi
     a, b = _columns(run), _columns(full)
     for c in COLUMN_READS:  # (a sign may well stay as it was)
         assert _same_bits(a[c], b[c]) == (c in keep) or c == "cross_sign", c
-    # recomputed inside reuse_columns: the same bits, the run's columns named in the provenance
     out = tmp_path / "reused.parquet"
-    with A.reuse_columns({out: (run, keep)}):
-        read_paths_job(store_dir, alt_act, 0, out, {**p, **alt}, **quiet)
-    got = _columns(out)
-    for c in b:
-        assert _same_bits(b[c], got[c]), c
-    note = json.loads(pq.read_metadata(out).metadata[b"headgeom"])["columns_from_run"]
+
+    def reused(base):
+        """The recomputation inside reuse_columns with ``base`` as the run's shard: (columns, provenance note)."""
+        with A.reuse_columns({out: (base, keep)}):
+            read_paths_job(store_dir, alt_act, 0, out, {**p, **alt}, **quiet)
+        return _columns(out), json.loads(pq.read_metadata(out).metadata[b"headgeom"])["columns_from_run"]
+
+    # the same bits, the run's columns named in the provenance
+    got, note = reused(run)
+    assert all(_same_bits(b[c], got[c]) for c in b)
     assert sorted(note["columns"]) == sorted(keep) and note["blocks"] == note["of_blocks"] == 3
     # they are read, not recomputed: a tampered e_lin / rho in the run's shard comes through
     t = pq.read_table(run)
     c = "e_lin" if "e_lin" in keep else "rho"
     bad = tmp_path / "tampered.parquet"
     pq.write_table(t.set_column(t.schema.get_field_index(c), c, [t.column(c).to_numpy() + 1.0]), bad)
-    with A.reuse_columns({out: (bad, keep)}):
-        read_paths_job(store_dir, alt_act, 0, out, {**p, **alt}, **quiet)
-    got = _columns(out)
+    got, _ = reused(bad)
     assert np.allclose(got[c], b[c] + 1.0)
     if c == "e_lin":
         assert np.allclose(got["e_tot"], b["e_tot"] + 1.0)
     # a run's shard with only the Q readers: the K and V rows are computed, the same bits
     part = tmp_path / "q_only.parquet"
     read_paths_job(store_dir, act, 0, part, {"kinds": ["Q"]}, **quiet)
-    with A.reuse_columns({out: (part, keep)}):
-        read_paths_job(store_dir, alt_act, 0, out, {**p, **alt}, **quiet)
-    got = _columns(out)
-    for c in b:
-        assert _same_bits(b[c], got[c]), c
-    note = json.loads(pq.read_metadata(out).metadata[b"headgeom"])["columns_from_run"]
+    got, note = reused(part)
+    assert all(_same_bits(b[c], got[c]) for c in b)
     assert note["blocks"] == 1 and note["of_blocks"] == 3
 
 
