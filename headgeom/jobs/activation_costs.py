@@ -27,7 +27,10 @@ def activation_mib(f: dict, n_tokens: int) -> float:
 
 # seconds per 1e9 multiply-adds (forward: 2 x params x tokens; read paths: per layer pair)
 FORWARD_S_PER_GMAC = 0.05
-READ_S_PER_GMAC = 2.1  # measured at 7B shape, 2,048 tokens, one thread, on a 2-core machine at load ~20 (upper bound)
+# read paths: 0.039-0.063 s per 1e9 multiply-adds of read_path_gmac measured on one idle thread (bench/activation_costs.py,
+# 2,048 tokens, at the shapes of Qwen2.5-7B, Gemma-3-270M, SmolLM2-135M and MiniLM-L6; a pair's work with its reader's
+# bases, as a per-writer job does it); the largest, rounded up
+READ_S_PER_GMAC = 0.065
 LOAD_S = 120.0  # model load incl. GGUF dequantization and tokenizer conversion (gemma-3: the slowest)
 COPY_S_PER_GIB = 4.0  # windows_job: seconds per GiB of activations read (and part of it written again)
 
@@ -50,15 +53,26 @@ def windows_resources(manifest, n_tokens: int) -> dict:
     return job_resources(mem, SAFETY * (COPY_S_PER_GIB * f["n_layers"] * activation_mib(f, n_tokens) / 1024) / 60)
 
 
+def read_path_gmac(N: int, D: int, H: int, G: int, d: int) -> float:
+    """1e9 multiply-adds of one (writer layer, reader layer) pair of the read paths, kinds Q, K, V
+    (methods.read_paths, as a per-writer job computes them; R = H + 2 G readers): the pair's token
+    products O^T xhat and X_j (2 N D H d) and S_j (N H d^2); per kind [M | R^T X] and the reader
+    bases against [U | O F] (4 R H D d^2), every token's response (N D R d), E_lin's quadratic form
+    (R H d^3), the composition's products (R H D d^2 + 3 H^2 d^3); the reader's bases, built per pair
+    (4 R D d^2 + 10 R d^3 for Grams, projections and eigh) and its composition Grams ((H + G) D d^2)."""
+    R = H + 2 * G
+    return (2 * N * D * H * d + N * H * d**2 + 4 * R * H * D * d**2 + N * D * R * d + R * H * d**3
+            + R * H * D * d**2 + 3 * H**2 * d**3 + 4 * R * D * d**2 + 10 * R * d**3 + (H + G) * D * d**2) / 1e9
+
+
 def read_paths_resources(manifest, n_tokens: int, n_kinds: int = 3, layer: int | None = None) -> dict:
     """Writer layer ``layer``'s job reads every later layer (default: layer 0, the largest of the
     family); memory holds one writer and one reader layer at a time whatever the layer."""
     f = _fields(manifest)
     L, D, H, G, d = f["n_layers"], f["d_model"], f["n_heads"], f["n_kv_heads"], f["d_head"]
     readers = H + 2 * G
-    per_pair = (n_tokens * D * (H * d + readers * d) + n_tokens * H * readers * d * d + H * readers * D * d * d) / 1e9
     readers_after = L - 1 if layer is None else L - 1 - int(layer)
-    t = READ_S_PER_GMAC * per_pair * max(readers_after, 1) * n_kinds / 3
+    t = READ_S_PER_GMAC * read_path_gmac(n_tokens, D, H, G, d) * max(readers_after, 1) * n_kinds / 3
     mem = BASE_MB + 3 * activation_mib(f, n_tokens) * 2 + 8 * n_tokens * H * readers * d / 2**20 \
         + 8 * H * readers * d * d * 3 / 2**20
     return job_resources(mem, SAFETY * t / 60)
