@@ -293,11 +293,14 @@ def _kept(key, make):
     return hit
 
 
-def _given_blocks(out, names: list, keys: dict) -> tuple[dict, dict | None]:
+def _given_blocks(out, names: list, fields, layer: int, kinds) -> tuple[dict, dict | None]:
     """({(reader layer, kind): {column: values}} from the run's shard that reuse_columns names for
-    ``out`` (empty when none), provenance note). ``keys``: (reader layer, kind) -> (writer, reader)
-    of the rows this job makes, which the run's shard must hold in the same order."""
+    ``out`` (empty when none), provenance note). The run's shard must hold a block's rows where
+    this job makes them: reader layers after ``layer``, each of ``kinds``, every (writer, reader)
+    head pair in reader_rows' order."""
     import pyarrow.parquet as pq
+
+    from headgeom.jobs.pk import heads_of_kind
 
     hit = (_REUSE or {}).get(str(Path(out).resolve()))
     if hit is None:
@@ -307,18 +310,18 @@ def _given_blocks(out, names: list, keys: dict) -> tuple[dict, dict | None]:
         return {}, None
     t = pq.read_table(base, columns=["reader_layer", "kind", "writer", "reader", *columns]).to_pydict()
     rl, kd = np.asarray(t["reader_layer"]), np.asarray(t["kind"], dtype=object)
-    out_blocks, i = {}, 0
-    for (lr, kind), (jj, hh) in keys.items():
-        n = len(jj)
-        sl = slice(i, i + n)
-        if (i + n <= len(rl) and (rl[sl] == lr).all() and (kd[sl] == kind).all()
-                and np.array_equal(t["writer"][sl], jj) and np.array_equal(t["reader"][sl], hh)):
-            out_blocks[(lr, kind)] = {c: np.asarray(t[c][sl], np.float64) for c in columns}
-        i += n
-    from headgeom.io.files import sha256_file
-
+    out_blocks, i, n_blocks = {}, 0, 0
+    for lr in range(layer + 1, fields.n_layers):
+        for kind in kinds:
+            jj, hh = (a.ravel() for a in np.meshgrid(np.arange(fields.n_heads), np.arange(heads_of_kind(fields, kind)),
+                                                     indexing="ij"))
+            sl = slice(i, i + jj.size)
+            if (i + jj.size <= len(rl) and (rl[sl] == lr).all() and (kd[sl] == kind).all()
+                    and np.array_equal(t["writer"][sl], jj) and np.array_equal(t["reader"][sl], hh)):
+                out_blocks[(lr, kind)] = {c: np.asarray(t[c][sl], np.float64) for c in columns}
+            i, n_blocks = i + jj.size, n_blocks + 1
     return out_blocks, {"columns": columns, "shard_sha256": sha256_file(base), "blocks": len(out_blocks),
-                        "of_blocks": len(keys)}
+                        "of_blocks": n_blocks}
 
 
 def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print) -> None:
@@ -339,14 +342,7 @@ def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print)
     wt = writer_terms(fw, zw, Ow, rank_rtol=rtol)  # once: the writer's own terms
     names = ["reader_layer", "kind", "writer", "reader", "rho", "share", "e_lin", "e_norm", "e_cross", "e_tot",
              "ratio_lin_tot", "rel_rms", "cross_sign", "composition", "rank_writer", "rank_reader", "flags"]
-    Hw = fw.n_heads
-    keys = {}
-    for lr in range(layer + 1, L):
-        for kind in kinds:
-            Hr = store.fields.n_heads if kind == "Q" else store.fields.n_kv_heads
-            jj, hh = np.meshgrid(np.arange(Hw), np.arange(Hr), indexing="ij")
-            keys[(lr, kind)] = (jj.ravel(), hh.ravel())
-    given, reused = _given_blocks(out, names, keys)
+    given, reused = _given_blocks(out, names, store.fields, layer, kinds)
     store_key = (str(store.path.resolve()), store.manifest.get("store_sha256"))
     act_key = (*store_key, str(Path(act_dir).resolve()))
     parts = []

@@ -28,6 +28,7 @@ from typing import Callable
 
 from headgeom import layout
 from headgeom.jobs import costs
+from headgeom.methods.read_paths import COLUMN_READS as READ_PATH_COLUMNS
 
 # which shards of a family exist for one model (n_layers from its manifest; blocks of the null
 # samples from the config): one per layer, per layer and block, per block, per block and part of the layer-pair list, or per part (headgeom.jobs.fanout:
@@ -98,12 +99,6 @@ class Step:
 
 
 # ------------------------------------------------------------------ job entry points
-
-
-def _read_path_columns() -> dict:
-    from headgeom.methods.read_paths import COLUMN_READS
-
-    return COLUMN_READS
 
 
 def _store(inputs) -> Path:
@@ -361,7 +356,7 @@ JOBS = {
             log="logs/activation/read_paths/{model}/layer{layer}.log",
             cache=False,
             activations="read_paths",
-            column_reads=_read_path_columns(),
+            column_reads=READ_PATH_COLUMNS,
         ),
     )
 }

@@ -45,7 +45,7 @@ from pathlib import Path
 from headgeom import layout
 from headgeom.core.errors import ConfigError
 from headgeom.jobs.activation import FORWARD_SUMMARY, forward_job, windows_job
-from headgeom.jobs.families import FAMILIES, FORWARD, JOBS
+from headgeom.jobs.families import FAMILIES, FORWARD, JOBS, forward_shapes
 from headgeom.core.provenance import code_version
 from headgeom.io.files import sha256_file, write_json, write_set, write_text
 from headgeom.outputs import TABLES
@@ -139,8 +139,6 @@ class Alternative:
 
 def _forward_shapes(config: dict, model: str) -> list[tuple]:
     """The forward passes of one model (headgeom.jobs.families.forward_shapes), with the model."""
-    from headgeom.jobs.families import forward_shapes
-
     return [(model, *shape) for shape in forward_shapes(config)]
 
 
