@@ -18,7 +18,7 @@ from headgeom.io.files import sha256_file, write_set, write_text
 from headgeom.core.provenance import code_version
 from headgeom.outputs.formats import POOLED_MODELS, Column, Table
 
-REDUCERS = ("one", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct", "sumden", "median", "count", "countfrac", "rows", "list")
+REDUCERS = ("one", "each", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct", "sumden", "median", "count", "countfrac", "rows", "list")
 
 # Why a number stays "not computed": every such entry's reason starts "not computed: " and then one
 # of these (tests/unit/test_claims.py checks the ledger against this list).
@@ -149,25 +149,204 @@ def _fmt(x) -> str:
     return str(x)
 
 
+# ------------------------------------------------------------------ the rules, one per kind of statement
+#
+# Which rule judges a claim follows from how its value is written (and its tol); rule_of names it:
+#   value       "0.336", "1.04e-4": equal at the printed precision, ± half a unit in the last printed
+#               digit ("3.98" agrees with 3.975 .. 3.985); tol: <number> gives an absolute width instead
+#   range       "0.842 – 0.886" (reduce: range): each end at its printed precision
+#   near        "near 0.012", "of order 1e-10" (or a bare number with tol: near / tol: order):
+#               symmetric on a log scale, |log10(x / v)| ≤ LOG_WIDTHS[...] (near: a factor 2 either
+#               way; of order: half a decade, a factor √10 ≈ 3.16 either way)
+#   bound       "< 1e-3", "≥ 98.6" and the words "below", "above", "at least", "at most", "less
+#               than", "more than": the value against the printed bound, exactly (no rounding slack)
+#   within      "within 18 – 27", "within {0, 7, 9}": every value read lies in the range (ends at
+#               printed precision) or the set
+#   set         "{0, 7, 9, 18, 19, 21}": the values read (reduce: list or each) are exactly this set
+#   fraction    "7205/7304": k of n, both exactly
+#   quantified  "all", "every", "none", "no", "most", "less than half", "at least k of n",
+#               each optionally followed by a predicate ("all > 0", "every < 1e-3", "all near 0.012",
+#               "none ≥ 0.9", "all within 0.8 – 1", "all positive", "all true"): the predicate is
+#               applied to every value read (reduce: each) and the quantifier to how many hold; without
+#               a predicate a value is true when nonzero ("True"), and a "k/n" count is read as k of n
+
+LOG_WIDTHS = {"near": math.log10(2.0), "order": 0.5}  # decades either way
+_BOUND_WORDS = (("at least", "≥"), ("at most", "≤"), ("less than", "<"), ("more than", ">"),
+                ("below", "<"), ("above", ">"))
+_QUANTS = ("less than half", "at least", "every", "none", "most", "all", "no")
+_NEAR = re.compile(r"^\s*(near|of order|about)\s+(\S+)\s*$")
+_SET = re.compile(r"^\s*\{([^}]*)\}\s*$")
+_WITHIN = re.compile(r"^\s*within\s+(.*)$")
+_K_OF_N = re.compile(r"^(\d+)\s+of\s+(\d+)\s*(.*)$")
+
+
+def _bound_form(c: str) -> str:
+    """A bound written in words as the same bound in symbols ("at least 98.6" -> "≥ 98.6")."""
+    for word, sym in _BOUND_WORDS:
+        if c.startswith(word + " "):
+            return f"{sym} {c[len(word):].strip()}"
+    return c
+
+
+def _quantifier(c: str):
+    """(quantifier, k, n, predicate) of a quantified claim, or None."""
+    for q in _QUANTS:
+        if c == q or c.startswith(q + " "):
+            rest = c[len(q):].strip()
+            if q == "at least":  # "at least k of n ...": quantified; "at least 98.6": a bound
+                m = _K_OF_N.match(rest)
+                return (q, int(m.group(1)), int(m.group(2)), m.group(3).strip()) if m else None
+            return q, None, None, rest
+    return None
+
+
+def rule_of(claim, tol=None) -> str:
+    """The name of the rule that judges a claim written this way (the kinds listed above)."""
+    c = str(claim).strip()
+    if _quantifier(c):
+        return "quantified"
+    if _SET.match(c):
+        return "set"
+    if _WITHIN.match(c):
+        return "within"
+    if _NEAR.match(c) or (tol in LOG_WIDTHS and _num(c) is not None):
+        return "near"
+    if _BOUND.match(_bound_form(c)):
+        return "bound"
+    if _FRAC.match(c):
+        return "fraction"
+    m = _RANGE.match(c)
+    if m and _num(m.group(1)) is not None:
+        return "range"
+    return "value"
+
+
 def _agree_number(claim: str, x: float, tol) -> bool:
     v = _num(claim)
     if v is None or x is None or math.isnan(x):
         return False
-    if tol == "order":
-        if v <= 0 or x <= 0:
-            return v == x
-        return math.floor(math.log10(v) + 1e-9) == math.floor(math.log10(x) + 1e-9)
+    if tol in LOG_WIDTHS:
+        return _near(v, x, LOG_WIDTHS[tol])
     if isinstance(tol, (int, float)) and not isinstance(tol, bool):
         return abs(x - v) <= float(tol)
     return abs(x - v) <= _half_unit(claim) * (1 + 1e-9) + 1e-12 * abs(v)
 
 
-def agrees(claim, got, tol=None) -> bool:
-    """Does the pipeline's value agree with the claim as printed?
+def _near(v: float, x: float, width: float) -> bool:
+    """Symmetric on a log scale: x within `width` decades of v either way (same sign, both nonzero)."""
+    if x is None or math.isnan(x) or v == 0 or x == 0 or (v > 0) != (x > 0):
+        return False
+    return abs(math.log10(x / v)) <= width * (1 + 1e-12)
 
-    claim: the paper's value (number, "a – b", "k / n", "< x", "all"); got: the pipeline's value
-    (float, (lo, hi) for a range, (k, n) for a fraction, or a cell string)."""
+
+def _values_of(got) -> list[float] | None:
+    """Every value read, as numbers: a list (reduce: each / list), a (lo, hi) range, a number, or a
+    ", "-joined string of numbers."""
+    if isinstance(got, str):
+        parts = [p for p in (x.strip() for x in got.split(",")) if p]
+        vals = [_num(p) if _num(p) is not None else (None if _truth(p) is None else float(_truth(p))) for p in parts]
+        return None if any(v is None for v in vals) else vals
+    if isinstance(got, (list, tuple)):
+        vals = [_num(v) if not isinstance(v, bool) else float(v) for v in got]
+        return None if any(v is None for v in vals) else vals
+    if isinstance(got, (int, float)) and not isinstance(got, bool):
+        return [float(got)]
+    return None
+
+
+def _in_range(text: str, v: float) -> bool:
+    m = _RANGE.match(text)
+    if not m or _num(m.group(1)) is None or _num(m.group(2)) is None:
+        return False
+    lo, hi = m.group(1), m.group(2)
+    return _num(lo) - _half_unit(lo) * (1 + 1e-9) <= v <= _num(hi) + _half_unit(hi) * (1 + 1e-9)
+
+
+def _set_of(text: str) -> set[float] | None:
+    m = _SET.match(text)
+    if not m:
+        return None
+    vals = [_num(x) for x in m.group(1).split(",") if x.strip()]
+    return None if any(v is None for v in vals) else set(vals)
+
+
+def _predicate(pred: str, tol):
+    """A test of one value for a quantified claim's predicate ("> 0", "near 0.012", "within a – b",
+    "positive", "true"; "" or "true": nonzero)."""
+    p = pred.strip()
+    if p in ("", "true", "hold", "holds"):
+        return lambda v: v is not None and not math.isnan(v) and v != 0
+    if p == "false":
+        return lambda v: v == 0
+    if p == "positive":
+        return lambda v: v is not None and v > 0
+    if p == "negative":
+        return lambda v: v is not None and v < 0
+    m = _WITHIN.match(p)
+    if m:
+        s = _set_of(m.group(1))
+        return (lambda v: v in s) if s is not None else (lambda v: _in_range(m.group(1), v))
+    m = _NEAR.match(p)
+    if m:
+        width = LOG_WIDTHS["order" if m.group(1) == "of order" else (tol if tol in LOG_WIDTHS else "near")]
+        v0 = _num(m.group(2))
+        return lambda v: _near(v0, v, width)
+    b = _BOUND.match(_bound_form(p))
+    if b:
+        return lambda v: _bound_holds(b.group(1), _num(b.group(2)), v)
+    if _num(p) is not None:
+        return lambda v: _agree_number(p, v, tol)
+    raise ValueError(f"claims: cannot read the predicate {pred!r}")
+
+
+def _bound_holds(op: str, b: float, x: float) -> bool:
+    if x is None or math.isnan(x):
+        return False
+    return {"<": x < b, "<=": x <= b, "≤": x <= b, ">": x > b, ">=": x >= b, "≥": x >= b}[op]
+
+
+def _quantified(c: str, got, tol) -> bool:
+    q, k0, n0, pred = _quantifier(c)
+    if not pred and isinstance(got, tuple) and len(got) == 2 and all(isinstance(v, int) for v in got):
+        k, n = got  # a "k/n" count read as k of n
+    else:
+        vals = _values_of(got)
+        if vals is None:
+            return False
+        test = _predicate(pred, tol)
+        k, n = sum(1 for v in vals if test(v)), len(vals)
+    if n == 0:
+        return False
+    if q in ("all", "every"):
+        return k == n
+    if q in ("none", "no"):
+        return k == 0
+    if q == "most":
+        return 2 * k > n
+    if q == "less than half":
+        return 2 * k < n
+    return k >= k0 and n == n0  # at least k of n
+
+
+def agrees(claim, got, tol=None) -> bool:
+    """Does the pipeline's value agree with the claim as printed? (the rule: rule_of)
+
+    claim: the paper's value as the ledger writes it (above); got: the pipeline's value (float,
+    (lo, hi) for a range, (k, n) for a fraction, a list for reduce: each, or a cell string)."""
     c = str(claim).strip()
+    rule = rule_of(c, tol)
+    if rule == "quantified":
+        return _quantified(c, got, tol)
+    if rule == "set":
+        vals = _values_of(got)
+        return vals is not None and set(vals) == _set_of(c)
+    if rule == "within":
+        vals = _values_of(got)
+        inner = _WITHIN.match(c).group(1)
+        s = _set_of(inner)
+        return bool(vals) and all((v in s) if s is not None else _in_range(inner, v) for v in vals)
+    if isinstance(got, list):
+        return False  # a list of values is judged only by the rules above
     if isinstance(got, str):
         got_s = got.strip()
         if got_s == c or re.sub(r"\s+", "", got_s) == re.sub(r"\s+", "", c):
@@ -183,17 +362,19 @@ def agrees(claim, got, tol=None) -> bool:
                 got = _num(got_s)
             else:
                 return False
-    if c == "all" and isinstance(got, tuple) and len(got) == 2 and all(isinstance(v, int) for v in got):
-        return got[0] == got[1]
-    m = _BOUND.match(c)
-    if m and isinstance(got, float):
-        op, b = m.group(1), _num(m.group(2))
-        return {"<": got < b, "<=": got <= b, "≤": got <= b, ">": got > b, ">=": got >= b, "≥": got >= b}[op]
-    m = _FRAC.match(c)
-    if m:
+    if rule == "near":
+        m = _NEAR.match(c)
+        v0 = _num(m.group(2)) if m else _num(c)
+        width = LOG_WIDTHS["order" if (m and m.group(1) == "of order") else (tol if tol in LOG_WIDTHS else "near")]
+        return isinstance(got, (int, float)) and _near(v0, float(got), width)
+    if rule == "bound":
+        m = _BOUND.match(_bound_form(c))
+        return isinstance(got, (int, float)) and _bound_holds(m.group(1), _num(m.group(2)), float(got))
+    if rule == "fraction":
+        m = _FRAC.match(c)
         return isinstance(got, tuple) and tuple(int(v) for v in got) == (int(m.group(1)), int(m.group(2)))
-    m = _RANGE.match(c)
-    if m and _num(m.group(1)) is not None:
+    if rule == "range":
+        m = _RANGE.match(c)
         if not (isinstance(got, tuple) and len(got) == 2):
             return False
         return _agree_number(m.group(1), float(got[0]), tol) and _agree_number(m.group(2), float(got[1]), tol)
@@ -238,6 +419,12 @@ def reduce_values(cells: list[str], how: str):
     if how == "list":  # the cells themselves, in row order ("7, 9"): a list of layers
         shown = ", ".join(_fmt(_num(c)) if _num(c) is not None else c for c in cells)
         return shown, shown
+    if how == "each":  # every value read, for a quantified claim ("all > 0"): numbers, or 1/0 for a truth
+        vals = [_num(c) if _num(c) is not None else _truth(c) for c in cells]
+        if any(v is None for v in vals):
+            return None, "; ".join(cells)
+        vals = [float(v) for v in vals]
+        return vals, ", ".join(_fmt(v) for v in vals)
     if how == "rows":  # how many rows were read (with over_rows: how many rows the filters match)
         return float(len(cells)), str(len(cells))
     if how in ("count", "countfrac"):  # cells that are true ("True", or a nonzero number): how many, of how many
