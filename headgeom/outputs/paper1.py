@@ -351,6 +351,7 @@ def p1_latent_closure(paper1_heads: dict, models: list[str], strong_threshold: f
             "ID_pres": _med(ID[pres]), "ID_red": _med(ID[red]),
             "absb_pres": _med(np.abs(b[pres])), "absb_red": _med(np.abs(b[red])),
             "w2_pres": _med(w2[pres]), "w2_red": _med(w2[red]), "a_red": _med(a[red]),
+            **_nonradial(PL, P, a, b, w2, pres, red),
             "matched": int(lm.sum()), "auroc_latent_lm": au_lat_lm, "auroc_ID_lm": au_id_lm,
             "preserved_lm": n_pres_lm, "reduced_lm": n_red_lm,
             **{f"{k}_{e}": ci.get(k, (NAN, NAN))[i] for k in ("lat", "id", "lat_lm", "id_lm") for i, e in enumerate(("lo", "hi"))},
@@ -368,6 +369,8 @@ def p1_latent_closure(paper1_heads: dict, models: list[str], strong_threshold: f
             _C("absb_pres", "abs(b) pres.", "{:.3g}"), _C("absb_red", "abs(b) red.", "{:.3g}"),
             _C("w2_pres", "‖w‖² pres.", "{:.3g}"), _C("w2_red", "‖w‖² red.", "{:.3g}"),
             _C("a_red", "a red.", "{:.3g}"),
+            _C("nonradial_pres", "b²+‖w‖² pres.", "{:.3g}"), _C("nonradial_red", "b²+‖w‖² red.", "{:.3g}"),
+            _C("nonradial_diff", "b²+‖w‖² red. − pres.", "{:.3g}"), _C("leak_share_red", "Leakage share of reduction", "{:.3f}"),
             _C("lat_lo", "AUROC P_I 95% lo", "{:.3f}"), _C("lat_hi", "hi", "{:.3f}"),
             _C("id_lo", "AUROC I_D 95% lo", "{:.3f}"), _C("id_hi", "hi", "{:.3f}"),
             _C("matched", "Layer-matched ordinary"), _C("auroc_latent_lm", "AUROC P_I (layer-matched)", "{:.3f}"),
@@ -380,12 +383,27 @@ def p1_latent_closure(paper1_heads: dict, models: list[str], strong_threshold: f
         rows=rows,
         notes="Preserved: P_I ≥ t and P ≥ t; reduced: P_I ≥ t and P < t. "
               "P = ((1+a)s + b√(1-s²))² / ((1+a)² + b² + ||w||²), s = √P_I (asserted per head). "
+              "b²+‖w‖²: the nonradial response (medians). Leakage share: per reduced core, (P_w=0 − P) / (P_I − P), "
+              "the part of its closure loss that w alone removes (P_w=0: the same with w = 0), median. "
               "Layer-matched: strong heads against as many hash-chosen ordinary heads of the same layers (the capacity "
               "job's choice); the I_D AUROC is then taken over strong + matched heads. 95% intervals: bootstrap "
               "resampling models, then complete layers within them (paper1.bootstrap replicates). "
               "Pooled: every active model; pooled <name>: the active models of paper1.pools' <name>; "
               "pooled large: those of paper1.large_endpoints.",
     )
+
+
+def _nonradial(PL, P, a, b, w2, pres, red) -> dict:
+    """The nonradial response b² + ‖w‖² of preserved and reduced cores (medians, and reduced minus
+    preserved), and the median share of a reduced core's closure loss P_I − P that its off-plane
+    leakage w accounts for: (P_w=0 − P) / (P_I − P), P_w=0 the closure with w set to 0."""
+    nr = b ** 2 + w2
+    s = np.sqrt(np.clip(PL, 0.0, 1.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_nw = ((1 + a) * s + b * np.sqrt(1 - s ** 2)) ** 2 / ((1 + a) ** 2 + b ** 2)
+        share = (p_nw - P) / (PL - P)
+    return {"nonradial_pres": _med(nr[pres]), "nonradial_red": _med(nr[red]),
+            "nonradial_diff": _med(nr[red]) - _med(nr[pres]), "leak_share_red": _med(share[red])}
 
 
 # ------------------------------------------------------------------ scrambles and layers
@@ -733,6 +751,13 @@ def _layer_gap(units):
     return float(np.mean(g)) if g else NAN, g
 
 
+def _covers_zero(lo, hi):
+    """Whether a 95% interval holds 0; None (an empty cell) when it was not computed."""
+    if lo is None or hi is None or not (np.isfinite(lo) and np.isfinite(hi)):
+        return None
+    return bool(lo <= 0 <= hi)
+
+
 @table("p1_table3_trajectories", families=(CAP,), params=ST | {"bootstrap": "paper1/bootstrap", "lineages": "paper1/lineages"},
        shard_models="lineages")
 def p1_table3_trajectories(paper1_capacity: dict, lineages: dict[str, list[str]] | None, strong_threshold: float,
@@ -771,6 +796,8 @@ def p1_table3_trajectories(paper1_capacity: dict, lineages: dict[str, list[str]]
             if pos == len(members) - 1:
                 finals[name] = ue
                 finals_pc[name] = (up, uc)
+            if pos == 0:
+                first = (e_gap, c_gap)
             rows.append({
                 "lineage": name, "checkpoint": m, "step": pos, "layers": len(eligible),
                 "n_strong": int((st & el).sum()), "n_matched": int((mt & el).sum()),
@@ -781,6 +808,9 @@ def p1_table3_trajectories(paper1_capacity: dict, lineages: dict[str, list[str]]
                 "p_gap": p_gap, "c_gap": c_gap, "e_gap": e_gap, "e_lo": lo, "e_hi": hi,
                 "p_lo": p_lo, "p_hi": p_hi, "c_lo": c_lo, "c_hi": c_hi,
                 "e_pos": _frac(int(np.sum(np.array(per_layer) > 0)), len(per_layer)),
+                "c_over_p": c_gap / p_gap if p_gap else NAN,
+                "growth_diff": (e_gap - first[0]) - (c_gap - first[1]),
+                "e_ci_zero": _covers_zero(lo, hi), "c_ci_zero": _covers_zero(c_lo, c_hi),
             })
     if len(finals) > 1:
         point, lo, hi = hierarchical_bootstrap(list(finals.values()), n_boot, rng_for("all-lineages", "final", -1, 0, BOOTSTRAP))
@@ -794,7 +824,9 @@ def p1_table3_trajectories(paper1_capacity: dict, lineages: dict[str, list[str]]
                      "e_gap": point, "e_lo": lo, "e_hi": hi,
                      "e_pos": _frac(int(np.sum(np.array(per_layer) > 0)), len(per_layer))})
     note = ("Groups (strong P ≥ t, layer-matched ordinary) are fixed at the final checkpoint of each lineage; eligible "
-            "layers hold both. Gaps: mean over eligible layers of (strong mean − ordinary mean); E-gap 95% interval: "
+            "layers hold both. Gaps: mean over eligible layers of (strong mean − ordinary mean); growth: the gap at this "
+            "checkpoint minus the gap at the lineage's first; covers 0: the 95% interval holds 0 (empty without "
+            "bootstrap replicates); E-gap 95% interval: "
             "hierarchical bootstrap over layers then heads (and lineages for the pooled row); the closure- and "
             "capacity-gap intervals the same, from their own replicates.")
     if default_lineages:
@@ -814,6 +846,9 @@ def p1_table3_trajectories(paper1_capacity: dict, lineages: dict[str, list[str]]
             _C("e_pos", "Layers E-gap > 0"),
             _C("p_lo", "Closure gap 95% lo", "{:.3f}"), _C("p_hi", "hi", "{:.3f}"),
             _C("c_lo", "Capacity gap 95% lo", "{:.3f}"), _C("c_hi", "hi", "{:.3f}"),
+            _C("c_over_p", "Capacity gap / closure gap", "{:.3f}"),
+            _C("growth_diff", "E-gap growth − capacity-gap growth", "{:.3f}"),
+            _C("e_ci_zero", "E-gap 95% covers 0"), _C("c_ci_zero", "Capacity gap 95% covers 0"),
         ],
         rows=rows,
         notes=note,

@@ -221,7 +221,7 @@ def pk_table5_writing(pk: dict, models: list[str], fields: dict[str, dict], smal
 def pk_table1_min_angles(data, fields, models) -> Table:
     """**PK paper, Table 1.** Minimum principal angle over head-subspace pairs, within a layer (O-O, Q-Q, K-K,
     V-V) and across layers (writer O of layer l against every Q/K/V reader of a later layer): pairs,
-    minimum angle, median pair angle and pairs under 1°."""
+    minimum angle (and its sine and cosine), median pair angle and pairs under 1°."""
     rows = []
     pk, cross = data.get("pk", {}), data.get("pk_cross", {})
     for m in models:
@@ -233,13 +233,16 @@ def pk_table1_min_angles(data, fields, models) -> Table:
             ang = np.asarray(src["min_angle_deg"][sel], float)
             if ang.size == 0:
                 continue
+            lo = float(np.nanmin(ang))
             rows.append({"model": m, "comparison": _label(scope, kind), "pairs": int(sel.sum()),
-                         "min_angle": float(np.nanmin(ang)), "median_angle": float(np.nanmedian(ang)),
-                         "under_1deg": int(np.sum(ang < 1.0))})
+                         "min_angle": lo, "median_angle": float(np.nanmedian(ang)),
+                         "under_1deg": int(np.sum(ang < 1.0)),
+                         "sin_min_angle": float(np.sin(np.deg2rad(lo))), "cos_min_angle": float(np.cos(np.deg2rad(lo)))})
     return Table("pk_table1_min_angles", "Minimum principal angle over head-subspace pairs within and across layers.",
                  [Column("model", "Model"), Column("comparison", "Comparison"), Column("pairs", "Pairs"),
                   Column("min_angle", "Min angle (°)", "{:.2f}"), Column("median_angle", "Median pair angle (°)", "{:.1f}"),
-                  Column("under_1deg", "Pairs < 1°")], rows)
+                  Column("under_1deg", "Pairs < 1°"), Column("sin_min_angle", "sin min angle", "{:.4f}"),
+                  Column("cos_min_angle", "cos min angle", "{:.4f}")], rows)
 
 
 @table("pk_table2_lower_bound", families=("pk_cross",))
@@ -282,17 +285,18 @@ def pk_table2_lower_bound(data, fields, models) -> Table:
 @table("pk_table3_models")
 def pk_table3_models(fields, models) -> Table:
     """**PK paper, Table 3.** Models and isotropic values: D, d, query / key-value heads, layers, writing-space
-    pairs per layer, d/D and the random-subspace SD (from the fetched manifests)."""
+    pairs per layer, the sum of the query heads' widths H d, d/D and the random-subspace SD (from the
+    fetched manifests)."""
     rows = []
     for m in models:
         f = fields[m]
         H = f["n_heads"]
         rows.append({"model": m, "D": f["d_model"], "d": f["d_head"], "heads": f"{H} / {f['n_kv_heads']}",
-                     "layers": f["n_layers"], "writer_pairs": H * (H - 1) // 2,
+                     "layers": f["n_layers"], "writer_pairs": H * (H - 1) // 2, "width": H * f["d_head"],
                      "iso": isotropic_rho(f["d_head"], f["d_model"]), "random_sd": isotropic_sd(f["d_head"], f["d_model"])})
     return Table("pk_table3_models", "Models and isotropic values.",
                  [Column("model", "Model"), Column("D", "D"), Column("d", "d"), Column("heads", "Heads (q / kv)"),
-                  Column("layers", "Layers"), Column("writer_pairs", "Writer pairs per layer"),
+                  Column("layers", "Layers"), Column("writer_pairs", "Writer pairs per layer"), Column("width", "H d"),
                   Column("iso", "Isotropic d/D", "{:.4f}"), Column("random_sd", "Random SD", "{:.4f}")], rows)
 
 
@@ -459,28 +463,43 @@ def pk_appendix_h_self_overlap(data, models) -> Table:
                  notes="V_vs_O: each head's writing space vs its own (group's) V reading space; Q_vs_K: Q vs own group's K; Q_vs_O: Q vs own writing space. Undefined with one KV group.")
 
 
+def agreeing_decimals(a: float, b: float, most: int = 10) -> int:
+    """The most decimal places k ≤ most at which a and b round alike (round(a, k) == round(b, k) for
+    every k up to it); -1 when they differ already at the units."""
+    k = -1
+    while k < most and round(float(a), k + 1) == round(float(b), k + 1):
+        k += 1
+    return k
+
+
 @table("pk_appendix_e_base_instruct", families=("pk",), derived=("pairs",))
 def pk_appendix_e_base_instruct(data, fields, pairs: list[tuple[str, str]]) -> Table:
     """**PK paper, Appendix E (base vs instruct).** Base against instruct (models with ``pair:``): absolute
-    per-layer differences of writing-space mean ρ, SD and minimum angle."""
+    per-layer differences of writing-space mean ρ, SD and minimum angle, and the decimal places to which
+    the layers' mean ρ and SD agree."""
     pairs = [tuple(x) for x in pairs]
     ow = observed_within(data.get("pk", {}), fields)
     rows = []
     for base, inst in pairs:
         layers = sorted({l for (m, l, k) in ow if m == base and k == "O"} & {l for (m, l, k) in ow if m == inst and k == "O"})
-        diffs = []
+        diffs, digits = [], []
         for l in layers:
             a, b = ow[(base, l, "O")], ow[(inst, l, "O")]
             diffs.append([abs(a[s] - b[s]) for s in ("mean", "sd", "min_angle_deg")])
+            digits.append(min(agreeing_decimals(a[s], b[s]) for s in ("mean", "sd")))
         d = np.asarray(diffs) if diffs else np.full((1, 3), np.nan)
         rows.append({"base": base, "instruct": inst, "layers": len(layers),
                      "median_abs_mean": float(np.median(d[:, 0])), "max_abs_mean": float(np.max(d[:, 0])),
-                     "median_abs_sd": float(np.median(d[:, 1])), "median_abs_angle": float(np.median(d[:, 2]))})
+                     "median_abs_sd": float(np.median(d[:, 1])), "median_abs_angle": float(np.median(d[:, 2])),
+                     "digits": f"{min(digits)} – {max(digits)}" if digits else "–"})
     return Table("pk_appendix_e_base_instruct", "Base vs instruct: absolute per-layer differences of writing-space statistics.",
                  [Column("base", "Base"), Column("instruct", "Instruct"), Column("layers", "Layers"),
                   Column("median_abs_mean", "Median |Δ mean ρ|", "{:.2e}"), Column("max_abs_mean", "Max |Δ mean ρ|", "{:.2e}"),
-                  Column("median_abs_sd", "Median |Δ SD|", "{:.2e}"), Column("median_abs_angle", "Median |Δ min angle| (°)", "{:.3f}")],
-                 rows, notes="" if rows else "No base/instruct pair (models with `pair:`) among the active models.")
+                  Column("median_abs_sd", "Median |Δ SD|", "{:.2e}"), Column("median_abs_angle", "Median |Δ min angle| (°)", "{:.3f}"),
+                  Column("digits", "Decimals agreeing (layers)")],
+                 rows, notes=("Decimals agreeing: per layer, the most decimal places to which base and instruct round "
+                              "both mean ρ and SD alike (at most 10), range over layers." if rows else
+                              "No base/instruct pair (models with `pair:`) among the active models."))
 
 
 @table("pk_sec5_1_ranks", families=("pk",))
