@@ -164,7 +164,7 @@ def _fmt(x) -> str:
 #               printed precision) or the set
 #   set         "{0, 7, 9, 18, 19, 21}": the values read (reduce: list or each) are exactly this set
 #   fraction    "7205/7304": k of n, both exactly
-#   quantified  "all", "every", "none", "no", "most", "less than half", "at least k of n",
+#   quantified  "all", "every", "none", "no", "most", "less than half", "at least k of n", "exactly k of n",
 #               each optionally followed by a predicate ("all > 0", "every < 1e-3", "all near 0.012",
 #               "none ≥ 0.9", "all within 0.8 – 1", "all positive", "all true"): the predicate is
 #               applied to every value read (reduce: each) and the quantifier to how many hold; without
@@ -173,7 +173,7 @@ def _fmt(x) -> str:
 LOG_WIDTHS = {"near": math.log10(2.0), "order": 0.5}  # decades either way
 _BOUND_WORDS = (("at least", "≥"), ("at most", "≤"), ("less than", "<"), ("more than", ">"),
                 ("below", "<"), ("above", ">"))
-_QUANTS = ("less than half", "at least", "every", "none", "most", "all", "no")
+_QUANTS = ("less than half", "at least", "exactly", "every", "none", "most", "all", "no")
 _NEAR = re.compile(r"^\s*(near|of order|about)\s+(\S+)\s*$")
 _SET = re.compile(r"^\s*\{([^}]*)\}\s*$")
 _WITHIN = re.compile(r"^\s*within\s+(.*)$")
@@ -193,7 +193,7 @@ def _quantifier(c: str):
     for q in _QUANTS:
         if c == q or c.startswith(q + " "):
             rest = c[len(q):].strip()
-            if q == "at least":  # "at least k of n ...": quantified; "at least 98.6": a bound
+            if q in ("at least", "exactly"):  # "at least k of n ...": quantified; "at least 98.6": a bound
                 m = _K_OF_N.match(rest)
                 return (q, int(m.group(1)), int(m.group(2)), m.group(3).strip()) if m else None
             return q, None, None, rest
@@ -325,6 +325,8 @@ def _quantified(c: str, got, tol) -> bool:
         return 2 * k > n
     if q == "less than half":
         return 2 * k < n
+    if q == "exactly":
+        return k == k0 and n == n0
     return k >= k0 and n == n0  # at least k of n
 
 

@@ -103,6 +103,53 @@ def inventory_numbers(inv: dict) -> list[dict]:
     return out
 
 
+# Why a quantified statement without digits has no ledger row checking it: every statement's
+# `reason` starts with one of these (tests/unit/test_claims_statements.py).
+STATEMENT_REASONS = (
+    "theory",
+    "a setting of the study",
+    "interpretation of other entries",
+    "asserted by the pipeline",
+    "reported in the supplement",
+    "no criterion stated",
+    "needs data the pipeline does not record",
+)
+
+
+def statement_reason(reason) -> str | None:
+    """The fixed category a statement's reason belongs to, or None when it is outside the list."""
+    text = str(reason or "").strip()
+    return next((c for c in STATEMENT_REASONS if text.startswith(c)), None)
+
+
+def inventory_statements(inv: dict) -> list[dict]:
+    """One record per quantified statement without digits: paper, file, line, text, claims, reason."""
+    out = []
+    for paper, items in (inv.get("statements") or {}).items():
+        for it in items or []:
+            claims = it.get("claims") or []
+            out.append({"paper": paper, "file": it.get("file"), "line": int(it["line"]), "text": str(it.get("text", "")),
+                        "claims": [claims] if isinstance(claims, str) else list(claims), "reason": it.get("reason")})
+    return out
+
+
+def statement_problems(inv: dict, row_ids, papers_dir=None) -> list[str]:
+    """A statement neither checked by ledger rows nor given a reason from STATEMENT_REASONS, one
+    pointing to a row the ledger lacks, or (with the papers) one whose phrase is not on its line."""
+    probs, ids = [], set(row_ids)
+    for st in inventory_statements(inv):
+        where = f"{st['paper']} line {st['line']}: statement {st['text']!r}"
+        if not st["claims"] and statement_reason(st["reason"]) is None:
+            probs.append(f"{where}: neither ledger rows nor a reason from the fixed list ({st['reason']!r})")
+        probs += [f"{where}: points to {c!r}, not a ledger row" for c in st["claims"] if c not in ids]
+        if papers_dir is not None:
+            name = st["file"] or next(iter(inv["papers"][st["paper"]]["files"]))
+            lines = _lines(papers_dir, name)
+            if not 1 <= st["line"] <= len(lines) or st["text"] not in lines[st["line"] - 1]:
+                probs.append(f"{name}:{st['line']}: statement {st['text']!r} is not printed there")
+    return probs
+
+
 def _paper_file(inv: dict, paper: str, item: dict) -> str:
     files = inv["papers"][paper]["files"]
     return item.get("file") or next(iter(files))
@@ -159,7 +206,7 @@ def inventory_problems(inv: dict, ledger_rows: dict[str, str], papers_dir=None) 
     not the one read. ledger_rows: row id -> the paper's value as the ledger writes it."""
     probs = []
     rows = set(ledger_rows)
-    used = set()
+    used = {c for st in inventory_statements(inv) for c in st["claims"]}  # a qualitative entry: a statement's
     for n in inventory_numbers(inv):
         for c in n["claims"]:
             if c not in rows:
@@ -170,7 +217,8 @@ def inventory_problems(inv: dict, ledger_rows: dict[str, str], papers_dir=None) 
             probs.append(f"{n['paper']} line {n['line']}: printed {n['printed']!r} is not the ledger's value "
                          f"{' / '.join(known)} ({', '.join(n['claims'])})")
     for r in sorted(rows - used):
-        probs.append(f"ledger row {r!r}: no printed number in the inventory points to it")
+        probs.append(f"ledger row {r!r}: no printed number or statement in the inventory points to it")
+    probs += statement_problems(inv, rows, papers_dir)
     if papers_dir is not None:
         for paper, meta in inv["papers"].items():
             for name, sha in meta["files"].items():
@@ -268,7 +316,30 @@ def coverage(rows: list[dict], inv: dict | None) -> dict:
     if inv:
         ids = {r["id"] for r in rows}
         c["unlisted"] = sum(1 for n in inventory_numbers(inv) if not set(n["claims"]) & ids)
+        c["statements"] = _statement_verdicts(inventory_statements(inv), {r["id"]: r["status"].split(" (")[0] for r in rows})
     return c
+
+
+def _statement_verdicts(statements: list[dict], status: dict[str, str]) -> dict:
+    """Counts of quantified statements: checked by entries (agrees when every row agrees, differs
+    when any differs, not run when any is not run and none differs, else other) or with a reason."""
+    out = {"statements": len(statements), "checked": 0, "agrees": 0, "differs": 0, "not run": 0, "other": 0,
+           "reason": 0, "unaccounted": 0}
+    for st in statements:
+        got = [status.get(c) for c in st["claims"]]
+        if not got:
+            out["reason" if statement_reason(st["reason"]) else "unaccounted"] += 1
+            continue
+        out["checked"] += 1
+        if all(g == "agrees" for g in got):
+            out["agrees"] += 1
+        elif "differs" in got:
+            out["differs"] += 1
+        elif "not run" in got:
+            out["not run"] += 1
+        else:
+            out["other"] += 1
+    return out
 
 
 def coverage_line(c: dict) -> str:
@@ -279,6 +350,12 @@ def coverage_line(c: dict) -> str:
         s += f" / {c['other']} other (partial, no row, table not built, not comparable)"
     if c.get("unlisted"):
         s += f" / {c['unlisted']} paper numbers without an entry"
+    st = c.get("statements")
+    if st and st["statements"]:
+        s += (f"; {st['statements']} qualitative statements / {st['checked']} checked by entries ({st['agrees']} agree / "
+              f"{st['differs']} differ / {st['not run']} not run / {st['other']} other) / {st['reason']} with a reason")
+        if st["unaccounted"]:
+            s += f" / {st['unaccounted']} without either"
     return s
 
 
@@ -295,8 +372,10 @@ def main(argv=None) -> int:
     probs = inventory_problems(inv, {r["id"]: r["paper_value"] for r in rows}, papers)
     a = token_audit(inv, papers)
     nums = inventory_numbers(inv)
+    sts = inventory_statements(inv)
     print(f"inventory: {len(nums)} printed numbers ({sum(n['verbal'] for n in nums)} in words), "
-          f"{len({c for n in nums for c in n['claims']})} ledger rows claimed, {len(probs)} problems")
+          f"{len({c for n in nums for c in n['claims']})} ledger rows claimed, {len(sts)} qualitative statements "
+          f"({sum(1 for x in sts if x['claims'])} checked by ledger rows), {len(probs)} problems")
     print(f"numeric tokens in the papers: {a['tokens']}: {a['claimed']} in inventoried numbers, "
           f"{a['skipped']} skipped by the inventory with a reason, {sum(a['rules'].values())} set aside by rule, "
           f"{len(a['unaccounted'])} unaccounted")

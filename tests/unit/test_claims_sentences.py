@@ -53,6 +53,8 @@ SENTENCES = [
     ("a lower-bound gap less than half", "less than half", None, "quantified", [1, 0, 0], [1, 1, 0]),
     ("the five families with at least ten such pairs", "at least 5 of 7 ≥ 10", None, "quantified",
      [10, 12, 40, 11, 19, 3, 0], [10, 12, 40, 9, 19, 3, 0]),
+    ("In the five families with at least ten such pairs (of seven)", "exactly 5 of 7 ≥ 10", None, "quantified",
+     [10, 12, 40, 11, 19, 3, 0], [10, 12, 40, 11, 19, 30, 0]),
     ("no attainment-index gap (the interval covers 0) in OLMo and Pythia", "all true", None, "quantified",
      "True, True", "True, False"),
 ]
