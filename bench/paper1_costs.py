@@ -1,12 +1,14 @@
 """Time and peak memory of paper 1's per-layer jobs at one layer shape, on synthetic tensors.
 
     .venv/bin/python bench/paper1_costs.py                      # Qwen3-235B-A22B layer shape
-    .venv/bin/python bench/paper1_costs.py --restarts 8 --iters 300   # config/paper.yaml capacity
+    .venv/bin/python bench/paper1_costs.py --restarts 8 --iters 100 --method lbfgs --tol 1e-6 --window 10 \
+        --jobs capacity                                         # config/paper.yaml capacity
 
 Writes a one-layer Llama-layout checkpoint (float32) with ``--strong`` exactly closed heads
 (so the capacity job has strong, matched and sampled heads), fetches it into a tensor store
 like the pipeline does, then runs each job the way Snakemake does: a fresh Python process with
-one BLAS thread. Reports wall time and peak resident memory (ru_maxrss) per job."""
+one BLAS thread. Reports wall time, CPU time (user + sys: the cost on a loaded machine) and peak
+resident memory (ru_maxrss) per job."""
 
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ if kind == "heads":
     paper1_jobs.heads_job(store, 0, out + "/h.parquet", out + "/p.parquet", params, log=lambda m: None)
 else:
     paper1_jobs.capacity_job(store, store, 0, out + "/c.parquet", params, log=lambda m: None)
-print(json.dumps({"wall_s": time.perf_counter() - t0, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+ru = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": ru.ru_utime + ru.ru_stime, "maxrss_mb": ru.ru_maxrss / 1024}))
 """
 
 
@@ -79,6 +82,9 @@ def main(argv=None) -> None:
     ap.add_argument("--strong", type=int, default=8, help="exactly closed heads planted in the layer")
     ap.add_argument("--restarts", type=int, default=2)
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--method", default="gradient", choices=["gradient", "lbfgs"], help="paper1.capacity.method")
+    ap.add_argument("--tol", type=float, default=0.0, help="paper1.capacity.tol (0: every start runs --iters steps)")
+    ap.add_argument("--window", type=int, default=0, help="paper1.capacity.window")
     ap.add_argument("--scramble-draws", type=int, default=8)
     ap.add_argument("--haar-draws", type=int, default=2)
     ap.add_argument("--jobs", default="heads,capacity")
@@ -94,7 +100,7 @@ def main(argv=None) -> None:
         params = {
             "heads": {**common, "haar_draws": a.haar_draws, "split_rtol": 1e-8},
             "capacity": {**common, "strong_threshold": 0.9, "restarts": a.restarts, "iters": a.iters,
-                         "sample_per_layer": 2, "final_model": "bench"},
+                         "method": a.method, "tol": a.tol, "window": a.window, "sample_per_layer": 2, "final_model": "bench"},
         }
         print(f"layer shape: d_model {a.d_model}, d_head {a.d_head}, {a.heads} heads, {a.kv} KV groups; "
               f"{a.strong} planted closed heads; one BLAS thread per job")
@@ -104,9 +110,9 @@ def main(argv=None) -> None:
             if kind == "capacity":
                 t, _ = read_shard(tmp / "c.parquet")
                 n = t.num_rows
-                extra = (f"; {n} heads selected ({a.restarts} restarts x {a.iters} iters): "
-                         f"{res['wall_s'] / max(n, 1):.2f} s/head")
-            print(f"{kind:9s} wall {res['wall_s']:7.1f} s   peak RSS {res['maxrss_mb']:7.0f} MB{extra}")
+                extra = (f"; {n} heads selected ({a.restarts} restarts x {a.iters} iters, {a.method}): "
+                         f"{res['wall_s'] / max(n, 1):.2f} s/head wall, {res['cpu_s'] / max(n, 1):.2f} CPU-s/head")
+            print(f"{kind:9s} wall {res['wall_s']:7.1f} s   CPU {res['cpu_s']:7.1f} s   peak RSS {res['maxrss_mb']:7.0f} MB{extra}")
 
 
 if __name__ == "__main__":

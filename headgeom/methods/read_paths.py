@@ -7,8 +7,9 @@ the residual x entering layer l' the first-order response is A J(x) u with
   J(x) u = P_c u / sigma  -  kappa * xhat (xhat^T P_c u) / sigma,   xhat = P_c x / ||P_c x||,
   kappa  = ||P_c x||^2 / (D sigma^2) = 1 - eps / sigma^2.
 
-The eps = 0 form has kappa = 1; kappa keeps eps exactly as the model's norm does
-(the derivative of sqrt(mean((P_c x)^2) + eps)); ``eps_exact: false`` drops it (kappa = 1).
+kappa keeps eps exactly as the model's norm does (the derivative of sqrt(mean((P_c x)^2) + eps));
+``eps_exact: false`` sets kappa = 1 but keeps eps inside sigma: a hybrid, not the derivative of the
+eps = 0 norm (which would also drop eps from sigma).
 Linear term A P_c u / sigma, normalization term -kappa A xhat (xhat^T P_c u) / sigma, total their
 sum. A reader without a pre-attention norm (post-LN BERT, whose write passes through the LayerNorms
 after the residual adds; OLMo-2, whose q/k norms come after the projection) is not modelled here: its

@@ -245,7 +245,8 @@ def lbfgs_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0,
     The same problem, retraction and stopping rule as projected_ascent; only the direction and
     step differ: the direction is L-BFGS's (the last ``memory`` steps' pairs s = X_k+1 - X_k,
     y = grad_k - grad_k+1 of the Riemannian gradient, i.e. the Euclidean gradient's component
-    tangent to the orbit, orbit_tangent), projected onto the tangent space; the step is
+    tangent to the orbit, orbit_tangent), not projected onto the tangent space again (its normal
+    part only moves sigma, which the retraction restores); the step is
     backtracking (Armijo, c = 1e-4, halving from 1; the first step and any step after a lost
     ascent direction has length ``step0`` x ||X||, as projected_ascent's first). A trial point is
     the exact SVD retraction of X + step x direction, and a step is taken only where it raises
