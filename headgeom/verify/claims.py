@@ -649,8 +649,10 @@ def _table(rows, models_run) -> Table:
         caption="The papers' reported numbers beside the pipeline's (config/claims.yaml).",
         columns=COLUMNS,
         rows=rows,
-        notes=f"Run models: {', '.join(models_run) or 'none'}. {len(rows)} claims: {summary}. 'agrees': equal at the "
-              "paper's printed precision (ranges end by end). 'not run': the claim's model is not among the run "
+        notes=f"Run models: {', '.join(models_run) or 'none'}. {len(rows)} claims: {summary}. 'agrees': by the rule "
+              "the paper's wording names (rule_of: a value at its printed precision, ranges end by end, 'near' / "
+              "'of order' on a log scale, bounds, 'within', sets, k/n, quantified statements over every value "
+              "read). 'not run': the claim's model is not among the run "
               "models. 'partial': some of its models were run (no verdict). p1 = Feng & Li (arXiv 2609.01129); "
               "pk = the PK paper.",
     )
