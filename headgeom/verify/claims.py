@@ -24,7 +24,6 @@ REDUCERS = ("one", "each", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct
 # of these (tests/unit/test_claims.py checks the ledger against this list).
 NOT_COMPUTED_REASONS = (
     "a setting of the study",
-    "arithmetic on printed values",
     "the paper's in-house run",
     "a property of a format",
 )
