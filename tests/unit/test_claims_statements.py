@@ -7,25 +7,13 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import os
-from pathlib import Path
 
 import pytest
 
 from headgeom.verify.claims import AGREES, DIFFERS, NOT_RUN, build_rows, load_ledger
 from headgeom.verify.claims_coverage import (STATEMENT_REASONS, coverage, coverage_line, inventory_problems,
                                              inventory_statements, load_inventory, statement_problems, statement_reason)
-
-ROOT = Path(__file__).resolve().parents[2]
-PAPERS = Path(os.environ.get("HEADGEOM_PAPERS", ROOT / "docs" / "papers"))
-needs_papers = pytest.mark.skipif(not (PAPERS / "read-write-spaces-pk-ja.txt").exists(),
-                                  reason=f"the paper texts are not at {PAPERS} (set HEADGEOM_PAPERS)")
-
-
-def _shipped():
-    ledger = load_ledger(ROOT / "config/claims.yaml")
-    rows, _ = build_rows(ledger, ROOT / "no-such-dir", [])
-    return ledger, rows, load_inventory(ROOT / "config/paper_numbers.yaml")
+from test_claims_coverage import PAPERS, ROOT, _shipped, needs_papers
 
 
 @needs_papers
