@@ -190,8 +190,9 @@ def _is_key_cell(cell: str) -> bool:
 
 def row_keys(header: list[str], *tables: list[list[str]]) -> list[str]:
     """The columns that name a table's rows: the shortest run of leading columns holding only
-    text or integers whose values tell every row apart in each of ``tables`` (empty when no such
-    run exists: rows are then matched by position among equal keys)."""
+    text or integers whose values tell every row apart in each of ``tables``; when none does,
+    every leading text or integer column (rows with equal keys are then matched by their
+    position among them)."""
     for n in range(1, len(header) + 1):
         if not all(_is_key_cell(r[n - 1]) for t in tables for r in t):
             return header[: n - 1]

@@ -72,7 +72,8 @@ def at_precision(printed: str, x: float) -> str | None:
 
 def pipeline_text(paper_value: str, value, shown: str) -> str:
     """The pipeline's value as the paper would print it: a number at the printed precision, a
-    range end by end, a fraction as k/n; else as the claims table shows it."""
+    range end by end, a fraction as k/n; else (a bound, a list, a percentage) as the claims
+    table shows it."""
     pv = str(paper_value).strip()
     if isinstance(value, tuple) and len(value) == 2:
         m = _RANGE.match(pv)
@@ -82,12 +83,10 @@ def pipeline_text(paper_value: str, value, shown: str) -> str:
                 return f"{lo}--{hi}"
         if all(isinstance(v, int) for v in value):
             return f"{value[0]}/{value[1]}"
-    if isinstance(value, (int, float)):
-        m = _BOUND.match(pv)
-        for printed in ([m.group(2)] if m else []) + ([] if _FRAC.match(pv) or _RANGE.match(pv) else [pv]):
-            s = at_precision(printed, float(value))
-            if s:
-                return s
+    if isinstance(value, (int, float)) and not (_BOUND.match(pv) or _FRAC.match(pv) or _RANGE.match(pv)):
+        s = at_precision(pv, float(value))  # a bound ("> 0") has no precision to keep: shown as the table shows it
+        if s:
+            return s
     return tex_escape(shown) if shown not in ("", "–") else NO_VALUE
 
 
