@@ -28,13 +28,32 @@ class ClaimCells:
     table: str | None
     column: str
     cells: list[dict] = field(default_factory=list)  # one row selector per cell read
-    record: dict = field(default_factory=dict)  # the ledger's row (paper value, pipeline, status)
+    rows: list[int] = field(default_factory=list)  # and that row's index in the table (0: the first data row)
 
     def commands(self, directory: str = ".") -> list[str]:
         d = [] if directory == "." else ["-d", directory]
         return [shlex.join(["headgeom", "audit", self.table, *d,
                             *[a for k, v in f.items() for a in ("--row", f"{k}={v}")], "--column", self.column])
                 for f in self.cells]
+
+
+class TableCache:
+    """The tables of a run's results/tables, each CSV read once: name -> (columns, rows) or None."""
+
+    def __init__(self, tables_dir):
+        self.dir = Path(tables_dir)
+        self._t: dict[str, tuple[list[str], list[dict]] | None] = {}
+
+    def get(self, name: str):
+        if name not in self._t:
+            p = self.dir / f"{name}.csv"
+            if p.exists():
+                with open(p, newline="") as fh:
+                    r = csv.DictReader(fh)
+                    self._t[name] = (list(r.fieldnames or []), list(r))
+            else:
+                self._t[name] = None
+        return self._t[name]
 
 
 def ledger_path(workdir: Path) -> Path:
@@ -71,27 +90,24 @@ def unique_selector(columns: list[str], rows: list[dict], row: dict, start: dict
     raise AuditError(f"no set of columns tells this row apart from the others: {row}")
 
 
-def claim_cells(workdir, claim_id: str, ledger=None) -> ClaimCells:
-    workdir = Path(workdir)
-    ledger = load_ledger(ledger or ledger_path(workdir))
+def claim_cells(tables_dir, claim_id: str, ledger: list[dict], cache: TableCache | None = None) -> ClaimCells:
+    """The cells ledger entry ``claim_id`` reads from the tables in ``tables_dir``."""
     e, col = find_entry(ledger, claim_id)
-    tables = workdir / layout.TABLES_DIR
-    rec = next(r for r in build_rows([e], tables, [])[0] if r["id"] == claim_id)
-    out = ClaimCells(claim_id, e, e.get("table"), col, record=rec)
+    out = ClaimCells(claim_id, e, e.get("table"), col)
     if not out.table:
         return out
-    path = tables / f"{out.table}.csv"
-    if not path.exists():
-        raise AuditError(f"{claim_id} reads {out.table}, which this run has not built ({path} is missing)")
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        cols, trows = list(reader.fieldnames or []), list(reader)
+    t = (cache or TableCache(tables_dir)).get(out.table)
+    if t is None:
+        raise AuditError(f"{claim_id} reads {out.table}, which this run has not built "
+                         f"({Path(tables_dir) / (out.table + '.csv')} is missing)")
+    cols, trows = t
     seen = {r.get("model") for r in trows} | {r.get("checkpoint") for r in trows}
     models = [e["model"]] if "model" in e else list(e["models"])
     for f in row_filters(e, cols, [m for m in models if m in seen]):
-        hits = [r for r in trows if _match(r, f)]
+        hits = [i for i, r in enumerate(trows) if _match(r, f)]
         if len(hits) == 1 or (e.get("over_rows") and hits):
-            out.cells += [unique_selector(cols, trows, r, f) for r in hits]
+            out.cells += [unique_selector(cols, trows, trows[i], f) for i in hits]
+            out.rows += hits
     return out
 
 
@@ -99,8 +115,10 @@ def audit_claim(workdir, claim_id: str, *, ledger=None, out=print, **audit_kw) -
     """Print the entry and audit every cell it reads (one screen each); True when all match."""
     from headgeom.verify.audit import audit
 
-    c = claim_cells(workdir, claim_id, ledger)
-    r = c.record
+    tables = Path(workdir) / layout.TABLES_DIR
+    entries = load_ledger(ledger or ledger_path(workdir))
+    c = claim_cells(tables, claim_id, entries)
+    r = next(x for x in build_rows([c.entry], tables, [])[0] if x["id"] == claim_id)
     out(f"Claim {c.id} ({r['paper']}, {r['where']}; {r['model']}): {r['quantity']}")
     out(f"  paper {r['paper_value']}   pipeline {r['pipeline']}   verdict: {r['status']}")
     if not c.table:
