@@ -3,13 +3,14 @@
 ``results/tables/claims_macros.tex``: two macros per ledger entry (config/claims.yaml), the
 pipeline's value at the paper's printed precision and its verdict::
 
-    \\newcommand{\\hgPkTOneOneTwoFourmO}{51.2}          % pk.t1.124m.O: paper 51, agrees
-    \\newcommand{\\hgPkTOneOneTwoFourmOVerdict}{agrees}
+    \\newcommand{\\hgPkTOneOneTwoFourMO}{51.2}  % pk.t1.124m.O: paper 51
+    \\newcommand{\\hgPkTOneOneTwoFourMOVerdict}{agrees}
 
 ``results/tables/cell_macros.tex``: one macro per cell named in the config (``claims.macros``:
 name, table, row, column, format). Each file starts with the code version and the hash of the
 config the run used. Macro names are TeX control words (letters only): a ledger id is written
-"hg" + its parts capitalised, digits spelled ("t1" -> "TOne"); ``macro_name`` gives it."""
+"hg" + its parts capitalised (a one-letter part keeps its case), digits spelled ("pk.t1.124m.d" ->
+"hgPkTOneOneTwoFourMd"); ``macro_name`` gives it, and two entries that would share a name are an error."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ def macro_name(claim_id: str, prefix: str = "hg") -> str:
     """A TeX control word for a ledger id: prefix + each alphanumeric part capitalised, digits spelled."""
     out = prefix
     for part in re.split(r"[^A-Za-z0-9]+", claim_id):
+        if len(part) == 1 and part.isalpha():  # a one-letter part keeps its case: ".d" and ".D" are two columns
+            out += part
+            continue
         for run in re.findall(r"[0-9]|[A-Za-z]+", part):
             out += DIGITS[int(run)] if run.isdigit() else run[0].upper() + run[1:]
     return out

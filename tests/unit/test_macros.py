@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from headgeom.verify.claims import load_ledger
 from headgeom.verify.macros import (
     MacroError,
     at_precision,
@@ -51,6 +52,15 @@ def test_names_are_control_words_and_distinct():
     assert macro_name("pk.t1.124m.O") == "hgPkTOneOneTwoFourMO"
     assert macro_name("p1.sci_2") == "hgPOneSciTwo"
     assert re.fullmatch(r"[A-Za-z]+", macro_name("a-b.c_9/Z"))
+    assert macro_name("pk.t3.124m.d") != macro_name("pk.t3.124m.D")  # two columns of one table
+
+
+def test_the_shipped_ledger_has_one_name_per_macro(root):
+    from headgeom.verify.claims import build_rows
+
+    rows, _ = build_rows(load_ledger(root / "config/claims.yaml"), root / "no-tables", [])
+    text = claims_macros(root / "config/claims.yaml", root / "no-tables", [], "x")  # raises on a repeated name
+    assert len(_macros(text)) == 2 * len(rows)
 
 
 def test_values_at_the_printed_precision():
