@@ -23,7 +23,8 @@ trace instead (every shard's provenance, every tensor's sha256); ``--json`` prin
 one JSON object (number, rows, rule, builder, code, config, inputs with per-item status,
 verdicts, ok).
 ``audit --claim ID`` audits every cell a ledger entry reads (after its paper value, pipeline
-value and verdict), one screen each.
+value and verdict), one screen each; exit 2 when the entry reads no cell of the run (its models
+were not run, or the pipeline does not compute it).
 ``diff`` says what moved between two runs (work directories): per table the cells whose value
 changed (old, new, relative change) and the rows added or removed, the ledger entries whose
 verdict changed, and the shards whose data differ; exit 0 unless --fail-on-change and something
@@ -72,7 +73,7 @@ def _audit_claim(args) -> int:
         return 2
     try:
         ok = audit_claim(args.directory, args.claim, ledger=args.ledger, tensors=not args.no_tensors,
-                         configfiles=args.configfile or [], tmpdir=args.tmpdir, directory_label=args.directory)
+                         configfiles=args.configfile or [], tmpdir=args.tmpdir, directory=args.directory)
     except AuditError as e:
         print(f"headgeom audit: {e}", file=sys.stderr)
         return 2

@@ -111,8 +111,11 @@ def claim_cells(tables_dir, claim_id: str, ledger: list[dict], cache: TableCache
     return out
 
 
-def audit_claim(workdir, claim_id: str, *, ledger=None, out=print, **audit_kw) -> bool:
-    """Print the entry and audit every cell it reads (one screen each); True when all match."""
+def audit_claim(workdir, claim_id: str, *, ledger=None, out=print, directory: str = ".", **audit_kw) -> bool:
+    """Print the entry and audit every cell it reads (one screen each, ``audit(view="short")``);
+    True when every audit passes. AuditError when the entry reads no cell of this run (its
+    models were not run, or the pipeline does not compute it): there is no number to audit.
+    ``directory``: as the user named the work directory, for the printed commands."""
     from headgeom.verify.audit import audit
 
     tables = Path(workdir) / layout.TABLES_DIR
@@ -121,18 +124,16 @@ def audit_claim(workdir, claim_id: str, *, ledger=None, out=print, **audit_kw) -
     r = next(x for x in build_rows([c.entry], tables, [])[0] if x["id"] == claim_id)
     out(f"Claim {c.id} ({r['paper']}, {r['where']}; {r['model']}): {r['quantity']}")
     out(f"  paper {r['paper_value']}   pipeline {r['pipeline']}   verdict: {r['status']}")
-    if not c.table:
-        out(f"  not read from any table: {r['note']}")
-        return True
+    if not c.cells:
+        why = r["note"] if not c.table else f"{r['status']}; {r['note']}".strip("; ")
+        raise AuditError(f"{claim_id}: no cell of this run to audit ({why})")
     how = c.entry.get("reduce", "one")
     out(f"  reads {c.table}.{c.column}: {len(c.cells)} cell(s)" + ("" if how == "one" else f", combined by {how}"))
-    for cmd in c.commands(str(audit_kw.get("directory_label", "."))):
+    for cmd in c.commands(directory):
         out(f"    {cmd}")
     ok = True
     for i, sel in enumerate(c.cells, 1):
         out("")
         out(f"--- cell {i} of {len(c.cells)}")
-        kw = {k: v for k, v in audit_kw.items() if k != "directory_label"}
-        res = audit(workdir, c.table, sel, c.column, out=out, view="short", **kw)
-        ok = ok and res["ok"]
+        ok = audit(workdir, c.table, sel, c.column, out=out, view="short", **audit_kw)["ok"] and ok
     return ok

@@ -9,6 +9,8 @@ A and B are work directories of the pipeline (each with results/tables and resul
   equal bits); a changed cell is listed with its old and new value and, for numbers, the
   relative change; rows present on one side only are listed as added or removed;
 * the claims ledger (results/tables/claims.csv), entry by entry: those whose verdict changed;
+* every figure (figures/<name>.prov.json): those whose PNG or PDF differ byte for byte (the
+  figures are written without timestamps) or whose params changed;
 * every Parquet shard, matched by path: files equal byte for byte are equal; otherwise rows are
   matched by their key columns and every other column compared bitwise (NaN equals NaN).
 
@@ -277,9 +279,46 @@ def diff_ledger(a: Path, b: Path) -> list[dict]:
     return out
 
 
+def _flat(d, prefix: str = "") -> dict:
+    out = {}
+    for k, v in (d or {}).items():
+        if isinstance(v, dict) and v:
+            out |= _flat(v, f"{prefix}{k}.")
+        else:
+            out[prefix + str(k)] = v
+    return out
+
+
+def diff_figures(a: Path, b: Path) -> list[dict]:
+    """Figures redrawn differently: {name, status ('differs' | 'only in A' | 'only in B'), files: the
+    formats whose bytes differ, params: {key: [old, new]} from the provenance sidecars}."""
+    def figs(root):
+        return {p.name.removesuffix(".prov.json"): p for p in sorted((root / layout.FIGURES_DIR).glob("*.prov.json"))}
+
+    fa, fb = figs(a), figs(b)
+    out = []
+    for name in sorted(set(fa) | set(fb)):
+        if name not in fa or name not in fb:
+            out.append({"name": name, "status": "only in A" if name in fa else "only in B", "files": [], "params": {}})
+            continue
+        files = [f"{name}.{ext}" for ext in layout.FIGURE_EXTS
+                 if (fa[name].parent / f"{name}.{ext}").exists() != (fb[name].parent / f"{name}.{ext}").exists()
+                 or ((fa[name].parent / f"{name}.{ext}").exists()
+                     and not filecmp.cmp(fa[name].parent / f"{name}.{ext}", fb[name].parent / f"{name}.{ext}",
+                                         shallow=False))]
+        try:
+            pa, pb = (_flat(json.loads(p.read_text()).get("params")) for p in (fa[name], fb[name]))
+        except (OSError, ValueError):
+            pa = pb = {}
+        params = {k: [pa.get(k), pb.get(k)] for k in sorted(set(pa) | set(pb)) if pa.get(k) != pb.get(k)}
+        if files or params:
+            out.append({"name": name, "status": "differs", "files": files, "params": params})
+    return out
+
+
 def diff_runs(a, b, *, shards: bool = True) -> dict:
     """Everything that moved between the runs in work directories ``a`` and ``b`` (see the module
-    docstring); ``changed`` is False only when no table cell, row, ledger verdict or shard differs."""
+    docstring); ``changed`` is False only when no table cell, row, ledger verdict, figure or shard differs."""
     a, b = Path(a), Path(b)
     for root in (a, b):
         if not (root / layout.TABLES_DIR).is_dir():
@@ -296,8 +335,10 @@ def diff_runs(a, b, *, shards: bool = True) -> dict:
                 tables[t] = d
     ledger = diff_ledger(ta[CLAIMS], tb[CLAIMS]) if CLAIMS in ta and CLAIMS in tb else []
     res = {"a": str(a), "b": str(b), "tables_compared": len(set(ta) & set(tb) - {CLAIMS}), "tables": tables,
-           "tables_only": only, "ledger": ledger, "shards": diff_shards(a, b) if shards else None}
-    res["changed"] = bool(tables or only["A"] or only["B"] or ledger or (shards and res["shards"]["differ"]))
+           "tables_only": only, "ledger": ledger, "figures": diff_figures(a, b),
+           "shards": diff_shards(a, b) if shards else None}
+    res["changed"] = bool(tables or only["A"] or only["B"] or ledger or res["figures"]
+                          or (shards and res["shards"]["differ"]))
     return res
 
 
@@ -310,6 +351,11 @@ def _row_label(row: dict) -> str:
 
 def _rel(rel) -> str:
     return "" if rel is None else f"  ({rel:+.3g} relative)" if abs(rel) < 1e-3 else f"  ({100 * rel:+.3g} %)"
+
+
+def _short(v, n: int = 60) -> str:
+    t = json.dumps(v, default=str)
+    return t if len(t) <= n else t[: n - 1] + "…"
 
 
 def render(res: dict, max_lines: int = 40) -> str:
@@ -335,13 +381,19 @@ def render(res: dict, max_lines: int = 40) -> str:
     for e in res["ledger"][:max_lines]:
         out.append(f"  {e['id']}: {e['old']} -> {e['new']}  (paper {e['paper_value']}; pipeline "
                    f"{e['pipeline_old']} -> {e['pipeline_new']})")
+    out.append(f"figures: {len(res['figures'])} differ")
+    for f in res["figures"][:max_lines]:
+        what = [f"{', '.join(f['files'])} redrawn"] if f["files"] else []
+        what += [f"{k}: {_short(o)} -> {_short(n)}" for k, (o, n) in f["params"].items()]
+        out.append(f"  {f['name']}: {f['status']}" + (f" ({'; '.join(what)})" if what else ""))
     if sh is not None:
         out.append(f"shards: {sh['compared']} compared ({sh['identical_files']} identical files, "
                    f"{sh['values']} values compared in the rest), {len(sh['differ'])} differ")
         for s in sh["differ"][:max_lines]:
             out.append(f"  {s['path']}: {s['status']}" + "".join(f"\n    {x}" for x in s["differences"][:3]))
     out.append("changed" if res["changed"] else
-               "identical: no table cell, row, ledger verdict" + (" or shard" if sh is not None else "") + " differs")
+               "identical: no table cell, row, ledger verdict, figure" + (" or shard" if sh is not None else "")
+               + " differs")
     return "\n".join(out) + "\n"
 
 

@@ -45,7 +45,7 @@ def test_identical_runs_say_so_and_exit_0(tmp_path, capsys):
     res = diff_runs(a, b)
     assert not res["changed"] and res["tables_compared"] == 2 and res["shards"]["identical_files"] == 1
     assert cli(["diff", str(a), str(b), "--fail-on-change"]) == 0
-    assert "identical: no table cell, row, ledger verdict or shard differs" in capsys.readouterr().out
+    assert "identical: no table cell, row, ledger verdict, figure or shard differs" in capsys.readouterr().out
 
 
 def test_exactly_the_moved_cells_rows_and_verdicts(tmp_path, capsys):
@@ -91,3 +91,21 @@ def test_not_a_run_directory_is_exit_2(tmp_path, capsys):
 def test_relative_change():
     assert relative_change("2", "3") == 0.5 and relative_change("-2", "-3") == -0.5
     assert relative_change("0", "1") is None and relative_change("nan", "1") is None and relative_change("a", "b") is None
+
+
+def _figure(root: Path, png: bytes, threshold: float) -> None:
+    (root / "figures").mkdir(exist_ok=True)
+    (root / "figures/f.png").write_bytes(png)
+    (root / "figures/f.prov.json").write_text(json.dumps({"figure": "f", "params": {"tables": {"strong_threshold": threshold}}}))
+
+
+def test_a_redrawn_figure_and_its_params(tmp_path, capsys):
+    a, b = _run(tmp_path / "a"), _run(tmp_path / "b")
+    _figure(a, b"\x89PNG one", 0.9)
+    _figure(b, b"\x89PNG one", 0.9)
+    assert diff_runs(a, b)["figures"] == []
+    _figure(b, b"\x89PNG two", 0.8)
+    (f,) = diff_runs(a, b)["figures"]
+    assert f == {"name": "f", "status": "differs", "files": ["f.png"], "params": {"tables.strong_threshold": [0.9, 0.8]}}
+    assert cli(["diff", str(a), str(b), "--fail-on-change"]) == 1
+    assert "f: differs (f.png redrawn; tables.strong_threshold: 0.9 -> 0.8)" in capsys.readouterr().out

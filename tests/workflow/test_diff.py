@@ -75,7 +75,7 @@ def test_diff_lists_exactly_the_cells_an_edited_key_moved(runs, snakemake_bin):
 def test_identical_runs_exit_0(runs, snakemake_bin):
     a, _ = runs
     r = _diff(Path(snakemake_bin).parent, a, a, "--fail-on-change")
-    assert r.returncode == 0 and "identical: no table cell, row, ledger verdict or shard differs" in r.stdout
+    assert r.returncode == 0 and "identical: no table cell, row, ledger verdict, figure or shard differs" in r.stdout
 
 
 LEDGER = """
