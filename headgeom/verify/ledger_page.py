@@ -49,7 +49,8 @@ ledger.on("dataFiltered", function (filters, rows) {
 
 def ledger_rows(ledger: list[dict], rows: list[dict], tables_dir) -> list[dict]:
     """The page's rows: the claims table's rows, each with the link to the first table row it
-    reads (``href``) and its audit command."""
+    reads (``href``; the table page alone when the table has no row for the claim's models) and
+    its audit command (none when there is no cell to audit)."""
     cache = TableCache(tables_dir)
     by_id = {e["id"]: e for e in ledger}
     out = []
@@ -59,8 +60,9 @@ def ledger_rows(ledger: list[dict], rows: list[dict], tables_dir) -> list[dict]:
         entry = by_id.get(r["id"]) or by_id.get(r["id"].rsplit(".", 1)[0])
         if entry and entry.get("table") and cache.get(entry["table"]):
             cells = claim_cells(tables_dir, r["id"], ledger=[entry], cache=cache)
+            rec["href"] = f"{cells.table}.html"  # the table, when the claim's models have no row there
             if cells.cells:
-                rec["href"] = f"{cells.table}.html#{row_anchor(cells.rows[0])}"
+                rec["href"] += f"#{row_anchor(cells.rows[0])}"
                 rec["audit"] = f"headgeom audit --claim {r['id']}"
         out.append(rec)
     return out

@@ -51,7 +51,7 @@ def test_rows_link_the_table_row_they_read(tmp_path):
     assert rows["pk.c"]["href"] == f"t.html#row-{csv_rows.index(('m1', 'K'))}"
     assert rows["pk.a"]["audit"] == "headgeom audit --claim pk.a"
     assert "href" not in rows["p1.x"] and rows["p1.x"]["audit"] == ""
-    assert "href" not in rows["p1.y"] and rows["p1.y"]["status"] == "not run"
+    assert rows["p1.y"]["href"] == "t.html" and rows["p1.y"]["status"] == "not run" and rows["p1.y"]["audit"] == ""
     assert 'id="row-3"' in (d / "t.html").read_text()
 
 
