@@ -8,7 +8,6 @@ paper value, pipeline value and verdict, then audits every cell on one screen ea
 
 from __future__ import annotations
 
-import csv
 import json
 import shlex
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from pathlib import Path
 
 from headgeom import layout
 from headgeom.verify.audit import AuditError, _cell_eq
-from headgeom.verify.claims import _expand, _match, build_rows, load_ledger, row_filters
+from headgeom.verify.claims import _expand, _match, _Tables, build_rows, load_ledger, row_filters
 
 DEFAULT_LEDGER = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"
 
@@ -37,23 +36,8 @@ class ClaimCells:
                 for f in self.cells]
 
 
-class TableCache:
-    """The tables of a run's results/tables, each CSV read once: name -> (columns, rows) or None."""
-
-    def __init__(self, tables_dir):
-        self.dir = Path(tables_dir)
-        self._t: dict[str, tuple[list[str], list[dict]] | None] = {}
-
-    def get(self, name: str):
-        if name not in self._t:
-            p = self.dir / f"{name}.csv"
-            if p.exists():
-                with open(p, newline="") as fh:
-                    r = csv.DictReader(fh)
-                    self._t[name] = (list(r.fieldnames or []), list(r))
-            else:
-                self._t[name] = None
-        return self._t[name]
+# a run's tables, each CSV read once: name -> (columns, rows) or None
+TableCache = _Tables
 
 
 def ledger_path(workdir: Path) -> Path:
