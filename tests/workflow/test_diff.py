@@ -32,7 +32,7 @@ def _cells(root):
 def runs(tmp_path_factory, snakemake_bin, root):
     a = tiny_run(tmp_path_factory, snakemake_bin, root)
     b = copy_run(a, tmp_path_factory.mktemp("diff") / "run")
-    cfg = merge(yaml.safe_load((a / "cfg.yaml").read_text()), {"tables": {"strong_threshold": 0.8}})
+    cfg = merge(yaml.safe_load((a / "cfg.yaml").read_text()), {"tables": {"strong_threshold": 0.05}})
     (b / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     snakemake(snakemake_bin, root, b)
     return a, b
