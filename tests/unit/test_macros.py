@@ -116,3 +116,15 @@ def test_a_document_using_the_macros_compiles(tmp_path):
     assert (tmp_path / "doc.pdf").stat().st_size > 1000
     # TeX expanded each macro to the value the file defines
     assert "VALUES:0.061|0.06--0.07|0.07049|not computed by the pipeline" in (tmp_path / "doc.log").read_text()
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no pdflatex (apt-get install texlive-latex-base)")
+def test_every_macro_of_the_shipped_ledger_typesets(root, tmp_path):
+    text = claims_macros(root / "config/claims.yaml", tmp_path, [], "x")  # no tables: every entry "not run"
+    (tmp_path / "claims_macros.tex").write_text(text)
+    body = "\n".join(f"\\{n}\\par" for n in _macros(text))
+    (tmp_path / "doc.tex").write_text("\\documentclass{article}\n\\input{claims_macros.tex}\n\\begin{document}\n"
+                                      f"{body}\n\\end{{document}}\n")
+    r = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:]
