@@ -2,7 +2,7 @@
 
     headgeom audit TABLE --row KEY=VALUE [--row ...] --column NAME [-d DIR] [--no-tensors] [--full | --json]
     headgeom audit --claim ID [-d DIR] [--no-tensors]
-    headgeom diff A B [--json] [--no-shards] [--fail-on-change]
+    headgeom diff A B | --rev REV [DIR]   [--json] [--no-shards] [--fail-on-change]
     headgeom claims [--ledger config/claims.yaml] [-d DIR] [--models m1 m2 ...] [--inventory FILE]
     headgeom plan [--configfile F ...] [--models m1 ...] [--shape M=config.json] [--cores N ...]
     headgeom costs logs/slurm/efficiency_report_<run>.csv [-d DIR] [--configfile F ...]
@@ -28,7 +28,8 @@ were not run, or the pipeline does not compute it).
 ``diff`` says what moved between two runs (work directories): per table the cells whose value
 changed (old, new, relative change) and the rows added or removed, the ledger entries whose
 verdict changed, and the shards whose data differ; exit 0 unless --fail-on-change and something
-moved (1); 2 when a directory is not a run.
+moved (1); 2 when a directory is not a run. ``--rev REV`` compares a work directory with the
+tables, shards and figures git tracks there at REV (a project that commits its results).
 ``claims`` prints the claims ledger beside the pipeline's values (what the ``claims`` rule
 writes to results/tables/claims.*) and a coverage line: numbers in the papers (the inventory,
 config/paper_numbers.yaml) / ledger entries / agrees / differs / not run / not computed."""
@@ -81,10 +82,23 @@ def _audit_claim(args) -> int:
 
 
 def _diff(args) -> int:
-    from headgeom.verify.diff import diff_runs, render, render_json
+    import tempfile
 
+    from headgeom.verify.diff import checkout_results, diff_runs, render, render_json
+
+    if len(args.runs) != (1 if args.rev else 2) and not (args.rev and not args.runs):
+        print("headgeom diff: give two run directories A B, or --rev REV [DIR]", file=sys.stderr)
+        return 2
     try:
-        res = diff_runs(args.a, args.b, shards=not args.no_shards)
+        with tempfile.TemporaryDirectory(prefix="headgeom-diff-") as tmp:
+            if args.rev:
+                b = args.runs[0] if args.runs else "."
+                a = checkout_results(b, args.rev, tmp)
+            else:
+                a, b = args.runs
+            res = diff_runs(a, b, shards=not args.no_shards)
+            if args.rev:
+                res["a"] = f"{args.rev}:{b}"
     except (OSError, ValueError) as e:
         print(f"headgeom diff: {e}", file=sys.stderr)
         return 2
@@ -275,8 +289,10 @@ def main(argv=None) -> int:
                                    "changed (old, new, relative change) and the rows added or removed, the ledger "
                                    "entries whose verdict changed, and the shards whose data differ (bitwise). "
                                    "Compact text by default; --json for tools.")
-    d.add_argument("a", help="the first run's work directory (old)")
-    d.add_argument("b", help="the second run's work directory (new)")
+    d.add_argument("runs", nargs="*", metavar="A B",
+                   help="the two runs' work directories (old, new); with --rev one, the new (default: .)")
+    d.add_argument("--rev", help="compare with the outputs git tracks in the work directory at this revision "
+                                 "(for a project that commits its results/tables)")
     d.add_argument("--json", action="store_true", help="the whole diff as one JSON object")
     d.add_argument("--no-shards", action="store_true", help="compare tables and the ledger only")
     d.add_argument("--fail-on-change", action="store_true", help="exit 1 when anything differs (for CI)")

@@ -14,6 +14,9 @@ A and B are work directories of the pipeline (each with results/tables and resul
 * every Parquet shard, matched by path: files equal byte for byte are equal; otherwise rows are
   matched by their key columns and every other column compared bitwise (NaN equals NaN).
 
+``--rev REV`` compares a work directory with the outputs git tracks there at a revision
+(``checkout_results``), for a project that commits its tables.
+
 The shard comparison is the data-only one ``bench/compare_runs.py`` makes for a developer's
 before/after check of a restructuring (its ``--moved`` and ``--by-family`` modes are there);
 both use the functions below."""
@@ -340,6 +343,42 @@ def diff_runs(a, b, *, shards: bool = True) -> dict:
     res["changed"] = bool(tables or only["A"] or only["B"] or ledger or res["figures"]
                           or (shards and res["shards"]["differ"]))
     return res
+
+
+# ------------------------------------------------------------------ a git revision's results
+
+
+def checkout_results(workdir, rev: str, dest) -> Path:
+    """The run outputs git tracks at revision ``rev`` (results/tables, results/shards, figures of
+    the work directory ``workdir``, where a project versions them) written under ``dest``, as a
+    work directory ``diff_runs`` can compare. FileNotFoundError when ``rev`` tracks no table there
+    (this repository ignores results/; a paper's repository may commit its tables)."""
+    import io
+    import subprocess
+    import tarfile
+
+    workdir = Path(workdir).resolve()
+
+    def git(*args, binary=False, cwd=workdir):
+        r = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=not binary, timeout=300)
+        if r.returncode:
+            err = r.stderr if not binary else r.stderr.decode(errors="replace")
+            raise FileNotFoundError(f"git {' '.join(args[:2])}: {err.strip()}")
+        return r.stdout
+
+    prefix = git("rev-parse", "--show-prefix").strip()
+    top = git("rev-parse", "--show-toplevel").strip()  # paths below are relative to it
+    paths = [f"{prefix}{p}" for p in (layout.TABLES_DIR, layout.SHARDS_ROOT, layout.FIGURES_DIR)]
+    tracked = git("ls-tree", "-r", "--name-only", rev, "--", *paths, cwd=top).splitlines()
+    if not any(t.startswith(paths[0] + "/") for t in tracked):
+        raise FileNotFoundError(f"revision {rev} tracks no {layout.TABLES_DIR} under {workdir} (results are not "
+                                "committed here); compare two run directories instead: headgeom diff A B")
+    data = git("archive", "--format=tar", rev, "--", *[p for p in paths if any(t.startswith(p + "/") for t in tracked)],
+               binary=True, cwd=top)
+    dest = Path(dest)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest / prefix if prefix else dest
 
 
 # ------------------------------------------------------------------ rendering

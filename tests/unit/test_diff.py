@@ -109,3 +109,25 @@ def test_a_redrawn_figure_and_its_params(tmp_path, capsys):
     assert f == {"name": "f", "status": "differs", "files": ["f.png"], "params": {"tables.strong_threshold": [0.9, 0.8]}}
     assert cli(["diff", str(a), str(b), "--fail-on-change"]) == 1
     assert "f: differs (f.png redrawn; tables.strong_threshold: 0.9 -> 0.8)" in capsys.readouterr().out
+
+
+def test_rev_compares_with_the_tables_git_tracks_at_a_revision(tmp_path, capsys):
+    import subprocess
+
+    def git(*a):
+        subprocess.run(["git", "-C", str(tmp_path / "repo"), *a], check=True, capture_output=True)
+
+    run = _run(tmp_path / "repo" / "paper")
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results")
+    assert cli(["diff", "--rev", "HEAD", str(run), "--fail-on-change"]) == 0
+    assert "identical" in capsys.readouterr().out
+    (run / "results/tables/u.csv").write_text("model,D\na,385\n")
+    assert cli(["diff", "--rev", "HEAD", str(run), "--fail-on-change"]) == 1
+    assert "model=a  D: 384 -> 385" in capsys.readouterr().out
+    # a revision that tracks no results (this repository's own case) is a clear error
+    git("-c", "user.name=t", "-c", "user.email=t@t", "rm", "-rq", "--cached", "paper/results")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "untrack")
+    assert cli(["diff", "--rev", "HEAD", str(run)]) == 2
+    assert "tracks no results/tables" in capsys.readouterr().err
