@@ -3,8 +3,8 @@
 ``results/tables/claims_macros.tex``: two macros per ledger entry (config/claims.yaml), the
 pipeline's value at the paper's printed precision and its verdict::
 
-    \\newcommand{\\hgPkTOneOneTwoFourMO}{51.2}  % pk.t1.124m.O: paper 51
-    \\newcommand{\\hgPkTOneOneTwoFourMOVerdict}{agrees}
+    \\newcommand{\\hgPkTOneOneTwoFourMOMinAngle}{8.8}  % pk.t1.124m.O.min_angle: paper 8.8
+    \\newcommand{\\hgPkTOneOneTwoFourMOMinAngleVerdict}{agrees}
 
 ``results/tables/cell_macros.tex``: one macro per cell named in the config (``claims.macros``:
 name, table, row, column, format). Each file starts with the code version and the hash of the
