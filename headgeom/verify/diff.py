@@ -269,7 +269,10 @@ def diff_ledger(a: Path, b: Path) -> list[dict]:
     """The ledger entries whose verdict (status) changed, or that one side lacks."""
     def load(p):
         with open(p, newline="") as fh:
-            return {r["id"]: r for r in csv.DictReader(fh)}
+            r = csv.DictReader(fh)
+            if not {"id", "status"} <= set(r.fieldnames or []):
+                raise ValueError(f"{p}: not a claims table (no id and status columns)")
+            return {row["id"]: row for row in r}
     la, lb = load(a), load(b)
     out = []
     for cid in list(la) + [c for c in lb if c not in la]:
