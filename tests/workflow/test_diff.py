@@ -15,6 +15,8 @@ import yaml
 
 from tinyrun import copy_run, merge, snakemake, tiny_run
 
+pytestmark = pytest.mark.slow
+
 
 def _cells(root):
     """{(table, row index, column): cell} of every table CSV but the claims table."""
