@@ -287,8 +287,8 @@ def main(argv=None) -> int:
     d = sub.add_parser("diff", help="what moved between two runs: table cells, rows, ledger verdicts, shards",
                        description="Compare two work directories of the pipeline: per table the cells whose value "
                                    "changed (old, new, relative change) and the rows added or removed, the ledger "
-                                   "entries whose verdict changed, and the shards whose data differ (bitwise). "
-                                   "Compact text by default; --json for tools.")
+                                   "entries whose verdict changed, the figures redrawn, and the shards whose data "
+                                   "differ (bitwise). Compact text by default; --json for tools.")
     d.add_argument("runs", nargs="*", metavar="A B",
                    help="the two runs' work directories (old, new); with --rev one, the new (default: .)")
     d.add_argument("--rev", help="compare with the outputs git tracks in the work directory at this revision "
