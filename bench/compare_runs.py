@@ -21,7 +21,8 @@ code), so this compares data only:
   floats with repr, so equal text is equal bits).
 
 Prints counts of files and values compared and every difference; exits 1 on any difference
-or any file present on one side only."""
+or any file present on one side only. The comparison functions are headgeom.verify.diff's, which
+``headgeom diff`` (what moved between two runs, for users) also uses."""
 
 from __future__ import annotations
 
@@ -30,117 +31,7 @@ import csv
 import sys
 from pathlib import Path
 
-import numpy as np
-import pyarrow.parquet as pq
-
-KEYS = ("model", "layer", "layer_w", "layer_r", "kind", "null", "sample", "test", "head", "head_i", "head_j",
-        "head_w", "head_r", "i", "j", "pair", "group", "writer_layer", "reader_layer", "writer", "reader")
-
-
-def _same(a, b) -> bool:
-    if isinstance(a, (list, tuple, np.ndarray)) or isinstance(b, (list, tuple, np.ndarray)):
-        if a is None or b is None:
-            return a is b
-        a, b = list(a), list(b)
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, float) and isinstance(b, float):
-        return (np.isnan(a) and np.isnan(b)) or np.float64(a).tobytes() == np.float64(b).tobytes()
-    return type(a) is type(b) and a == b
-
-
-def _column_equal(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Per-row equality; float columns bitwise with NaN == NaN."""
-    if a.dtype.kind == "f" and b.dtype.kind == "f" and a.dtype == b.dtype:
-        bits = a.view(f"u{a.dtype.itemsize}") == b.view(f"u{b.dtype.itemsize}")
-        return bits | (np.isnan(a) & np.isnan(b))
-    if a.dtype.kind in "iub" and a.dtype == b.dtype:
-        return a == b
-    return np.array([_same(x, y) for x, y in zip(a.tolist(), b.tolist())], dtype=bool)
-
-
-def _largest_rel(a: np.ndarray, b: np.ndarray) -> str:
-    """For float columns: the largest |old - new| relative to the column's largest |old|."""
-    if a.dtype.kind != "f" or b.dtype.kind != "f":
-        return ""
-    both = np.isfinite(a) & np.isfinite(b)
-    if not both.any():
-        return ""
-    scale = float(np.max(np.abs(a[both]))) or 1.0
-    return f"; largest difference {float(np.max(np.abs(a[both] - b[both]))) / scale:.1e} of the column's scale"
-
-
-def _table(path: Path) -> dict[str, np.ndarray]:
-    t = pq.read_table(path)
-    return {c: t.column(c).to_numpy(zero_copy_only=False) for c in t.column_names}
-
-
-def _order(cols: dict, keys: list[str]) -> np.ndarray | None:
-    n = len(next(iter(cols.values()))) if cols else 0
-    if not keys:
-        return np.arange(n)
-    rows = list(zip(*(cols[k].tolist() for k in keys)))
-    if len(set(rows)) != len(rows):
-        return None
-    return np.array(sorted(range(n), key=lambda i: tuple(str(x) for x in rows[i])), dtype=np.int64)
-
-
-def _bits_key(v):
-    """A sort key that orders any cell, floats by their bits (NaN as one value)."""
-    if isinstance(v, float):
-        return ("f", "nan") if np.isnan(v) else ("f", np.float64(v).tobytes().hex())
-    if isinstance(v, (list, tuple, np.ndarray)):
-        return ("l", tuple(_bits_key(x) for x in list(v)))
-    return (type(v).__name__, str(v))
-
-
-def _concat(paths: list[Path]) -> dict[str, np.ndarray]:
-    """The rows of several shards of one family, one after the other."""
-    parts = [_table(p) for p in paths]
-    cols = list(dict.fromkeys(c for t in parts for c in t))
-    out = {}
-    for c in cols:
-        vals = [t[c] for t in parts if c in t]
-        if len(vals) != len(parts):
-            raise ValueError(f"column {c!r} is in some shards of the family and not in others")
-        out[c] = np.concatenate(vals)
-    return out
-
-
-def compare_shard(old: Path, new: Path, label: str, diffs: list, only_old_columns: bool = False) -> int:
-    return compare_columns(_table(old), _table(new), label, diffs, only_old_columns)
-
-
-def compare_columns(a: dict, b: dict, label: str, diffs: list, only_old_columns: bool = False,
-                    whole_rows: bool = False) -> int:
-    """Compare two sets of rows: matched by the key columns, or (whole_rows, when the keys
-    repeat) as sorted multisets of whole rows."""
-    keys = [k for k in KEYS if k in a and k in b]
-    cols_a = set(a) if only_old_columns else set(a) | set(b)
-    missing = sorted(c for c in cols_a if c not in a or c not in b)
-    for c in missing:
-        diffs.append(f"{label}: column {c!r} only in {'old' if c in a else 'new'}")
-    na, nb = len(next(iter(a.values()))), len(next(iter(b.values())))
-    if na != nb:
-        diffs.append(f"{label}: {na} rows old, {nb} rows new")
-        return 0
-    oa, ob = _order(a, keys), _order(b, keys)
-    if (oa is None or ob is None) and whole_rows:  # keys repeat: sort whole rows (shared columns)
-        # exact-valued columns (ints, strings) first, so a last-bit float change cannot reorder rows
-        shared = sorted(cols_a - set(missing), key=lambda c: (a[c].dtype.kind == "f", c))
-        oa, ob = (np.array(sorted(range(n), key=lambda i: tuple(_bits_key(t[c][i]) for c in [*keys, *shared])),
-                           dtype=np.int64) for t, n in ((a, na), (b, nb)))
-    elif oa is None or ob is None:  # keys not unique: compare in stored order
-        oa = ob = np.arange(na)
-    n = 0
-    for c in sorted(cols_a - set(missing)):
-        eq = _column_equal(a[c][oa], b[c][ob])
-        n += len(eq)
-        bad = np.flatnonzero(~eq)
-        if bad.size:
-            i = bad[0]
-            diffs.append(f"{label}: column {c!r}: {bad.size} of {len(eq)} values differ "
-                         f"(first: old {a[c][oa][i]!r}, new {b[c][ob][i]!r}){_largest_rel(a[c][oa], b[c][ob])}")
-    return n
+from headgeom.verify.diff import compare_columns, compare_shard, concat_shards
 
 
 def compare_csv(old: Path, new: Path, label: str, diffs: list) -> int:
@@ -214,7 +105,7 @@ def compare_families(old: Path, new: Path, moved: dict, counts: dict, diffs: lis
             diffs.append(f"{label}: only in {'old' if (fam, model) in fa else 'new'}")
             continue
         try:
-            a, b = _concat(a_paths), _concat(b_paths)
+            a, b = concat_shards(a_paths), concat_shards(b_paths)
         except ValueError as e:
             diffs.append(f"{label}: {e}")
             continue

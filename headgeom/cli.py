@@ -1,6 +1,8 @@
 """The ``headgeom`` command.
 
     headgeom audit TABLE --row KEY=VALUE [--row ...] --column NAME [-d DIR] [--no-tensors] [--full | --json]
+    headgeom audit --claim ID [-d DIR] [--no-tensors]
+    headgeom diff A B | --rev REV [DIR]   [--json] [--no-shards] [--fail-on-change]
     headgeom claims [--ledger config/claims.yaml] [-d DIR] [--models m1 m2 ...] [--inventory FILE]
     headgeom plan [--configfile F ...] [--models m1 ...] [--shape M=config.json] [--cores N ...]
     headgeom costs logs/slurm/efficiency_report_<run>.csv [-d DIR] [--configfile F ...]
@@ -20,6 +22,14 @@ every failure on its own line, the recomputations and the verdict. ``--full`` pr
 trace instead (every shard's provenance, every tensor's sha256); ``--json`` prints the audit as
 one JSON object (number, rows, rule, builder, code, config, inputs with per-item status,
 verdicts, ok).
+``audit --claim ID`` audits every cell a ledger entry reads (after its paper value, pipeline
+value and verdict), one screen each; exit 2 when the entry reads no cell of the run (its models
+were not run, or the pipeline does not compute it).
+``diff`` says what moved between two runs (work directories): per table the cells whose value
+changed (old, new, relative change) and the rows added or removed, the ledger entries whose
+verdict changed, and the shards whose data differ; exit 0 unless --fail-on-change and something
+moved (1); 2 when a directory is not a run. ``--rev REV`` compares a work directory with the
+tables, shards and figures git tracks there at REV (a project that commits its results).
 ``claims`` prints the claims ledger beside the pipeline's values (what the ``claims`` rule
 writes to results/tables/claims.*) and a coverage line: numbers in the papers (the inventory,
 config/paper_numbers.yaml) / ledger entries / agrees / differs / not run / not computed."""
@@ -36,6 +46,11 @@ from headgeom import layout
 def _audit(args) -> int:
     from headgeom.verify.audit import AuditError, audit
 
+    if args.claim:
+        return _audit_claim(args)
+    if not args.table or not args.column:
+        print("headgeom audit: give TABLE --row KEY=VALUE ... --column NAME, or --claim ID", file=sys.stderr)
+        return 2
     try:
         view = "full" if args.full else "none" if args.json else "short"
         res = audit(args.directory, args.table, args.row or [], args.column, tensors=not args.no_tensors,
@@ -48,6 +63,47 @@ def _audit(args) -> int:
 
         print(report_json(res))
     return 0 if res["ok"] else 1
+
+
+def _audit_claim(args) -> int:
+    from headgeom.verify.audit import AuditError
+    from headgeom.verify.claim_audit import audit_claim
+
+    if args.table or args.row or args.column or args.full or args.json:
+        print("headgeom audit: --claim takes no TABLE, --row, --column, --full or --json", file=sys.stderr)
+        return 2
+    try:
+        ok = audit_claim(args.directory, args.claim, ledger=args.ledger, tensors=not args.no_tensors,
+                         configfiles=args.configfile or [], tmpdir=args.tmpdir, directory=args.directory)
+    except AuditError as e:
+        print(f"headgeom audit: {e}", file=sys.stderr)
+        return 2
+    return 0 if ok else 1
+
+
+def _diff(args) -> int:
+    import tempfile
+
+    from headgeom.verify.diff import checkout_results, diff_runs, render, render_json
+
+    if len(args.runs) != (1 if args.rev else 2) and not (args.rev and not args.runs):
+        print("headgeom diff: give two run directories A B, or --rev REV [DIR]", file=sys.stderr)
+        return 2
+    try:
+        with tempfile.TemporaryDirectory(prefix="headgeom-diff-") as tmp:
+            if args.rev:
+                b = args.runs[0] if args.runs else "."
+                a = checkout_results(b, args.rev, tmp)
+            else:
+                a, b = args.runs
+            res = diff_runs(a, b, shards=not args.no_shards)
+            if args.rev:
+                res["a"] = f"{args.rev}:{b}"
+    except (OSError, ValueError) as e:
+        print(f"headgeom diff: {e}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render_json(res) + "\n" if args.json else render(res))
+    return 1 if args.fail_on_change and res["changed"] else 0
 
 
 def _timings(args) -> int:
@@ -206,10 +262,15 @@ def main(argv=None) -> int:
                        description="Explain one number of a table (the shard rows behind it, its aggregation, "
                                    "provenance, tensors, rule) and recompute it from the shards and from the "
                                    "tensors. One screen by default; --full for the whole trace, --json for tools.")
-    a.add_argument("table", help="table name (p1_table2_strong_tail, pk_table4_null_summary, ...) or path to its CSV")
+    a.add_argument("table", nargs="?",
+                   help="table name (p1_table2_strong_tail, pk_table4_null_summary, ...) or path to its CSV")
     a.add_argument("--row", action="append", metavar="KEY=VALUE",
                    help="select the row: column KEY equals VALUE (repeat until one row is left)")
-    a.add_argument("--column", required=True, help="the column of the number")
+    a.add_argument("--column", help="the column of the number")
+    a.add_argument("--claim", metavar="ID",
+                   help="instead of TABLE/--row/--column: a ledger entry's id (results/tables/claims.csv, column "
+                        "id); audits every cell the entry reads, one screen each")
+    a.add_argument("--ledger", help="with --claim: the ledger (default: the one the run's claims table was built from)")
     a.add_argument("-d", "--directory", default=".", help="directory the pipeline ran in (default: .)")
     a.add_argument("--no-tensors", action="store_true", help="skip recomputing from the tensors")
     a.add_argument("--configfile", nargs="+", help="config files the pipeline ran with (added to the printed commands)")
@@ -222,6 +283,20 @@ def main(argv=None) -> int:
                         "per-item status, verdicts, ok)")
     a.add_argument("--tmpdir", help="keep the recomputed shards and tables here (default: a temporary directory)")
     a.set_defaults(func=_audit)
+
+    d = sub.add_parser("diff", help="what moved between two runs: table cells, rows, ledger verdicts, shards",
+                       description="Compare two work directories of the pipeline: per table the cells whose value "
+                                   "changed (old, new, relative change) and the rows added or removed, the ledger "
+                                   "entries whose verdict changed, the figures redrawn, and the shards whose data "
+                                   "differ (bitwise). Compact text by default; --json for tools.")
+    d.add_argument("runs", nargs="*", metavar="A B",
+                   help="the two runs' work directories (old, new); with --rev one, the new (default: .)")
+    d.add_argument("--rev", help="compare with the outputs git tracks in the work directory at this revision "
+                                 "(for a project that commits its results/tables)")
+    d.add_argument("--json", action="store_true", help="the whole diff as one JSON object")
+    d.add_argument("--no-shards", action="store_true", help="compare tables and the ledger only")
+    d.add_argument("--fail-on-change", action="store_true", help="exit 1 when anything differs (for CI)")
+    d.set_defaults(func=_diff)
 
     c = sub.add_parser("claims", help="the papers' reported numbers beside the pipeline's",
                        description="Print the claims ledger beside the pipeline's values.")

@@ -68,6 +68,6 @@ def built_tables(config: dict) -> set[str]:
 
 
 def all_targets(config: dict) -> list[str]:
-    """The targets of ``rule all``: every output, the claims tables and the run summary."""
+    """The targets of ``rule all``: every output, the claims tables, the macros and the run summary."""
     return (output_targets(config) + [p for t in CLAIMS_TABLES for p in layout.table_files(t).values()]
-            + [layout.SUMMARY])
+            + list(layout.MACROS.values()) + [layout.SUMMARY])

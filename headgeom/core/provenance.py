@@ -40,7 +40,7 @@ def code_version() -> dict:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
         if commit.returncode == 0:
             out["git_commit"] = commit.stdout.strip()
-            dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "headgeom", "workflow"],
+            dirty = subprocess.run(["git", "--no-optional-locks", "-C", str(root), "status", "--porcelain", "--", "headgeom", "workflow"],
                                    capture_output=True, text=True, timeout=5)
             out["git_dirty"] = bool(dirty.stdout.strip())
     except (OSError, subprocess.SubprocessError):

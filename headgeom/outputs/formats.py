@@ -110,18 +110,25 @@ document.querySelectorAll('table.hg th').forEach(function (th, i) {
 """
 
 
+def row_anchor(i: int) -> str:
+    """The id of a table page's i-th row (0: the first row of the CSV): what the ledger page links to."""
+    return f"row-{i}"
+
+
 def html_page(name: str, caption: str, header: list[tuple[str, str]], rows: list[list[str]], notes: str = "") -> str:
-    """One table as a self-contained HTML page: header (text, tooltip), rows of cell texts."""
+    """One table as a self-contained HTML page: header (text, tooltip), rows of cell texts, each
+    row with the id ``row_anchor(i)`` (highlighted when a link lands on it)."""
     from html import escape
 
     head = "".join(f'<th title="{escape(k)}">{escape(h)}</th>' for h, k in header)
-    body = "\n".join("<tr>" + "".join(f"<td>{escape(v)}</td>" for v in r) + "</tr>" for r in rows)
+    body = "\n".join(f'<tr id="{row_anchor(i)}">' + "".join(f"<td>{escape(v)}</td>" for v in r) + "</tr>"
+                     for i, r in enumerate(rows))
     note = f"<p>{escape(notes)}</p>\n" if notes else ""
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(name)}</title>\n<style>'
         "body{font-family:sans-serif;font-size:13px} table.hg{border-collapse:collapse}"
         " table.hg th,table.hg td{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-        " table.hg th{background:#eee} table.hg td:first-child{text-align:left}"
+        " table.hg th{background:#eee} table.hg td:first-child{text-align:left} table.hg tr:target{background:#ffe08a}"
         "</style></head><body>\n"
         f"<p><b>{escape(name)}</b> — {escape(caption)}</p>\n"
         f'<table class="hg"><thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody></table>\n{note}'

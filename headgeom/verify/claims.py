@@ -572,13 +572,10 @@ def _pooled(column: str, trows: list[dict], filters: list[dict]) -> set:
     return {r.get(column) for r in trows if not _is_pooled_label(r.get(column))} - {None}
 
 
-def _read_claim(rec, e, t, col, claim, tol, models, run):
-    cols, trows = t
-    if col not in cols:
-        rec["status"] = NO_ROW
-        rec["note"] = "; ".join(x for x in (f"the table has no column {col!r}", rec["note"]) if x)
-        return
-    # the rows to read: a template per model, or a list of rows
+def row_filters(e: dict, cols: list[str], run: list[str]) -> list[dict]:
+    """The row filters a ledger entry reads (each selects one row, or with over_rows every row it
+    matches): a template per run model, or a list of rows; the entry's model added where the
+    table has a model column and the filter names none."""
     filters = []
     templates = e.get("rows") or [e.get("row") or {}]
     for tpl in templates:
@@ -589,6 +586,16 @@ def _read_claim(rec, e, t, col, claim, tol, models, run):
             if "model" in e and "model" not in f and "model" in cols:
                 f["model"] = e["model"]
             filters.append(f)
+    return filters
+
+
+def _read_claim(rec, e, t, col, claim, tol, models, run):
+    cols, trows = t
+    if col not in cols:
+        rec["status"] = NO_ROW
+        rec["note"] = "; ".join(x for x in (f"the table has no column {col!r}", rec["note"]) if x)
+        return
+    filters = row_filters(e, cols, run)
     if e.get("pooled_over"):
         pooled = _pooled(e["pooled_over"], trows, filters)
         if pooled != set(models):
@@ -615,6 +622,7 @@ def _read_claim(rec, e, t, col, claim, tol, models, run):
     how = e.get("reduce", "one")
     value, shown = reduce_values(cells, how)
     rec["pipeline"] = shown
+    rec["value"] = value  # unformatted, for the macros (headgeom.verify.macros); not a column of the table
     if missing:
         rec["note"] = "; ".join(x for x in ("no row " + "; ".join(missing), rec["note"]) if x)
     if len(run) < len(models):

@@ -9,14 +9,15 @@ from headgeom.jobs.plan import load_config
 from headgeom.outputs import OUTPUTS
 
 
-def test_all_targets_are_the_built_outputs_then_claims_then_the_summary():
+def test_all_targets_are_the_built_outputs_then_claims_then_macros_then_the_summary():
     cfg = load_config()
     got = targets.all_targets(cfg)
     outs = [o for o in OUTPUTS.values() if targets.builder_models(o, cfg)]
     n = sum(len(o.paths()) for o in outs)
     assert got[:n] == [p for o in outs for p in o.paths().values()]
     assert got[n:] == [f"results/tables/{t}.{e}" for t in ("claims", "choice_sensitivity")
-                       for e in ("csv", "md", "tex", "html", "prov.json")] + ["results/summary.md"]
+                       for e in ("csv", "md", "tex", "html", "prov.json")] + [
+        "results/tables/claims_macros.tex", "results/tables/cell_macros.tex", "results/summary.md"]
     assert len(set(got)) == len(got)
 
 

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.slow
 
 ALL = ("all", None)
 CLAIMS = ("claims", "results/tables/claims.csv")
+MACROS = ("macros", "results/tables/claims_macros.tex")  # reruns with the claims table
 ACT_CFG = {
     "models": {"synth": {"source": "local", "path": "ckpt"}},
     "active_models": ["synth"],
@@ -66,7 +67,7 @@ def with_claims(root, jobs: set, edit: dict | None = None) -> set:
 
     led = ledger_tables(load_ledger(root / "config/claims.yaml"))
     tables = {("table_" + t, f"results/tables/{t}.csv") for t in led}
-    out = jobs | {CLAIMS, ALL} if jobs & tables else jobs | {ALL}
+    out = jobs | {CLAIMS, MACROS, ALL} if jobs & tables else jobs | {ALL}
     out |= sensitivity_jobs(merge(merge(CFG, ACT_CFG), edit or {}), jobs, led)
     # the end-of-run summary reads its headline tables and the claims table
     read = {("table_" + t, f"results/tables/{t}.csv") for t in tables_read()} | {CLAIMS}

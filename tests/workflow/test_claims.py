@@ -125,7 +125,7 @@ def test_claims_table_on_the_tiny_run(tmp_path_factory, snakemake_bin, root):
     r = snakemake(snakemake_bin, root, w, configfiles=("cfg.yaml", "cfg_claims.yaml"))
     ran = sorted(set(re.findall(r"^(?:local)?rule (\S+):$", r.stdout + r.stderr, flags=re.M)))
     # read the ledger or its table: the claims, every alternative of the choice sensitivity and its table
-    assert ran == ["all", "choice_sensitivity", "claims", "sensitivity_shards", "sensitivity_tables", "summary"], ran
+    assert ran == ["all", "choice_sensitivity", "claims", "macros", "sensitivity_shards", "sensitivity_tables", "summary"], ran
     rows = _rows(w / "results/tables/claims.csv")
     assert rows["tiny.pkw.D"]["pipeline"] == "48" and rows["tiny.pkw.D"]["status"] == "agrees"
     assert rows["tiny.pkw.iso"]["pipeline"] == "0.25" and rows["tiny.pkw.iso"]["status"] == "agrees"
@@ -139,6 +139,15 @@ def test_claims_table_on_the_tiny_run(tmp_path_factory, snakemake_bin, root):
         assert rows[cid]["status"] == "not run" and rows[cid]["pipeline"] == "–", rows[cid]
     assert rows["nocode"]["status"] == "not computed by the pipeline" and "pooled median" in rows["nocode"]["note"]
     assert "pk_table5_writing[model=tiny].D" == rows["tiny.pkw.D"]["read"]
+    # the macros, rebuilt with the ledger: values at the paper's printed precision ("0.2500": four decimals)
+    tex = (w / "results/tables/claims_macros.tex").read_text()
+    for line in ("\\newcommand{\\hgTinyPkwD}{48}", "\\newcommand{\\hgTinyPkwDVerdict}{agrees}",
+                 "\\newcommand{\\hgTinyPkwIso}{0.2500}", "\\newcommand{\\hgTinyWrong}{2}",
+                 "\\newcommand{\\hgTinyWrongVerdict}{differs}", "\\newcommand{\\hgQwenTThreeD}{--}"):
+        assert line in tex, line
+    # the ledger page links a claim to the row it reads
+    page = (w / "results/tables/claims.html").read_text()
+    assert '"href": "pk_table5_writing.html#row-0"' in page and "headgeom audit --claim tiny.pkw.D" in page
     # the same table from the command line
     t = build_claims(load_ledger(w / "ledger.yaml"), w / "results/tables", ["tiny"])
     assert {r["id"]: r["status"] for r in t.rows} == {k: v["status"] for k, v in rows.items()}

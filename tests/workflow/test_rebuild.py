@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow
 
 ALL = ("all", None)
 CLAIMS = ("claims", "results/tables/claims.csv")
+MACROS = ("macros", "results/tables/claims_macros.tex")  # reruns with the claims table
 CHOICE = ("choice_sensitivity", "results/tables/choice_sensitivity.csv")
 SUMMARY = ("summary", "results/summary.md")
 
@@ -52,7 +53,7 @@ def with_claims(jobs: set, edit: dict | None = None) -> set:
 
     led = ledger_tables(load_ledger(ROOT_LEDGER))
     ledger = {T(t) for t in led}
-    out = jobs | {CLAIMS, ALL} if jobs & ledger else jobs | {ALL}
+    out = jobs | {CLAIMS, MACROS, ALL} if jobs & ledger else jobs | {ALL}
     out |= sensitivity_jobs(merge(RUN_CFG, edit or {}), jobs, led)
     # the end-of-run summary reads its headline tables and the claims table
     return out | {SUMMARY} if out & ({T(t) for t in tables_read()} | {CLAIMS}) else out
@@ -178,7 +179,7 @@ def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
     choice = sensitivity_jobs(merge(RUN_CFG, two), AGGREGATES, ledger_tables(load_ledger(ROOT_LEDGER)))
     assert CHOICE in choice
     _assert_plan(plans, "add_before_fetch",
-                 {("fetch", "results/tensors/tiny2/manifest.json"), CLAIMS, SUMMARY, ALL} | AGGREGATES | choice)
+                 {("fetch", "results/tensors/tiny2/manifest.json"), CLAIMS, MACROS, SUMMARY, ALL} | AGGREGATES | choice)
     # after it: the new model's per-layer jobs (3 layers), nothing of `tiny`, and the aggregates
     L = range(3)
     new = (
@@ -189,7 +190,7 @@ def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
         | {("paper1_heads", f"results/shards/paper1_heads/tiny2/layer{l}.parquet") for l in L}
         | {("paper1_capacity", f"results/shards/paper1_capacity/tiny2/layer{l}.parquet") for l in L}
     )
-    _assert_plan(plans, "add_after_fetch", new | AGGREGATES | choice | {CLAIMS, SUMMARY, ALL})
+    _assert_plan(plans, "add_after_fetch", new | AGGREGATES | choice | {CLAIMS, MACROS, SUMMARY, ALL})
     assert not [o for _, o in plans["add_after_fetch"] if o and "/tiny/" in o]
 
 

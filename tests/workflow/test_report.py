@@ -20,6 +20,9 @@ def test_report_of_the_tiny_run(tmp_path_factory, snakemake_bin, root):
     assert len(tables) > 30
     for md in tables:
         page = md.with_suffix(".html").read_text(encoding="utf-8")
+        if md.stem == "claims":  # the ledger page (headgeom.verify.ledger_page)
+            assert 'id="ledger"' in page and "new Tabulator(" in page
+            continue
         assert '<table class="hg">' in page and "<script>" in page, md.name
     # the report is made with another config than the run's: captions must still say what was built
     prov = json.loads((run / "results/tables/p1_table2_strong_tail.prov.json").read_text())

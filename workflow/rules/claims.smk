@@ -50,6 +50,34 @@ rule claims:
         "../scripts/claims.py"
 
 
+# The pipeline's numbers as LaTeX macros (headgeom.verify.macros), for a manuscript whose build
+# depends on them: the ledger's entries (value at the paper's precision, verdict) and the table
+# cells claims.macros names. Each file records the code version and the sha256 of the config of
+# the run that wrote it (not a param: a config edit that moves no macro reruns nothing here).
+#   results/tables/claims_macros.tex, results/tables/cell_macros.tex
+CELL_MACROS = config.get("claims", {}).get("macros", [])
+
+
+rule macros:
+    input:
+        ledger=CLAIMS_LEDGER,
+        claims=_CLAIMS_FILES["csv"],
+        tables=[layout.table_files(t)["csv"] for t in CLAIMS_TABLES]
+        + [layout.table_files(m["table"])["csv"] for m in CELL_MACROS],
+    output:
+        **layout.MACROS,
+    log:
+        layout.output_log("table", "macros"),
+    localrule: True
+    conda:
+        "../../envs/headgeom.yaml"
+    params:
+        models=ACTIVE,
+        cells=CELL_MACROS,
+    script:
+        "../scripts/macros.py"
+
+
 # Sensitivity to the reconstructed choices (headgeom.verify.sensitivity; the switches and what each
 # can change: headgeom.outputs.choices). Every alternative of every switch is a job of its own,
 # writing its row (results/sensitivity/<switch>=<value>/row.json):

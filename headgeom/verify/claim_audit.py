@@ -1,0 +1,123 @@
+"""``headgeom audit --claim ID``: the audit of the number a ledger entry reads.
+
+A ledger entry (config/claims.yaml) reads one column of one table, from one row or from several
+that it reduces (a range over models, a sum, a median over rows). ``claim_cells`` resolves an
+entry id to those cells, each named by row filters that select exactly that row (what
+``headgeom audit TABLE --row ... --column ...`` takes); ``audit_claim`` prints the entry's
+paper value, pipeline value and verdict, then audits every cell on one screen each."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from headgeom import layout
+from headgeom.verify.audit import AuditError, _cell_eq
+from headgeom.verify.claims import _expand, _match, _Tables, build_rows, load_ledger, row_filters
+
+DEFAULT_LEDGER = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"
+
+
+@dataclass
+class ClaimCells:
+    id: str
+    entry: dict
+    table: str | None
+    column: str
+    cells: list[dict] = field(default_factory=list)  # one row selector per cell read
+    rows: list[int] = field(default_factory=list)  # and that row's index in the table (0: the first data row)
+
+    def commands(self, directory: str = ".") -> list[str]:
+        d = [] if directory == "." else ["-d", directory]
+        return [shlex.join(["headgeom", "audit", self.table, *d,
+                            *[a for k, v in f.items() for a in ("--row", f"{k}={v}")], "--column", self.column])
+                for f in self.cells]
+
+
+# a run's tables, each CSV read once: name -> (columns, rows) or None
+TableCache = _Tables
+
+
+def ledger_path(workdir: Path) -> Path:
+    """The ledger the run's claims table was built from (its sidecar), else config/claims.yaml."""
+    prov = Path(workdir) / layout.table_files("claims")["prov"]
+    try:
+        p = Path(json.loads(prov.read_text())["ledger"]["path"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return DEFAULT_LEDGER
+    p = p if p.is_absolute() else Path(workdir) / p
+    return p if p.exists() else DEFAULT_LEDGER
+
+
+def find_entry(ledger: list[dict], claim_id: str) -> tuple[dict, str]:
+    """(entry, column) for a claim id as the claims table prints it ("pk.t1.124m.O", or
+    "<entry id>.<column>" for an entry that claims several columns)."""
+    for e in ledger:
+        for col, *_ in _expand(e):
+            if claim_id == e["id"] + (f".{col}" if "values" in e else ""):
+                return e, col
+    near = [e["id"] for e in ledger if claim_id.split(".")[0] in e["id"]][:5]
+    raise AuditError(f"no ledger entry {claim_id!r}" + (f" (e.g. {', '.join(near)})" if near else ""))
+
+
+def unique_selector(columns: list[str], rows: list[dict], row: dict, start: dict) -> dict:
+    """Row filters that select ``row`` alone (as headgeom audit matches them): the claim's own
+    filter, then the table's leading columns added one by one until no other row matches."""
+    sel = {k: str(v) for k, v in start.items() if k in columns}
+    for c in [None, *columns]:
+        if c is not None and c not in sel:
+            sel[c] = row[c]
+        if sum(all(_cell_eq(r[k], v) for k, v in sel.items()) for r in rows) == 1:
+            return sel
+    raise AuditError(f"no set of columns tells this row apart from the others: {row}")
+
+
+def claim_cells(tables_dir, claim_id: str, ledger: list[dict], cache: TableCache | None = None) -> ClaimCells:
+    """The cells ledger entry ``claim_id`` reads from the tables in ``tables_dir``."""
+    e, col = find_entry(ledger, claim_id)
+    out = ClaimCells(claim_id, e, e.get("table"), col)
+    if not out.table:
+        return out
+    t = (cache or TableCache(tables_dir)).get(out.table)
+    if t is None:
+        raise AuditError(f"{claim_id} reads {out.table}, which this run has not built "
+                         f"({Path(tables_dir) / (out.table + '.csv')} is missing)")
+    cols, trows = t
+    seen = {r.get("model") for r in trows} | {r.get("checkpoint") for r in trows}
+    models = [e["model"]] if "model" in e else list(e["models"])
+    for f in row_filters(e, cols, [m for m in models if m in seen]):
+        hits = [i for i, r in enumerate(trows) if _match(r, f)]
+        if len(hits) == 1 or (e.get("over_rows") and hits):
+            out.cells += [unique_selector(cols, trows, trows[i], f) for i in hits]
+            out.rows += hits
+    return out
+
+
+def audit_claim(workdir, claim_id: str, *, ledger=None, out=print, directory: str = ".", **audit_kw) -> bool:
+    """Print the entry and audit every cell it reads (one screen each, ``audit(view="short")``);
+    True when every audit passes. AuditError when the entry reads no cell of this run (its
+    models were not run, or the pipeline does not compute it): there is no number to audit.
+    ``directory``: as the user named the work directory, for the printed commands."""
+    from headgeom.verify.audit import audit
+
+    tables = Path(workdir) / layout.TABLES_DIR
+    entries = load_ledger(ledger or ledger_path(workdir))
+    c = claim_cells(tables, claim_id, entries)
+    r = next(x for x in build_rows([c.entry], tables, [])[0] if x["id"] == claim_id)
+    out(f"Claim {c.id} ({r['paper']}, {r['where']}; {r['model']}): {r['quantity']}")
+    out(f"  paper {r['paper_value']}   pipeline {r['pipeline']}   verdict: {r['status']}")
+    if not c.cells:
+        why = r["note"] if not c.table else f"{r['status']}; {r['note']}".strip("; ")
+        raise AuditError(f"{claim_id}: no cell of this run to audit ({why})")
+    how = c.entry.get("reduce", "one")
+    out(f"  reads {c.table}.{c.column}: {len(c.cells)} cell(s)" + ("" if how == "one" else f", combined by {how}"))
+    for cmd in c.commands(directory):
+        out(f"    {cmd}")
+    ok = True
+    for i, sel in enumerate(c.cells, 1):
+        out("")
+        out(f"--- cell {i} of {len(c.cells)}")
+        ok = audit(workdir, c.table, sel, c.column, out=out, view="short", **audit_kw)["ok"] and ok
+    return ok
