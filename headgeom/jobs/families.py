@@ -180,7 +180,10 @@ def _pk_cost(model, writers: bool = False):
 
 def _null_pair_seconds(fields, config):
     nulls = config["pk"]["nulls"]
-    return costs.pk_null_cross_pair_seconds(fields, nulls["samples_per_job"], len(nulls["types"]))
+    from headgeom.jobs import fanout
+
+    return costs.pk_null_cross_pair_seconds(fields, nulls["samples_per_job"], len(nulls["types"]),
+                                            max_job_minutes=fanout.max_job_minutes(config))
 
 
 def _within_nulls(pk) -> bool:

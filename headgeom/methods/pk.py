@@ -474,7 +474,7 @@ BYTES_PER_FLOP_TIME = 1 / 6e9  # seconds per byte streamed from memory (about 6 
 # call while their orthonormal bases and slab buffers fit this many MiB per side, so that each
 # head's packing serves every partner of the call (the packing is d / (heads of the other side) of
 # the products' work)
-NULL_CROSS_SIDE_MB = 2048
+NULL_CROSS_SIDE_MB = 1536
 
 
 def head_mib(D: int, d: int, itemsize: int = 8) -> float:
