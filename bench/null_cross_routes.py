@@ -69,10 +69,21 @@ def gather_packing_seconds(B, clock=time.perf_counter) -> float:
     return (clock() - t0) / B.shape[0]
 
 
+def gram_share(D: int, hw: int, hr: int, dtype, reps: int, g: float, clock=time.perf_counter) -> float:
+    """The slab products' FLOP rate over the GEMM rate with the operands of a job's call (hw writer
+    and hr reader heads: the product of 32 x 32 heads is thin and memory-bound, the job's is not)."""
+    width = max((b - a) * (D - a) for a, b, _ in pk.projector_slabs(D))
+    rng = np.random.default_rng(3)
+    Wb, Rb = rng.standard_normal((hw, width)).astype(dtype), rng.standard_normal((hr, width)).astype(dtype)
+    dt, _ = best(lambda: Wb @ Rb.T, reps, clock)
+    return 2 * hw * hr * width / dt / g
+
+
 def measure(shape: dict, heads: int = 32, reps: int = 2, clock=time.perf_counter) -> dict:
     """Rates of both routes at ``shape`` (d_model, d_head, n_heads, n_kv) with ``heads`` writer and
-    reader heads, as fractions of this process's GEMM rate of the same dtype, the float32 error, and
-    the seconds of one layer pair (n_heads writers; n_heads + 2 n_kv readers) at those rates."""
+    reader heads (the slab products also with the heads of the job's calls), as fractions of this
+    process's GEMM rate of the same dtype, the float32 error, and the seconds of one layer pair
+    (n_heads writers; n_heads + 2 n_kv readers) at those rates."""
     D, d, H, G, L = shape["d_model"], shape["d_head"], shape["n_heads"], shape["n_kv"], shape["n_layers"]
     Lp = pk.packed_length(D)
     W64, R64 = random_bases(heads, D, d, 1), random_bases(heads, D, d, 2)
@@ -90,15 +101,18 @@ def measure(shape: dict, heads: int = 32, reps: int = 2, clock=time.perf_counter
         row = {"gemm_gflops": g / 1e9,
                "blocks_share": 2 * D * d * d * heads**2 / t_blocks / g,
                "pack_share": 2 * d * Lp * 2 * heads / t_pack / g,
-               "gram_share": 2 * Lp * heads**2 / t_prod / g,
+               "gram_share_small": 2 * Lp * heads**2 / t_prod / g,
                "seconds": {"blocks": t_blocks, "pack": t_pack, "gram": t_prod}}
+        itemsize = np.dtype(dtype).itemsize
+        hw, hr = pk.heads_per_call(D, d, H, L - 1, itemsize), pk.heads_per_call(D, d, H + 2 * G, L - 1, itemsize)
+        row["call_heads"] = [hw, hr]
+        row["gram_share"] = gram_share(D, hw, hr, dtype, reps, g, clock)
         if ref is None:
             ref = rho
             row["rho_vs_blocks_max_rel"] = float(np.max(np.abs(rho.ravel() - res["rho"]) / np.abs(res["rho"])))
         else:
             row["rho_vs_float64_max_abs"] = float(np.max(np.abs(rho - ref)))
             row["bound"] = pk.FLOAT32_RHO_BOUND
-        itemsize = np.dtype(dtype).itemsize
         saved = pk.GEMM_FLOPS, dict(pk.ROUTE_RATES)
         try:  # the layer pair at the measured rates (float32 prices at twice the float64 GEMM rate)
             pk.GEMM_FLOPS = g * itemsize / 8

@@ -467,7 +467,9 @@ def projector_gram(writers, readers, buffers: dict | None = None) -> np.ndarray:
 # orthonormal bases at the Qwen2.5-7B and Qwen3-235B shapes, one BLAS thread; docs/performance.md).
 GEMM_FLOPS = 50e9  # one thread's float64 GEMM rate this model prices in (FLOP/s; measured 50-55 here)
 ROUTE_RATES = {  # fraction of the GEMM rate: the stacked-basis blocks' GEMM, a slab's packing, the slab product
-    "blocks": 0.95, "pack": 0.55, "gram": 0.9,
+    # (measured float64 / float32: blocks 1.02-1.03 / 0.99, packing 0.55-0.60 / 0.47-0.50, slab products
+    # at a job's call sizes 0.73-0.84 / 0.84-0.97 at the 7B and 235B shapes; the lower ends, rounded)
+    "blocks": 1.0, "pack": 0.5, "gram": 0.75,
 }
 BYTES_PER_FLOP_TIME = 1 / 6e9  # seconds per byte streamed from memory (about 6 GB/s on one thread)
 # pk_null_cross (headgeom.jobs.pk) packs whole layers together on each side of a projector_gram
