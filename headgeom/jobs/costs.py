@@ -94,30 +94,6 @@ def null_cross_part_seconds(manifest, n_pairs: int, n_writers: int, n_readers: i
         * n_samples * n_null_types
 
 
-def pk_null_cross_pair_seconds(manifest, n_samples: int = 1, n_null_types: int = 2, precision: str = "float64",
-                               max_job_minutes: float = 120) -> float:
-    """Seconds of one layer pair as the fan-out (headgeom.jobs.fanout) packs pk_null_cross parts
-    under ``max_job_minutes``: the pairs' route seconds and the draws spread over a part's pairs.
-    A part of P pairs draws at most min(P, L - 1) layers a side (each pair brings at most its
-    writer's and its reader's draw, and no layer is drawn twice), so it takes at most
-    route P + draw min(P, L - 1); the fan-out's P is the most that fits the ceiling (SAFETY
-    included), so every part's own cost (pk_null_cross) stays under it."""
-    f = _fields(manifest)
-    L = f["n_layers"]
-    route = null_cross_route_pair_seconds(f, precision)
-    draw = sum(null_cross_draw_seconds(f))
-    S = n_samples * n_null_types
-    C = max_job_minutes * 60 / (SAFETY * S)  # seconds of one sample and null a job may hold
-    all_pairs = max(L * (L - 1) // 2, 1)
-    fit = C / (route + draw)  # parts of at most L - 1 pairs
-    if fit >= L - 1:  # parts that draw every layer: the draws are paid once a part
-        fit = (C - draw * (L - 1)) / route if route > 0 else all_pairs
-    fit = min(all_pairs, int(fit))
-    if fit < 1:
-        return (route + draw) * S
-    return (route * fit + draw * min(fit, L - 1)) / fit * (1 - 1e-12) * S
-
-
 MIN_RUNTIME = 5  # minutes a job asks for at least (a scheduler's granularity; start-up and imports)
 
 
@@ -158,11 +134,10 @@ def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
 
 
 def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
-                  n_writers: int | None = None, precision: str = "float64") -> dict:
-    """A part of ``n_pairs`` layer pairs of ``n_writers`` writer layers (headgeom.jobs.fanout;
-    default: all of them). Work: the pairs' route seconds (pk_null_cross_pair_seconds), and the draws
-    of the part's layers (its writer layers and at most one reader layer per pair), per sample and
-    null. Memory: writer bases beyond headgeom.jobs.pk.WRITER_CACHE_MB are spilled to $TMPDIR
+                  n_writers: int | None = None, n_readers: int | None = None, precision: str = "float64") -> dict:
+    """A part of ``n_pairs`` layer pairs of ``n_writers`` writer and ``n_readers`` reader layers
+    (headgeom.jobs.fanout; default: all of them). Work: null_cross_part_seconds, its pairs by the
+    job's route and its layers' draws, per sample and null. Memory: writer bases beyond headgeom.jobs.pk.WRITER_CACHE_MB are spilled to $TMPDIR
     (n_writers x 8 D H d bytes of disk); by blocks, readers one layer at a time; by projector Grams
     (methods.pk.projectors_pay) each side of a call holds up to NULL_CROSS_SIDE_MB of bases and slab
     rows (methods.pk.layers_per_call whole layers, at most the part's). The layers' factors and the
@@ -188,8 +163,9 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
         side = {n: n * per_head * min(layers_per_call(D, d, n, itemsize), max(n_writers, 1), max(L - 1, 1))
                 for n in (H, H + 2 * G)}
         readers_mib = side[H] + side[H + 2 * G]
-    n_readers = min(L - 1, n_pairs)  # a part's reader layers: at most one a pair
-    work_s = null_cross_part_seconds(f, n_pairs, min(n_writers, n_pairs), n_readers, n_samples, n_null_types, precision)
+    n_readers = min(L - 1, n_pairs) if n_readers is None else n_readers
+    work_s = null_cross_part_seconds(f, n_pairs, min(n_writers, n_pairs, L - 1), n_readers, n_samples, n_null_types,
+                                     precision)
     return _minutes(work_s, BASE_MB + cache_mib + readers_mib + factors_mib
                     + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
 
