@@ -4,7 +4,7 @@
     .venv/bin/python bench/run.py --e2e           # + cold end-to-end pipeline run
     .venv/bin/python bench/run.py --only closure,pk --threads 2
 
-Writes results/bench/{env,stages,closure,pk,nulls,fetch,capacity,overhead[,e2e]}.json and results/bench/summary.md and
+Writes results/bench/{env,stages,closure,pk,nulls,null_cross,fetch,capacity,overhead[,e2e]}.json and results/bench/summary.md and
 prints the table of ratios with their targets. Each ratio is of two timings from this process,
 interleaved round-robin so both sides see the same background load, each side's best of its
 repeats (the machine is shared: a best-of is the least disturbed run). Math is float64. The
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("stages", "closure", "pk", "nulls", "fetch", "capacity", "overhead")
+SECTIONS = ("stages", "closure", "pk", "nulls", "null_cross", "fetch", "capacity", "overhead")
 
 
 def parse_args(argv=None):
@@ -45,6 +45,8 @@ def parse_args(argv=None):
     p.add_argument("--fm-heads", type=int, default=8, help="closure: heads timed for the FactoredMatrix baseline (own + wrong V)")
     p.add_argument("--pk-layer-pairs", type=int, default=1, help="PK: writer->reader layer pairs timed per round (of 378)")
     p.add_argument("--scipy-pairs", type=int, default=24, help="PK: head pairs timed with scipy.linalg.subspace_angles")
+    p.add_argument("--null-cross-heads", type=int, default=32,
+                   help="null_cross: writer and reader heads timed per route (random orthonormal bases)")
     p.add_argument("--quick", action="store_true", help="nulls: skip the rotation null at the Qwen3-235B shape (~1 min/sample)")
     p.add_argument("--precision", default="float64", choices=("float64", "float32"), help="stages: null precision")
     p.add_argument("--clock", default=None, choices=("cpu", "wall"),
@@ -341,6 +343,26 @@ def bench_nulls(args) -> dict:
         out["shapes"][name] = row
     return out
 
+
+
+def bench_null_cross(args) -> dict:
+    """The cross-layer null pairs' routes at the Qwen2.5-7B and Qwen3-235B shapes (bench/null_cross_routes.py)."""
+    import null_cross_routes as ncr
+
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    out = {"what": f"cross-layer null pairs: stacked-basis blocks (cross_pairs, rho only) and projector Grams "
+                   f"(slab packing and slab products timed apart), {args.null_cross_heads} x {args.null_cross_heads} "
+                   f"heads of random orthonormal bases, as fractions of the same dtype's GEMM rate; a layer pair "
+                   f"(all heads, readers Q, K, V, one sample and null) at those rates and the job's budgets",
+           "shapes": {}}
+    for name, shape in (("qwen2.5-7b", hb.QWEN25_7B), ("qwen3-235b", hb.QWEN3_235B)):
+        r = out["shapes"][name] = ncr.measure(shape, args.null_cross_heads, max(1, args.repeat - 1), clock)
+        for dt in ("float64", "float32"):
+            v = r[dt]
+            log(f"null_cross {name} {dt}: blocks {v['blocks_share']:.0%}, pack {v['pack_share']:.0%}, gram "
+                f"{v['gram_share']:.0%} of GEMM; layer pair blocks {v['layer_pair_s']['blocks']:.2f} s, projectors "
+                f"{v['layer_pair_s']['projectors']:.2f} s")
+    return out
 
 
 # ---------------------------------------------------------------- stages as a share of GEMM
@@ -793,6 +815,22 @@ def summarize(results: dict, env: dict) -> str:
                     rows.append((f"nulls, {name}", f"{null}: samples/s per layer", "skipped (--quick)", "–", None))
                 else:
                     rows.append((f"nulls, {name}", f"{null}: samples/s per layer (all 4 kinds)", f"{v['samples_per_second_per_layer']:.3g} ({v['seconds_per_layer_sample']:.1f} s/sample)", "–", None))
+    nc = results.get("null_cross")
+    if nc:
+        for name, r in nc["shapes"].items():
+            for dt in ("float64", "float32"):
+                v = r[dt]
+                rows.append((f"null cross pairs, {name} ({dt})", "blocks / slab packing / slab products: FLOP rate / GEMM rate",
+                             f"{v['blocks_share']:.0%} / {v['pack_share']:.0%} / {v['gram_share']:.0%}", "–", None))
+                lp = v["layer_pair_s"]
+                rows.append((f"null cross pairs, {name} ({dt})", "one layer pair, one sample and null: blocks s / projectors s",
+                             f"{lp['blocks']:.2f} / {lp['projectors']:.2f} ({lp['blocks'] / lp['projectors']:.1f}x)", "–", None))
+            rows.append((f"null cross pairs, {name}", "rho by projectors vs blocks (float64, max rel.); float32 vs float64 (max abs.)",
+                         f"{r['float64']['rho_vs_blocks_max_rel']:.0e}; {r['float32']['rho_vs_float64_max_abs']:.0e}",
+                         "< 1e-12; < 1e-5", r["float64"]["rho_vs_blocks_max_rel"] < 1e-12
+                         and r["float32"]["rho_vs_float64_max_abs"] < r["float32"]["bound"]))
+            rows.append((f"null cross pairs, {name}", "packing one head: per-head GEMM + gather s / slab packing s",
+                         _fmt_x(r["gather_packing_s_per_head"] / r["slab_packing_s_per_head"]), "–", None))
     f = results.get("fetch")
     if f:
         rows.append(("fetch, loopback hub", "bytes transferred / bytes of the needed tensors", f"{f['ratio_transferred_over_needed']:.4f}", "–", None))
@@ -851,6 +889,8 @@ def summarize(results: dict, env: dict) -> str:
                      f"{p['stage_extrapolated_full_model_s'] / 60:.0f} min on one thread.")
     if n:
         notes.append("nulls: " + n["what"] + ".")
+    if nc:
+        notes.append("null cross pairs: " + nc["what"] + ".")
     if results.get("capacity"):
         notes.append(results["capacity"]["what"] + ".")
     head = "# headgeom bench\n\n" + time.strftime("%Y-%m-%d %H:%M:%S") + "\n\n" + thr + "\n\n"
@@ -867,7 +907,8 @@ def main(args) -> int:
     unknown = set(wanted) - set(SECTIONS)
     if unknown:
         raise SystemExit(f"unknown section(s) {sorted(unknown)}; known: {SECTIONS}")
-    funcs = {"stages": bench_stages, "closure": bench_closure, "pk": bench_pk, "nulls": bench_nulls, "fetch": bench_fetch,
+    funcs = {"stages": bench_stages, "closure": bench_closure, "pk": bench_pk, "nulls": bench_nulls,
+             "null_cross": bench_null_cross, "fetch": bench_fetch,
              "capacity": bench_capacity, "overhead": bench_overhead}
     results = {}
     t0 = time.perf_counter()

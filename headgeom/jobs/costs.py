@@ -62,8 +62,36 @@ def pk_cross_pair_seconds(manifest) -> float:
     return SECONDS["pk_cross_pair"] * work_ratio(_fields(manifest))
 
 
-def pk_null_cross_pair_seconds(manifest, n_samples: int = 1, n_null_types: int = 2) -> float:
-    return SECONDS["pk_null_cross_pair_sample"] * work_ratio(_fields(manifest)) * n_samples * n_null_types
+def null_cross_draw_seconds(manifest) -> tuple[float, float]:
+    """Seconds of one layer's null draws and bases per sample and null, as a writer (O) and as a
+    reader (the other kinds): half of a within-layer sample of both nulls and all four kinds (which
+    also makes the within pairs: an upper bound), split by the heads each side draws."""
+    f = _fields(manifest)
+    layer = SECONDS["pk_null_within_sample"] / 2 * work_ratio(f)
+    share_o = f["n_heads"] / (2 * f["n_heads"] + 2 * f["n_kv_heads"])
+    return layer * share_o, layer * (1 - share_o)
+
+
+def null_cross_route_pair_seconds(manifest, precision: str = "float64") -> float:
+    """Seconds of the head pairs of one writer->reader layer pair, per sample and null, by the route
+    the job takes (methods.pk.projectors_pay: FLOPs and bytes counted, at rates `make bench`
+    measures against the GEMM rate; Q, K and V readers)."""
+    from headgeom.methods.pk import null_cross_route_seconds, projectors_pay
+
+    f = _fields(manifest)
+    D, H, d, G, L = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"], f["n_layers"]
+    itemsize = 4 if precision == "float32" else 8
+    t = null_cross_route_seconds(D, d, H, H + 2 * G, max(L, 2), itemsize)
+    return t["projectors"] if projectors_pay(H, D, d, L, G, itemsize=itemsize) else t["blocks"]
+
+
+def null_cross_part_seconds(manifest, n_pairs: int, n_writers: int, n_readers: int, n_samples: int = 1,
+                            n_null_types: int = 2, precision: str = "float64") -> float:
+    """Seconds of a pk_null_cross part: its pairs by the job's route and its layers' draws (each
+    writer and each reader layer drawn once per sample and null, whatever its pairs)."""
+    draw_w, draw_r = null_cross_draw_seconds(manifest)
+    return (null_cross_route_pair_seconds(manifest, precision) * n_pairs + draw_w * n_writers + draw_r * n_readers) \
+        * n_samples * n_null_types
 
 
 MIN_RUNTIME = 5  # minutes a job asks for at least (a scheduler's granularity; start-up and imports)
@@ -106,37 +134,39 @@ def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
 
 
 def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
-                  n_writers: int | None = None) -> dict:
-    """A part of ``n_pairs`` layer pairs of ``n_writers`` writer layers (headgeom.jobs.fanout;
-    default: all of them). Memory is flat in the layer count: writer bases beyond
-    headgeom.jobs.pk.WRITER_CACHE_MB are spilled to $TMPDIR (n_writers x 8 D H d bytes of disk),
-    readers are loaded one layer at a time; where projectors pay (methods.pk.projectors_pay) the
-    writers are kept as packed projectors (up to PACKED_WRITER_CACHE_MB, in chunks of
-    WRITER_CHUNK_MB) and a group of reader layers is packed at once (READER_GROUP_MB, at least one
-    layer); the layers' factors and the nulls' preparations are kept up to FACTOR_CACHE_MB and
-    PREPARED_CACHE_MB. The time stays the blocks' bound, which is above the projectors' by 2-4x at
-    the embedded models' shapes. Measured peak RSS at Qwen2.5-7B shape (reassign null, K readers,
-    bench/null_cross_rss.py): 739 MB with 6 writer layers; the model keeps the earlier 4.5
-    layer-sizes for one layer's draws (rotation of 28 heads) on top of the caches."""
+                  n_writers: int | None = None, n_readers: int | None = None, precision: str = "float64") -> dict:
+    """A part of ``n_pairs`` layer pairs of ``n_writers`` writer and ``n_readers`` reader layers
+    (headgeom.jobs.fanout; default: all of them). Work: null_cross_part_seconds, its pairs by the
+    job's route and its layers' draws, per sample and null. Memory: writer bases beyond headgeom.jobs.pk.WRITER_CACHE_MB are spilled to $TMPDIR
+    (n_writers x 8 D H d bytes of disk); by blocks, readers one layer at a time; by projector Grams
+    (methods.pk.projectors_pay) each side of a call holds up to NULL_CROSS_SIDE_MB of bases and slab
+    rows (methods.pk.layers_per_call whole layers, at most the part's). The layers' factors and the
+    nulls' preparations are kept up to FACTOR_CACHE_MB and PREPARED_CACHE_MB. Measured peak RSS at
+    Qwen2.5-7B shape (blocks, reassign null, K readers, bench/null_cross_rss.py): 739 MB with 6
+    writer layers; the model keeps the earlier 4.5 layer-sizes for one layer's draws (rotation of
+    28 heads) on top of the caches."""
     f = _fields(manifest)
     L = f["n_layers"]
     n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
     n_writers = L if n_writers is None else n_writers
     from headgeom.jobs import pk as jobs_pk
-    from headgeom.methods.pk import projectors_pay
+    from headgeom.methods.pk import head_mib, layers_per_call, projectors_pay
 
     D, H, d, G = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"]
+    itemsize = 4 if precision == "float32" else 8
     factors_mib = min(jobs_pk.FACTOR_CACHE_MB + jobs_pk.PREPARED_CACHE_MB, L * 8 * D * (2 * H + 2 * G) * d / 2**20)
-    if projectors_pay(H, D, d, L):  # writers kept as packed projectors, a group of reader layers packed too
-        packed_mib = D * (D + 1) / 2 * 8 / 2**20
-        writer_mib, layer_readers_mib = H * packed_mib, (H + 2 * G) * packed_mib
-        cache_mib = min(jobs_pk.PACKED_WRITER_CACHE_MB + writer_mib, n_writers * writer_mib)
-        readers_mib = max(layer_readers_mib, min(jobs_pk.READER_GROUP_MB, (L - 1) * layer_readers_mib))
-    else:
-        writer_mib = 8 * D * H * d / 2**20
-        cache_mib, readers_mib = min(jobs_pk.WRITER_CACHE_MB, n_writers * writer_mib), 0.0
-    return _minutes(pk_null_cross_pair_seconds(f, n_samples, n_null_types) * n_pairs,
-                    BASE_MB + cache_mib + readers_mib + factors_mib
+    writer_mib = itemsize * D * H * d / 2**20
+    cache_mib = min(jobs_pk.WRITER_CACHE_MB, n_writers * writer_mib)
+    readers_mib = 0.0
+    if projectors_pay(H, D, d, L, G, itemsize=itemsize):  # a call's two sides: bases and slab rows
+        per_head = head_mib(D, d, itemsize)
+        side = {n: n * per_head * min(layers_per_call(D, d, n, itemsize), max(n_writers, 1), max(L - 1, 1))
+                for n in (H, H + 2 * G)}
+        readers_mib = side[H] + side[H + 2 * G]
+    n_readers = min(L - 1, n_pairs) if n_readers is None else n_readers
+    work_s = null_cross_part_seconds(f, n_pairs, min(n_writers, n_pairs, L - 1), n_readers, n_samples, n_null_types,
+                                     precision)
+    return _minutes(work_s, BASE_MB + cache_mib + readers_mib + factors_mib
                     + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
 
 

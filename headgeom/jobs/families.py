@@ -62,10 +62,13 @@ class Job:
     when: Callable | None = None  # when(pk) -> bool: whether the model (its resolved ``pk`` block) runs it
     layers: tuple | None = None  # (dpath under ``pk`` of its layer selection, keep(pk of a layer) or None);
     #   None: every layer (headgeom.jobs.scopes.layers)
-    pair_seconds: Callable | None = None  # pair_seconds(fields, config): one layer pair's seconds (fanout)
+    pair_seconds: Callable | None = None  # pair_seconds(fields, config): one layer pair's seconds (fanout "pairs")
+    part_seconds: Callable | None = None  # part_seconds(fields, config, pairs, writers, readers): a part's
+    #   seconds (fanout "tiles")
     blocks: str | None = None  # "within" / "cross": null-sample blocks (params gain `samples`)
     final_model: bool = False  # also reads the lineage's final checkpoint (params gain `final_model`)
-    fanout: str | None = None  # "pairs": layer pairs split into parts (headgeom.jobs.fanout; params gain `pairs`)
+    fanout: str | None = None  # "pairs" / "tiles": layer pairs split into parts (headgeom.jobs.fanout; params
+    #   gain `pairs`)
     cache: bool = True  # eligible for Snakemake's between-workflow cache under --cache (docs/cluster.md)
     activations: str | None = None  # "paper1" / "read_paths": also reads that section's forward-pass activations
     #   (config activation.<section>: corpus, n_windows, window; inputs gain `acts`, the forward job's directory
@@ -172,15 +175,18 @@ def _pk_cost(model, writers: bool = False):
             seg = fanout.part(job, costs._fields(manifest), config, int(wildcards["part"]))
             extra = {"n_pairs": fanout.n_pairs(seg)}
             if writers:
-                extra["n_writers"] = len({w for w, _, _ in seg})
+                _, extra["n_writers"], extra["n_readers"] = fanout.part_layers(seg)
+        if writers:  # the null pairs' route and memory depend on the arithmetic's width
+            extra["precision"] = nulls.get("precision", "float64")
         return model(manifest, nulls["samples_per_job"], len(nulls["types"]), **extra)
 
     return cost
 
 
-def _null_pair_seconds(fields, config):
+def _null_part_seconds(fields, config, n_pairs, n_writers, n_readers):
     nulls = config["pk"]["nulls"]
-    return costs.pk_null_cross_pair_seconds(fields, nulls["samples_per_job"], len(nulls["types"]))
+    return costs.null_cross_part_seconds(fields, n_pairs, n_writers, n_readers, nulls["samples_per_job"],
+                                         len(nulls["types"]), nulls.get("precision", "float64"))
 
 
 def _within_nulls(pk) -> bool:
@@ -304,10 +310,10 @@ JOBS = {
                         "reader: rng_for(model, 'null-cross-reader', null, kind, layer_r, sample)",
             log="logs/pk_null_cross/{model}/block{block}/part{part}.log",
             blocks="cross",
-            fanout="pairs",
+            fanout="tiles",
             stage="pk", when=lambda pk: bool(pk["nulls"]["types"]) and bool(pk["cross_kinds"])
             and pk["nulls"]["cross_samples"] > 0,
-            pair_seconds=_null_pair_seconds,
+            part_seconds=_null_part_seconds,
         ),
         Job(
             "paper1_heads", run_paper1_heads,

@@ -9,6 +9,12 @@ A part is a list of segments ``(writer, reader_start, reader_stop)``. A pk_cross
 covers one part; a pk_null_cross job one part x one block of null samples
 (headgeom.methods.nulls.sample_range).
 
+The null stage (fan-out ``"tiles"``) is cut into tiles instead: a block of ``side`` writer layers
+against a block of ``side`` reader layers (``tile_parts``), the largest side whose part cost (the
+job's ``part_seconds``: its pairs, and the draws of its writer and reader layers, which every part
+makes again for each of its samples) stays under the ceiling. A tile of P pairs draws about 2 sqrt(P)
+layers where a piece of a writer row draws P + 1.
+
 The draws do not depend on the fan-out: each writer / reader null draw is seeded by (model,
 null, kind, layer, sample) only (headgeom.jobs.pk.pk_null_cross_job), so any packing gives
 the same rows bit for bit (tests/unit/test_fanout.py)."""
@@ -66,8 +72,49 @@ def max_pairs_per_job(job, fields: dict, config: dict) -> int:
     return max(1, int(max_job_minutes(config) * 60 // per_pair))
 
 
+def tile_parts(n_layers: int, side: int) -> list[list[tuple[int, int, int]]]:
+    """The layer pairs in tiles: writer layers w0 .. w0 + side against reader layers r0 .. r0 + side,
+    r0 = w0 + 1, w0 + 1 + side, ... (the first tile of a writer block is its triangle); each pair in
+    exactly one tile, writer-major within a tile. A side of L - 1 or more is one part, the unsplit
+    job's segments."""
+    if side < 1:
+        raise ConfigError(f"fan-out: a tile's side must be >= 1 (got {side})")
+    L = n_layers
+    parts = []
+    for w0 in range(0, L - 1, side):
+        for r0 in range(w0 + 1, L, side):
+            seg = [(w, max(w + 1, r0), min(r0 + side, L)) for w in range(w0, min(w0 + side, L - 1))
+                   if max(w + 1, r0) < min(r0 + side, L)]
+            if seg:
+                parts.append(seg)
+    return parts
+
+
+def part_layers(part) -> tuple[int, int, int]:
+    """(pairs, writer layers, reader layers) of a part."""
+    return (n_pairs(part), len({w for w, _, _ in part}), len({r for _, r0, r1 in part for r in range(r0, r1)}))
+
+
+def max_tile_side(job, fields: dict, config: dict) -> int:
+    """The largest tile side whose tiles' cost (the job's part_seconds, SAFETY included) stays under
+    the ceiling, bounded by a full tile's (side^2 pairs, side writer and side reader layers); at
+    least 1."""
+    L = fields["n_layers"]
+    ceiling = max_job_minutes(config) * 60
+    all_pairs = L * (L - 1) // 2
+    side = 1
+    for s in range(2, max(L, 2)):
+        k = min(s, L - 1)
+        if costs.SAFETY * job.part_seconds(fields, config, min(s * s, all_pairs), k, k) > ceiling:
+            break
+        side = s
+    return side
+
+
 def parts(job, fields: dict, config: dict) -> list[list[tuple[int, int, int]]]:
     """The parts of one model's cross-layer job (fields: the manifest's ``fields``)."""
+    if job.fanout == "tiles":
+        return tile_parts(fields["n_layers"], max_tile_side(job, fields, config))
     return pair_parts(fields["n_layers"], max_pairs_per_job(job, fields, config))
 
 

@@ -171,9 +171,6 @@ def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) 
 
 
 WRITER_CACHE_MB = 256  # pk_null_cross: writer bases kept in memory up to this size, the rest spilled to $TMPDIR
-# pk_null_cross (projectors): the packed writer chunks kept in memory (SmolLM2-135M's 29 writer layers are
-# 350 MiB: spilling a 128-MiB chunk to $TMPDIR cost about as much as the products it feeds)
-PACKED_WRITER_CACHE_MB = 512
 
 
 class _SpillingCache:
@@ -316,76 +313,47 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
     log(f"[pk_null_within {model} L{layer}] samples {samples[0]}..{samples[-1]}, {time.perf_counter() - t0:.2f}s")
 
 
-READER_GROUP_MB = 128  # pk_null_cross (projectors): packed readers of consecutive layers held at once
-WRITER_CHUNK_MB = 128  # pk_null_cross (projectors): packed writers stacked into one operand of a product
-
-
 def heads_of_kind(fields, kind: str) -> int:
     """How many spaces one layer has of ``kind``: a head each for O and Q, a KV group each for K and V."""
     return fields.n_heads if kind in ("O", "Q") else fields.n_kv_heads
 
 
-def _packed_mb(fields, kinds) -> float:
-    """MiB of one layer's packed projectors of the ``kinds`` (methods.pk.packed_projectors)."""
-    D = fields.d_model
-    return sum(heads_of_kind(fields, k) for k in kinds) * (D + D * (D - 1) // 2) * 8 / 2**20
-
-
-def layer_groups(layers, layer_mb: float, budget_mb: float) -> list[list[int]]:
-    """Consecutive layers in groups whose packed projectors fit ``budget_mb`` (at least one layer
-    each): a group of reader layers (READER_GROUP_MB) or a chunk of writer layers
-    (WRITER_CHUNK_MB) is one stacked matrix, one operand of the products."""
-    per = max(1, int(budget_mb // layer_mb)) if layer_mb > 0 else len(layers) or 1
+def layer_groups(layers, per_call: int) -> list[list[int]]:
+    """Consecutive layers in groups of ``per_call`` (methods.pk.layers_per_call; at least one): the
+    writer or reader layers of one projector_gram call."""
+    per = max(1, int(per_call))
     return [list(layers[i:i + per]) for i in range(0, len(layers), per)]
 
 
-def _packed_rows(spaces_of, n_rows: int, n_packed: int, buffers: dict, name):
-    """One stacked matrix of packed projectors (n_rows, n_packed) filled part by part:
-    ``spaces_of`` yields (key, rows, fill(out) -> ranks); returns (matrix, ranks, key -> row slice).
-    The matrix is ``buffers[name]``, allocated once and refilled by every later sample (a fresh
-    matrix of this size costs its page faults again at every draw)."""
-    M = buffers.get(name)
-    if M is None or M.shape != (n_rows, n_packed):
-        M = buffers[name] = np.empty((n_rows, n_packed))
-    ranks, where, r0 = [], {}, 0
-    for key, n, fill in spaces_of:
-        where[key] = slice(r0, r0 + n)
-        ranks.append(fill(M[r0:r0 + n]))
-        r0 += n
-    return M, np.concatenate(ranks), where
+def _projector_call_stats(writers, readers, group, chunk, writers_of: dict, kinds, iso: float, stats: dict,
+                          buffers: dict) -> None:
+    """rho statistics of every (writer, reader layer, kind) pair of a chunk of writer layers and a
+    group of reader layers from one projector_gram call: ``writers`` the spilling cache of writer
+    draws, ``readers`` (reader layer, kind) -> the group's draws. Each head is packed once for all
+    its partners in the call; writers of the chunk without a partner in the group are left out."""
+    from headgeom.methods.pk import layer_stats, projector_gram, rho_of_pk
 
-
-def _projector_group_stats(Pr, rr, cols: dict, group, writers_of: dict, chunks: list, cache, iso: float,
-                           stats: dict) -> None:
-    """rho statistics of every (writer, reader layer, kind) pair of a group of reader layers from
-    packed projectors: the group's readers (every layer and kind) are one stacked matrix ``Pr``
-    (``cols``: (reader layer, kind) -> its rows) and the writers a chunk of stacked layers (cache
-    key: the chunk's index), so each product is one GEMM of many heads by many heads, near the
-    GEMM rate, where one writer layer against one reader layer is a thin, memory-bound product.
-    Each PK entry is the same dot product over the packed length as in a per-pair product
-    (OpenBLAS sums it in the same order whatever the operands' other dimensions; the job's shard
-    is checked bit for bit against per-pair products in tests/unit/test_null_cross_projectors.py);
-    products of a writer with readers of its own or earlier layers are computed and not used."""
-    from headgeom.methods.pk import layer_stats, projector_pk, rho_of_pk
-
-    needed = {lw for lr in group for lw in writers_of[lr]}
-    for ci, layers in enumerate(chunks):
-        if not needed.intersection(layers):
-            continue
-        Pw, rw_all, where = cache.get(ci)
-        pk = projector_pk(Pw, Pr)
-        for lw in layers:
-            if lw not in needed:
+    needed = [lw for lw in chunk if any(lw in writers_of[lr] for lr in group)]
+    if not needed:
+        return
+    W = [writers.get(lw) for lw in needed]
+    order = [(lr, kind) for lr in group for kind in kinds]
+    pk = projector_gram([B for B, _ in W], [readers[k][0] for k in order], buffers)
+    col, cols = 0, {}
+    for key in order:
+        n = readers[key][0].shape[0]
+        cols[key] = slice(col, col + n)
+        col += n
+    row = 0
+    for lw, (B, rw) in zip(needed, W):
+        rows = slice(row, row + B.shape[0])
+        row += B.shape[0]
+        for lr in group:
+            if lw not in writers_of[lr]:
                 continue
-            rows = where[lw]
-            rw = rw_all[rows]
-            for lr in group:
-                if lw not in writers_of[lr]:
-                    continue
-                for k, (a, b) in cols[lr].items():
-                    rho = rho_of_pk(pk[rows, a:b], rw, rr[a:b])
-                    stats[lr, k, lw] = layer_stats(rho.ravel(), np.full(rho.size, np.nan), iso)
-        del Pw, pk
+            for kind in kinds:
+                rho = rho_of_pk(pk[rows, cols[lr, kind]], rw, readers[lr, kind][1])
+                stats[lr, kind, lw] = layer_stats(rho.ravel(), np.full(rho.size, np.nan), iso)
 
 
 def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=print) -> None:
@@ -395,18 +363,17 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     ``segments``: the part of the pair list this job covers, ``[(writer, reader_start,
     reader_stop), ...]`` (headgeom.jobs.fanout); default every pair. Each layer's factors are read
     once per job (kept up to FACTOR_CACHE_MB, with what the null models' draws of them share,
-    PREPARED_CACHE_MB); writer draws are made once per sample and kept, in memory up to the cache
-    budget and spilled to $TMPDIR beyond it (so peak memory does not grow with the layer count).
-    Pairs come from packed projectors where the shape makes them cheaper
-    (methods.pk.projectors_pay: SmolLM2-135M's and Gemma-3-270M's shapes): writers packed into
-    stacked chunks of layers (WRITER_CHUNK_MB), the readers of consecutive layers into one matrix
-    per group (READER_GROUP_MB), one product per (chunk, group); from stacked-basis blocks otherwise
-    (MiniLM-L6, the papers' 7B and larger; reader layers one at a time, each writer read once per
-    reader layer). Rows come null, sample, reader, kind, writer: with every pair in one part they
-    are the rows of the unsplit job, and any fan-out (or budget) gives the same row per pair, bit
-    for bit."""
+    PREPARED_CACHE_MB); writer draws are made once per sample and kept, in memory up to
+    WRITER_CACHE_MB and spilled to $TMPDIR beyond it (so peak memory does not grow with the layer
+    count). Pairs come from projector Grams where the shape makes them cheaper
+    (methods.pk.projectors_pay, a cost model of FLOPs and bytes): reader layers in groups and writer
+    layers in chunks of methods.pk.layers_per_call (bases and slab buffers within
+    NULL_CROSS_SIDE_MB a side), one methods.pk.projector_gram per (group, chunk); from stacked-basis
+    blocks otherwise (reader layers one at a time, each writer read once per reader layer). Rows
+    come null, sample, reader, kind, writer: with every pair in one part they are the rows of the
+    unsplit job, and any fan-out (or budget) gives the same row per pair, bit for bit."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
-    from headgeom.methods.pk import (cross_pairs, isotropic_rho, layer_stats, orthonormal_bases, packed_projectors,
+    from headgeom.methods.pk import (cross_pairs, isotropic_rho, layer_stats, layers_per_call, orthonormal_bases,
                                      projectors_pay, stacked)
     from headgeom.core.seeds import rng_for
 
@@ -428,82 +395,57 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     rtol = params.get("rank_rtol", 1e-6)
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
     samples = [int(x) for x in samples]
-    iso = isotropic_rho(store.fields.d_head, store.fields.d_model)
-    precision = params.get("precision", "float64")
-    bk = backend_from(params)
-    by_projectors = projectors_pay(store.fields.n_heads, store.fields.d_model, store.fields.d_head, L)  # the shape decides, not the job
-
-    prepared = _Prepared(PREPARED_CACHE_MB)  # per (kind, layer): what its draws of every sample share
-
-    def spaces(X, rng, key):  # one draw's (bases, ranks): the blocks path
-        return orthonormal_bases(null_factors(X, null, rng, precision, bk, prepared, key), rtol, bk)
-
-    def packed(X, rng, key, writer=False):  # one draw packed into rows of a stacked matrix: fill(out) -> ranks
-        def fill(out):
-            B, r = spaces(X, rng, key)
-            packed_projectors(B, twice_upper=writer, out=out)
-            return r
-        return fill
-
     fl = store.fields
-    n_packed = fl.d_model + fl.d_model * (fl.d_model - 1) // 2
+    iso = isotropic_rho(fl.d_head, fl.d_model)
+    precision = params.get("precision", "float64")
+    itemsize = 4 if precision == "float32" else 8
+    bk = backend_from(params)
     heads = {k: heads_of_kind(fl, k) for k in ("O",) + kinds}
+    # the shape decides, not the job: every part of a model takes the same route
+    by_projectors = projectors_pay(fl.n_heads, fl.d_model, fl.d_head, L, fl.n_kv_heads, kinds, itemsize)
     if by_projectors:
-        chunks = layer_groups(writer_layers, _packed_mb(fl, ("O",)), WRITER_CHUNK_MB)
-        groups = layer_groups(sorted(writers_of), _packed_mb(fl, kinds), READER_GROUP_MB)
+        groups = layer_groups(sorted(writers_of),
+                              layers_per_call(fl.d_model, fl.d_head, sum(heads[k] for k in kinds), itemsize))
+        chunks = layer_groups(writer_layers, layers_per_call(fl.d_model, fl.d_head, heads["O"], itemsize))
     else:
         groups = [[lr] for lr in sorted(writers_of)]
 
+    prepared = _Prepared(PREPARED_CACHE_MB)  # per (kind, layer): what its draws of every sample share
+
+    def spaces(X, rng, key):  # one draw's (bases, ranks)
+        return orthonormal_bases(null_factors(X, null, rng, precision, bk, prepared, key), rtol, bk)
+
     factors = _Factors(store, FACTOR_CACHE_MB)  # per (kind, layer): its stacked factors, read once for every sample
-
-    def writer_draws(layers, s):  # (layer, rows, fill) of a chunk's writer draws
-        for l in layers:
-            Xw = factors.get("O", l)
-            yield l, heads["O"], packed(Xw, rng_for(model, "null-cross-writer", null, l, s), ("O", l),
-                                                writer=True)
-
     rows: dict = {}
-    buffers: dict = {}  # the stacked packed matrices, reused by every sample
-    with _SpillingCache(PACKED_WRITER_CACHE_MB if by_projectors else WRITER_CACHE_MB) as writers:
+    buffers: dict = {}  # projector_gram's slab buffers, reused by every call of the same size
+    with _SpillingCache(WRITER_CACHE_MB) as writers:
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
                 writers.clear()
-                if by_projectors:  # writer draws packed straight into stacked chunks, kept (or spilled) for the readers
-                    for ci, layers in enumerate(chunks):
-                        writers.put(ci, _packed_rows(writer_draws(layers, s), len(layers) * heads["O"], n_packed,
-                                                     buffers, ("writers", ci)))
-                else:
-                    for l in writer_layers:  # one draw per writer layer and sample, kept (or spilled) for its readers
-                        Xw = factors.get("O", l)
-                        writers.put(l, spaces(Xw, rng_for(model, "null-cross-writer", null, l, s), ("O", l)))
-                        del Xw
+                for l in writer_layers:  # one draw per writer layer and sample, kept (or spilled) for its readers
+                    Xw = factors.get("O", l)
+                    writers.put(l, spaces(Xw, rng_for(model, "null-cross-writer", null, l, s), ("O", l)))
+                    del Xw
                 for group in groups:
                     stats = {}
-                    if by_projectors:  # the group's readers, every layer and kind, packed into one matrix
-                        def reader_draws():
-                            for lr in group:
-                                for kind in kinds:
-                                    yield (lr, kind), heads[kind], packed(
-                                        factors.get(kind, lr), rng_for(model, "null-cross-reader", null, kind, lr, s),
-                                        (kind, lr))
-                        n_rows = len(group) * sum(heads[k] for k in kinds)
-                        Pr, rr, where = _packed_rows(reader_draws(), n_rows, n_packed, buffers, ("readers", n_rows))
-                        cols = {lr: {k: (where[lr, k].start, where[lr, k].stop) for k in kinds} for lr in group}
-                        _projector_group_stats(Pr, rr, cols, group, writers_of, chunks, writers, iso, stats)
-                        del Pr
+                    readers = {(lr, kind): spaces(factors.get(kind, lr),
+                                                  rng_for(model, "null-cross-reader", null, kind, lr, s), (kind, lr))
+                               for lr in group for kind in kinds}
+                    if by_projectors:  # one Gram per chunk of writer layers, against every reader of the group
+                        for chunk in chunks:
+                            _projector_call_stats(writers, readers, group, chunk, writers_of, kinds, iso, stats,
+                                                  buffers)
                     else:
                         lr = group[0]
-                        readers = {kind: spaces(factors.get(kind, lr), rng_for(model, "null-cross-reader", null, kind, lr, s),
-                                                (kind, lr))
-                                   for kind in kinds}
                         for lw in sorted(writers_of[lr]):  # each writer read once per reader layer
                             Bw, rw = writers.get(lw)
                             Sw = stacked(Bw)  # once per writer and reader layer, for its kinds
-                            for kind, (Br, rk) in readers.items():  # nulls compare SD and mean: rho only
+                            for kind in kinds:  # nulls compare SD and mean: rho only
+                                Br, rk = readers[lr, kind]
                                 rho = cross_pairs(Bw, rw, Br, rk, angles=False, backend=bk, Sw=Sw)["rho"]
                                 stats[lr, kind, lw] = layer_stats(rho, np.full(len(rho), np.nan), iso)
                             del Bw, Sw
-                        del readers
+                    del readers
                     for lr in group:
                         for kind in kinds:  # rows in the order null, sample, reader, kind, writer
                             for lw in sorted(writers_of[lr]):
@@ -514,7 +456,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     prov = {
         "job": "pk_null_cross", "model": model, "samples": samples, "params": params,
         "pair_segments": [list(seg) for seg in segments],
-        "pair_products": "packed projectors" if by_projectors else "stacked-basis blocks",
+        "pair_products": "projector Grams" if by_projectors else "stacked-basis blocks",
         "code": code_version(), "model_source": store.provenance(), "fields": store.manifest["fields"],
         "tensors": {k: v["sha256"] for k, v in store.manifest["tensors"].items()},
         "seed_scheme": "writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "

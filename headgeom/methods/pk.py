@@ -334,61 +334,200 @@ def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=N
 
 
 # Cross-layer nulls need only rho (SD and mean against the nulls), not the blocks' singular values:
-# PK(U_i, V_j) = <P_i, P_j>_F with P = U U^T, so a layer's projectors, built once per draw, serve
-# every layer they meet at D (D + 1) / 2 multiply-adds a pair instead of the blocks' D d^2.
-PROJECTOR_LAYER_MB = 64  # above this a layer's packed projectors cost more memory than they save time
-PROJECTOR_RATE = 0.5  # the packed products and packing run at about half the GEMM rate (memory-bound; measured)
+# PK(U_i, V_j) = tr(P_i P_j) = <P_i, P_j>_F with P = U U^T. Over the upper triangle of P (the diagonal
+# once, the rest twice) that is D (D + 1) / 2 multiply-adds a pair instead of the blocks' D d^2, for
+# each head's packing (D^2 d / 2, a GEMM) once per draw and partner operand.
+#
+# The triangle is packed in slabs of rows a..b: the rectangle U[a:b] U[a:]^T of each head, written by
+# one batched GEMM straight into its place (no gather). Its first b - a columns are the slab's
+# diagonal block, which is symmetric and so counted whole (weight 1); the rest lies strictly above the
+# diagonal (weight 2). A writer's slab carries the weights (its GEMM's left factor doubled, the
+# diagonal block then halved: both exact), a reader's does not, so tr(P_w P_r) is the plain dot
+# product of the two packings; the diagonal blocks' lower halves are the only work done twice (about
+# the slab height / D of it).
+SLAB_ELEMS = 2**18  # a slab holds about this many entries per head (2 MiB in float64): the job's buffers
+SLAB_ROWS_MIN = 16  # fewer rows make the packing GEMM memory-bound (its intensity is rows / 4 FLOP/byte)
 
 
-def projectors_pay(n_heads: int, d_model: int, d_head: int, n_layers: int) -> bool:
-    """Whether a model's cross-layer null pairs are cheaper as packed projector inner products
-    than as stacked-basis blocks, with a layer's packed projectors within PROJECTOR_LAYER_MB.
+@functools.lru_cache(maxsize=16)
+def projector_slabs(D: int) -> tuple[tuple[int, int, int], ...]:
+    """The row slabs of the packed triangle of a D x D projector, ``(a, b, offset)``: rows a..b, their
+    packed entries at offset .. offset + (b - a) (D - a). A function of D only, so every job packs a
+    head the same way and a PK is the same sum whatever operands it is computed in. About SLAB_ELEMS
+    entries each, at least SLAB_ROWS_MIN rows and at most D / 16 (the repeated diagonal blocks stay
+    about 3 % of the work)."""
+    out, a, off = [], 0, 0
+    cap = max(SLAB_ROWS_MIN, D // 16)
+    while a < D:
+        rows = int(min(max(SLAB_ELEMS // (D - a), SLAB_ROWS_MIN), cap, D - a))
+        out.append((a, a + rows, off))
+        off += rows * (D - a)
+        a += rows
+    return tuple(out)
 
-    Per head pair the blocks cost D d^2 multiply-adds; projectors D (D + 1) / 2 plus each head's
-    packing (D^2 d, once per draw) shared by the heads of the (L - 1) / 2 layers it meets on
-    average, both at PROJECTOR_RATE of the GEMM rate. A function of the shape only, so every job
-    of a model takes the same path (SmolLM2-135M and Gemma-3-270M: projectors; MiniLM-L6, whose
-    six layers share a packing too little, and the papers' 7B and larger: blocks)."""
-    D, d, H, L = d_model, d_head, n_heads, n_layers
-    packed_mb = H * D * (D + 1) / 2 * 8 / 2**20
-    if L < 2 or packed_mb > PROJECTOR_LAYER_MB:
-        return False
-    projector_cost = D * (D + 1) / 2 + 4 * D * D * d / ((L - 1) * H)
-    return D * d * d * PROJECTOR_RATE > projector_cost
+
+def packed_length(D: int) -> int:
+    """Entries of one head's packed projector (``packed_projectors``): D (D + 1) / 2 and the slabs'
+    diagonal blocks' lower halves."""
+    a, b, off = projector_slabs(D)[-1]
+    return off + (b - a) * (D - a)
 
 
-def packed_projectors(bases: np.ndarray, twice_upper: bool = False, out: np.ndarray | None = None) -> np.ndarray:
-    """(n, D, d) orthonormal bases (columns beyond the rank zero) -> (n, D + D (D - 1) / 2): each
-    head's projector U U^T as its diagonal, then its strict upper triangle row by row.
-    tr(P_a P_b) is then one dot product of a's packing with ``twice_upper`` (the triangle
-    doubled, exactly: each entry stands for itself and its mirror) and b's plain one
-    (``projector_pk``). ``out``: the (n, D + D (D - 1) / 2) float64 array to fill (rows of a
-    stacked matrix of many layers' heads), else a new one."""
-    n, D, _ = bases.shape
-    if out is None:
-        out = np.empty((n, D + D * (D - 1) // 2), dtype=np.float64)
-    elif out.shape != (n, D + D * (D - 1) // 2) or out.dtype != np.float64:
-        raise ValueError(f"packed_projectors: out is {out.shape} {out.dtype}, not ({n}, {D + D * (D - 1) // 2}) float64")
-    for h in range(n):
-        U = np.asarray(bases[h], np.float64)
-        P = U @ U.T
-        if twice_upper:
-            P *= 2.0
-            out[h, :D] = 0.5 * np.diagonal(P)  # the diagonal as it was (scaling by 2 is exact)
-        else:
-            out[h, :D] = np.diagonal(P)
-        # mode="clip": the indices are in range by construction, and unlike the default "raise"
-        # take does not buffer its output (half the time; the same values)
-        np.take(P.reshape(-1), _upper_flat(D), out=out[h, D:], mode="clip")
+def pack_slab(bases, a: int, b: int, out: np.ndarray, twice_upper: bool = False) -> np.ndarray:
+    """Rows a..b of every head's packed projector into ``out`` ((n, (b - a)(D - a)), any strides
+    between heads, each head's entries contiguous): one batched GEMM U[a:b] U[a:]^T written in place.
+    ``bases``: (n, D, d) orthonormal bases (columns beyond the rank zero), or a list of such arrays
+    filling consecutive rows of ``out``. ``twice_upper``: the writer's weights (entries strictly above
+    the diagonal doubled; exact)."""
+    if isinstance(bases, (list, tuple)):
+        r0 = 0
+        for B in bases:
+            pack_slab(B, a, b, out[r0:r0 + B.shape[0]], twice_upper)
+            r0 += B.shape[0]
+        if r0 != out.shape[0]:
+            raise ValueError(f"pack_slab: {r0} heads for {out.shape[0]} rows")
+        return out
+    n, D, d = bases.shape
+    k = b - a
+    if out.shape != (n, k * (D - a)):
+        raise ValueError(f"pack_slab: out is {out.shape}, not ({n}, {k * (D - a)})")
+    left = bases[:, a:b, :]
+    if twice_upper:
+        left = left * 2.0  # (n, k, d): small
+    G = out.reshape(n, k, D - a)  # a view: each head's rows are contiguous in out
+    np.matmul(left, np.swapaxes(bases[:, a:, :], -1, -2), out=G)
+    if twice_upper:
+        G[:, :, :k] *= 0.5  # the diagonal block counts once
     return out
 
 
-@functools.lru_cache(maxsize=8)
-def _upper_flat(D: int) -> np.ndarray:
-    """Flat indices of a D x D matrix's strict upper triangle, row by row (np.take gathers with
-    them several times faster than a boolean mask)."""
-    i, j = np.triu_indices(D, 1)
-    return i * D + j
+def packed_projectors(bases: np.ndarray, twice_upper: bool = False, out: np.ndarray | None = None) -> np.ndarray:
+    """(n, D, d) orthonormal bases -> (n, packed_length(D)): every slab of each head's projector
+    (``pack_slab``), in the bases' dtype. tr(P_a P_b) is one dot product of a's packing with
+    ``twice_upper`` and b's plain one (``projector_pk``). The jobs pack slab by slab
+    (``projector_gram``); the whole packing is for tests and benchmarks."""
+    n, D, _ = bases.shape
+    if out is None:
+        out = np.empty((n, packed_length(D)), dtype=bases.dtype)
+    for a, b, off in projector_slabs(D):
+        pack_slab(bases, a, b, out[:, off:off + (b - a) * (D - a)], twice_upper)
+    return out
+
+
+# float32 projector Grams (pk.nulls.precision: float32): slab products in float32, summed over slabs in
+# float64. Stated bound on rho = PK / min dim against float64 on the same bases: 1e-5. Measured
+# (tests/unit/test_null_cross_projectors.py, bench/run.py null_cross): 5e-9 between random subspaces
+# at the 7B and 235B shapes, 1.3e-7 between equal subspaces (PK = d) at D = 3584 (rounding of
+# entries of size up to 1 summed over ~D^2 / 2 terms); below the float32 null statistics' own bound
+# (docs/performance.md, 5e-5).
+FLOAT32_RHO_BOUND = 1e-5
+
+
+def float32_pk_bound(dim: int) -> float:
+    """The stated bound on |PK_float32 - PK_float64| of a pair whose smaller space has ``dim``."""
+    return FLOAT32_RHO_BOUND * dim
+
+
+def projector_gram(writers, readers, buffers: dict | None = None) -> np.ndarray:
+    """tr(P_w P_r) for every writer head w and reader head r: (n_w, n_r) float64. ``writers``,
+    ``readers``: lists of (n, D, d) orthonormal bases (many layers' heads, as many as a job's budget
+    holds: each head is packed once per call, so its packing is shared by every partner in the
+    call). Slab by slab (``projector_slabs``): both sides packed into the slab buffers, one GEMM of
+    every writer by every reader over the slab, summed over slabs in float64 (the slab products are
+    in the bases' dtype: float32 under ``pk.nulls.precision: float32``). Memory: the two buffers,
+    (n_w + n_r) SLAB_ELEMS entries. ``buffers``: a dict in which to keep the buffers for later
+    calls of the same size (a fresh buffer costs its page faults again)."""
+    writers, readers = list(writers), list(readers)
+    nw, nr = sum(B.shape[0] for B in writers), sum(B.shape[0] for B in readers)
+    D = (writers or readers)[0].shape[1]
+    dtype = np.result_type(*writers, *readers)
+    pk = np.zeros((nw, nr))
+    if nw == 0 or nr == 0:
+        return pk
+    width = max((b - a) * (D - a) for a, b, _ in projector_slabs(D))
+    buffers = {} if buffers is None else buffers
+
+    def buffer(name, n):
+        M = buffers.get(name)
+        if M is None or M.shape[0] < n or M.shape[1] != width or M.dtype != dtype:
+            M = buffers[name] = np.empty((n, width), dtype=dtype)
+        return M
+
+    Wbuf, Rbuf = buffer("writers", nw), buffer("readers", nr)
+    for a, b, _ in projector_slabs(D):
+        m = (b - a) * (D - a)
+        Pw = pack_slab([B.astype(dtype, copy=False) for B in writers], a, b, Wbuf[:nw, :m], twice_upper=True)
+        Pr = pack_slab([B.astype(dtype, copy=False) for B in readers], a, b, Rbuf[:nr, :m])
+        pk += Pw @ Pr.T
+    return pk
+
+
+# The route of the cross-layer null pairs, from counted FLOPs and bytes at rates relative to one
+# thread's float64 GEMM rate, as `make bench` measures them (bench/run.py null_cross: random
+# orthonormal bases at the Qwen2.5-7B and Qwen3-235B shapes, one BLAS thread; docs/performance.md).
+GEMM_FLOPS = 50e9  # one thread's float64 GEMM rate this model prices in (FLOP/s; measured 50-55 here)
+ROUTE_RATES = {  # fraction of the GEMM rate: the stacked-basis blocks' GEMM, a slab's packing, the slab product
+    # (measured float64 / float32: blocks 1.02-1.03 / 0.99, packing 0.55-0.60 / 0.47-0.50, slab products
+    # at a job's call sizes 0.73-0.84 / 0.84-0.97 at the 7B and 235B shapes; the lower ends, rounded)
+    "blocks": 1.0, "pack": 0.5, "gram": 0.75,
+}
+BYTES_PER_FLOP_TIME = 1 / 6e9  # seconds per byte streamed from memory (about 6 GB/s on one thread)
+# pk_null_cross (headgeom.jobs.pk) packs whole layers together on each side of a projector_gram
+# call while their orthonormal bases and slab buffers fit this many MiB per side, so that each
+# head's packing serves every partner of the call (the packing is d / (heads of the other side) of
+# the products' work)
+NULL_CROSS_SIDE_MB = 1536
+
+
+def head_mib(D: int, d: int, itemsize: int = 8) -> float:
+    """MiB one head holds in a projector_gram call: its orthonormal basis and its slab buffer row."""
+    width = max((b - a) * (D - a) for a, b, _ in projector_slabs(D))
+    return (D * d + width) * itemsize / 2**20
+
+
+def layers_per_call(D: int, d: int, heads_per_layer: int, itemsize: int = 8, budget_mb: float | None = None) -> int:
+    """Whole layers on one side of a projector_gram call within NULL_CROSS_SIDE_MB (at least one)."""
+    budget = NULL_CROSS_SIDE_MB if budget_mb is None else budget_mb
+    return max(1, int(budget // (heads_per_layer * head_mib(D, d, itemsize))))
+
+
+def heads_per_call(D: int, d: int, heads_per_layer: int, n_layers: int, itemsize: int = 8) -> int:
+    """Heads packed together on one side of a projector_gram call: ``layers_per_call`` layers, at
+    most ``n_layers``."""
+    return heads_per_layer * min(n_layers, layers_per_call(D, d, heads_per_layer, itemsize))
+
+
+def null_cross_route_seconds(D: int, d: int, n_w: int, n_r: int, n_layers: int, itemsize: int = 8) -> dict:
+    """Seconds of one writer layer (n_w heads) against one reader layer (n_r spaces, all kinds) of one
+    null sample, by each route, on one thread (float32: itemsize 4, twice the rate):
+    blocks: the stacked-basis GEMM, 2 D d^2 per head pair;
+    projectors: the slab products, 2 L_p per head pair (L_p = packed_length(D), about D (D + 1) / 2),
+    each head's packing (2 d L_p) shared by the partners of its call (heads_per_call), and the slab
+    operands streamed once per call ((n_w + n_r) L_p entries, shared the same way)."""
+    speed = GEMM_FLOPS * (8 / itemsize)
+    pairs = n_w * n_r
+    blocks = 2 * D * d * d * pairs / (speed * ROUTE_RATES["blocks"])
+    Lp = packed_length(D)
+    hw = heads_per_call(D, d, n_w, n_layers - 1, itemsize)
+    hr = heads_per_call(D, d, n_r, n_layers - 1, itemsize)
+    share = pairs * (1 / hr + 1 / hw)  # head packings per layer pair, each amortized over its call
+    gram = 2 * Lp * pairs / (speed * ROUTE_RATES["gram"])
+    pack = 2 * d * Lp * share / (speed * ROUTE_RATES["pack"])
+    stream = itemsize * Lp * share * BYTES_PER_FLOP_TIME
+    return {"blocks": blocks, "projectors": gram + pack + stream, "gram": gram, "pack": pack, "stream": stream}
+
+
+def projectors_pay(n_heads: int, d_model: int, d_head: int, n_layers: int, n_kv_heads: int | None = None,
+                   kinds=("Q", "K", "V"), itemsize: int = 8) -> bool:
+    """Whether a model's cross-layer null pairs are cheaper from projector Grams
+    (``projector_gram``) than from stacked-basis blocks, by ``null_cross_route_seconds``. A
+    function of the shape only, so every job of a model takes the same route."""
+    if n_layers < 2:
+        return False
+    G = n_heads if n_kv_heads is None else n_kv_heads
+    n_r = sum(n_heads if k in ("O", "Q") else G for k in kinds)
+    t = null_cross_route_seconds(d_model, d_head, n_heads, n_r, n_layers, itemsize)
+    return t["projectors"] < t["blocks"]
 
 
 def projector_pk(Pa2: np.ndarray, Pb: np.ndarray) -> np.ndarray:

@@ -23,7 +23,20 @@ def test_gpu_check_runs_on_cpu_and_agrees_with_numpy(capsys):
     assert _load().main(["--device", "cpu", "--tiny", "--reps", "1"]) == 0
     out = capsys.readouterr().out
     assert "GEMM" in out and "null sample" in out and "PK cross pairs" in out and "closure Grams" in out
+    for dtype in ("float64", "float32", "tf32"):  # both routes of the cross-layer null pairs
+        assert f"null cross pairs {dtype}: blocks" in out and "projector Gram" in out
+        assert f"Qwen3-235B cross-layer null suite (30 samples x 2 nulls, 4371 layer pairs), {dtype}" in out
     assert out.strip().endswith("OK")
+
+
+def test_gpu_check_fails_when_float32_exceeds_its_stated_bound(capsys, monkeypatch):
+    from headgeom.methods import pk
+
+    monkeypatch.setattr(pk, "FLOAT32_RHO_BOUND", 0.0)
+    assert _load().main(["--device", "cpu", "--tiny", "--reps", "1"]) == 1
+    lines = {ln.split(":")[0]: ln for ln in capsys.readouterr().out.splitlines()}
+    assert lines["tiny null cross pairs float32"].endswith("FAILED")
+    assert "FAILED" not in lines["tiny null cross pairs float64"]
 
 
 def test_gpu_check_fails_when_torch_disagrees(capsys):

@@ -186,8 +186,11 @@ def test_job_resources_scale_with_shape(tmp_path):
     assert r["runtime"] == int(-(-1.5 * SECONDS["pk_cross_pair"] * 27 // 60))  # measured cost x 27 later layers
     assert 1150 <= resources("pk_layer", ref)["mem_mb"] < 1600  # measured peak 1150 MB (+ the jobstep under SLURM)
     nc = resources("pk_null_cross", ref, n_samples=1)
-    # writers spill beyond the cache: measured peak 739 MB at 7 and at 28 layers (docs/performance.md)
-    assert 739 <= nc["mem_mb"] <= 3000 and nc["runtime"] > 60
+    # writers spill beyond the cache (measured peak 739 MB at 7 and at 28 layers by blocks, docs/performance.md);
+    # projector Grams hold up to NULL_CROSS_SIDE_MB of bases and slab rows a side on top
+    from headgeom.methods.pk import NULL_CROSS_SIDE_MB
+
+    assert 739 + NULL_CROSS_SIDE_MB <= nc["mem_mb"] <= 739 + 3 * NULL_CROSS_SIDE_MB and nc["runtime"] > 30
     tiny = manifest(d_model=64, d_head=16, n_heads=4, n_kv_heads=2)
     r = resources("pk_null_cross", tiny)  # a tiny model: the fixed part (Snakemake + Python) and the floors
     assert r["runtime"] == 5 and costs.BASE_MB <= r["mem_mb"] < costs.BASE_MB + 10, r
