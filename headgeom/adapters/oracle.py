@@ -57,6 +57,7 @@ SMALL = dict(vocab_size=64, max_position_embeddings=64, n_positions=64, intermed
              expansion_ratio=1, pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
              sliding_window=64, attention_types=[[["global"], 1]])
 D_MODEL, N_HEADS, D_HEAD = 64, 4, 16
+MAX_PARAMS = 5_000_000  # what a cut config may build (a 64-wide layer with its MLP or experts: far less)
 #: config keys that change no module and no arithmetic of the attention block (left out of the cache key)
 _NOT_LAYOUT = {"architectures", "transformers_version", "torch_dtype", "dtype", "id2label", "label2id",
                "tokenizer_class", "use_cache", "output_attentions", "output_hidden_states", "return_dict",
@@ -118,6 +119,10 @@ def tiny_model(cut: dict):
     from transformers import AutoConfig, AutoModel
 
     cfg = AutoConfig.for_model(cut["model_type"], **{k: v for k, v in cut.items() if k != "model_type"})
+    with torch.device("meta"):  # sized first: a composite config's uncut sub-models are not built
+        n = sum(p.numel() for p in AutoModel.from_config(cfg).parameters())
+    if n > MAX_PARAMS:
+        raise ValueError(f"the cut config still builds {n:,} parameters (a composite model without its text config?)")
     with torch.random.fork_rng():
         torch.manual_seed(0)
         model = AutoModel.from_config(cfg, attn_implementation="eager", experts_implementation="eager")
@@ -316,17 +321,18 @@ def undescribed(model, fam: Family) -> list[str]:
                 and torch.allclose(a.flatten().double().sort().values, b.flatten().double().sort().values,
                                    rtol=1e-12, atol=0))
 
-    found, mods = [], dict(attn.named_modules())
+    found, covered, mods = [], set(described), dict(attn.named_modules())
     for name in sorted(order, key=order.get):
-        if order[name] >= order[o] or name in described or any(name.startswith(m + ".") for m in described):
-            continue
-        if any(m.startswith(name + ".") for m in described) or ancestors(name) & set(found):
-            continue  # a container of the projections, or a part of a module already named
-        if isinstance(mods[name], skip) or "Rotary" in type(mods[name]).__name__:
-            continue
-        if fam.qk_norm and _QK_NORM.search(name):
+        if order[name] >= order[o] or name in covered or ancestors(name) & covered:
+            continue  # after the output projection, or a part of a module described, allowed or already named
+        if any(m.startswith(name + ".") for m in described):
+            continue  # a container of the projections
+        if (isinstance(mods[name], skip) or "Rotary" in type(mods[name]).__name__
+                or fam.qk_norm and _QK_NORM.search(name)):
+            covered.add(name)
             continue
         found.append(name)
+        covered.add(name)
     out = []
     for name in found:
         x, y = inputs.get(name), outputs.get(name)
@@ -358,15 +364,20 @@ def check(fam: Family, config: dict) -> dict:
     except Exception as e:  # transformers does not know the type, or the config does not build
         return dict(ok=None, errors={}, reason=f"{mt}: transformers cannot build a tiny instance offline "
                     f"({type(e).__name__}: {' '.join(str(e).split())[:300]})")
+    try:
+        _get(model.base_model, fam.layers)[0]
+    except (AttributeError, IndexError, TypeError):  # e.g. a multimodal wrapper built without its text config
+        return dict(ok=None, errors={}, reason=f"{mt}: transformers' {type(model).__name__} has no layer at "
+                    f"{fam.layers!r} to check")
     sd = model.state_dict()
     absent = [m for m in fam.tensors if not any(k.endswith(f"{fam.layers}.0.{m}.weight") for k in sd)]
     if absent:
         return dict(ok=False, errors={}, reason=f"{mt}: the family {fam.name!r} names modules that transformers' "
                     f"{type(model).__name__} does not have ({', '.join(absent)})")
-    tree = undescribed(model, fam)
     adapter = FamilyAdapter(fam)
     cfg = config_view(model.config.to_dict())
     try:
+        tree = undescribed(model, fam)
         f = adapter.fields(cfg, sd.keys())
         lf = adapter.layer_factors(lambda k: sd[k].double().numpy(), f, 0)
         err = oracle_errors(lf, reference(model, fam, f.n_heads, f.d_head)[0], fam)
@@ -374,7 +385,7 @@ def check(fam: Family, config: dict) -> dict:
             err["qk"], s = qk_residual(lf, qk_reference(model, fam, f.d_model)[0])
             if not s > 0:
                 err["qk"] = float("inf")
-    except Exception as e:  # the description does not even read the instance's tensors
+    except Exception as e:  # the description does not read the instance, or its forward fails
         return dict(ok=False, errors={}, reason=f"{mt}: the family {fam.name!r} does not read transformers' "
                     f"{type(model).__name__} ({type(e).__name__}: {' '.join(str(e).split())[:300]})")
     off = [k for k, v in err.items() if not v < TOL[k]]
@@ -452,6 +463,9 @@ def verdict(fam: Family | None, config: dict) -> dict:
             found = derive(cut_config(config, FAMILIES["llama"]))
         except UnknownArchitectureError as e:
             v = dict(ok=False, errors={}, reason=str(e), derived=None)
+        except Exception as e:  # transformers' modules are not what derive() can read
+            v = dict(ok=False, errors={}, derived=None, reason=f"architecture {config_view(config).get('model_type')!r}: "
+                     f"its modules cannot be read as a family ({type(e).__name__}: {' '.join(str(e).split())[:300]})")
         else:
             v = {**check(found, config), "derived": {k: getattr(found, k) for k in _DERIVED}}
             v["ok"] = bool(v["ok"])  # a derived family that cannot be built is refused
