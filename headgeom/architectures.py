@@ -263,9 +263,15 @@ def config_view(config: dict) -> dict:
 #: model_type -> family name
 BY_MODEL_TYPE = {mt: f.name for f in FAMILIES.values() for mt in f.model_types}
 
+#: llama-layout model_types that no family names, run through the forward-pass oracle end to end by
+#: tests/unit/test_architectures_oracle.py (any other is derived and checked at first use the same way)
+DERIVED_TESTED = ("arcee", "ernie4_5", "glm", "helium", "ministral", "seed_oss")
+
 #: refused with the reason (architectures transformers builds but whose attention is not
 #: standard multi-head/grouped/multi-query attention)
 REFUSED = {
+    "bitnet": "an RMSNorm (attn_sub_norm) sits between the heads' outputs and o_proj: T is not linear in the "
+              "heads' output, so the OV operator is not O V^T",
     "deepseek_v2": "multi-head latent attention: the value path passes through a low-rank norm",
     "deepseek_v3": "multi-head latent attention: the value path passes through a low-rank norm",
     "mamba": "no attention (state-space model)",
