@@ -461,6 +461,18 @@ def coverage_md() -> str:
                f"{ {'rmsnorm': 'RMSNorm', 'layernorm': 'LayerNorm'}[f.post_norm_type]})" if f.post_norm else "")
         lines.append(f"| {f.name} | {', '.join(f'`{m}`' for m in f.model_types)} | {_layout(f)} | {_folded(f)} | {other} "
                      f"| yes | {act} | V/O per head, {'norm, ' if f.norm else ''}{qk}, activation hooks |")
+    lines += ["", "Every row is also checked by the same forward-pass oracle when a run first reads a safetensors "
+              "checkpoint of the family (`headgeom check`, the workflow's pre-flight, the fetch), on a tiny random "
+              "instance of that checkpoint's own config: V/O per head, the norm, Q/K via logits where they are "
+              "linear, and no module on the value-to-output or query/key path that the row does not describe.",
+              "", "Derived (no family entry; `derive` reads the llama layout from transformers' modules and the "
+              "forward-pass oracle must pass on a tiny random instance of the config before anything is read; "
+              "weight stages and activation alike):", "",
+              "| model_type | verified |", "|---|---|"]
+    lines += [f"| `{mt}` | at first use, and end to end in tests/unit/test_architectures_oracle.py (V/O per head, "
+              "norm, Q/K via logits, activation hooks) |" for mt in DERIVED_TESTED]
+    lines += ["| any other llama-layout `model_type` transformers builds offline | at first use (V/O per head, norm, "
+              "Q/K via logits where linear, module tree); refused with what could not be modelled otherwise |"]
     lines += ["", "GGUF (llama.cpp's converter; every architecture transformers' GGUF loader reads), read by the "
               "adapter `gguf-<architecture>` from the family above and tensors `blk.{L}.attn_q` / `attn_k` / `attn_v` "
               "(or `attn_qkv`), `attn_output`, `attn_norm`; verified against the family's safetensors factors and, "

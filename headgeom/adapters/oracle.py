@@ -406,12 +406,25 @@ def cache_dir() -> Path:
 
 
 def _transformers_version() -> str | None:
-    import importlib.metadata
+    """transformers' ``__version__`` without importing it (its ``__init__.py`` states it; reading the
+    installed distributions' metadata costs more than the rest of a warm check)."""
+    import sys
+    from importlib.util import find_spec
 
-    try:
-        return importlib.metadata.version("transformers")
-    except importlib.metadata.PackageNotFoundError:
+    if "transformers" in sys.modules:
+        return sys.modules["transformers"].__version__
+    spec = find_spec("transformers")
+    if spec is None or not spec.origin:
         return None
+    try:
+        m = re.search(r'^__version__\s*=\s*["\']([^"\']+)["\']', Path(spec.origin).read_text(), re.M)
+    except OSError:
+        m = None
+    if m is None:
+        import importlib.metadata
+
+        return importlib.metadata.version("transformers")
+    return m.group(1)
 
 
 def cache_key(config: dict, fam: Family | None) -> dict:
