@@ -455,7 +455,7 @@ def _cached(key: dict) -> dict | None:
 
 
 def _store(key: dict, verdict: dict) -> None:
-    from headgeom.io.files import atomic_path
+    from headgeom.core.atomic import atomic_path
 
     try:
         with atomic_path(_path(key)) as tmp:
