@@ -171,14 +171,20 @@ def reference(model, fam: Family, H: int, d: int) -> dict:
                                  if hasattr(norm, a)), 1e-5)
 
             handles.append(norm.register_forward_hook(on_norm))
-    ids = torch.full((H, 1), 5, dtype=torch.long)
+    _forward(model, torch.full((H, 1), 5, dtype=torch.long), handles)
+    return rec
+
+
+def _forward(model, ids, handles, **kw) -> None:
+    """One no-grad forward of ``ids`` (all attended), the hooks ``handles`` removed afterwards."""
+    import torch
+
     try:
         with torch.no_grad():
-            model(input_ids=ids, attention_mask=torch.ones_like(ids))
+            model(input_ids=ids, attention_mask=torch.ones_like(ids), **kw)
     finally:
         for h in handles:
             h.remove()
-    return rec
 
 
 def oracle_errors(lf, r: dict, fam: Family) -> dict:
@@ -225,15 +231,8 @@ def qk_reference(model, fam: Family, D: int, draws: int = 4) -> dict:
         handles.append(_get(layer, fam.attn).register_forward_pre_hook(pre_attn, with_kwargs=True))
         handles.append(_get(layer, fam.o).register_forward_pre_hook(pre_o))
     ids = torch.full((2 * draws, 2), 5, dtype=torch.long)
-    kw = {"attention_mask": torch.ones_like(ids)}
-    if "position_ids" in inspect.signature(model.forward).parameters:
-        kw["position_ids"] = torch.zeros_like(ids)
-    try:
-        with torch.no_grad():
-            model(input_ids=ids, **kw)
-    finally:
-        for h in handles:
-            h.remove()
+    kw = {"position_ids": torch.zeros_like(ids)} if "position_ids" in inspect.signature(model.forward).parameters else {}
+    _forward(model, ids, handles, **kw)
     return {l: (A.numpy(), A2.numpy(), C.numpy(), z) for l, z in rec.items()}
 
 
@@ -301,13 +300,7 @@ def undescribed(model, fam: Family) -> list[str]:
 
         handles.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(mod.register_forward_hook(post, with_kwargs=True))
-    ids = torch.tensor([[5, 7]])
-    try:
-        with torch.no_grad():
-            model(input_ids=ids, attention_mask=torch.ones_like(ids))
-    finally:
-        for h in handles:
-            h.remove()
+    _forward(model, torch.tensor([[5, 7]]), handles)
     o = within["o"]
     if o not in order:
         return []
