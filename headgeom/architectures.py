@@ -32,7 +32,9 @@ A family that a config selects by ``model_type`` can be forced with a model's ``
 key (``family_for``). Config-dependent layouts (Falcon's three, BigCode's MQA switch, OPT's
 post-LN variant) are resolved by ``Family.resolve(config)``, which returns the family as that
 config builds it. This module is the single place that names architectures; the adapters
-(``headgeom.adapters``), the activation hooks and base/instruct read it.
+(``headgeom.adapters``), the activation hooks and base/instruct read it. A safetensors family,
+named or derived, is used only once transformers' own attention module, as the checkpoint's config
+builds it, reproduces it (``headgeom.adapters.oracle``, run by ``adapter_for``).
 """
 
 from __future__ import annotations
@@ -536,7 +538,9 @@ def derive(config: dict) -> Family:
     model skeleton is built from the config on the meta device (no weights, no remote code) and
     accepted when a layer has the llama layout (``self_attn.{q,k,v,o}_proj`` and an
     ``input_layernorm`` whose class is an RMSNorm or LayerNorm); the norm's ``(1 + w)`` form is
-    read from its forward's source. Anything else is refused with what was found."""
+    read from its forward's source. Anything else is refused with what was found. This reads the
+    structure only: ``headgeom.adapters.oracle.derived_family`` (what ``adapter_for`` calls) accepts
+    the family only when transformers' own module reproduces it on a tiny random instance."""
     import inspect
 
     mt = config.get("model_type")
