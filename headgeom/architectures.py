@@ -32,7 +32,9 @@ A family that a config selects by ``model_type`` can be forced with a model's ``
 key (``family_for``). Config-dependent layouts (Falcon's three, BigCode's MQA switch, OPT's
 post-LN variant) are resolved by ``Family.resolve(config)``, which returns the family as that
 config builds it. This module is the single place that names architectures; the adapters
-(``headgeom.adapters``), the activation hooks and base/instruct read it.
+(``headgeom.adapters``), the activation hooks and base/instruct read it. A safetensors family,
+named or derived, is used only once transformers' own attention module, as the checkpoint's config
+builds it, reproduces it (``headgeom.adapters.oracle``, run by ``adapter_for``).
 """
 
 from __future__ import annotations
@@ -263,9 +265,15 @@ def config_view(config: dict) -> dict:
 #: model_type -> family name
 BY_MODEL_TYPE = {mt: f.name for f in FAMILIES.values() for mt in f.model_types}
 
+#: llama-layout model_types that no family names, run through the forward-pass oracle end to end by
+#: tests/unit/test_architectures_oracle.py (any other is derived and checked at first use the same way)
+DERIVED_TESTED = ("arcee", "ernie4_5", "glm", "helium", "ministral", "seed_oss")
+
 #: refused with the reason (architectures transformers builds but whose attention is not
 #: standard multi-head/grouped/multi-query attention)
 REFUSED = {
+    "bitnet": "an RMSNorm (attn_sub_norm) sits between the heads' outputs and o_proj: T is not linear in the "
+              "heads' output, so the OV operator is not O V^T",
     "deepseek_v2": "multi-head latent attention: the value path passes through a low-rank norm",
     "deepseek_v3": "multi-head latent attention: the value path passes through a low-rank norm",
     "mamba": "no attention (state-space model)",
@@ -455,6 +463,18 @@ def coverage_md() -> str:
                f"{ {'rmsnorm': 'RMSNorm', 'layernorm': 'LayerNorm'}[f.post_norm_type]})" if f.post_norm else "")
         lines.append(f"| {f.name} | {', '.join(f'`{m}`' for m in f.model_types)} | {_layout(f)} | {_folded(f)} | {other} "
                      f"| yes | {act} | V/O per head, {'norm, ' if f.norm else ''}{qk}, activation hooks |")
+    lines += ["", "Every row is also checked by the same forward-pass oracle when a run first reads a safetensors "
+              "checkpoint of the family (`headgeom check`, the workflow's pre-flight, the fetch), on a tiny random "
+              "instance of that checkpoint's own config: V/O per head, the norm, Q/K via logits where they are "
+              "linear, and no module on the value-to-output or query/key path that the row does not describe.",
+              "", "Derived (no family entry; `derive` reads the llama layout from transformers' modules and the "
+              "forward-pass oracle must pass on a tiny random instance of the config before anything is read; "
+              "weight stages and activation alike):", "",
+              "| model_type | verified |", "|---|---|"]
+    lines += [f"| `{mt}` | at first use, and end to end in tests/unit/test_architectures_oracle.py (V/O per head, "
+              "norm, Q/K via logits, activation hooks) |" for mt in DERIVED_TESTED]
+    lines += ["| any other llama-layout `model_type` transformers builds offline | at first use (V/O per head, norm, "
+              "Q/K via logits where linear, module tree); refused with what could not be modelled otherwise |"]
     lines += ["", "GGUF (llama.cpp's converter; every architecture transformers' GGUF loader reads), read by the "
               "adapter `gguf-<architecture>` from the family above and tensors `blk.{L}.attn_q` / `attn_k` / `attn_v` "
               "(or `attn_qkv`), `attn_output`, `attn_norm`; verified against the family's safetensors factors and, "
@@ -518,7 +538,9 @@ def derive(config: dict) -> Family:
     model skeleton is built from the config on the meta device (no weights, no remote code) and
     accepted when a layer has the llama layout (``self_attn.{q,k,v,o}_proj`` and an
     ``input_layernorm`` whose class is an RMSNorm or LayerNorm); the norm's ``(1 + w)`` form is
-    read from its forward's source. Anything else is refused with what was found."""
+    read from its forward's source. Anything else is refused with what was found. This reads the
+    structure only: ``headgeom.adapters.oracle.derived_family`` (what ``adapter_for`` calls) accepts
+    the family only when transformers' own module reproduces it on a tiny random instance."""
     import inspect
 
     mt = config.get("model_type")

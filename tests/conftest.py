@@ -1,5 +1,8 @@
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 
 # Tests never reach the hub; hub tests set their own endpoint.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+# The forward-pass oracle's verdicts (headgeom.adapters.oracle) go to a cache of this session's
+# own, shared with the workflows it starts, never the user's ~/.cache/headgeom.
+os.environ["HEADGEOM_CACHE"] = tempfile.mkdtemp(prefix="headgeom-test-cache-")
+atexit.register(shutil.rmtree, os.environ["HEADGEOM_CACHE"], ignore_errors=True)
 
 
 # The longest test files, started first: under `make test`'s two workers (pytest-xdist, file by

@@ -49,7 +49,7 @@ def adapter_for(config: dict, fmt: str = "safetensors", architecture: str | None
         if a is None:
             raise UnknownArchitectureError(
                 f"architecture {architecture!r} ({fmt}) is not a known family; supported: {', '.join(supported(fmt))}")
-        return a
+        return _verified(a, config)
     from headgeom.architectures import GGUF_REFUSED, REFUSED
 
     if fmt == "gguf":
@@ -64,17 +64,29 @@ def adapter_for(config: dict, fmt: str = "safetensors", architecture: str | None
             f"supported: {', '.join(supported(fmt))}")
     for a in ADAPTERS.values():
         if a.fmt == fmt and arch in a.model_types:
-            return a
+            return _verified(a, config)
     if fmt == "safetensors" and arch:  # a llama-layout family transformers knows: derived from its modules
-        from headgeom.architectures import derive
+        from .oracle import derived_family
 
         try:
-            return FamilyAdapter(derive(config))
+            return FamilyAdapter(derived_family(config))
         except UnknownArchitectureError as e:
             raise UnknownArchitectureError(f"{e}; supported: {', '.join(supported())}") from None
     raise UnknownArchitectureError(
         f"unknown architecture {arch!r} ({fmt}); supported: {', '.join(supported())}"
     )
+
+
+def _verified(a: Adapter, config: dict) -> Adapter:
+    """``a``, once its family, resolved for ``config``, reproduces transformers' own attention
+    module (headgeom.adapters.oracle; cached). GGUF adapters are checked by their tests instead."""
+    if a.fmt == "safetensors":
+        from headgeom.architectures import config_view
+
+        from .oracle import verify
+
+        verify(a.family.resolve(config_view(config)), config)
+    return a
 
 
 def by_name(name: str) -> Adapter:

@@ -4,7 +4,10 @@ Per family (and per config-dependent layout), transformers builds a tiny random 
 config (hidden 64, 4 query heads, 2 KV heads where the family has GQA, 1 layer), biases zeroed
 and norm gains random, saved as safetensors; headgeom extracts it (open_checkpoint -> extract ->
 TensorStore) and the per-head factors must reproduce transformers' own forward, read through
-hooks on transformers' modules (no headgeom code in the reference):
+hooks on transformers' modules (no headgeom code in the reference). The references are the
+package's forward-pass oracle (``headgeom.adapters.oracle``, which ``adapter_for`` runs on every
+safetensors family at first use, on an instance it builds itself); here they run end to end,
+through a saved checkpoint, the fetch's extraction and the tensor store:
 
   * one token (softmax = 1), batch of H copies; in copy b every head but b is zeroed at the
     output projection's input; the projection's output must equal O_b V_{g(b)}^T n, with n the
@@ -32,21 +35,18 @@ import torch
 import transformers
 
 from headgeom.adapters import ADAPTERS
-from headgeom.architectures import BY_MODEL_TYPE, FAMILIES, family_for
+from headgeom.adapters.oracle import (TOL, cut_config, oracle_errors, qk_reference, qk_residual, randomize,
+                                      reference)
+from headgeom.architectures import BY_MODEL_TYPE, DERIVED_TESTED, FAMILIES, config_view, family_for
 from headgeom.io.checkpoint import open_checkpoint
 from headgeom.io.store import TensorStore, extract
 from headgeom.outputs.pk import O_PROJ
 
 T = transformers
-SMALL = dict(vocab_size=64, max_position_embeddings=64, n_positions=64, intermediate_size=64, n_inner=64,
-             ffn_dim=64, word_embed_proj_dim=64, rotary_dim=8, num_local_experts=2, num_experts=2,
-             num_experts_per_tok=1, moe_intermediate_size=32, shared_expert_intermediate_size=32,
-             expansion_ratio=1, pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
-             sliding_window=64, layer_types=None, attention_types=[[["global"], 1]])
 
 # one case per model_type, plus the config-dependent layouts, plus llama-layout model_types that
 # no Family names (derived from transformers' modules: headgeom.architectures.derive)
-DERIVED = ["arcee", "helium"]
+DERIVED = list(DERIVED_TESTED)
 CASES = [(mt, {}) for f in FAMILIES.values() for mt in f.model_types if mt != "gemma3"] + [(mt, {}) for mt in DERIVED] + [
     ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),
     ("falcon", {"multi_query": False}),
@@ -58,17 +58,11 @@ IDS = [mt + "".join(f"-{k}" for k in extra) for mt, extra in CASES]
 
 
 def tiny_config(mt: str, extra: dict):
-    fam = FAMILIES[BY_MODEL_TYPE[mt]] if mt in BY_MODEL_TYPE else FAMILIES["llama"]
-    kw = dict(SMALL)
-    kw[fam.d_model_keys[0]] = 64
-    kw[fam.heads_keys[0]] = 4
-    kw[fam.layers_keys[0]] = 1
-    if fam.kv_keys and not fam.kv_keys[0].startswith("_"):
-        kw[fam.kv_keys[0]] = 2
-    if fam.head_dim_keys:
-        kw[fam.head_dim_keys[0]] = 16
-    kw.update(extra)
-    return T.AutoConfig.for_model(mt, **kw)
+    """The oracle's cut of the config (headgeom.adapters.oracle.cut_config), then ``extra`` over it."""
+    c = {"model_type": mt, **extra}
+    fam = FAMILIES[BY_MODEL_TYPE[mt]].resolve(config_view(c)) if mt in BY_MODEL_TYPE else FAMILIES["llama"]
+    kw = {**cut_config(c, fam), **extra}
+    return T.AutoConfig.for_model(mt, **{k: v for k, v in kw.items() if k != "model_type"})
 
 
 def _get(obj, dotted):
@@ -82,80 +76,11 @@ def build(mt, extra, root):
     cfg = tiny_config(mt, extra)
     cls = T.AutoModel if mt in ("bert", "roberta") else T.AutoModelForCausalLM
     model = cls.from_config(cfg, attn_implementation="eager", experts_implementation="eager").double().eval()
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.zero_()
-            elif "sink" in name:
-                p.fill_(-1e4)  # attention sinks: one token still gets weight 1
-            elif "norm" in name or ".ln" in name:
-                p.copy_(0.5 + torch.rand(p.shape, generator=g, dtype=p.dtype))
+    randomize(model)
     model.save_pretrained(root / "ckpt")
     ckpt = open_checkpoint(root / "ckpt")
     extract(ckpt, root / "store", model=f"tiny-{mt}", source={"type": "local"}, log=lambda *a: None)
     return model, cfg, TensorStore(root / "store")
-
-
-def reference(model, fam, H, d):
-    """Per layer: (n, x, y): attention input, norm input, o-projection output with only head b
-    kept in batch copy b; one token."""
-    base = model.base_model
-    layers = _get(base, fam.layers)
-    rec = {}
-    handles = []
-    for l, layer in enumerate(layers):
-        r = rec.setdefault(l, {})
-
-        def pre_attn(mod, args, kwargs, r=r):
-            x = args[0] if args else kwargs["hidden_states"]
-            r["n"] = x.detach().reshape(H, -1).double().numpy().copy()
-
-        def pre_o(mod, args, b_d=d):
-            z = args[0].clone().reshape(H, H, b_d)
-            keep = torch.eye(H, dtype=z.dtype)[:, :, None]
-            return (z.mul(keep).reshape(args[0].shape),)
-
-        def post_o(mod, args, out, r=r):
-            r["y"] = out.detach().reshape(H, -1).double().numpy().copy()
-
-        handles.append(_get(layer, fam.attn).register_forward_pre_hook(pre_attn, with_kwargs=True))
-        handles.append(_get(layer, fam.o).register_forward_pre_hook(pre_o))
-        handles.append(_get(layer, fam.o).register_forward_hook(post_o))
-        if fam.norm:
-            norm = _get(layer, fam.norm)
-
-            def on_norm(mod, args, out, r=r, norm=norm):
-                r["x"] = args[0].detach().reshape(H, -1).double().numpy().copy()
-                r["nout"] = out.detach().reshape(H, -1).double().numpy().copy()
-                r["eps"] = next((float(getattr(norm, a)) for a in ("variance_epsilon", "eps", "epsilon")
-                                 if hasattr(norm, a)), 1e-5)
-
-            handles.append(norm.register_forward_hook(on_norm))
-    ids = torch.full((H, 1), 5, dtype=torch.long)
-    try:
-        with torch.no_grad():
-            model(input_ids=ids, attention_mask=torch.ones_like(ids))
-    finally:
-        for h in handles:
-            h.remove()
-    return rec
-
-
-def oracle_errors(lf, r, fam):
-    """Relative errors of the factors against the captured forward."""
-    H = lf.n_heads
-    pred = np.stack([lf.W_O[b] @ (lf.W_V[lf.kv_group[b]] @ r["n"][b]) for b in range(H)])
-    err = {"o_v": float(np.max(np.abs(pred - r["y"])) / np.max(np.abs(r["y"])))}
-    if fam.norm:
-        x = r["x"]
-        if lf.norm_type == "layernorm":
-            xc = x - x.mean(-1, keepdims=True)
-            nx = xc / np.sqrt((xc**2).mean(-1, keepdims=True) + r["eps"])
-        else:
-            nx = x / np.sqrt((x**2).mean(-1, keepdims=True) + r["eps"])
-        err["norm"] = float(np.max(np.abs(nx * lf.norm_gain - r["nout"])) / np.max(np.abs(r["nout"])))
-    return err
 
 
 @pytest.fixture(scope="module")
@@ -185,9 +110,9 @@ def test_oracle(i, built):
             k for k in store.layer_tensors(l) if k.endswith(f".{fam.o}.weight")], IDS[i]
         err = oracle_errors(lf, r, fam)
         # float64 model; HF RMSNorms/OLMo's LayerNorm compute in float32
-        assert err["o_v"] < 1e-10, (IDS[i], l, err)
+        assert err["o_v"] < TOL["o_v"], (IDS[i], l, err)
         if "norm" in err:
-            assert err["norm"] < 1e-5, (IDS[i], l, err)
+            assert err["norm"] < TOL["norm"], (IDS[i], l, err)
 
 
 def _broken(lf, how):
@@ -216,69 +141,6 @@ def test_oracle_qk_catches_swapped_q_heads(case, built, tmp_path):
     assert qk_residual(lf, qk_reference(model, fam, store.fields.d_model)[0])[0] > 1e-2
 
 
-def qk_reference(model, fam, D, draws=4):
-    """Q and K through the model's attention logits: two tokens, both at position 0 (RoPE is the
-    identity there), the attention input replaced by chosen vectors [a, c] in batch copies
-    0..draws-1 and [a', c] in copies draws..2 draws-1. Returns per layer the inputs and z of
-    the second token (the query c attends to a and c)."""
-    import inspect
-
-    base = model.base_model
-    g = torch.Generator().manual_seed(2)
-    A = torch.randn(draws, D, generator=g, dtype=torch.float64) * 4
-    A2 = torch.randn(draws, D, generator=g, dtype=torch.float64) * 4
-    C = torch.randn(draws, D, generator=g, dtype=torch.float64) * 4
-    X = torch.cat([torch.stack([A, C], 1), torch.stack([A2, C], 1)], 0)  # (2 draws, 2, D)
-    rec, handles = {}, []
-    for l, layer in enumerate(_get(base, fam.layers)):
-        def pre_attn(mod, args, kwargs):
-            if args:
-                return (X.clone(), *args[1:]), kwargs
-            return args, {**kwargs, "hidden_states": X.clone()}
-
-        def pre_o(mod, args, l=l):
-            rec[l] = args[0].detach()[:, 1].double().numpy().copy()
-
-        handles.append(_get(layer, fam.attn).register_forward_pre_hook(pre_attn, with_kwargs=True))
-        handles.append(_get(layer, fam.o).register_forward_pre_hook(pre_o))
-    ids = torch.full((2 * draws, 2), 5, dtype=torch.long)
-    kw = {"attention_mask": torch.ones_like(ids)}
-    if "position_ids" in inspect.signature(model.forward).parameters:
-        kw["position_ids"] = torch.zeros_like(ids)
-    try:
-        with torch.no_grad():
-            model(input_ids=ids, **kw)
-    finally:
-        for h in handles:
-            h.remove()
-    return {l: (A.numpy(), A2.numpy(), C.numpy(), z) for l, z in rec.items()}
-
-
-def qk_residual(lf, r):
-    """Relative residual of the model's logit differences against s q_h(c).(k_g(a) - k_g(a')),
-    one scale s for every head and draw (the family's softmax scale); the weights p0, p1 on the
-    two keys are solved from z = p0 V a + p1 V c (V verified by the V/O oracle)."""
-    A, A2, C, z = r
-    n, H = A.shape[0], lf.n_heads
-    d = lf.d_head
-    obs, pred = [], []
-    for h in range(H):
-        g = lf.kv_group[h]
-        V, Q, K = lf.W_V[g], lf.W_Q[h], lf.W_K[g]
-        logr = []
-        for b, a in enumerate(np.concatenate([A, A2])):
-            c = C[b % n]
-            M = np.stack([V @ a, V @ c], 1)
-            p = np.linalg.lstsq(M, z[b].reshape(H, d)[h], rcond=None)[0]
-            logr.append(np.log(p[0] / p[1]))
-        for b in range(n):
-            obs.append(logr[b] - logr[b + n])
-            pred.append((Q @ C[b]) @ (K @ A[b] - K @ A2[b]))
-    obs, pred = np.array(obs), np.array(pred)
-    s = float(pred @ obs / (pred @ pred))
-    return float(np.max(np.abs(obs - s * pred)) / np.max(np.abs(obs))), s
-
-
 QK_SKIP = "q/k norm: the logits are of normalized q and k (not linear in W_Q, W_K)"
 
 
@@ -291,7 +153,7 @@ def test_oracle_qk(i, built, tmp_path):
     model, _, _ = build(mt, extra, tmp_path)
     for l, r in qk_reference(model, fam, store.fields.d_model).items():
         res, s = qk_residual(store.layer_factors(l), r)
-        assert res < 1e-4 and s > 0, (IDS[i], l, res, s)
+        assert res < TOL["qk"] and s > 0, (IDS[i], l, res, s)
 
 
 @pytest.mark.parametrize("i", range(len(CASES)), ids=IDS)
