@@ -159,17 +159,25 @@ def run_activation_read_paths(inputs, outputs, wildcards, params, log):
 # ------------------------------------------------------------------ cost models
 
 
+def wildcard_values(wildcards) -> dict:
+    """A job's wildcards as a plain dict, from a dict (``headgeom plan``) or Snakemake's wildcards
+    object, on which ``"part" in wildcards`` tests the *values*, not the names."""
+    if wildcards is None:
+        return {}
+    return dict(wildcards.items())
+
+
 def _pk_cost(model, writers: bool = False):
     """Cost of one PK job (a costs.pk_* model); a fanned-out job's part sizes it (its pairs, and
     with ``writers`` its writer layers)."""
 
     def cost(job, manifest, config, wildcards=None):
         nulls = config["pk"]["nulls"]
-        extra = {}
-        if job.fanout and wildcards is not None and "part" in wildcards:
+        extra, wc = {}, wildcard_values(wildcards)
+        if job.fanout and "part" in wc:
             from headgeom.jobs import fanout
 
-            seg = fanout.part(job, costs._fields(manifest), config, int(wildcards["part"]))
+            seg = fanout.part(job, costs._fields(manifest), config, int(wc["part"]))
             extra = {"n_pairs": fanout.n_pairs(seg)}
             if writers:
                 extra["n_writers"] = len({w for w, _, _ in seg})
@@ -249,7 +257,7 @@ def _activation_cost(kind):
 
         if kind == "natural_return":
             return act_costs.natural_return_resources(manifest, activation_tokens(config, "paper1"))
-        layer = (wildcards or {}).get("layer")
+        layer = wildcard_values(wildcards).get("layer")
         return act_costs.read_paths_resources(manifest, activation_tokens(config, "read_paths"),
                                               len(config["activation"]["read_paths"]["kinds"]),
                                               None if layer in (None, "") else int(layer))
@@ -381,8 +389,9 @@ def _fetch_cost(fields, config, wildcards=None):
 def _forward_cost(fields, config, wildcards):
     from headgeom.jobs.activation_costs import forward_resources, windows_resources
 
-    n, w = int(wildcards["nwin"]), int(wildcards["win"])
-    src = forward_source(config, wildcards["corpus"], n, w) if "corpus" in wildcards else None
+    wc = wildcard_values(wildcards)
+    n, w = int(wc["nwin"]), int(wc["win"])
+    src = forward_source(config, wc["corpus"], n, w) if "corpus" in wc else None
     return forward_resources(fields, n * w) if src is None else windows_resources(fields, src * w)
 
 

@@ -53,6 +53,18 @@ def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs(job)
     assert costs.pk_null_cross(QWEN25_7B, 10, 2)["runtime"] > 24 * 60
 
 
+@pytest.mark.parametrize("job", ["pk_cross_layer", "pk_null_cross"])
+def test_a_part_is_priced_alike_from_snakemakes_wildcards_and_from_a_dict(job):
+    """The rules hand the cost model Snakemake's wildcards object, whose ``in`` tests the values:
+    each part must still be priced as itself, not as the whole job."""
+    from snakemake.iocontainers import Wildcards
+
+    for i in range(len(fanout.parts(JOBS[job], QWEN25_7B, PAPER))):
+        wc = Wildcards(fromdict={"model": "qwen2.5-7b", "block": "0", "part": str(i)})
+        assert JOBS[job].cost(QWEN25_7B, PAPER, wc) == JOBS[job].cost(QWEN25_7B, PAPER, {"part": i})
+    assert JOBS[job].cost(QWEN25_7B, PAPER, wc)["runtime"] != JOBS[job].cost(QWEN25_7B, PAPER)["runtime"]
+
+
 def test_part_out_of_range_is_a_config_error():
     with pytest.raises(ConfigError, match="parts 0.."):
         fanout.part(JOBS["pk_null_cross"], QWEN25_7B, PAPER, 10_000)

@@ -65,6 +65,39 @@ def test_plan_matches_the_dry_run(tmp_path, snakemake_bin, root, ceiling):
     assert n_cross == (2 if ceiling == 120 else 20)
 
 
+def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bin, root):
+    """The papers' design for Qwen2.5-7B from a manifest with its shape (no tensors read by a dry
+    run): fan-out parts of different sizes must each be requested at their own price, in the
+    rules as in the plan (Snakemake's wildcards object answers ``in`` on its values: a cost model
+    testing ``"part" in wildcards`` priced every part as the whole job)."""
+    import json
+
+    from headgeom import layout
+
+    w, model = tmp_path, "qwen2.5-7b"
+    edit = {"active_models": [model], "activation": {"enabled": False}}
+    config = P.load_config([root / "config" / "models.yaml", root / "config" / "paper.yaml"], edit)
+    fields = {**config["models"][model]["shape"], "adapter": "qwen2"}
+    manifest = w / layout.manifest(model)
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"fields": fields, "model": model}))
+    (manifest.parent / "tensors.safetensors").write_bytes(b"")
+    (w / "cfg.yaml").write_text(yaml.safe_dump(edit))
+    r = snakemake(snakemake_bin, root, w, "-n", configfiles=(root / "config" / "models.yaml",
+                                                                root / "config" / "paper.yaml", "cfg.yaml"))
+    dry = {o: j for o, j in _dry_run(r.stdout + r.stderr).items() if j["rule"] in JOBS}
+    p = P.plan(config, w)
+    assert p["models"][model]["shape_from"].endswith("manifest.json")
+    planned = {j.output: j for j in p["jobs"]}
+    assert planned.keys() == dry.keys()
+    for o, j in planned.items():
+        assert (j.rule, j.mem_mb, j.runtime) == (dry[o]["rule"], dry[o]["mem_mb"], dry[o]["runtime"]), o
+    for rule in ("pk_cross_layer", "pk_null_cross"):  # parts of different sizes, each under the ceiling
+        parts = [j.runtime for j in p["jobs"] if j.rule == rule]
+        assert len(parts) > 1 and len(set(parts)) > 1 and max(parts) <= p["ceiling_min"], (rule, parts)
+    assert JOBS["pk_null_cross"].cost(fields, config)["runtime"] > p["ceiling_min"]  # the whole stage would not fit
+
+
 def test_wall_clock_falls_with_cores_down_to_the_longest_job():
     config = P.load_config([P.ROOT / "config" / "models.yaml", P.ROOT / "config" / "paper.yaml"])
     # the full (unscoped) design at Qwen3-235B's shape: enough jobs that 1024 cores still help
