@@ -1,0 +1,344 @@
+"""Every job kind at a paper model's full width, as a cluster runs it: measured wall time and
+peak RSS beside the runtime / mem_mb Snakemake requests (what SLURM enforces).
+
+    .venv/bin/python bench/fullwidth.py write [--dir /work/fullwidth]   # the checkpoint (~1.6 GB)
+    .venv/bin/python bench/fullwidth.py run   [--dir /work/fullwidth] [--jobs fetch,pk_layer,...]
+    make bench-fullwidth                                                   # both
+
+``write`` builds an attention-only checkpoint with Qwen2.5-7B's exact attention shapes (28
+layers, d_model 3584, 28 q / 4 kv heads, d_head 128, q/k/v biases, bfloat16) and its file
+layout: the real repository's four ``model-0000k-of-00004.safetensors`` files and
+``model.safetensors.index.json``. Which file holds a tensor follows save_pretrained's 4 GB
+sharding over the full model's tensors in module order (embeddings, then each layer's
+attention, MLP and norms, then the final norm and the LM head); that reproduces the real files'
+sizes (3,945 / 3,865 / 3,865 / 3,556 MB) to within their headers. Only the tensors the fetch
+reads are written (q/k/v/o weights and biases, input_layernorm), random normal, seed 0.
+
+``run`` runs each job kind alone through Snakemake (``--cores 1``, nice) under
+config/paper.yaml's null settings (10 samples per job; the fan-out ceiling of config.yaml), samples
+the peak RSS of the job's process tree every 0.2 s, and prints wall time and peak RSS beside the
+request read from the dry run. One job per kind, chosen to span the kind's range: pk_cross_layer
+and pk_null_cross run their smallest and largest parts. Results go to results/bench/fullwidth.json.
+Run it on an idle machine (the times are one BLAS thread's)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DIR = Path(os.environ.get("HEADGEOM_FULLWIDTH", "/work/fullwidth"))
+MODEL = "qwen2.5-7b"
+
+# Qwen2.5-7B (config.json of Qwen/Qwen2.5-7B)
+QWEN7B = {
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
+    "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
+    "num_key_value_heads": 4, "max_position_embeddings": 131072, "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0, "vocab_size": 152064, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "hidden_act": "silu", "sliding_window": 131072,
+    "use_sliding_window": False, "max_window_layers": 28, "attention_dropout": 0.0,
+}
+MAX_SHARD_BYTES = 4 * 10**9  # save_pretrained(max_shard_size="4GB")
+
+
+def full_model_tensors(c: dict) -> list[tuple[str, tuple, bool]]:
+    """(name, shape, read by the fetch) of every tensor of the full model, in module order."""
+    D, H, G, L = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["num_hidden_layers"]
+    d, F, V = D // H, c["intermediate_size"], c["vocab_size"]
+    out = [("model.embed_tokens.weight", (V, D), False)]
+    for l in range(L):
+        p = f"model.layers.{l}."
+        out += [(p + "self_attn.q_proj.weight", (H * d, D), True), (p + "self_attn.q_proj.bias", (H * d,), True),
+                (p + "self_attn.k_proj.weight", (G * d, D), True), (p + "self_attn.k_proj.bias", (G * d,), True),
+                (p + "self_attn.v_proj.weight", (G * d, D), True), (p + "self_attn.v_proj.bias", (G * d,), True),
+                (p + "self_attn.o_proj.weight", (D, H * d), True),
+                (p + "mlp.gate_proj.weight", (F, D), False), (p + "mlp.up_proj.weight", (F, D), False),
+                (p + "mlp.down_proj.weight", (D, F), False),
+                (p + "input_layernorm.weight", (D,), True), (p + "post_attention_layernorm.weight", (D,), False)]
+    return out + [("model.norm.weight", (D,), False), ("lm_head.weight", (V, D), False)]
+
+
+def shard_layout(tensors, max_bytes: int = MAX_SHARD_BYTES, itemsize: int = 2) -> tuple[dict, list[int]]:
+    """name -> file index, and each file's data bytes: a new file starts when the next tensor
+    would take the current one past ``max_bytes`` (save_pretrained's rule)."""
+    where, sizes = {}, [0]
+    for name, shape, _ in tensors:
+        n = itemsize
+        for s in shape:
+            n *= s
+        if sizes[-1] and sizes[-1] + n > max_bytes:
+            sizes.append(0)
+        where[name] = len(sizes) - 1
+        sizes[-1] += n
+    return where, sizes
+
+
+def write_checkpoint(out: Path, seed: int = 0) -> Path:
+    """The attention-only Qwen2.5-7B-shaped checkpoint in ``out/ckpt`` (atomic: built aside, renamed)."""
+    import torch
+    from safetensors.torch import save_file
+
+    ckpt = out / "ckpt"
+    if (ckpt / "model.safetensors.index.json").exists():
+        print(f"{ckpt}: already written")
+        return ckpt
+    tmp = out / "ckpt.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    tensors = full_model_tensors(QWEN7B)
+    where, sizes = shard_layout(tensors)
+    n = len(sizes)
+    names = [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
+    print("full model's files (MB):", " / ".join(f"{s / 1e6:,.0f}" for s in sizes))
+    gen = torch.Generator().manual_seed(seed)
+    weight_map = {}
+    for i, fn in enumerate(names):
+        part = {}
+        for name, shape, read in tensors:
+            if read and where[name] == i:
+                scale = 1.0 if name.endswith("layernorm.weight") else 0.02
+                t = torch.randn(shape, generator=gen, dtype=torch.float32) * scale
+                part[name] = (t + 1.0 if name.endswith("layernorm.weight") else t).to(torch.bfloat16)
+                weight_map[name] = fn
+        save_file(part, str(tmp / fn), metadata={"format": "pt"})
+        print(f"{fn}: {len(part)} tensors, {(tmp / fn).stat().st_size / 1e6:,.0f} MB", flush=True)
+        del part
+    total = sum((tmp / fn).stat().st_size for fn in names)
+    (tmp / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
+    (tmp / "config.json").write_text(json.dumps(QWEN7B, indent=2) + "\n")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    tmp.rename(ckpt)
+    return ckpt
+
+
+# ---------------------------------------------------------------------------------- the runs
+
+JOB_KINDS = ("fetch", "pk_layer", "pk_null_within", "pk_cross_layer", "pk_null_cross")
+BLAS1 = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _config(out: Path, ckpt: Path, ceiling: float) -> Path:
+    """The model under config/paper.yaml's design (its scope for qwen2.5-7b: Q and K within-layer
+    nulls, cross-layer nulls), read from the local checkpoint; no activation stage; the fan-out
+    ceiling lowered so that the cross-layer parts run in minutes (each part is still requested at
+    its own price: what the check is about)."""
+    import yaml
+
+    cfg = {
+        "models": {MODEL: {"source": "local", "path": str(ckpt), "architecture": "qwen2", "tables": [],
+                           "notes": "bench/fullwidth.py: random weights, Qwen2.5-7B's attention shapes"}},
+        "active_models": [MODEL],
+        "activation": {"enabled": False},
+        "fanout": {"max_job_minutes": ceiling},
+    }
+    path = out / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _snakemake_cmd(work: Path, cfg: Path, *args, targets=()) -> list[str]:
+    return ["nice", "-n", "5", str(ROOT / ".venv/bin/snakemake"), "-s", str(ROOT / "Snakefile"), "-d", str(work),
+            "--cores", "1", "--nolock", "--rerun-triggers", "mtime", *args,
+            "--configfile", str(ROOT / "config/paper.yaml"), str(cfg), *(("--", *targets) if targets else ())]
+
+
+def _requests(work: Path, cfg: Path, *args, targets=()) -> dict:
+    """output -> {rule, mem_mb, runtime} of every job of a dry run (default: the design, all forced)."""
+    args = args or ("--forcerun", *JOB_KINDS)
+    r = subprocess.run(_snakemake_cmd(work, cfg, "-n", *args, targets=targets), text=True, capture_output=True,
+                       env={**os.environ, **BLAS1})
+    jobs, cur = {}, None
+    for line in (r.stdout + r.stderr).splitlines():
+        m = re.match(r"^(?:local)?(?:rule|checkpoint) (\S+):$", line)
+        if m:
+            cur = {"rule": m.group(1)}
+        elif cur is not None and line.startswith("    output: ") and "output" not in cur:
+            cur["output"] = line[len("    output: "):].split(", ")[0]
+            jobs[cur["output"]] = cur
+        elif cur is not None and line.startswith("    resources: "):
+            res = dict(kv.split("=", 1) for kv in line[len("    resources: "):].split(", ") if "=" in kv)
+            cur.update({k: int(res[k]) for k in ("mem_mb", "runtime") if k in res})
+    if not jobs:
+        raise SystemExit(f"dry run listed no jobs:\n{(r.stdout + r.stderr)[-3000:]}")
+    return jobs
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _descendants(pid: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            kids.setdefault(ppid, []).append(int(p.name))
+    out, todo = [], list(kids.get(pid, []))
+    while todo:
+        q = todo.pop()
+        out.append(q)
+        todo += kids.get(q, [])
+    return out
+
+
+def run_one(work: Path, cfg: Path, target: str, rule: str, period: float = 0.2) -> dict:
+    """One job through Snakemake, its process tree's resident memory sampled every ``period`` s:
+    ``peak_rss_mib`` is the tree's (Snakemake's process and the job's, as a SLURM job step's
+    cgroup holds both), ``job_rss_mib`` the job's own processes alone; ``wall_s`` Snakemake's whole
+    invocation (what a runtime limit covers), ``job_s`` the job's own processes' lifetime, ``cpu_s``
+    the CPU seconds of the whole tree (Snakemake's start-up included): on a shared machine the wall
+    time is the load's, the CPU time what one idle core would take."""
+    cmd = _snakemake_cmd(work, cfg, "--forcerun", target, "--allowed-rules", rule, targets=(target,))
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, env={**os.environ, **BLAS1}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peak, job_peak, job_t0, job_t1, cpu = 0, 0, None, None, {}
+    while p.poll() is None:
+        kids = _descendants(p.pid)
+        for q in [p.pid, *kids]:
+            cpu[q] = max(cpu.get(q, 0.0), _cpu_s(q))
+        job = sum(_rss_kib(k) for k in kids)
+        if job:
+            job_t0 = job_t0 or time.perf_counter()
+            job_t1 = time.perf_counter()
+        job_peak = max(job_peak, job)
+        peak = max(peak, _rss_kib(p.pid) + job)
+        time.sleep(period)
+    out = p.stdout.read()
+    wall = time.perf_counter() - t0
+    if p.returncode:
+        raise SystemExit(f"{target}: snakemake failed\n{out[-4000:]}")
+    return {"wall_s": round(wall, 1), "job_s": round((job_t1 or t0) - (job_t0 or t0), 1),
+            "cpu_s": round(sum(cpu.values()), 1),
+            "peak_rss_mib": round(peak / 1024), "job_rss_mib": round(job_peak / 1024)}
+
+
+def _chosen(requests: dict, kinds) -> list[tuple[str, dict]]:
+    """One job of each per-layer kind (layer 0, block 0), and of a fanned-out kind its largest and
+    smallest part by request (when they differ)."""
+    out = []
+    for kind in kinds:
+        jobs = sorted(((o, j) for o, j in requests.items() if j["rule"] == kind),
+                      key=lambda oj: (oj[1]["runtime"], oj[0]))
+        if not jobs:
+            continue
+        if kind in ("pk_cross_layer", "pk_null_cross"):
+            first_block = [oj for oj in jobs if "/block" not in oj[0] or "/block0/" in oj[0]]
+            pick = [first_block[-1]] + ([first_block[0]] if first_block[0][1]["runtime"] != first_block[-1][1]["runtime"]
+                                        else [])
+        else:
+            pick = [min(jobs, key=lambda oj: (len(oj[0]), oj[0]))]
+        out += pick
+    return out
+
+
+def bounds(m: dict, floor: int) -> str:
+    """Whether a measurement is inside its request, and the request within 2x memory / 3x time
+    (time: the CPU seconds, what the job takes with a core of its own; above the runtime floor)."""
+    flags = []
+    if m["peak_rss_mib"] * 2**20 > m["mem_mb"] * 1e6:
+        flags.append("OVER MEMORY")
+    if m["cpu_s"] > 60 * m["runtime"]:
+        flags.append("OVER TIME")
+    if m["mem_mb"] * 1e6 > 2 * m["peak_rss_mib"] * 2**20:
+        flags.append("mem > 2x")
+    if m["runtime"] > floor and 60 * m["runtime"] > 3 * m["cpu_s"]:
+        flags.append("time > 3x")
+    return ", ".join(flags) or "ok"
+
+
+def run(out: Path, ckpt: Path, kinds, ceiling: float, result: Path) -> list[dict]:
+    from headgeom.jobs.costs import MIN_RUNTIME
+
+    work = out / "run"
+    work.mkdir(parents=True, exist_ok=True)
+    cfg = _config(out, ckpt, ceiling)
+    manifest = f"results/tensors/{MODEL}/manifest.json"
+    rows = []
+    if "fetch" in kinds or not (work / manifest).exists():
+        req = _requests_fetch(work, cfg, manifest)
+        rows.append({"job": "fetch", "output": manifest, **req, **run_one(work, cfg, manifest, "fetch")})
+        print(_line(rows[-1], MIN_RUNTIME), flush=True)
+    requests = _requests(work, cfg)
+    for o, j in _chosen(requests, [k for k in kinds if k != "fetch"]):
+        rows.append({"job": j["rule"], "output": o, "mem_mb": j["mem_mb"], "runtime": j["runtime"],
+                     **run_one(work, cfg, o, j["rule"])})
+        print(_line(rows[-1], MIN_RUNTIME), flush=True)
+    for r in rows:
+        r["bounds"] = bounds(r, MIN_RUNTIME)
+    result.parent.mkdir(parents=True, exist_ok=True)
+    result.write_text(json.dumps({"checkpoint": str(ckpt), "ceiling_min": ceiling, "load_avg": os.getloadavg(),
+                                  "jobs": rows}, indent=1) + "\n")
+    print()
+    print(table(rows, MIN_RUNTIME))
+    return rows
+
+
+def _requests_fetch(work: Path, cfg: Path, manifest: str) -> dict:
+    req = _requests(work, cfg, "--forcerun", manifest, targets=(manifest,))[manifest]
+    return {"mem_mb": req["mem_mb"], "runtime": req["runtime"]}
+
+
+def _line(r: dict, floor: int) -> str:
+    return (f"{r['job']:<16} {r['output']}: CPU {r['cpu_s']:.0f} s, wall {r['wall_s']:.0f} s (job {r['job_s']:.0f} s), peak RSS "
+            f"{r['peak_rss_mib']} MiB (job {r['job_rss_mib']} MiB); requested {r['runtime']} min / "
+            f"{r['mem_mb']} MB: {bounds(r, floor)}")
+
+
+def table(rows, floor: int) -> str:
+    lines = ["| job | output | CPU | wall (job) | peak RSS (job) | requested | memory used | |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['job']} | {r['output'].split('/', 2)[-1]} | {r['cpu_s']:.0f} s | {r['wall_s']:.0f} s ({r['job_s']:.0f} s) | "
+                     f"{r['peak_rss_mib']:,} MiB ({r['job_rss_mib']:,}) | {r['runtime']} min / {r['mem_mb']:,} MB | "
+                     f"{r['peak_rss_mib'] * 2**20 / (r['mem_mb'] * 1e6):.2f} | {bounds(r, floor)} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("what", choices=("write", "run", "all"))
+    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR)
+    ap.add_argument("--jobs", default=",".join(JOB_KINDS))
+    ap.add_argument("--ceiling", type=float, default=10.0,
+                    help="fanout.max_job_minutes for the run (minutes; default 10: parts of a few minutes)")
+    ap.add_argument("--out", type=Path, default=ROOT / "results/bench/fullwidth.json")
+    a = ap.parse_args()
+    ckpt = write_checkpoint(a.dir)
+    if a.what in ("run", "all"):
+        rows = run(a.dir, ckpt, a.jobs.split(","), a.ceiling, a.out)
+        bad = [r for r in rows if "OVER" in r["bounds"]]
+        sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
