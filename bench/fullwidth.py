@@ -1,9 +1,9 @@
 """Every job kind at a paper model's full width, as a cluster runs it: measured wall time and
 peak RSS beside the runtime / mem_mb Snakemake requests (what SLURM enforces).
 
-    .venv/bin/python bench/fullwidth.py write [--dir /work/fullwidth]   # the checkpoint (~1.6 GB)
-    .venv/bin/python bench/fullwidth.py run   [--dir /work/fullwidth] [--jobs fetch,pk_layer,...]
-    make bench-fullwidth                                                   # both
+    .venv/bin/python bench/fullwidth.py write [--dir .fullwidth]   # the checkpoint (~1.6 GB)
+    .venv/bin/python bench/fullwidth.py run   [--dir .fullwidth] [--jobs fetch,pk_layer,...]
+    make bench-fullwidth [FULLWIDTH_DIR=...]                 # both
 
 ``write`` builds an attention-only checkpoint with Qwen2.5-7B's exact attention shapes (28
 layers, d_model 3584, 28 q / 4 kv heads, d_head 128, q/k/v biases, bfloat16) and its file
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DIR = Path(os.environ.get("HEADGEOM_FULLWIDTH", "/work/fullwidth"))
+DEFAULT_DIR = ROOT / ".fullwidth"
 MODEL = "qwen2.5-7b"
 
 # Qwen2.5-7B (config.json of Qwen/Qwen2.5-7B)
@@ -153,7 +153,7 @@ def _snakemake_cmd(work: Path, cfg: Path, *args, targets=()) -> list[str]:
 
 def _requests(work: Path, cfg: Path, *args, targets=()) -> dict:
     """output -> {rule, mem_mb, runtime} of every job of a dry run (default: the design, all forced)."""
-    args = args or ("--forcerun", *JOB_KINDS)
+    args = args or ("--forcerun", *JOB_KINDS[1:])  # not the fetch: a checkpoint, its jobs unknown until it ran
     r = subprocess.run(_snakemake_cmd(work, cfg, "-n", *args, targets=targets), text=True, capture_output=True,
                        env={**os.environ, **BLAS1})
     jobs, cur = {}, None
@@ -242,22 +242,28 @@ def run_one(work: Path, cfg: Path, target: str, rule: str, period: float = 0.2) 
             "peak_rss_mib": round(peak / 1024), "job_rss_mib": round(job_peak / 1024)}
 
 
-def _chosen(requests: dict, kinds) -> list[tuple[str, dict]]:
-    """One job of each per-layer kind (layer 0, block 0), and of a fanned-out kind its largest and
-    smallest part by request (when they differ)."""
+def _chosen(requests: dict, kinds, fields: dict, config: dict) -> list[tuple[str, dict]]:
+    """One job of each per-layer kind (layer 0, block 0); of a fanned-out kind (block 0) the part
+    that reads the most layers (its memory) and the one with the fewest layer pairs."""
+    from headgeom.jobs import fanout
+    from headgeom.jobs.families import JOBS
+
     out = []
     for kind in kinds:
-        jobs = sorted(((o, j) for o, j in requests.items() if j["rule"] == kind),
-                      key=lambda oj: (oj[1]["runtime"], oj[0]))
+        jobs = {o: j for o, j in requests.items() if j["rule"] == kind}
         if not jobs:
             continue
-        if kind in ("pk_cross_layer", "pk_null_cross"):
-            first_block = [oj for oj in jobs if "/block" not in oj[0] or "/block0/" in oj[0]]
-            pick = [first_block[-1]] + ([first_block[0]] if first_block[0][1]["runtime"] != first_block[-1][1]["runtime"]
-                                        else [])
-        else:
-            pick = [min(jobs, key=lambda oj: (len(oj[0]), oj[0]))]
-        out += pick
+        if not JOBS[kind].fanout:
+            out.append(min(jobs.items(), key=lambda oj: (len(oj[0]), oj[0])))
+            continue
+        parts = fanout.parts(JOBS[kind], fields, config)
+        read = [len({l for w, r0, r1 in p for l in (w, *range(r0, r1))}) for p in parts]
+        big = max(range(len(parts)), key=lambda i: (read[i], fanout.n_pairs(parts[i])))
+        small = min(range(len(parts)), key=lambda i: (fanout.n_pairs(parts[i]), read[i]))
+        for i in dict.fromkeys((big, small)):
+            o = next(o for o in jobs if re.search(rf"(block0/)?part{i}\.parquet$", o)
+                     and ("/block" not in o or "/block0/" in o))
+            out.append((o, {**jobs[o], "pairs": fanout.n_pairs(parts[i]), "layers_read": read[i]}))
     return out
 
 
@@ -265,11 +271,11 @@ def bounds(m: dict, floor: int) -> str:
     """Whether a measurement is inside its request, and the request within 2x memory / 3x time
     (time: the CPU seconds, what the job takes with a core of its own; above the runtime floor)."""
     flags = []
-    if m["peak_rss_mib"] * 2**20 > m["mem_mb"] * 1e6:
+    if m["peak_rss_mib"] > m["mem_mb"]:  # SLURM's --mem (Snakemake's mem_mb) counts MiB
         flags.append("OVER MEMORY")
     if m["cpu_s"] > 60 * m["runtime"]:
         flags.append("OVER TIME")
-    if m["mem_mb"] * 1e6 > 2 * m["peak_rss_mib"] * 2**20:
+    if m["mem_mb"] > 2 * m["peak_rss_mib"]:
         flags.append("mem > 2x")
     if m["runtime"] > floor and 60 * m["runtime"] > 3 * m["cpu_s"]:
         flags.append("time > 3x")
@@ -289,9 +295,13 @@ def run(out: Path, ckpt: Path, kinds, ceiling: float, result: Path) -> list[dict
         rows.append({"job": "fetch", "output": manifest, **req, **run_one(work, cfg, manifest, "fetch")})
         print(_line(rows[-1], MIN_RUNTIME), flush=True)
     requests = _requests(work, cfg)
-    for o, j in _chosen(requests, [k for k in kinds if k != "fetch"]):
-        rows.append({"job": j["rule"], "output": o, "mem_mb": j["mem_mb"], "runtime": j["runtime"],
-                     **run_one(work, cfg, o, j["rule"])})
+    from headgeom.jobs import plan, scopes
+
+    config = scopes.model_config(plan.load_config([ROOT / "config/paper.yaml", cfg]), MODEL)
+    fields = json.loads((work / manifest).read_text())["fields"]
+    for o, j in _chosen(requests, [k for k in kinds if k != "fetch"], fields, config):
+        rows.append({"job": j["rule"], "output": o, **{k: j[k] for k in ("mem_mb", "runtime", "pairs", "layers_read")
+                                                          if k in j}, **run_one(work, cfg, o, j["rule"])})
         print(_line(rows[-1], MIN_RUNTIME), flush=True)
     for r in rows:
         r["bounds"] = bounds(r, MIN_RUNTIME)
@@ -320,7 +330,7 @@ def table(rows, floor: int) -> str:
     for r in rows:
         lines.append(f"| {r['job']} | {r['output'].split('/', 2)[-1]} | {r['cpu_s']:.0f} s | {r['wall_s']:.0f} s ({r['job_s']:.0f} s) | "
                      f"{r['peak_rss_mib']:,} MiB ({r['job_rss_mib']:,}) | {r['runtime']} min / {r['mem_mb']:,} MB | "
-                     f"{r['peak_rss_mib'] * 2**20 / (r['mem_mb'] * 1e6):.2f} | {bounds(r, floor)} |")
+                     f"{r['peak_rss_mib'] / r['mem_mb']:.2f} | {bounds(r, floor)} |")
     return "\n".join(lines)
 
 

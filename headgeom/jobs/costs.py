@@ -99,10 +99,21 @@ def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs:
                     BASE_MB + READER_CACHE_MB + MEM_FACTOR["pk_cross_pair"] * layer_mib(f))
 
 
-def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
+def kinds_share(f: dict, kinds) -> float:
+    """The share of a layer's heads in ``kinds`` (O and Q: n_heads each; K and V: n_kv_heads
+    each); None: all four."""
+    if kinds is None:
+        return 1.0
+    heads = {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
+    return sum(heads[k] for k in kinds) / sum(heads.values())
+
+
+def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2, kinds=None) -> dict:
+    """One block of within-layer null samples of the ``kinds`` whose nulls run (all four: None);
+    the time scales with the kinds' share of the layer's heads."""
     f = _fields(manifest)
-    return _minutes(SECONDS["pk_null_within_sample"] * work_ratio(f) * n_samples * n_null_types / 2,
-                    BASE_MB + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
+    return _minutes(SECONDS["pk_null_within_sample"] * work_ratio(f) * kinds_share(f, kinds) * n_samples
+                    * n_null_types / 2, BASE_MB + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
 
 
 def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
@@ -138,6 +149,38 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     return _minutes(pk_null_cross_pair_seconds(f, n_samples, n_null_types) * n_pairs,
                     BASE_MB + cache_mib + readers_mib + factors_mib
                     + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
+
+
+# ---------------------------------------------------------------- the fetch
+#
+# The fetch keeps every tensor it copies into the store (attention projections, their biases and
+# the pre-attention norms; bfloat16 widened to float32, GGUF dequantized to float32) until it
+# writes the store, plus one tensor's read (headgeom.io.checkpoint reads each tensor with its file
+# mapped for that read alone, so the file layout does not add to the peak). Measured at Qwen2.5-7B
+# shape, the real repository's four-file layout (bench/fullwidth.py): 3,137 MiB of float32 tensors,
+# the job's process 3,611 MiB at its peak (Python, torch and safetensors ~470 MiB on top).
+FETCH_BASE_MB = BASE_MB + 400  # the fetch's own process imports torch (safetensors' "pt" reader): +~200 MiB
+FETCH_STORE_FACTOR = 1.15
+FETCH_S_PER_GIB = 12.0  # CPU seconds per GiB of float32 store (read, widen, hash, write, hash)
+FETCH_HUB_MIN = 30  # a hub source's download, not modelled (the network's rate): minutes added
+
+
+def store_mib(f: dict, itemsize: int = 4) -> float:
+    """MiB of the tensors a fetch keeps for a model of this shape (float32; biases and norms included)."""
+    D, H, G, d = f["d_model"], f["n_heads"], f["n_kv_heads"], f["d_head"]
+    per_layer = D * d * (2 * H + 2 * G) + d * (H + 2 * G) + 2 * D
+    return f["n_layers"] * per_layer * itemsize / 2**20
+
+
+def fetch(fields: dict | None, source: str | None = None) -> dict:
+    """mem_mb and runtime of one model's fetch (``fields``: its shape, None where it is unknown
+    before the fetch: then 4,000 MB / 30 min, enough for models up to ~3 GiB of attention tensors)."""
+    if fields is None:
+        return job_resources(4000, 30)
+    s = store_mib(fields)
+    largest = fields["d_model"] * fields["n_heads"] * fields["d_head"] * 4 / 2**20
+    work = SAFETY * FETCH_S_PER_GIB * s / 1024 / 60 + (FETCH_HUB_MIN if source == "hf" else 0)
+    return job_resources(FETCH_BASE_MB + FETCH_STORE_FACTOR * s + 2 * largest, work)
 
 
 # ---------------------------------------------------------------- paper 1 jobs

@@ -167,13 +167,13 @@ def wildcard_values(wildcards) -> dict:
     return dict(wildcards.items())
 
 
-def _pk_cost(model, writers: bool = False):
+def _pk_cost(model, writers: bool = False, kinds: str | None = None):
     """Cost of one PK job (a costs.pk_* model); a fanned-out job's part sizes it (its pairs, and
-    with ``writers`` its writer layers)."""
+    with ``writers`` its writer layers); ``kinds``: the pk.nulls key of the kinds it runs."""
 
     def cost(job, manifest, config, wildcards=None):
         nulls = config["pk"]["nulls"]
-        extra, wc = {}, wildcard_values(wildcards)
+        extra, wc = ({"kinds": nulls[kinds]} if kinds else {}), wildcard_values(wildcards)
         if job.fanout and "part" in wc:
             from headgeom.jobs import fanout
 
@@ -295,7 +295,7 @@ JOBS = {
             outputs={"shard": ("pk_null_within", "layer_block")},
             params={"types": "pk/nulls/types", "kinds": "pk/nulls/within_kinds", "rank_rtol": "rank_rtol",
                     "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
-            cost_model=_pk_cost(costs.pk_null_within),
+            cost_model=_pk_cost(costs.pk_null_within, kinds="within_kinds"),
             seed_scheme="rng_for(model, 'null-within', null, kind, layer, sample)",
             log="logs/pk_null_within/{model}/layer{layer}/block{block}.log",
             blocks="within",
@@ -383,7 +383,20 @@ def register(job: Job) -> Job:
 
 
 def _fetch_cost(fields, config, wildcards=None):
-    return {"mem_mb": 4000, "runtime": 30}
+    """The fetch's cost from the model's shape (costs.fetch): ``fields``, or for the rule (which
+    runs before any manifest exists) the shape ``headgeom plan`` finds for the wildcards' model
+    (a local checkpoint's config.json, the model registry's ``shape:``); none known: the default."""
+    model = wildcard_values(wildcards).get("model")
+    entry = (config.get("models") or {}).get(model) or {}
+    if fields is None and model is not None:
+        from headgeom.core.errors import ConfigError
+        from headgeom.jobs.plan import model_shape
+
+        try:
+            fields = model_shape(model, config)[0]
+        except (ConfigError, OSError, ValueError, KeyError):
+            fields = None
+    return costs.fetch(fields, entry.get("source"))
 
 
 def _forward_cost(fields, config, wildcards):

@@ -109,8 +109,9 @@ def test_wall_clock_falls_with_cores_down_to_the_longest_job():
     walls = [P.wall_clock_hours(p, c) for c in (1, 64, 256, 1024, 4096, 100_000)]
     assert all(a > b for a, b in zip(walls[:4], walls[1:5]))
     total_h = sum(j.runtime for j in p["jobs"]) / 60
-    assert walls[0] == pytest.approx(total_h + 0.5)  # one core: fetch + every job in turn
-    assert walls[-1] == pytest.approx((longest + 30) / 60)  # enough cores: fetch + the longest job
+    fetch_h = p["fetch_min"] / 60
+    assert walls[0] == pytest.approx(total_h + fetch_h)  # one core: fetch + every job in turn
+    assert walls[-1] == pytest.approx(longest / 60 + fetch_h)  # enough cores: fetch + the longest job
 
 
 def test_makespan_against_brute_force():

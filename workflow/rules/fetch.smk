@@ -12,7 +12,9 @@ checkpoint fetch:
         "../../envs/headgeom.yaml"
     threads: 1
     resources:
-        **FETCH.cost(None, config),
+        # from the model's shape (headgeom.jobs.costs.fetch), times the attempt as the jobs' (job_cost)
+        mem_mb=lambda wc, attempt: costs.grow(FETCH.cost(None, config, wc), attempt)["mem_mb"],
+        runtime=lambda wc, attempt: costs.grow(FETCH.cost(None, config, wc), attempt)["runtime"],
         cpus_per_task=1,
     params:
         **({"cache_key": source_key} if CACHE_ON else {}),
