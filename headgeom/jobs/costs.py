@@ -1,10 +1,10 @@
 """Job resources (mem_mb, runtime in minutes) of every per-layer rule: one cost model per job,
 read by the shard-family registry (headgeom.jobs.families) and so by the rules and SLURM.
 
-PK jobs: scaled from costs measured at Qwen2.5-7B shape (d_model 3584, d_head 128,
-28 q / 4 kv heads) with one BLAS thread on this project's 2-core machines:
-`python bench/pk_job_costs.py` (docs/costs.md). Paper 1 jobs: `paper1_resources` below,
-measured with `python bench/paper1_costs.py`.
+PK jobs and the fetch: scaled from costs measured at Qwen2.5-7B shape (d_model 3584, d_head
+128, 28 q / 4 kv heads) with one BLAS thread on this project's 2-core machines, each job run
+through Snakemake on a checkpoint of that shape: `make bench-fullwidth` (bench/fullwidth.py;
+docs/costs.md). Paper 1 jobs: `paper1_resources` below, measured with `python bench/paper1_costs.py`.
 
 Time scales with the GEMM work D * (H d) * ((H + 2G) d) relative to the reference shape;
 memory with the float64 size of one layer's Q/K/V/O factors (224 MiB at the reference)."""
@@ -16,15 +16,21 @@ import math
 
 REF = {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
 
-# seconds at REF shape (bench/pk_job_costs.py, 2026-11-30; see README "Job costs")
+# CPU seconds at REF shape, one BLAS thread, measured at full width through Snakemake
+# (`make bench-fullwidth`, docs/costs.md)
 SECONDS = {
-    "pk_within_layer": 13.1,       # 4 kinds of bases, pairs, ranks, self-overlap (10,000 perms)
-    "pk_cross_pair": 27.3,         # per later layer: Q/K/V bases, all writer x reader blocks, angles, weighted
-    "pk_null_within_sample": 26.2,  # per sample, both nulls, 4 kinds (rotation 20.2 + reassign 6.0)
+    "pk_within_layer": 13.1,       # 4 kinds of bases, pairs, ranks, self-overlap (10,000 perms): 13 s
+    "pk_cross_pair": 6.0,          # per later layer: Q/K/V bases, all writer x reader blocks, angles,
+    #                                weighted: 4.8 s per pair over a 14-pair part, 6 s for a 1-pair part
+    "pk_null_within_sample": 10.5,  # per sample, both nulls, 4 kinds: 10.1 s (Q and K: 4.8 s; O: 4.9 s)
     "pk_null_cross_pair_sample": 9.3,  # per layer pair, per sample, per null
 }
-# peak RSS = BASE + factor x layer MiB (measured 1150, 1600, 1290, 2030 MB with 2-3 layers)
-MEM_FACTOR = {"pk_within_layer": 4.0, "pk_cross_pair": 5.5, "pk_null_within_sample": 4.5}
+# peak RSS = BASE + factor x layer MiB; measured at full width (make bench-fullwidth): pk_layer
+# 1,243 MiB (request 1,496), pk_null_within 991 (1,608), pk_cross_layer 1,123-1,570 MiB with 2-15
+# layers read (2,088: flat in the layers read, the store's map let go after each), pk_null_cross
+# 1,008-1,156 MiB with one writer layer (its caches' and draws' model below)
+MEM_FACTOR = {"pk_within_layer": 4.0, "pk_cross_pair": 5.5, "pk_null_within_sample": 4.5,
+              "pk_null_cross_draws": 2.5}
 # What a job holds before its data: under SLURM each job runs a Snakemake process (the jobstep,
 # which for an array task also decodes the array's job list) and the job's Python (numpy, pyarrow,
 # headgeom). Measured on the test cluster, whose OverMemoryKill enforces --mem per job step
@@ -100,12 +106,13 @@ def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs:
 
 
 def kinds_share(f: dict, kinds) -> float:
-    """The share of a layer's heads in ``kinds`` (O and Q: n_heads each; K and V: n_kv_heads
-    each); None: all four."""
+    """The share of a layer's null work in ``kinds`` (None: all four): each kind's squared head
+    count (O and Q: n_heads; K and V: n_kv_heads), as its head pairs. Measured at Qwen2.5-7B's
+    shape: O 4.9 s, Q + K 4.8 s, all four 10.1 s per sample (shares 0.49, 0.50, 1)."""
     if kinds is None:
         return 1.0
     heads = {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
-    return sum(heads[k] for k in kinds) / sum(heads.values())
+    return sum(heads[k] ** 2 for k in kinds) / sum(h ** 2 for h in heads.values())
 
 
 def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2, kinds=None) -> dict:
@@ -127,8 +134,9 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     layer); the layers' factors and the nulls' preparations are kept up to FACTOR_CACHE_MB and
     PREPARED_CACHE_MB. The time stays the blocks' bound, which is above the projectors' by 2-4x at
     the embedded models' shapes. Measured peak RSS at Qwen2.5-7B shape (reassign null, K readers,
-    bench/null_cross_rss.py): 739 MB with 6 writer layers; the model keeps the earlier 4.5
-    layer-sizes for one layer's draws (rotation of 28 heads) on top of the caches."""
+    bench/null_cross_rss.py): 739 MB with 6 writer layers; through Snakemake, both nulls, 10
+    samples (make bench-fullwidth): 1,008-1,156 MiB with one writer layer. The model keeps 2.5
+    layer-sizes for one layer's draws on top of the caches."""
     f = _fields(manifest)
     L = f["n_layers"]
     n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
@@ -148,7 +156,7 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
         cache_mib, readers_mib = min(jobs_pk.WRITER_CACHE_MB, n_writers * writer_mib), 0.0
     return _minutes(pk_null_cross_pair_seconds(f, n_samples, n_null_types) * n_pairs,
                     BASE_MB + cache_mib + readers_mib + factors_mib
-                    + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
+                    + MEM_FACTOR["pk_null_cross_draws"] * layer_mib(f))
 
 
 # ---------------------------------------------------------------- the fetch
