@@ -1,9 +1,9 @@
-"""Every job kind at a paper model's full width, as a cluster runs it: measured wall time and
-peak RSS beside the runtime / mem_mb Snakemake requests (what SLURM enforces).
+"""Every job kind at a paper model's full width, as a cluster runs it: measured CPU time, wall
+time and peak RSS beside the runtime / mem_mb Snakemake requests (what SLURM enforces).
 
-    .venv/bin/python bench/fullwidth.py write [--dir .fullwidth]   # the checkpoint (~1.6 GB)
-    .venv/bin/python bench/fullwidth.py run   [--dir .fullwidth] [--jobs fetch,pk_layer,...]
-    make bench-fullwidth [FULLWIDTH_DIR=...]                 # both
+    .venv/bin/python bench/fullwidth.py write [--dir .fullwidth] [--one-file]   # the checkpoint (~1.6 GB)
+    .venv/bin/python bench/fullwidth.py run   [--dir .fullwidth] [--one-file] [--jobs fetch,pk_layer,...]
+    make bench-fullwidth [FULLWIDTH_DIR=...] [FULLWIDTH_ARGS=...]                # both
 
 ``write`` builds an attention-only checkpoint with Qwen2.5-7B's exact attention shapes (28
 layers, d_model 3584, 28 q / 4 kv heads, d_head 128, q/k/v biases, bfloat16) and its file
@@ -13,13 +13,18 @@ sharding over the full model's tensors in module order (embeddings, then each la
 attention, MLP and norms, then the final norm and the LM head); that reproduces the real files'
 sizes (3,945 / 3,865 / 3,865 / 3,556 MB) to within their headers. Only the tensors the fetch
 reads are written (q/k/v/o weights and biases, input_layernorm), random normal, seed 0.
+``--one-file`` writes the same tensors as one ``model.safetensors`` (the fetch's peak must not
+depend on the layout).
 
-``run`` runs each job kind alone through Snakemake (``--cores 1``, nice) under
-config/paper.yaml's null settings (10 samples per job; the fan-out ceiling of config.yaml), samples
-the peak RSS of the job's process tree every 0.2 s, and prints wall time and peak RSS beside the
-request read from the dry run. One job per kind, chosen to span the kind's range: pk_cross_layer
-and pk_null_cross run their smallest and largest parts. Results go to results/bench/fullwidth.json.
-Run it on an idle machine (the times are one BLAS thread's)."""
+``run`` runs the fetch and one job of each kind alone through Snakemake (``--cores 1``, nice, one
+BLAS thread) under config/paper.yaml's design for the model (10 null samples per job) with the
+fan-out ceiling lowered to ``--ceiling`` minutes (default 10) so that the cross-layer parts run in
+minutes; each part is still requested at its own price. A fanned-out kind runs the part that reads
+the most layers and the part with the fewest pairs. The process tree's resident memory and CPU
+time are sampled every 0.2 s and printed beside the request read from a dry run, with the bounds
+(no job above its request; no request above 2 x the peak memory, or 3 x the CPU time where it is
+above the runtime floor). Results go to results/bench/fullwidth.json; exit status 1 when a job is
+above its request."""
 
 from __future__ import annotations
 
@@ -81,22 +86,23 @@ def shard_layout(tensors, max_bytes: int = MAX_SHARD_BYTES, itemsize: int = 2) -
     return where, sizes
 
 
-def write_checkpoint(out: Path, seed: int = 0) -> Path:
-    """The attention-only Qwen2.5-7B-shaped checkpoint in ``out/ckpt`` (atomic: built aside, renamed)."""
+def write_checkpoint(out: Path, seed: int = 0, one_file: bool = False) -> Path:
+    """The attention-only Qwen2.5-7B-shaped checkpoint in ``out/ckpt`` (atomic: built aside,
+    renamed); ``one_file``: the same tensors in one ``model.safetensors``, in ``out/ckpt-one-file``."""
     import torch
     from safetensors.torch import save_file
 
-    ckpt = out / "ckpt"
-    if (ckpt / "model.safetensors.index.json").exists():
+    ckpt = out / ("ckpt-one-file" if one_file else "ckpt")
+    if (ckpt / "config.json").exists():
         print(f"{ckpt}: already written")
         return ckpt
-    tmp = out / "ckpt.partial"
+    tmp = out / f"{ckpt.name}.partial"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     tensors = full_model_tensors(QWEN7B)
-    where, sizes = shard_layout(tensors)
+    where, sizes = shard_layout(tensors, 2**62 if one_file else MAX_SHARD_BYTES)
     n = len(sizes)
-    names = [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
+    names = ["model.safetensors"] if one_file else [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
     print("full model's files (MB):", " / ".join(f"{s / 1e6:,.0f}" for s in sizes))
     gen = torch.Generator().manual_seed(seed)
     weight_map = {}
@@ -112,8 +118,9 @@ def write_checkpoint(out: Path, seed: int = 0) -> Path:
         print(f"{fn}: {len(part)} tensors, {(tmp / fn).stat().st_size / 1e6:,.0f} MB", flush=True)
         del part
     total = sum((tmp / fn).stat().st_size for fn in names)
-    (tmp / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
+    if not one_file:
+        (tmp / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
     (tmp / "config.json").write_text(json.dumps(QWEN7B, indent=2) + "\n")
     shutil.rmtree(ckpt, ignore_errors=True)
     tmp.rename(ckpt)
@@ -140,7 +147,7 @@ def _config(out: Path, ckpt: Path, ceiling: float) -> Path:
         "activation": {"enabled": False},
         "fanout": {"max_job_minutes": ceiling},
     }
-    path = out / "config.yaml"
+    path = out / "bench-config.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
 
@@ -285,9 +292,9 @@ def bounds(m: dict, floor: int) -> str:
 def run(out: Path, ckpt: Path, kinds, ceiling: float, result: Path) -> list[dict]:
     from headgeom.jobs.costs import MIN_RUNTIME
 
-    work = out / "run"
+    work = out / ("run" if ckpt.name == "ckpt" else f"run-{ckpt.name}")
     work.mkdir(parents=True, exist_ok=True)
-    cfg = _config(out, ckpt, ceiling)
+    cfg = _config(work, ckpt, ceiling)
     manifest = f"results/tensors/{MODEL}/manifest.json"
     rows = []
     if "fetch" in kinds or not (work / manifest).exists():
@@ -341,9 +348,12 @@ def main():
     ap.add_argument("--jobs", default=",".join(JOB_KINDS))
     ap.add_argument("--ceiling", type=float, default=10.0,
                     help="fanout.max_job_minutes for the run (minutes; default 10: parts of a few minutes)")
-    ap.add_argument("--out", type=Path, default=ROOT / "results/bench/fullwidth.json")
+    ap.add_argument("--one-file", action="store_true",
+                    help="the same tensors in one model.safetensors (the fetch's peak must not depend on the layout)")
+    ap.add_argument("--out", type=Path, default=None, help="default: results/bench/fullwidth[-one-file].json")
     a = ap.parse_args()
-    ckpt = write_checkpoint(a.dir)
+    ckpt = write_checkpoint(a.dir, one_file=a.one_file)
+    a.out = a.out or ROOT / f"results/bench/fullwidth{'-one-file' if a.one_file else ''}.json"
     if a.what in ("run", "all"):
         rows = run(a.dir, ckpt, a.jobs.split(","), a.ceiling, a.out)
         bad = [r for r in rows if "OVER" in r["bounds"]]
