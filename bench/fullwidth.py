@@ -39,6 +39,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+from tinyrun import dry_run_requests  # noqa: E402  (the dry-run parser the plan test uses)
+
 DEFAULT_DIR = ROOT / ".fullwidth"
 MODEL = "qwen2.5-7b"
 
@@ -163,17 +166,7 @@ def _requests(work: Path, cfg: Path, *args, targets=()) -> dict:
     args = args or ("--forcerun", *JOB_KINDS[1:])  # not the fetch: a checkpoint, its jobs unknown until it ran
     r = subprocess.run(_snakemake_cmd(work, cfg, "-n", *args, targets=targets), text=True, capture_output=True,
                        env={**os.environ, **BLAS1})
-    jobs, cur = {}, None
-    for line in (r.stdout + r.stderr).splitlines():
-        m = re.match(r"^(?:local)?(?:rule|checkpoint) (\S+):$", line)
-        if m:
-            cur = {"rule": m.group(1)}
-        elif cur is not None and line.startswith("    output: ") and "output" not in cur:
-            cur["output"] = line[len("    output: "):].split(", ")[0]
-            jobs[cur["output"]] = cur
-        elif cur is not None and line.startswith("    resources: "):
-            res = dict(kv.split("=", 1) for kv in line[len("    resources: "):].split(", ") if "=" in kv)
-            cur.update({k: int(res[k]) for k in ("mem_mb", "runtime") if k in res})
+    jobs = dry_run_requests(r.stdout + r.stderr)
     if not jobs:
         raise SystemExit(f"dry run listed no jobs:\n{(r.stdout + r.stderr)[-3000:]}")
     return jobs

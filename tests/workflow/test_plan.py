@@ -3,36 +3,15 @@ resources the rules request; and needs no weights (shape from a local checkpoint
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import yaml
 
 from headgeom.jobs import plan as P
 from headgeom.jobs.families import JOBS
 from synth import write_llama
-from tinyrun import CFG, merge, snakemake
+from tinyrun import CFG, dry_run_requests as _dry_run, merge, snakemake
 
 pytestmark = pytest.mark.slow
-
-_RES = re.compile(r"^    resources: (.*)$")
-
-
-def _dry_run(text: str) -> dict[str, dict]:
-    """first output -> {rule, mem_mb, runtime} of every job of a dry run."""
-    jobs, cur = {}, None
-    for line in text.splitlines():
-        m = re.match(r"^(?:local)?(?:rule|checkpoint) (\S+):$", line)
-        if m:
-            cur = {"rule": m.group(1)}
-        elif cur is not None and line.startswith("    output: ") and "output" not in cur:
-            cur["output"] = line[len("    output: "):].split(", ")[0]
-            jobs[cur["output"]] = cur
-        elif cur is not None and _RES.match(line):
-            res = dict(kv.split("=", 1) for kv in _RES.match(line).group(1).split(", ") if "=" in kv)
-            cur.update({k: int(res[k]) for k in ("mem_mb", "runtime") if k in res})
-    return jobs
-
 
 @pytest.mark.parametrize("ceiling", [120, 1e-6])
 def test_plan_matches_the_dry_run(tmp_path, snakemake_bin, root, ceiling):
