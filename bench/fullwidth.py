@@ -132,13 +132,15 @@ def write_checkpoint(out: Path, seed: int = 0, one_file: bool = False) -> Path:
 
 # ---------------------------------------------------------------------------------- the runs
 
-JOB_KINDS = ("fetch", "pk_layer", "pk_null_within", "pk_cross_layer", "pk_null_cross")
+JOB_KINDS = ("fetch", "pk_layer", "pk_null_within", "pk_cross_layer", "pk_null_cross", "paper1_heads",
+             "paper1_capacity")
 BLAS1 = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def _config(out: Path, ckpt: Path, ceiling: float) -> Path:
     """The model under config/paper.yaml's design (its scope for qwen2.5-7b: Q and K within-layer
-    nulls, cross-layer nulls), read from the local checkpoint; no activation stage; the fan-out
+    nulls, cross-layer nulls) and paper 1's per-layer jobs at that paper's settings, read from the
+    local checkpoint; no activation stage (a 7B forward pass needs 28 GB); the fan-out
     ceiling lowered so that the cross-layer parts run in minutes (each part is still requested at
     its own price: what the check is about)."""
     import yaml
@@ -148,6 +150,7 @@ def _config(out: Path, ckpt: Path, ceiling: float) -> Path:
                            "notes": "bench/fullwidth.py: random weights, Qwen2.5-7B's attention shapes"}},
         "active_models": [MODEL],
         "activation": {"enabled": False},
+        "scopes": {MODEL: {"stages": ["pk", "paper1"]}},
         "fanout": {"max_job_minutes": ceiling},
     }
     path = out / "bench-config.yaml"
