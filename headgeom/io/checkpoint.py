@@ -76,7 +76,11 @@ class SafetensorsDir:
             return fh.get_slice(key).get_dtype()
 
     def read(self, keys: list[str]) -> Iterator[tuple[str, np.ndarray, str]]:
-        """Yield (key, array, source dtype); bfloat16 is widened to float32 exactly."""
+        """Yield (key, array, source dtype); bfloat16 is widened to float32 exactly. Tensors are
+        read with pread(2) into memory of their own, not served from a memory map of the file: a
+        mapped file's pages that were read stay resident while any tensor of it lives, so the
+        fetch's peak grew with the file layout (a 1.6 GB file added its whole size); read this
+        way it is the tensors the fetch keeps (jobs.costs.fetch)."""
         from safetensors import safe_open
 
         by_file: dict[Path, list[str]] = {}
@@ -84,7 +88,7 @@ class SafetensorsDir:
             by_file.setdefault(self.key_file[k], []).append(k)
         for f, ks in by_file.items():
             try:
-                with safe_open(str(f), "pt") as fh:
+                with safe_open(str(f), "pt", backend="pread") as fh:
                     for k in ks:
                         yield (k, *_numpy_of(fh.get_tensor(k)))
             except CheckpointError:

@@ -1,10 +1,10 @@
 """Job resources (mem_mb, runtime in minutes) of every per-layer rule: one cost model per job,
 read by the shard-family registry (headgeom.jobs.families) and so by the rules and SLURM.
 
-PK jobs: scaled from costs measured at Qwen2.5-7B shape (d_model 3584, d_head 128,
-28 q / 4 kv heads) with one BLAS thread on this project's 2-core machines:
-`python bench/pk_job_costs.py` (docs/costs.md). Paper 1 jobs: `paper1_resources` below,
-measured with `python bench/paper1_costs.py`.
+PK jobs and the fetch: scaled from costs measured at Qwen2.5-7B shape (d_model 3584, d_head
+128, 28 q / 4 kv heads) with one BLAS thread on this project's 2-core machines, each job run
+through Snakemake on a checkpoint of that shape: `make bench-fullwidth` (bench/fullwidth.py;
+docs/costs.md). Paper 1 jobs: `paper1_resources` below, measured with `python bench/paper1_costs.py`.
 
 Time scales with the GEMM work D * (H d) * ((H + 2G) d) relative to the reference shape;
 memory with the float64 size of one layer's Q/K/V/O factors (224 MiB at the reference)."""
@@ -16,15 +16,21 @@ import math
 
 REF = {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
 
-# seconds at REF shape (bench/pk_job_costs.py, 2026-11-30; see README "Job costs")
+# CPU seconds at REF shape, one BLAS thread, measured at full width through Snakemake
+# (`make bench-fullwidth`, docs/costs.md)
 SECONDS = {
-    "pk_within_layer": 13.1,       # 4 kinds of bases, pairs, ranks, self-overlap (10,000 perms)
-    "pk_cross_pair": 27.3,         # per later layer: Q/K/V bases, all writer x reader blocks, angles, weighted
-    "pk_null_within_sample": 26.2,  # per sample, both nulls, 4 kinds (rotation 20.2 + reassign 6.0)
+    "pk_within_layer": 13.1,       # 4 kinds of bases, pairs, ranks, self-overlap (10,000 perms): 13 s
+    "pk_cross_pair": 6.0,          # per later layer: Q/K/V bases, all writer x reader blocks, angles,
+    #                                weighted: 4.8 s per pair over a 14-pair part, 6 s for a 1-pair part
+    "pk_null_within_sample": 10.5,  # per sample, both nulls, 4 kinds: 10.1 s (Q and K: 4.8 s; O: 4.9 s)
     "pk_null_cross_pair_sample": 9.3,  # per layer pair, per sample, per null
 }
-# peak RSS = BASE + factor x layer MiB (measured 1150, 1600, 1290, 2030 MB with 2-3 layers)
-MEM_FACTOR = {"pk_within_layer": 4.0, "pk_cross_pair": 5.5, "pk_null_within_sample": 4.5}
+# peak RSS = BASE + factor x layer MiB; measured at full width (make bench-fullwidth): pk_layer
+# 1,243 MiB (request 1,496), pk_null_within 991 (1,608), pk_cross_layer 1,123-1,570 MiB with 2-15
+# layers read (2,088: flat in the layers read, the store's map let go after each), pk_null_cross
+# 1,008-1,156 MiB with one writer layer (its caches' and draws' model below)
+MEM_FACTOR = {"pk_within_layer": 4.0, "pk_cross_pair": 5.5, "pk_null_within_sample": 4.5,
+              "pk_null_cross_draws": 2.5}
 # What a job holds before its data: under SLURM each job runs a Snakemake process (the jobstep,
 # which for an array task also decodes the array's job list) and the job's Python (numpy, pyarrow,
 # headgeom). Measured on the test cluster, whose OverMemoryKill enforces --mem per job step
@@ -127,24 +133,36 @@ def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs:
                     BASE_MB + READER_CACHE_MB + MEM_FACTOR["pk_cross_pair"] * layer_mib(f))
 
 
-def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
+def kinds_share(f: dict, kinds) -> float:
+    """The share of a layer's null work in ``kinds`` (None: all four): each kind's squared head
+    count (O and Q: n_heads; K and V: n_kv_heads), as its head pairs. Measured at Qwen2.5-7B's
+    shape: O 4.9 s, Q + K 4.8 s, all four 10.1 s per sample (shares 0.49, 0.50, 1)."""
+    if kinds is None:
+        return 1.0
+    heads = {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
+    return sum(heads[k] ** 2 for k in kinds) / sum(h ** 2 for h in heads.values())
+
+
+def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2, kinds=None) -> dict:
+    """One block of within-layer null samples of the ``kinds`` whose nulls run (all four: None);
+    the time scales with the kinds' share of the layer's heads."""
     f = _fields(manifest)
-    return _minutes(SECONDS["pk_null_within_sample"] * work_ratio(f) * n_samples * n_null_types / 2,
-                    BASE_MB + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
+    return _minutes(SECONDS["pk_null_within_sample"] * work_ratio(f) * kinds_share(f, kinds) * n_samples
+                    * n_null_types / 2, BASE_MB + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
 
 
 def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
                   n_writers: int | None = None, n_readers: int | None = None, precision: str = "float64") -> dict:
     """A part of ``n_pairs`` layer pairs of ``n_writers`` writer and ``n_readers`` reader layers
     (headgeom.jobs.fanout; default: all of them). Work: null_cross_part_seconds, its pairs by the
-    job's route and its layers' draws, per sample and null. Memory: writer bases beyond headgeom.jobs.pk.WRITER_CACHE_MB are spilled to $TMPDIR
-    (n_writers x 8 D H d bytes of disk); by blocks, readers one layer at a time; by projector Grams
+    job's route and its layers' draws, per sample and null. Memory: writer bases beyond
+    headgeom.jobs.pk.WRITER_CACHE_MB are spilled to $TMPDIR (n_writers x 8 D H d bytes of disk); by blocks, readers one layer at a time; by projector Grams
     (methods.pk.projectors_pay) each side of a call holds up to NULL_CROSS_SIDE_MB of bases and slab
     rows (methods.pk.layers_per_call whole layers, at most the part's). The layers' factors and the
     nulls' preparations are kept up to FACTOR_CACHE_MB and PREPARED_CACHE_MB. Measured peak RSS at
     Qwen2.5-7B shape (blocks, reassign null, K readers, bench/null_cross_rss.py): 739 MB with 6
-    writer layers; the model keeps the earlier 4.5 layer-sizes for one layer's draws (rotation of
-    28 heads) on top of the caches."""
+    writer layers; the model keeps 2.5 layer-sizes for one layer's draws on top of the caches
+    (make bench-fullwidth measures the job through Snakemake)."""
     f = _fields(manifest)
     L = f["n_layers"]
     n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
@@ -167,7 +185,39 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     work_s = null_cross_part_seconds(f, n_pairs, min(n_writers, n_pairs, L - 1), n_readers, n_samples, n_null_types,
                                      precision)
     return _minutes(work_s, BASE_MB + cache_mib + readers_mib + factors_mib
-                    + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
+                    + MEM_FACTOR["pk_null_cross_draws"] * layer_mib(f))
+
+
+# ---------------------------------------------------------------- the fetch
+#
+# The fetch keeps every tensor it copies into the store (attention projections, their biases and
+# the pre-attention norms; bfloat16 widened to float32, GGUF dequantized to float32) until it
+# writes the store, plus one tensor's read (headgeom.io.checkpoint reads each tensor with its file
+# mapped for that read alone, so the file layout does not add to the peak). Measured at Qwen2.5-7B
+# shape, the real repository's four-file layout (bench/fullwidth.py): 3,137 MiB of float32 tensors,
+# the job's process 3,611 MiB at its peak (Python, torch and safetensors ~470 MiB on top).
+FETCH_BASE_MB = BASE_MB + 400  # the fetch's own process imports torch (safetensors' "pt" reader): +~200 MiB
+FETCH_STORE_FACTOR = 1.15
+FETCH_S_PER_GIB = 5.0  # CPU s per GiB of float32 store (read, widen, hash, write, hash): 13 s for 3.06 GiB
+FETCH_HUB_MIN = 30  # a hub source's download, not modelled (the network's rate): minutes added
+
+
+def store_mib(f: dict, itemsize: int = 4) -> float:
+    """MiB of the tensors a fetch keeps for a model of this shape (float32; biases and norms included)."""
+    D, H, G, d = f["d_model"], f["n_heads"], f["n_kv_heads"], f["d_head"]
+    per_layer = D * d * (2 * H + 2 * G) + d * (H + 2 * G) + 2 * D
+    return f["n_layers"] * per_layer * itemsize / 2**20
+
+
+def fetch(fields: dict | None, source: str | None = None) -> dict:
+    """mem_mb and runtime of one model's fetch (``fields``: its shape, None where it is unknown
+    before the fetch: then 4,000 MB / 30 min, enough for models up to ~3 GiB of attention tensors)."""
+    if fields is None:
+        return job_resources(4000, 30)
+    s = store_mib(fields)
+    largest = fields["d_model"] * fields["n_heads"] * fields["d_head"] * 4 / 2**20
+    work = SAFETY * FETCH_S_PER_GIB * s / 1024 / 60 + (FETCH_HUB_MIN if source == "hf" else 0)
+    return job_resources(FETCH_BASE_MB + FETCH_STORE_FACTOR * s + 2 * largest, work)
 
 
 # ---------------------------------------------------------------- paper 1 jobs

@@ -162,17 +162,25 @@ def run_activation_read_paths(inputs, outputs, wildcards, params, log):
 # ------------------------------------------------------------------ cost models
 
 
-def _pk_cost(model, writers: bool = False):
+def wildcard_values(wildcards) -> dict:
+    """A job's wildcards as a plain dict, from a dict (``headgeom plan``) or Snakemake's wildcards
+    object, on which ``"part" in wildcards`` tests the *values*, not the names."""
+    if wildcards is None:
+        return {}
+    return dict(wildcards.items())
+
+
+def _pk_cost(model, writers: bool = False, kinds: str | None = None):
     """Cost of one PK job (a costs.pk_* model); a fanned-out job's part sizes it (its pairs, and
-    with ``writers`` its writer layers)."""
+    with ``writers`` its writer layers); ``kinds``: the pk.nulls key of the kinds it runs."""
 
     def cost(job, manifest, config, wildcards=None):
         nulls = config["pk"]["nulls"]
-        extra = {}
-        if job.fanout and wildcards is not None and "part" in wildcards:
+        extra, wc = ({"kinds": nulls[kinds]} if kinds else {}), wildcard_values(wildcards)
+        if job.fanout and "part" in wc:
             from headgeom.jobs import fanout
 
-            seg = fanout.part(job, costs._fields(manifest), config, int(wildcards["part"]))
+            seg = fanout.part(job, costs._fields(manifest), config, int(wc["part"]))
             extra = {"n_pairs": fanout.n_pairs(seg)}
             if writers:
                 _, extra["n_writers"], extra["n_readers"] = fanout.part_layers(seg)
@@ -255,7 +263,7 @@ def _activation_cost(kind):
 
         if kind == "natural_return":
             return act_costs.natural_return_resources(manifest, activation_tokens(config, "paper1"))
-        layer = (wildcards or {}).get("layer")
+        layer = wildcard_values(wildcards).get("layer")
         return act_costs.read_paths_resources(manifest, activation_tokens(config, "read_paths"),
                                               len(config["activation"]["read_paths"]["kinds"]),
                                               None if layer in (None, "") else int(layer))
@@ -293,7 +301,7 @@ JOBS = {
             outputs={"shard": ("pk_null_within", "layer_block")},
             params={"types": "pk/nulls/types", "kinds": "pk/nulls/within_kinds", "rank_rtol": "rank_rtol",
                     "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
-            cost_model=_pk_cost(costs.pk_null_within),
+            cost_model=_pk_cost(costs.pk_null_within, kinds="within_kinds"),
             seed_scheme="rng_for(model, 'null-within', null, kind, layer, sample)",
             log="logs/pk_null_within/{model}/layer{layer}/block{block}.log",
             blocks="within",
@@ -381,14 +389,28 @@ def register(job: Job) -> Job:
 
 
 def _fetch_cost(fields, config, wildcards=None):
-    return {"mem_mb": 4000, "runtime": 30}
+    """The fetch's cost from the model's shape (costs.fetch): ``fields``, or for the rule (which
+    runs before any manifest exists) the shape ``headgeom plan`` finds for the wildcards' model
+    (a local checkpoint's config.json, the model registry's ``shape:``); none known: the default."""
+    model = wildcard_values(wildcards).get("model")
+    entry = (config.get("models") or {}).get(model) or {}
+    if fields is None and model is not None:
+        from headgeom.core.errors import ConfigError
+        from headgeom.jobs.plan import model_shape
+
+        try:
+            fields = model_shape(model, config)[0]
+        except (ConfigError, OSError, ValueError, KeyError):
+            fields = None
+    return costs.fetch(fields, entry.get("source"))
 
 
 def _forward_cost(fields, config, wildcards):
     from headgeom.jobs.activation_costs import forward_resources, windows_resources
 
-    n, w = int(wildcards["nwin"]), int(wildcards["win"])
-    src = forward_source(config, wildcards["corpus"], n, w) if "corpus" in wildcards else None
+    wc = wildcard_values(wildcards)
+    n, w = int(wc["nwin"]), int(wc["win"])
+    src = forward_source(config, wc["corpus"], n, w) if "corpus" in wc else None
     return forward_resources(fields, n * w) if src is None else windows_resources(fields, src * w)
 
 

@@ -156,7 +156,13 @@ def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) 
     if segments is None:
         segments = [(int(layer), int(layer) + 1, L)]
     segments = pair_segments(segments, L)
-    cols, lams = pk_cross_rows(store.layer_factors, model, L, segments, params)
+
+    def layer_factors(l):  # each layer's tensors read once into its factors, then the memory map let go
+        f = store.layer_factors(l)
+        store.release()
+        return f
+
+    cols, lams = pk_cross_rows(layer_factors, model, L, segments, params)
     writers = sorted(lams)
     prov = shard_provenance("pk_cross", store, writers[0], params)
     if len(writers) > 1:

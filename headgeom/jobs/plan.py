@@ -150,7 +150,10 @@ def plan(config: dict, workdir=".", shapes=None, models=None, more_jobs=None) ->
         if r["largest"] is None or j.runtime > r["largest"].runtime:
             r["largest"] = j
     return {"models": per_model, "rules": rules, "jobs": jobs, "ceiling_min": fanout.max_job_minutes(config),
-            "fetch_min": FETCH.cost(None, config)["runtime"] if models else 0}
+            "fetch_min": max((FETCH.cost(d["fields"], config, {"model": m})["runtime"] for m, d in per_model.items()),
+                             default=0),
+            "fetch_mem_mb": max((FETCH.cost(d["fields"], config, {"model": m})["mem_mb"] for m, d in per_model.items()),
+                                default=0)}
 
 
 def wall_clock_hours(p: dict, cores: int) -> float:
@@ -178,6 +181,7 @@ def render(p: dict, cores=(1, 16, 64, 256, 1024)) -> str:
     over = [j for j in p["jobs"] if j.runtime > p["ceiling_min"]]
     lines += ["", f"runtime ceiling (fanout.max_job_minutes): {p['ceiling_min']:g} min; longest job {longest} min; "
                   f"{len(over)} job(s) over the ceiling" + (f" (e.g. {over[0].output})" if over else "")]
+    lines.append(f"fetch: {p['fetch_min']} min, {p['fetch_mem_mb']} MiB at most (one job per model, in parallel)")
     lines.append("wall-clock (fetch + per-layer jobs, one core per job, longest first):")
     for c in cores:
         lines.append(f"  {c:>6} cores: {wall_clock_hours(p, c):10.1f} h")

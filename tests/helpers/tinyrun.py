@@ -84,6 +84,25 @@ def dry_run_jobs(text: str) -> list[tuple[str, str | None]]:
     return sorted((r, o) for r, o in jobs)
 
 
+_RES = re.compile(r"^    resources: (.*)$")
+
+
+def dry_run_requests(text: str) -> dict[str, dict]:
+    """first output -> {rule, output, mem_mb, runtime} of every job of a dry run."""
+    jobs, cur = {}, None
+    for line in text.splitlines():
+        m = _JOB.match(line)
+        if m:
+            cur = {"rule": m.group(1)}
+        elif cur is not None and line.startswith("    output: ") and "output" not in cur:
+            cur["output"] = line[len("    output: "):].split(", ")[0]
+            jobs[cur["output"]] = cur
+        elif cur is not None and _RES.match(line):
+            res = dict(kv.split("=", 1) for kv in _RES.match(line).group(1).split(", ") if "=" in kv)
+            cur.update({k: int(res[k]) for k in ("mem_mb", "runtime") if k in res})
+    return jobs
+
+
 def dry_runs(snakemake_bin, root, workdir: Path, edits: dict[str, dict], targets=()) -> dict[str, list]:
     """Dry-run the workflow under each config edit (merged over the run's cfg.yaml), in parallel.
     Nothing in ``workdir`` changes: each edit gets its own config file beside cfg.yaml."""

@@ -78,9 +78,21 @@ def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs(job)
             assert r["runtime"] == max(5, -(-costs.SAFETY * want // 60))
         lower = {**PAPER, "fanout": {"max_job_minutes": 30}}
         assert len(fanout.parts(JOBS[job], fields, lower)) > len(parts)
-    # unsplit, writer layer 0 at 235B shape / the whole null stage at 7B shape ran for hours
-    assert costs.pk_cross_layer(QWEN3_235B)["runtime"] > 5 * 60
+    # unsplit, the cross-layer pairs at 235B shape / the whole null stage at 7B shape run for hours
+    assert costs.pk_cross_layer(QWEN3_235B, n_pairs=94 * 93 // 2)["runtime"] > 24 * 60
     assert costs.pk_null_cross(QWEN25_7B, 10, 2)["runtime"] > 2 * 60
+
+
+@pytest.mark.parametrize("job", ["pk_cross_layer", "pk_null_cross"])
+def test_a_part_is_priced_alike_from_snakemakes_wildcards_and_from_a_dict(job):
+    """The rules hand the cost model Snakemake's wildcards object, whose ``in`` tests the values:
+    each part must still be priced as itself, not as the whole job."""
+    from snakemake.iocontainers import Wildcards
+
+    for i in range(len(fanout.parts(JOBS[job], QWEN25_7B, PAPER))):
+        wc = Wildcards(fromdict={"model": "qwen2.5-7b", "block": "0", "part": str(i)})
+        assert JOBS[job].cost(QWEN25_7B, PAPER, wc) == JOBS[job].cost(QWEN25_7B, PAPER, {"part": i})
+    assert JOBS[job].cost(QWEN25_7B, PAPER, wc)["runtime"] != JOBS[job].cost(QWEN25_7B, PAPER)["runtime"]
 
 
 def test_part_out_of_range_is_a_config_error():
@@ -262,3 +274,39 @@ def test_pk_cross_computes_each_reader_layer_once_and_recomputes_beyond_the_memo
     assert calls.count(("Q", "K", "V")) == 4 + 3 + 2 + 1  # every writer's readers recomputed
     memo, none = (pq.read_table(tmp_path / f"{n}.parquet").to_pydict() for n in ("memo", "none"))
     assert memo == none and len(memo["rho"]) > 0
+
+
+def test_pk_cross_lets_each_layers_mapped_tensors_go(tmp_path, monkeypatch):
+    """A pk_cross part reads many layers from the memory-mapped store: the pages of the layers it
+    has read must not stay resident (at Qwen2.5-7B's shape they added 112 MiB per layer read,
+    4.6 GB for a part reading all 28). Resident file pages (RssFile) after each layer's read stay
+    within about one layer's tensors, while the store holds ten."""
+    from pathlib import Path
+
+    from headgeom.io.fetch import fetch_model
+    from headgeom.io.store import TensorStore
+    from headgeom.jobs import pk as pkjobs
+    from synth import write_llama
+
+    def rss_file_kib():
+        return next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                    if line.startswith("RssFile:"))
+
+    L = 10
+    write_llama(tmp_path / "ck", d_model=512, n_heads=8, n_kv=2, d_head=64, n_layers=L, closed=())
+    fetch_model("m", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
+    layer_kib = (tmp_path / "store" / "tensors.safetensors").stat().st_size / L / 1024
+    seen = []
+    real = TensorStore.layer_factors
+
+    def spy(self, layer):
+        f = real(self, layer)
+        seen.append(rss_file_kib())
+        return f
+
+    monkeypatch.setattr(TensorStore, "layer_factors", spy)
+    p = {"rank_rtol": 1e-6, "cross_kinds": ["Q", "K", "V"]}
+    pkjobs.pk_cross_job(tmp_path / "store", 0, tmp_path / "x.parquet", p, segments=[(0, 1, L), (1, 2, L)],
+                        log=lambda *_: None)
+    assert len(seen) >= L
+    assert max(seen) - seen[0] < 2 * layer_kib, (seen, layer_kib)

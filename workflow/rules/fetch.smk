@@ -2,6 +2,14 @@
 FETCH_KEYS = ("source", "path", "repo_id", "revision", "package")
 
 
+def fetch_cost(key):
+    """The fetch's mem_mb / runtime from the model's shape (headgeom.jobs.costs.fetch), times the
+    attempt as the per-layer jobs' (job_cost)."""
+    return lambda wildcards, attempt: costs.grow(
+        FETCH.cost(None, config, wildcards), attempt
+    )[key]
+
+
 checkpoint fetch:
     output:
         **FETCH.outputs,
@@ -12,7 +20,8 @@ checkpoint fetch:
         "../../envs/headgeom.yaml"
     threads: 1
     resources:
-        **FETCH.cost(None, config),
+        mem_mb=fetch_cost("mem_mb"),
+        runtime=fetch_cost("runtime"),
         cpus_per_task=1,
     params:
         **({"cache_key": source_key} if CACHE_ON else {}),
