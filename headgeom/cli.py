@@ -185,6 +185,22 @@ def _check(args) -> int:
     return 0
 
 
+def _verify(args) -> int:
+    """Every file of a results tree against its content record: exit 0 when all are sound, 1 with
+    one line per damaged file."""
+    import time
+
+    from headgeom.verify.integrity import results_problems
+
+    t0 = time.perf_counter()
+    checked, lines = results_problems(args.directory)
+    for ln in lines:
+        print(f"damaged: {ln}", file=sys.stderr)
+    print(f"headgeom verify: {checked} files checked in {time.perf_counter() - t0:.1f} s, "
+          + (f"{len(lines)} damaged" if lines else "all match their records"))
+    return 1 if lines else 0
+
+
 def _docs(args) -> int:
     from headgeom.verify import docs
 
@@ -276,6 +292,14 @@ def main(argv=None) -> int:
     q.add_argument("--config", nargs="+", metavar="KEY=VALUE", help="config values (as snakemake --config)")
     q.add_argument("-d", "--directory", default=".", help="work directory (relative paths in the config; default: .)")
     q.set_defaults(func=_check)
+
+    v = sub.add_parser("verify", help="every shard, table, figure, tensor store and forward pass against its record",
+                       description="Check every file of a results tree against its content record (shards: the "
+                                   "record in their footer; tables and figures: their sidecar's sha256s; tensor "
+                                   "stores: their manifest; forward passes: their forward.json) and list every "
+                                   "damaged file with the command that rebuilds it. Exit 1 if any is damaged.")
+    v.add_argument("-d", "--directory", default=".", help="work directory of the run")
+    v.set_defaults(func=_verify)
 
     t = sub.add_parser("timings", help="per rule: job count, wall time, work and start-up, from the run's logs",
                        description="Read the Snakemake log of a run (default: the latest under .snakemake/log) "

@@ -58,6 +58,21 @@ def _preflight():
 
 
 _preflight()
+
+
+def _set_aside_damaged_shards():
+    """A shard whose content does not match its record, or that does not parse, is moved aside
+    (headgeom.io.shards.set_aside_damaged, one line each) before the DAG is built: its job reruns
+    in this run and nothing reads it. Only the main process checks."""
+    if workflow.is_main_process:
+        from headgeom.io.shards import set_aside_damaged
+
+        set_aside_damaged(
+            layout.SHARDS_ROOT, say=lambda line: print(line, file=sys.stderr)
+        )
+
+
+_set_aside_damaged_shards()
 # under --profile slurm: one job array per distinct resource request (headgeom/jobs/slurm_arrays.py)
 slurm_arrays.install()
 # one pending re-evaluation timer in Snakemake's scheduler, not a chain per event (headgeom/jobs/scheduler_timers.py)
