@@ -151,13 +151,14 @@ def _costs(args) -> int:
 
 
 def _check(args) -> int:
-    """The pre-flight check the workflow runs when it loads (headgeom.jobs.preflight): exit 0
-    when nothing is wrong, 2 with one line per problem."""
+    """The check the workflow runs when it loads (headgeom.jobs.preflight.check: the config
+    against the schema and the registries, and the inputs): exit 0 when nothing is wrong, 2 with
+    one line per problem."""
     import os
 
     from headgeom.core.cliguard import not_a_config_file
     from headgeom.core.errors import HeadgeomError
-    from headgeom.jobs.preflight import load, problems, report
+    from headgeom.jobs.preflight import check, load, report
 
     files = [str(Path(f).absolute()) for f in args.configfile or []]
     bad = [ln for ln in map(not_a_config_file, args.configfile or []) if ln]
@@ -166,14 +167,14 @@ def _check(args) -> int:
             print(f"headgeom check: {ln}", file=sys.stderr)
         return 2
     try:
-        cfg = load(files, args.config or [])
+        cfg = load(files, args.config or [], checked=False)
     except (HeadgeomError, ValueError, OSError) as e:
         print(f"headgeom check: {e}", file=sys.stderr)
         return 2
     here = os.getcwd()
     os.chdir(args.directory)  # relative paths in the config are relative to the work directory
     try:
-        found = problems(cfg)
+        found = check(cfg)
     finally:
         os.chdir(here)
     if found:
