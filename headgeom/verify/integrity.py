@@ -60,3 +60,55 @@ def results_problems(workdir: str | Path = ".", threads: int = 2) -> tuple[int, 
             rel = summ.parent.relative_to(workdir)
             lines.append(f"{'; '.join(probs)}; rebuild: snakemake -c2 --force {rel}")
     return checked, lines
+
+
+def shards_to_rebuild(workdir: str | Path = ".", say=print, threads: int = 2) -> list[str]:
+    """The shards a run must rebuild before anything reads them (paths relative to ``workdir``):
+    every damaged shard under results/shards, moved aside (``set_aside_damaged``, one line each),
+    and every shard a table's or figure's sidecar lists that is missing (one line each).
+    Snakemake alone would rebuild neither: a missing input of an output that exists is taken as
+    an intermediate file deleted on purpose."""
+    import json
+
+    from headgeom.io.shards import set_aside_damaged
+
+    workdir = Path(workdir)
+    moved = [str(p.relative_to(workdir)) for p in set_aside_damaged(workdir / layout.SHARDS_ROOT, say, threads)]
+    out = dict.fromkeys(moved)
+    for sidecars in (workdir / layout.TABLES_DIR, workdir / layout.FIGURES_DIR):
+        for prov in sorted(sidecars.glob("*.prov.json")):
+            try:
+                inputs = json.loads(prov.read_text()).get("inputs") or []
+            except (OSError, ValueError, AttributeError):
+                continue
+            for rec in inputs if isinstance(inputs, list) else []:
+                p = rec.get("path") if isinstance(rec, dict) else None
+                if not isinstance(p, str) or not p.startswith(layout.SHARDS_ROOT + "/") or p in out:
+                    continue
+                if not (workdir / p).exists():
+                    say(f"headgeom: {p} is missing (listed in {prov.relative_to(workdir)}): its job reruns")
+                    out[p] = None
+    return list(out)
+
+
+def force_rebuild(workflow, paths: list[str]) -> None:
+    """Make this Snakemake run rebuild ``paths`` (as ``--forcerun PATH ...`` would: their jobs
+    rerun, and every job downstream of them). The command line's DAG settings reach the workflow
+    only after the Snakefile is read, so they are extended when they are set."""
+    import dataclasses
+
+    if not paths:
+        return
+    extra = frozenset(paths)
+    base = type(workflow)
+
+    class _Forcing(base):
+        def __setattr__(self, name, value):
+            if name == "dag_settings" and value is not None:
+                value = dataclasses.replace(value, forcerun=frozenset(value.forcerun) | extra)
+            super().__setattr__(name, value)
+
+    _Forcing.__name__ = _Forcing.__qualname__ = base.__name__
+    workflow.__class__ = _Forcing
+    if workflow.dag_settings is not None:  # already set (an API caller that set it first)
+        workflow.dag_settings = workflow.dag_settings

@@ -16,19 +16,18 @@ from headgeom.jobs.families import (
 from headgeom.outputs import OUTPUTS
 
 
-def _set_aside_damaged_shards():
-    """A shard whose content does not match its record, or that does not parse, is moved aside
-    (headgeom.io.shards.set_aside_damaged, one line each) before the DAG is built: its job reruns
-    in this run and nothing reads it. Only the main process checks."""
+def _rebuild_damaged_shards():
+    """A shard whose content does not match its record, or that does not parse, is moved aside,
+    and it and every shard a table's sidecar lists that is missing are rebuilt in this run, with
+    what reads them (headgeom.verify.integrity; one line each). Only the main process checks."""
     if workflow.is_main_process:
-        from headgeom.io.shards import set_aside_damaged
+        from headgeom.verify.integrity import force_rebuild, shards_to_rebuild
 
-        set_aside_damaged(
-            layout.SHARDS_ROOT, say=lambda line: print(line, file=sys.stderr)
-        )
+        say = lambda line: print(line, file=sys.stderr)
+        force_rebuild(workflow, shards_to_rebuild(".", say=say))
 
 
-_set_aside_damaged_shards()
+_rebuild_damaged_shards()
 # under --profile slurm: one job array per distinct resource request (headgeom/jobs/slurm_arrays.py)
 slurm_arrays.install()
 # one pending re-evaluation timer in Snakemake's scheduler, not a chain per event (headgeom/jobs/scheduler_timers.py)
