@@ -324,6 +324,7 @@ def _given_blocks(out, names: list, fields, layer: int, kinds) -> tuple[dict, di
     head pair in reader_rows' order."""
     import pyarrow.parquet as pq
 
+    from headgeom.io.shards import verify_shard
     from headgeom.jobs.pk import heads_of_kind
 
     hit = (_REUSE or {}).get(str(Path(out).resolve()))
@@ -332,6 +333,7 @@ def _given_blocks(out, names: list, fields, layer: int, kinds) -> tuple[dict, di
     base, columns = Path(hit[0]), [c for c in hit[1] if c in names]
     if not columns or not base.is_file():
         return {}, None
+    sha = verify_shard(base)  # reused columns come only from a shard that matches its record
     t = pq.read_table(base, columns=["reader_layer", "kind", "writer", "reader", *columns]).to_pydict()
     rl, kd = np.asarray(t["reader_layer"]), np.asarray(t["kind"], dtype=object)
     out_blocks, i, n_blocks = {}, 0, 0
@@ -344,7 +346,7 @@ def _given_blocks(out, names: list, fields, layer: int, kinds) -> tuple[dict, di
                     and np.array_equal(t["writer"][sl], jj) and np.array_equal(t["reader"][sl], hh)):
                 out_blocks[(lr, kind)] = {c: np.asarray(t[c][sl], np.float64) for c in columns}
             i, n_blocks = i + jj.size, n_blocks + 1
-    return out_blocks, {"columns": columns, "shard_sha256": sha256_file(base), "blocks": len(out_blocks),
+    return out_blocks, {"columns": columns, "shard_sha256": sha, "blocks": len(out_blocks),
                         "of_blocks": n_blocks}
 
 
