@@ -284,7 +284,9 @@ def main(argv=None) -> int:
     s.set_defaults(func=_summary)
 
     q = sub.add_parser("check", help="every problem of a config's inputs, before any job (as the workflow checks)",
-                       description="The pre-flight check the workflow runs when it loads: every active model's "
+                       description="The check the workflow runs when it loads (the same function): the config "
+                                   "against the schema and the registries (null types, layers and figure layer "
+                                   "indices against each model's layer count), then every active model's "
                                    "source (path, config.json, safetensors / GGUF headers, installed package, hub "
                                    "repo and revision), its architecture for each stage it runs, its tokenizer "
                                    "for the activation stage, and each corpus. One line per problem; exit 2 if "
