@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -381,19 +380,3 @@ def damaged_shards(root: str | Path, threads: int = 2) -> list[tuple[Path, list[
     with ThreadPoolExecutor(max(1, threads)) as ex:
         found = list(ex.map(shard_problems, paths))
     return [(p, probs) for p, probs in zip(paths, found) if probs]
-
-
-DAMAGED_SUFFIX = ".damaged"
-
-
-def set_aside_damaged(root: str | Path, say=print, threads: int = 2) -> list[Path]:
-    """Move every damaged shard under ``root`` aside (to ``<name>.damaged``, replacing an older
-    one), saying which and why in one line each, so that the workflow sees it as missing and its
-    job reruns; returns the shards moved."""
-    moved = []
-    for p, probs in damaged_shards(root, threads):
-        aside = p.with_name(p.name + DAMAGED_SUFFIX)
-        os.replace(p, aside)
-        say(f"headgeom: {p} is damaged ({'; '.join(probs)}): moved to {aside.name}; its job reruns")
-        moved.append(p)
-    return moved

@@ -63,18 +63,22 @@ def results_problems(workdir: str | Path = ".", threads: int = 2) -> tuple[int, 
 
 
 def shards_to_rebuild(workdir: str | Path = ".", say=print, threads: int = 2) -> list[str]:
-    """The shards a run must rebuild before anything reads them (paths relative to ``workdir``):
-    every damaged shard under results/shards, moved aside (``set_aside_damaged``, one line each),
-    and every shard a table's or figure's sidecar lists that is missing (one line each).
-    Snakemake alone would rebuild neither: a missing input of an output that exists is taken as
-    an intermediate file deleted on purpose."""
+    """The shards a run must rebuild before anything reads them (paths relative to ``workdir``),
+    one line each: every damaged shard under results/shards (``damaged_shards``) and every shard a
+    table's or figure's sidecar lists that is missing. Snakemake alone would rebuild neither: a
+    shard's time stamp says nothing of its bytes, and a missing input of an output that exists is
+    taken as an intermediate file deleted on purpose. Nothing is moved or deleted here (a dry run
+    changes nothing); the rebuild overwrites the damaged file."""
     import json
 
-    from headgeom.io.shards import set_aside_damaged
+    from headgeom.io.shards import damaged_shards
 
     workdir = Path(workdir)
-    moved = [str(p.relative_to(workdir)) for p in set_aside_damaged(workdir / layout.SHARDS_ROOT, say, threads)]
-    out = dict.fromkeys(moved)
+    out = {}
+    for p, probs in damaged_shards(workdir / layout.SHARDS_ROOT, threads):
+        rel = str(p.relative_to(workdir))
+        say(f"headgeom: {rel} is damaged ({'; '.join(probs)}): its job reruns")
+        out[rel] = None
     for sidecars in (workdir / layout.TABLES_DIR, workdir / layout.FIGURES_DIR):
         for prov in sorted(sidecars.glob("*.prov.json")):
             try:

@@ -17,10 +17,11 @@ from headgeom.outputs import OUTPUTS
 
 
 def _rebuild_damaged_shards():
-    """A shard whose content does not match its record, or that does not parse, is moved aside,
-    and it and every shard a table's sidecar lists that is missing are rebuilt in this run, with
-    what reads them (headgeom.verify.integrity; one line each). Only the main process checks."""
-    if workflow.is_main_process:
+    """A shard whose content does not match its record, or that does not parse, and every shard
+    a table's sidecar lists that is missing, are rebuilt in this run with what reads them
+    (headgeom.verify.integrity; one line each). Only the main process checks (not --lint).
+    """
+    if workflow.is_main_process and "--lint" not in sys.argv:
         from headgeom.verify.integrity import force_rebuild, shards_to_rebuild
 
         say = lambda line: print(line, file=sys.stderr)
