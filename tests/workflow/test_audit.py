@@ -183,7 +183,8 @@ def test_corrupted_shard_is_a_listed_failure_in_the_default_view(run, tmp_path):
     w = copy_run(run, tmp_path / "run")
     shard = w / "results/shards/paper1_heads/tiny/layer0.parquet"
     b = bytearray(shard.read_bytes())
-    b[len(b) // 2] ^= 0xFF  # one flipped byte: the file no longer has the sidecar's sha256
+    footer = int.from_bytes(b[-8:-4], "little")
+    b[(len(b) - 8 - footer) // 2] ^= 0xFF  # one flipped byte in the data pages
     shard.write_bytes(bytes(b))
     r = subprocess.run([*_cli(), "audit", "p1_table2_strong_tail", "--row", "model=tiny", "--column", "strong", "--no-tensors",
                         "-d", str(w)], capture_output=True, text=True, timeout=300)
