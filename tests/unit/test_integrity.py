@@ -164,3 +164,24 @@ def test_a_renamed_column_in_the_footer_is_damage(tmp_path):
     assert b.count(b"strong") >= 1
     p.write_bytes(b.replace(b"strong", b"strung"))
     assert shard_problems(p) == ["its content does not match its record (a changed byte)"]
+
+
+def test_activation_layer_file_is_checked_against_its_forward_json(tmp_path):
+    import json
+
+    from safetensors.numpy import save_file
+
+    from headgeom.io.files import sha256_file
+    from headgeom.jobs.activation import FORWARD_SUMMARY, layer_file, read_layer
+
+    p = layer_file(tmp_path, 0)
+    save_file({"z": np.arange(12, dtype=np.float32).reshape(3, 4)}, str(p), metadata={"headgeom": "{}"})
+    (tmp_path / FORWARD_SUMMARY).write_text(json.dumps({"files": {p.name: sha256_file(p)}}))
+    arrays, _ = read_layer(tmp_path, 0)
+    assert arrays["z"].shape == (3, 4)
+    b = bytearray(p.read_bytes())
+    b[-1] ^= 0x01  # the last value's lowest bit
+    p.write_bytes(bytes(b))
+    with pytest.raises(DamagedFileError, match=r"layer0\.safetensors is damaged: its content does not match the "
+                                               r"sha256 its forward\.json records; rebuild it: snakemake -c2 --force"):
+        read_layer(tmp_path, 0)
