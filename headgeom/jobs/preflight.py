@@ -310,7 +310,9 @@ def problems(config: dict, shapes: dict | None = None) -> list[Problem]:
         if not isinstance(entry, dict):
             where = [f"paper1.lineages.{k}" for k, members in ((config.get("paper1") or {}).get("lineages") or {}).items()
                      if name in (members or [])]
-            named = f" (named in {', '.join(where)})" if where and name not in (config.get("active_models") or []) else ""
+            if name in (config.get("active_models") or []):
+                where = ["active_models"] + where
+            named = f" (named in {', '.join(where)})" if where else ""
             out.append(Problem("model", name, FETCH.name,
                                f"is not under models:{named} (known: {', '.join(sorted(known))})"))
             continue

@@ -105,8 +105,9 @@ def test_malformed_config_one_clear_error_naming_the_key(bad_config_runs, case):
     key = BAD_CONFIGS[case][1]
     assert rc != 0, out
     lines = out.splitlines()
-    one_line = [ln for ln in lines if ln.startswith("config: ")]
-    if one_line:  # a one-line config check ahead of Snakemake's validate()
+    # the workflow's load check (headgeom.jobs.preflight.check) ahead of Snakemake's validate()
+    one_line = [ln for ln in lines if ln.startswith("headgeom: ") and "found before any job ran" not in ln]
+    if one_line:
         assert len(one_line) == 1 and key in one_line[0], out
     else:  # Snakemake's validate(): exactly one error, naming the key in its message or instance path
         assert out.count("Error validating config file") == 1 and out.count("ValidationError") == 1, out
@@ -124,7 +125,7 @@ def test_malformed_config_error_is_one_short_line(bad_config_runs, case):
     assert rc != 0
     lines = out.strip().splitlines()
     assert len(lines) <= 12, out
-    assert any(ln.startswith("config") and key in ln for ln in lines), out
+    assert any(ln.startswith("headgeom: config") and key in ln for ln in lines), out
 
 
 # --------------------------------------------------------------------------- architecture
