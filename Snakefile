@@ -1,6 +1,7 @@
 # headgeom: tensors -> per-layer jobs -> Parquet shards -> tables and figures.
 # `snakemake -c2` builds everything for config["active_models"]; any single table or
 # figure is a target of its own (e.g. `snakemake -c2 results/tables/p1_table2_strong_tail.csv`).
+import sys
 from pathlib import Path
 
 from snakemake.utils import min_version, validate
@@ -15,14 +16,14 @@ configfile: Path(workflow.basedir) / "config" / "config.yaml"
 report: "workflow/report/workflow.rst"
 
 
-from headgeom.core.config import check_config, typed_cli_config
+from headgeom.core.config import typed_cli_config
+from headgeom.jobs.preflight import workflow_check
 
 # --config values nested in {...} / [...] arrive as strings: typed as a config file types them
 typed_cli_config(config, workflow.config_settings.config)
-# one line naming the bad key (Snakemake's validate would print the whole schema node)
-check_config(
-    config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
-)
+# every config error (schema, registries, layers against each model's shape) and every problem of
+# the inputs, one line each, before any job: the check `headgeom check` prints (headgeom.jobs.preflight)
+workflow_check(config, workflow, sys.argv)
 validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
 
 

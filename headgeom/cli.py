@@ -207,13 +207,14 @@ def _costs(args) -> int:
 
 
 def _check(args) -> int:
-    """The pre-flight check the workflow runs when it loads (headgeom.jobs.preflight): exit 0
-    when nothing is wrong, 2 with one line per problem."""
+    """The check the workflow runs when it loads (headgeom.jobs.preflight.check: the config
+    against the schema and the registries, and the inputs): exit 0 when nothing is wrong, 2 with
+    one line per problem."""
     import os
 
     from headgeom.core.cliguard import not_a_config_file
     from headgeom.core.errors import HeadgeomError
-    from headgeom.jobs.preflight import load, problems, report
+    from headgeom.jobs.preflight import check, load, report
 
     files = [str(Path(f).absolute()) for f in args.configfile or []]
     bad = [ln for ln in map(not_a_config_file, args.configfile or []) if ln]
@@ -222,14 +223,14 @@ def _check(args) -> int:
             print(f"headgeom check: {ln}", file=sys.stderr)
         return 2
     try:
-        cfg = load(files, args.config or [])
+        cfg = load(files, args.config or [], checked=False)
     except (HeadgeomError, ValueError, OSError) as e:
         print(f"headgeom check: {e}", file=sys.stderr)
         return 2
     here = os.getcwd()
     os.chdir(args.directory)  # relative paths in the config are relative to the work directory
     try:
-        found = problems(cfg)
+        found = check(cfg)
     finally:
         os.chdir(here)
     if found:
@@ -239,6 +240,22 @@ def _check(args) -> int:
     print(f"headgeom check: no problems (models {models}; sources, headers, architectures, tokenizers and corpora "
           "checked; hub models are checked at fetch)")
     return 0
+
+
+def _verify(args) -> int:
+    """Every file of a results tree against its content record: exit 0 when all are sound, 1 with
+    one line per damaged file."""
+    import time
+
+    from headgeom.verify.integrity import results_problems
+
+    t0 = time.perf_counter()
+    checked, lines = results_problems(args.directory)
+    for ln in lines:
+        print(f"damaged: {ln}", file=sys.stderr)
+    print(f"headgeom verify: {checked} files checked in {time.perf_counter() - t0:.1f} s, "
+          + (f"{len(lines)} damaged" if lines else "all match their records"))
+    return 1 if lines else 0
 
 
 def _docs(args) -> int:
@@ -342,7 +359,9 @@ def main(argv=None) -> int:
     s.set_defaults(func=_summary)
 
     q = sub.add_parser("check", help="every problem of a config's inputs, before any job (as the workflow checks)",
-                       description="The pre-flight check the workflow runs when it loads: every active model's "
+                       description="The check the workflow runs when it loads (the same function): the config "
+                                   "against the schema and the registries (null types, layers and figure layer "
+                                   "indices against each model's layer count), then every active model's "
                                    "source (path, config.json, safetensors / GGUF headers, installed package, hub "
                                    "repo and revision), its architecture for each stage it runs, its tokenizer "
                                    "for the activation stage, and each corpus. One line per problem; exit 2 if "
@@ -351,6 +370,14 @@ def main(argv=None) -> int:
     q.add_argument("--config", nargs="+", metavar="KEY=VALUE", help="config values (as snakemake --config)")
     q.add_argument("-d", "--directory", default=".", help="work directory (relative paths in the config; default: .)")
     q.set_defaults(func=_check)
+
+    v = sub.add_parser("verify", help="every shard, table, figure, tensor store and forward pass against its record",
+                       description="Check every file of a results tree against its content record (shards: the "
+                                   "record in their footer; tables and figures: their sidecar's sha256s; tensor "
+                                   "stores: their manifest; forward passes: their forward.json) and list every "
+                                   "damaged file with the command that rebuilds it. Exit 1 if any is damaged.")
+    v.add_argument("-d", "--directory", default=".", help="work directory of the run")
+    v.set_defaults(func=_verify)
 
     t = sub.add_parser("timings", help="per rule: job count, wall time, work and start-up, from the run's logs",
                        description="Read the Snakemake log of a run (default: the latest under .snakemake/log) "

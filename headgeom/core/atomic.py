@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 from contextlib import contextmanager
@@ -15,9 +16,13 @@ def atomic_path(path: str | Path, before_replace=None):
     A killed or failing writer leaves only a ``.tmp-*`` file that nothing reads, never a
     file at ``path`` that looks complete. Errors such as a full disk (ENOSPC) propagate with
     the target named, and the previous file at ``path`` (if any) is untouched.
-    ``before_replace`` (optional) is called after the data is on disk, just before the rename."""
+    ``before_replace`` (optional) is called after the data is on disk, just before the rename.
+    The temporary files a killed earlier writer of ``path`` left are removed first (one writer of a
+    file at a time: Snakemake locks a job's outputs)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
+        _unlink(stale)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
     os.close(fd)
     try:

@@ -45,7 +45,26 @@ def check_config(config: dict, schema_path) -> None:
         e = jsonschema.exceptions.best_match(errors)
         key = ".".join(_name(p) for p in e.absolute_path) or "(top level)"
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        raise ConfigError(f"config: {key}: {e.message}{more}")
+        raise ConfigError(f"config: {key}: {e.message}{_yaml_hint(e)}{more}")
+
+
+def _yaml_hint(e) -> str:
+    """Why a number arrived as a string: YAML 1.1 (PyYAML) reads ``1e-6`` (no dot in the
+    mantissa) as text, ``1.0e-6`` as a number."""
+    inst = e.instance
+    wanted = e.validator_value if e.validator == "type" else None
+    wanted = wanted if isinstance(wanted, list) else [wanted]
+    if not isinstance(inst, str) or not {"number", "integer"} & set(wanted):
+        return ""
+    try:
+        float(inst)
+    except ValueError:
+        return ""
+    fixed = inst
+    if "e" in inst.lower() and "." not in inst.lower().split("e")[0]:
+        mant, exp = inst.lower().split("e", 1)
+        fixed = f"{mant}.0e{exp}"
+    return f" (YAML reads {inst} as text, not a number: write {fixed})"
 
 
 # --------------------------------------------------------------------------- --config values

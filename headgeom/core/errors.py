@@ -31,3 +31,7 @@ class ModelRunError(HeadgeomError):
 
 class TimingsError(HeadgeomError):
     """A run's logs cannot be read as a per-rule timing table (headgeom timings)."""
+
+
+class DamagedFileError(HeadgeomError):
+    """A file the run wrote (a shard, a table) that no longer matches its content record."""

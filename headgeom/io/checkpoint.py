@@ -459,13 +459,39 @@ def check_gguf(path: str | Path, meta: dict | None = None) -> None:
                                       f"the end of the file ({size} bytes)")
 
 
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".ckpt")
+
+
+def not_a_checkpoint_file(path: Path) -> str:
+    """What is wrong with a model ``path`` that is a file but not a .gguf, from its first bytes:
+    pickle-format weights (a pickle stream or torch.save's zip) are refused as such; a file only
+    named like them, a lone .safetensors file or anything else is said to be what it is."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(512)
+        size = path.stat().st_size
+    except OSError as e:
+        return f"{path} is unreadable ({e.strerror or e})"
+    if head[:1] == b"\x80" or head[:4] == b"PK\x03\x04":
+        return (f"{path} is a pickle-format checkpoint; headgeom never unpickles model files. "
+                "Use safetensors or GGUF.")
+    try:
+        what = "text file" if all(c.isprintable() or c.isspace() for c in head.decode("utf-8")) else "file"
+    except UnicodeDecodeError:
+        what = "binary file"
+    if path.suffix == ".safetensors":
+        return (f"{path} is a single .safetensors file; give the directory that holds it with its config.json "
+                "(an HF-layout checkpoint) or a .gguf file")
+    if path.name in PICKLE_NAMES or path.suffix in PICKLE_SUFFIXES:
+        return (f"{path} is named like a pickle checkpoint but is a {size}-byte {what}, neither pickle nor "
+                "safetensors nor GGUF; give an HF-layout directory or a .gguf file")
+    return f"{path} is a {size}-byte {what}, not a checkpoint; expected an HF-layout directory or a .gguf file"
+
+
 def open_checkpoint(path: str | Path):
     path = Path(path)
     if path.is_file() and path.suffix == ".gguf":
         return GGUFFile(path)
-    if path.is_file() and (path.name in PICKLE_NAMES or path.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt")):
-        raise CheckpointError(
-            f"{path} is a pickle-format checkpoint; headgeom never unpickles model files. "
-            "Use safetensors or GGUF."
-        )
+    if path.is_file():
+        raise CheckpointError(not_a_checkpoint_file(path))
     return SafetensorsDir(path)

@@ -1,16 +1,29 @@
 """Parquet shards: one per job, written atomically, with provenance in the schema metadata
-under the key ``headgeom``."""
+under the key ``headgeom``.
+
+Every shard carries its own content record, checked before any use (``shard_problems``,
+``verify_shard``; ``read_shard`` and ``read_shards`` call it): Parquet page checksums (CRC32 of
+every data page) and, in the footer's key-value metadata under ``headgeom_content_sha256``, the
+sha256 of what the footer cannot vouch for by itself: every byte before the footer (the data
+pages), the provenance record and the layout (column names and types, row count). A flipped bit,
+a truncated or overwritten file, or a foreign Parquet file at a shard's path is named as damaged
+with the command that rebuilds it, never read as data."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 
-from headgeom.io.files import atomic_path, sha256_file
+from headgeom.core.errors import DamagedFileError
+from headgeom.io.files import atomic_path
 
 META_KEY = b"headgeom"
+# the shard's content record (footer key-value metadata, added after the data pages are written)
+CONTENT_KEY = b"headgeom_content_sha256"
+_MAGIC = b"PAR1"
 
 
 def columns_table(columns: dict[str, np.ndarray]):
@@ -96,6 +109,7 @@ def _from_buffers(v: np.ndarray):
 
 
 def write_shard(path: str | Path, columns: dict[str, np.ndarray], provenance: dict) -> None:
+    """Write one shard atomically, with page checksums and its content record (module docstring)."""
     import pyarrow.parquet as pq
 
     table = columns_table(columns)
@@ -103,33 +117,165 @@ def write_shard(path: str | Path, columns: dict[str, np.ndarray], provenance: di
 
     if run_info():  # attempt, rule, SLURM job id of the running job
         provenance = {**provenance, "run": run_info()}
-    table = table.replace_schema_metadata({META_KEY: json.dumps(provenance, sort_keys=True, default=str).encode()})
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+    meta = json.dumps(provenance, sort_keys=True, default=str).encode()
+    table = table.replace_schema_metadata({META_KEY: meta})
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        sink = _HashingSink(fh)
+        with pq.ParquetWriter(sink, table.schema, compression="zstd", write_page_checksum=True) as w:
+            w.write_table(table)
+            # everything before the footer is written: record its hash in the footer
+            w.add_key_value_metadata({CONTENT_KEY: _content_hash(sink.hash.copy(), meta, table.schema,
+                                                                 table.num_rows)})
 
 
-def read_shard(path: str | Path, read_dictionary: list[str] | None = None):
-    """(pyarrow Table, provenance dict). Read with ``ParquetFile``: ``pq.read_table`` goes through
-    ``pyarrow.dataset``, whose import pulls in pandas (about 0.3 CPU-s per process, more than
-    most tables take to build); the table read is the same. ``read_dictionary``: string columns
-    read as dictionary arrays (each distinct string once; ``column_numpy`` gives the same values)."""
+class _HashingSink:
+    """A binary file the Parquet writer writes through, hashing every byte on its way."""
+
+    def __init__(self, fh):
+        self.fh, self.hash, self.n, self.closed = fh, hashlib.sha256(), 0, False
+
+    def write(self, b) -> int:
+        self.fh.write(b)
+        self.hash.update(b)
+        self.n += len(b)
+        return len(b)
+
+    def tell(self) -> int:
+        return self.n
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+    def close(self) -> None:
+        self.closed = True
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+
+def _layout(schema, num_rows: int) -> bytes:
+    return json.dumps([[f.name, _type_name(f.type)] for f in schema] + [num_rows]).encode()
+
+
+def _type_name(t) -> str:
+    """A column type as written and as read back (Parquet renames a list's item field)."""
+    import pyarrow as pa
+
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"list<{_type_name(t.value_type)}>"
+    return str(t)
+
+
+def _content_hash(h, meta: bytes, schema, num_rows: int) -> str:
+    """The content record: ``h`` (sha256 of the bytes before the footer) continued with the
+    provenance and the layout."""
+    h.update(b"\0" + meta + b"\0" + _layout(schema, num_rows))
+    return h.hexdigest()
+
+
+def rebuild_hint(path: str | Path) -> str:
+    """The command that rebuilds a workflow file (a shard under results/: its job reruns)."""
+    from headgeom.io.files import within_workdir
+
+    return f"snakemake -c2 {within_workdir(path)} (add your usual --configfile)"
+
+
+def shard_check(path: str | Path, bufsize: int = 1 << 20) -> tuple[list[str], str | None]:
+    """(problems, the file's sha256): ``problems`` is empty when the shard at ``path`` is sound: a
+    Parquet file whose footer parses, that holds headgeom provenance and a content record, and
+    whose bytes before the footer, provenance and layout hash to that record. Reads the file once
+    (the sha256 of the whole file comes from the same pass); does not decode the data pages (their
+    checksums are verified when they are read)."""
     import pyarrow.parquet as pq
 
-    with pq.ParquetFile(path, read_dictionary=read_dictionary or None) as f:
-        t = f.read()
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            if size < 12:
+                return [f"{size} bytes, too short to be a Parquet file (truncated)"], None
+            fh.seek(size - 8)
+            tail = fh.read(8)
+            flen = int.from_bytes(tail[:4], "little")
+            if tail[4:] != _MAGIC or not 0 < flen <= size - 12:
+                return ["no Parquet footer at its end (truncated or overwritten)"], None
+            fh.seek(0)
+            h = hashlib.sha256()
+            left = size - 8 - flen
+            while left:
+                chunk = fh.read(min(bufsize, left))
+                if not chunk:
+                    return ["shorter than its footer says (truncated)"], None
+                h.update(chunk)
+                left -= len(chunk)
+            whole = h.copy()
+            whole.update(fh.read())
+        with pq.ParquetFile(path) as f:
+            kv = f.metadata.metadata or {}
+            schema, rows = f.schema_arrow, f.metadata.num_rows
+    except OSError as e:
+        return [f"unreadable ({e.strerror or e})"], None
+    except Exception as e:  # noqa: BLE001 - pyarrow's errors for a footer it cannot parse
+        return [f"does not parse as Parquet ({type(e).__name__}: {e})"], None
+    if META_KEY not in kv:
+        return ["not a headgeom shard (no provenance in its footer)"], whole.hexdigest()
+    if CONTENT_KEY not in kv:
+        return ["has no content record (written by a headgeom that did not record one)"], whole.hexdigest()
+    if _content_hash(h, kv[META_KEY], schema, rows) != kv[CONTENT_KEY].decode(errors="replace"):
+        return ["its content does not match its record (a changed byte)"], whole.hexdigest()
+    return [], whole.hexdigest()
+
+
+def shard_problems(path: str | Path) -> list[str]:
+    """Why the shard at ``path`` is damaged ([] = sound): ``shard_check`` without the sha256."""
+    return shard_check(path)[0]
+
+
+def damaged(path: str | Path, problems: list[str]) -> DamagedFileError:
+    """The error a reader stops with: one line naming the file, what is wrong, the rebuild command."""
+    return DamagedFileError(f"{path} is damaged: {'; '.join(problems)}; rebuild it: {rebuild_hint(path)}")
+
+
+def verify_shard(path: str | Path) -> str:
+    """Check the shard at ``path`` before any use; its sha256, or DamagedFileError (one line)."""
+    problems, sha = shard_check(path)
+    if problems:
+        raise damaged(path, problems)
+    return sha
+
+
+def read_shard(path: str | Path, read_dictionary: list[str] | None = None, verified: bool = False):
+    """(pyarrow Table, provenance dict), verified first (``verify_shard``; ``verified``: the
+    caller has just done so) and read with page checksums checked. Read with ``ParquetFile``:
+    ``pq.read_table`` goes through ``pyarrow.dataset``, whose import pulls in pandas (about
+    0.3 CPU-s per process, more than most tables take to build); the table read is the same.
+    ``read_dictionary``: string columns read as dictionary arrays (each distinct string once;
+    ``column_numpy`` gives the same values)."""
+    import pyarrow.parquet as pq
+
+    if not verified:
+        verify_shard(path)
+    try:
+        with pq.ParquetFile(path, read_dictionary=read_dictionary or None, page_checksum_verification=True) as f:
+            t = f.read()
+    except OSError as e:  # a page whose checksum fails, or that does not decode
+        raise damaged(path, [f"a data page does not read ({e})"]) from e
     meta = t.schema.metadata or {}
-    if META_KEY not in meta:
-        raise ValueError(f"{path} is not a headgeom shard (no provenance metadata)")
     return t, json.loads(meta[META_KEY])
 
 
 def read_shards(paths) -> tuple[dict[str, np.ndarray], list[dict]]:
     """Concatenate shards into numpy columns; also return each shard's provenance record
-    (with the file's sha256) for the aggregate's sidecar."""
+    (with the file's sha256) for the aggregate's sidecar. Every shard is verified first
+    (``verify_shard``): a damaged one stops the read with DamagedFileError before any is used."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     provs, layouts, tables, out, at = [], [], [], {}, 0
+    shas = [verify_shard(p) for p in paths]
     for p in paths:
         with pq.ParquetFile(p) as f:
             layouts.append((f.metadata.num_rows, f.schema_arrow))
@@ -140,8 +286,8 @@ def read_shards(paths) -> tuple[dict[str, np.ndarray], list[dict]]:
     total = sum(layouts[i][0] for i in keep)
     for i, p in enumerate(paths):
         strings = [fld.name for fld in layouts[i][1] if pa.types.is_string(fld.type)]
-        t, prov = read_shard(p, read_dictionary=strings)
-        provs.append({"path": str(p), "sha256": sha256_file(p), "rows": t.num_rows, "provenance": prov})
+        t, prov = read_shard(p, read_dictionary=strings, verified=True)
+        provs.append({"path": str(p), "sha256": shas[i], "rows": t.num_rows, "provenance": prov})
         if i not in keep:
             continue
         if not one_layout:  # shards differ: pyarrow merges them
@@ -223,3 +369,14 @@ def column_numpy(col) -> np.ndarray:
                 out[i] = values[offsets[i]:offsets[i + 1]]
             return out
     return np.asarray(col.to_numpy(zero_copy_only=False))
+
+
+def damaged_shards(root: str | Path, threads: int = 2) -> list[tuple[Path, list[str]]]:
+    """Every damaged shard under ``root`` (``*.parquet``, hidden files aside) with its problems,
+    in path order; the files are hashed on ``threads`` threads (hashlib releases the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = sorted(p for p in Path(root).rglob("*.parquet") if not p.name.startswith("."))
+    with ThreadPoolExecutor(max(1, threads)) as ex:
+        found = list(ex.map(shard_problems, paths))
+    return [(p, probs) for p, probs in zip(paths, found) if probs]

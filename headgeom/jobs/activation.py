@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from headgeom.core.errors import ModelRunError
+from headgeom.core.errors import DamagedFileError, ModelRunError
 from headgeom.core.provenance import code_version
 from headgeom.io.files import current_umask, sha256_file, write_json
 from headgeom.io.shards import write_shard
@@ -51,10 +51,34 @@ def read_layer(act_dir, layer: int) -> tuple[dict, dict]:
     p = layer_file(act_dir, layer)
     if not p.exists():
         raise ModelRunError(f"activation shard {p} is missing (rerun its forward job)")
+    problems = activation_problems(act_dir, [p.name])
+    if problems:
+        raise DamagedFileError(f"{problems[0]}; rebuild it: snakemake -c2 --force {act_dir} (then snakemake -c2 "
+                               "for what reads it; add your usual --configfile)")
     with safe_open(str(p), "np") as fh:
         meta = json.loads((fh.metadata() or {}).get(META, "{}"))
         arrays = {k: fh.get_tensor(k) for k in fh.keys()}
     return arrays, meta
+
+
+def activation_problems(act_dir, names=None) -> list[str]:
+    """Why the activation shards ``names`` of a forward pass's directory (default: every one its
+    forward.json records) do not match the sha256 its forward.json records ([] = they do)."""
+    summ = Path(act_dir) / FORWARD_SUMMARY
+    try:
+        files = json.loads(summ.read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return [f"{summ} is unreadable or records no files ({type(e).__name__})"]
+    problems = []
+    for name in files if names is None else names:
+        p = Path(act_dir) / name
+        if name not in files:
+            problems.append(f"{p} is damaged: its forward.json records no sha256 for it")
+        elif not p.is_file():
+            problems.append(f"{p} is missing")
+        elif sha256_file(p) != files[name]:
+            problems.append(f"{p} is damaged: its content does not match the sha256 its forward.json records")
+    return problems
 
 
 def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: dict, out_dir, params: dict,
@@ -300,6 +324,7 @@ def _given_blocks(out, names: list, fields, layer: int, kinds) -> tuple[dict, di
     head pair in reader_rows' order."""
     import pyarrow.parquet as pq
 
+    from headgeom.io.shards import verify_shard
     from headgeom.jobs.pk import heads_of_kind
 
     hit = (_REUSE or {}).get(str(Path(out).resolve()))
@@ -308,6 +333,7 @@ def _given_blocks(out, names: list, fields, layer: int, kinds) -> tuple[dict, di
     base, columns = Path(hit[0]), [c for c in hit[1] if c in names]
     if not columns or not base.is_file():
         return {}, None
+    sha = verify_shard(base)  # reused columns come only from a shard that matches its record
     t = pq.read_table(base, columns=["reader_layer", "kind", "writer", "reader", *columns]).to_pydict()
     rl, kd = np.asarray(t["reader_layer"]), np.asarray(t["kind"], dtype=object)
     out_blocks, i, n_blocks = {}, 0, 0
@@ -320,7 +346,7 @@ def _given_blocks(out, names: list, fields, layer: int, kinds) -> tuple[dict, di
                     and np.array_equal(t["writer"][sl], jj) and np.array_equal(t["reader"][sl], hh)):
                 out_blocks[(lr, kind)] = {c: np.asarray(t[c][sl], np.float64) for c in columns}
             i, n_blocks = i + jj.size, n_blocks + 1
-    return out_blocks, {"columns": columns, "shard_sha256": sha256_file(base), "blocks": len(out_blocks),
+    return out_blocks, {"columns": columns, "shard_sha256": sha, "blocks": len(out_blocks),
                         "of_blocks": n_blocks}
 
 

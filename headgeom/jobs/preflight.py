@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +46,8 @@ class Problem:
     activation_only: bool = False
 
     def line(self) -> str:
+        if self.what == "config":  # a config error names its key itself
+            return self.message
         stage = ACTIVATION_ONLY if self.activation_only and self.what == "model" else self.stage
         return f"{self.what} {self.name!r} ({stage}): {self.message}"
 
@@ -85,7 +88,7 @@ class _Model:
 
 def _read_local(path: Path, m: _Model) -> None:
     """Open a local checkpoint as the fetch does, headers only (CheckpointError on a problem)."""
-    from headgeom.io.checkpoint import PICKLE_NAMES, SafetensorsDir, check_gguf
+    from headgeom.io.checkpoint import SafetensorsDir, check_gguf, not_a_checkpoint_file
     from headgeom.core.errors import CheckpointError
 
     if path.is_file() and path.suffix == ".gguf":
@@ -94,10 +97,7 @@ def _read_local(path: Path, m: _Model) -> None:
         m.config, m.fmt, m.path = meta, "gguf", path
         return
     if path.is_file():
-        if path.name in PICKLE_NAMES or path.suffix in (".bin", ".pt", ".pth", ".pkl", ".ckpt"):
-            raise CheckpointError(f"{path} is a pickle-format checkpoint; headgeom never unpickles model files. "
-                                  "Use safetensors or GGUF.")
-        raise CheckpointError(f"{path} is a file but not a .gguf; expected an HF-layout directory or a .gguf file")
+        raise CheckpointError(not_a_checkpoint_file(path))
     ckpt = SafetensorsDir(path)  # config.json, the index, every shard's header (no tensor data)
     m.config, m.path = ckpt.config, path
 
@@ -295,10 +295,13 @@ def weight_models(config: dict) -> list[str]:
     return list(dict.fromkeys(models))
 
 
-def problems(config: dict) -> list[Problem]:
-    """Every problem of the configured run (empty: nothing known to be wrong)."""
+def problems(config: dict, shapes: dict | None = None) -> list[Problem]:
+    """Every problem of the configured run's inputs (empty: nothing known to be wrong).
+    ``shapes`` (optional) gets each model's layer count where its header or registry entry
+    gives it (``n_layers``)."""
     from headgeom.jobs.families import FETCH, activation_models
 
+    shapes = {} if shapes is None else shapes
     out: list[Problem] = []
     known = config.get("models") or {}
     act = set(activation_models(config)) if config.get("activation") else set()
@@ -307,7 +310,9 @@ def problems(config: dict) -> list[Problem]:
         if not isinstance(entry, dict):
             where = [f"paper1.lineages.{k}" for k, members in ((config.get("paper1") or {}).get("lineages") or {}).items()
                      if name in (members or [])]
-            named = f" (named in {', '.join(where)})" if where and name not in (config.get("active_models") or []) else ""
+            if name in (config.get("active_models") or []):
+                where = ["active_models"] + where
+            named = f" (named in {', '.join(where)})" if where else ""
             out.append(Problem("model", name, FETCH.name,
                                f"is not under models:{named} (known: {', '.join(sorted(known))})"))
             continue
@@ -317,6 +322,9 @@ def problems(config: dict) -> list[Problem]:
         out += [Problem("model", name, FETCH.name, b) for b in bad]
         if arch:
             out.append(Problem("model", name, FETCH.name, arch))
+        n = _n_layers(name, entry, m)
+        if n is not None:
+            shapes[name] = n
         if name in act and not bad and not arch:
             out += [Problem("model", name, "activation", a, activation_only=True) for a in _activation(entry, m)]
     if act:
@@ -330,11 +338,100 @@ def problems(config: dict) -> list[Problem]:
     return out
 
 
+def _n_layers(name: str, entry: dict, m: _Model) -> int | None:
+    """The model's layer count before any fetch: its fetched manifest, its registry ``shape:``,
+    or the checkpoint header the pre-flight read (config.json, GGUF ``<arch>.block_count``)."""
+    from headgeom import layout
+
+    try:
+        return int(json.loads(Path(layout.manifest(name)).read_text())["fields"]["n_layers"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    if isinstance(entry.get("shape"), dict) and isinstance(entry["shape"].get("n_layers"), int):
+        return entry["shape"]["n_layers"]
+    c = m.config if isinstance(m.config, dict) else {}
+    c = {**c, **(c.get("text_config") or {})} if isinstance(c.get("text_config"), dict) else c
+    for k, v in c.items():
+        if (k in ("num_hidden_layers", "n_layer", "num_layers") or str(k).endswith(".block_count")) \
+                and isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
+    """Every config value checked against the registries: null types wherever they are named
+    (``pk.nulls.types`` and each ``pk.nulls.by_layer`` entry, globally and in every model's
+    scope), and, for each active model whose layer count ``shapes`` knows, the layers every
+    per-layer job selects (``pk.layers``, ``by_layer`` layer lists) and the figures' layer
+    indices (``figures.pk_rho_layer``)."""
+    from headgeom.core.errors import ConfigError
+    from headgeom.jobs import scopes
+    from headgeom.jobs.families import JOBS
+    from headgeom.methods.nulls import NULL_MODELS
+    from headgeom.outputs.pk import pick_layer
+
+    out: list[Problem] = []
+
+    def bad(message):
+        if not any(p.message == message for p in out):
+            out.append(Problem("config", "", "load", message))
+
+    active = [m for m in config.get("active_models") or [] if m in (config.get("models") or {})]
+    said: set = set()
+    for model in [None, *active]:
+        try:
+            nulls = (scopes.model_config(config, model) if model else config)["pk"]["nulls"]
+        except (ConfigError, KeyError, TypeError, ValueError) as e:
+            bad(f"config: the scope of {model!r}: {e}")
+            continue
+        where = f"the scope of {model!r}: " if model else ""
+        for key, types in [("pk.nulls.types", nulls.get("types"))] + [
+                (f"pk.nulls.by_layer[{i}].types", e.get("types")) for i, e in enumerate(nulls.get("by_layer") or [])]:
+            unknown = [t for t in types or [] if t not in NULL_MODELS]
+            if unknown and (key, tuple(unknown)) not in said:  # a scope repeating the global setting: once
+                said.add((key, tuple(unknown)))
+                bad(f"config: {where}{key} names {unknown}, which are not null models (known: {sorted(NULL_MODELS)})")
+    if out:
+        return out
+    for model in active:
+        n = shapes.get(model)
+        if n is None:
+            continue
+        try:
+            for job in JOBS.values():
+                if scopes.runs(job.name, config, model):
+                    scopes.layers(job.name, config, model, n)
+            pick_layer(((config.get("figures") or {}).get("pk_rho_layer", "middle")), n)
+        except ConfigError as e:
+            bad(f"{e} ({model!r} has {n} layers)")
+    return out
+
+
+def check(config: dict) -> list[Problem]:
+    """Every config error and every problem of the run's inputs, before any job: what the
+    workflow checks when it loads and ``headgeom check`` prints (one function for both). The
+    schema first (one line for its first violation; nothing else is checked on a config that
+    violates it), then the registries (``registry_problems``), then the inputs (``problems``)."""
+    from headgeom.core.config import check_config
+    from headgeom.core.errors import ConfigError
+    from headgeom.jobs.plan import ROOT
+
+    try:
+        check_config(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    except ConfigError as e:
+        return [Problem("config", "", "load", str(e))]
+    shapes: dict[str, int] = {}
+    found = problems(config, shapes)
+    return registry_problems(config, shapes) + found
+
+
 def report(found: list[Problem], prefix: str = "headgeom check", keep_going: bool = False) -> str:
     """The console text: one line per problem, then a line saying what they mean."""
     lines = [f"{prefix}: {p.line()}" for p in found]
     n = len(found)
-    if keep_going:
+    if any(p.what == "config" for p in found):
+        what = "fix the config"
+    elif keep_going:
         what = "--keep-going: running what does not need them"
     elif all(p.activation_only for p in found):
         what = ("in the activation stage only: leave those models out of activation.models (or set "
@@ -345,10 +442,11 @@ def report(found: list[Problem], prefix: str = "headgeom check", keep_going: boo
     return "\n".join(lines)
 
 
-def load(configfiles=(), overrides=()) -> dict:
+def load(configfiles=(), overrides=(), checked: bool = True) -> dict:
     """The config a ``snakemake --configfile F ... --config k=v ...`` run sees:
     config/config.yaml, the files merged over it, the ``--config`` values (parsed as Snakemake
-    parses them, then typed as ``typed_cli_config`` types them), checked against the schema."""
+    parses them, then typed as ``typed_cli_config`` types them), checked against the schema
+    (``checked``; ``check`` does so itself)."""
     from snakemake.cli import parse_config
 
     from headgeom.core.config import check_config, typed_cli_config
@@ -357,5 +455,29 @@ def load(configfiles=(), overrides=()) -> dict:
     cli = parse_config(list(overrides))
     cfg = load_config(configfiles, cli)
     typed_cli_config(cfg, cli)
-    check_config(cfg, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    if checked:
+        check_config(cfg, ROOT / "workflow" / "schemas" / "config.schema.yaml")
     return cfg
+
+
+def workflow_check(config: dict, workflow, argv) -> None:
+    """The workflow's load check (the Snakefile calls it before anything reads the config):
+    ``check`` in the main process, its lines printed alone (no traceback) and exit status 1
+    before any job, so nothing is fetched, deleted or marked incomplete. Under --keep-going, the
+    problems of models and corpora are printed and the run goes on with what does not need them
+    (a config error always stops it). Job processes read the file again: the main one checked."""
+    import sys
+
+    if not workflow.is_main_process:
+        return
+    found = check(config)
+    if not found:
+        return
+    # the execution settings arrive after the Snakefile is read: the command line says it
+    keep_going = any(a == "--keep-going" or (a[:1] == "-" and a[1:2] != "-" and a[1:].isalpha() and "k" in a)
+                     for a in argv[1:])
+    keep_going = keep_going or getattr(getattr(workflow, "execution_settings", None), "keep_going", False)
+    keep_going = keep_going and not any(p.what == "config" for p in found)
+    print(report(found, prefix="headgeom", keep_going=keep_going), file=sys.stderr)
+    if not keep_going:
+        raise SystemExit(1)

@@ -994,12 +994,18 @@ def draw_fig9(conds, fields, models):
     return fig, {}
 
 
-def pick_layer(spec, n_layers: int) -> int:
-    """'middle' -> n_layers // 2; an int selects that layer (negative counts from the end)."""
+def pick_layer(spec, n_layers: int, where: str = "figures.pk_rho_layer") -> int:
+    """'middle' -> n_layers // 2; an int selects that layer (negative counts from the end, -1 the
+    last). An index outside the model is a ConfigError naming ``where``, never clamped or wrapped."""
+    from headgeom.core.errors import ConfigError
+
     if spec == "middle":
         return n_layers // 2
     layer = int(spec)
-    return layer % n_layers if layer < 0 else min(layer, n_layers - 1)
+    if not -n_layers <= layer < n_layers:
+        raise ConfigError(f"config: {where}: layer {layer} is outside the model "
+                          f"(layers 0..{n_layers - 1}, or -{n_layers}..-1 from the end)")
+    return layer % n_layers
 
 
 @figure("pk_fig_rho_ccdf_layer", families=("pk",), params={"layer": "figures/pk_rho_layer", "kind": "figures/pk_rho_kind"})

@@ -47,6 +47,7 @@ from headgeom import layout
 from headgeom.core.provenance import code_version
 from headgeom.io.checkpoint import contained
 from headgeom.io.files import set_problems, sha256_file
+from headgeom.io.shards import shard_check
 from headgeom.jobs.families import FAMILIES, JOBS, run_job
 from headgeom.jobs.families import family_of as registry_family_of
 from headgeom.outputs import TABLES
@@ -392,10 +393,9 @@ def _fmt_source(src: dict) -> str:
 
 
 def _cmd(rule: str, target: str, configfiles: list[str]) -> str:
-    cmd = f"snakemake -c2 --forcerun {rule} {target}"
-    if configfiles:
-        cmd += " --configfile " + " ".join(configfiles)
-    return cmd
+    from headgeom.verify.integrity import rebuild_command
+
+    return rebuild_command(rule, target, configfiles)
 
 
 VIEWS = ("short", "full", "none")
@@ -471,8 +471,12 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
             integrity.append(f"{p} is missing")
             check["status"] = "missing"
         else:
-            sha = sha256_file(f)
-            if sha == rec.get("sha256"):
+            damage, sha = shard_check(f)
+            if damage:  # the shard against its own record: a sidecar may have recorded a damaged shard
+                state = f"DAMAGED: {'; '.join(damage)}"
+                integrity.append(f"{p} is damaged: {'; '.join(damage)}")
+                check["status"] = f"damaged ({'; '.join(damage)})"
+            elif sha == rec.get("sha256"):
                 state = "sha256 matches sidecar"
             else:
                 state = f"sha256 DIFFERS from sidecar (file {sha[:16]}…, sidecar {rec.get('sha256', '')[:16]}…)"

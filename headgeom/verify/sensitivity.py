@@ -517,11 +517,13 @@ def sensitivity_job(ledger_path, workdir, models_run: list[str], outputs: dict, 
 
 
 def alternative_job(alt_id: str, ledger_path, workdir, models_run: list[str], out_row, tables, root,
-                    forwarded: bool = False, progress=print) -> dict:
+                    forwarded: bool = False, progress=print, inputs=None) -> dict:
     """One alternative's row (rule ``sensitivity_tables`` / ``sensitivity_shards``) into out_row
     (JSON, with provenance): ``tables`` the tables of this run; recomputed shards go to
     root/<the run's relative path> (results/sensitivity/<alt>); ``forwarded``: a forward switch's
-    forward passes were rerun under root by ``sensitivity_forward`` jobs."""
+    forward passes were rerun under root by ``sensitivity_forward`` jobs. ``inputs``: the files
+    the row's provenance lists (the rule's declared inputs, so that it does not depend on which
+    other tables happened to exist when the job ran); default: this run's tables that exist."""
     workdir, root = Path(workdir), Path(root)
     tables_dir = workdir / layout.TABLES_DIR
     only = set(tables)
@@ -537,7 +539,8 @@ def alternative_job(alt_id: str, ledger_path, workdir, models_run: list[str], ou
     row = _row(x, tables_dir, ledger, models_run, _base(ledger, tables_dir, models_run), root=root, say=say)
     changed = "not evaluated" if row["changed"] is None else f"{row['changed']} claims change status"
     say(f"{row['tables']} tables rebuilt, {changed}")
-    read = [tables_dir / f"{t}.csv" for t in sorted(only) if (tables_dir / f"{t}.csv").is_file()]
+    read = sorted({workdir / p for p in inputs}) if inputs is not None else \
+        [tables_dir / f"{t}.csv" for t in sorted(only) if (tables_dir / f"{t}.csv").is_file()]
     write_json(out_row, {
         "alternative": alt_id, "row": row, "models": list(models_run), "code": code_version(),
         "ledger": {"path": str(ledger_path), "sha256": sha256_file(ledger_path)},

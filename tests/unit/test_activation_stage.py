@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from headgeom.core.errors import CorpusError, ModelRunError
+from headgeom.core.errors import CorpusError, DamagedFileError, ModelRunError
 from headgeom.outputs import paper1 as P1
 from headgeom.outputs import pk as PK
 from headgeom.io.forward import device_for, open_model
@@ -443,11 +443,16 @@ def test_columns_a_switch_cannot_change_are_taken_from_the_runs_shard_bit_for_bi
     t = pq.read_table(run)
     c = "e_lin" if "e_lin" in keep else "rho"
     bad = tmp_path / "tampered.parquet"
-    pq.write_table(t.set_column(t.schema.get_field_index(c), c, [t.column(c).to_numpy() + 1.0]), bad)
+    cols = {k: t.column(k).to_numpy(zero_copy_only=False) for k in t.column_names}
+    write_shard(bad, {**cols, c: cols[c] + 1.0}, json.loads(t.schema.metadata[b"headgeom"]))  # with a record
     got, _ = reused(bad)
     assert np.allclose(got[c], b[c] + 1.0)
     if c == "e_lin":
         assert np.allclose(got["e_tot"], b["e_tot"] + 1.0)
+    # but never from a shard that does not match its content record
+    pq.write_table(t.set_column(t.schema.get_field_index(c), c, [t.column(c).to_numpy() + 1.0]), bad)
+    with pytest.raises(DamagedFileError, match="tampered.parquet is damaged: has no content record"):
+        reused(bad)
     # a run's shard with only the Q readers: the K and V rows are computed, the same bits
     part = tmp_path / "q_only.parquet"
     read_paths_job(store_dir, act, 0, part, {"kinds": ["Q"]}, **quiet)

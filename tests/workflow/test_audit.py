@@ -11,10 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from headgeom.io.shards import write_shard
 from headgeom.outputs import TABLES as REGISTERED_TABLES
 from headgeom.verify.audit import AuditError, audit
 from tinyrun import copy_run, snakemake, tiny_run
@@ -87,7 +87,7 @@ def test_audit_recomputes_a_number_of_every_table(run, table):
     assert res["ok"] and not res["integrity"], text
     assert "MATCH" in text and "MISMATCH" not in text
     # what it printed: aggregation, rule and command, shard provenance, tensors with sha256s
-    assert "snakemake -c2 --forcerun " in text and f"results/tables/{table}.csv" in text
+    assert f"snakemake -c2 results/tables/{table}.csv --forcerun table_{table}" in text
     prov = json.loads((run / f"results/tables/{table}.prov.json").read_text())
     for rec in prov["inputs"]:
         if rec["provenance"].get("model") == filt.get("model", "tiny"):
@@ -110,8 +110,8 @@ def test_audit_cli_as_typed(run):
     # --full: the whole trace, every shard with its provenance
     assert out.count("\n    config  ") == 2 and out.count("\n    seeds   ") == 2 and out.count("identity_rtol=1e-10") == 2, out
     for s in ("Aggregation", "results/shards/paper1_heads/tiny/layer1.parquet", "identity_rtol=1e-10", "rule       table_p1_table2_strong_tail",
-              "snakemake -c2 --forcerun table_p1_table2_strong_tail results/tables/p1_table2_strong_tail.csv",
-              "snakemake -c2 --forcerun paper1_heads results/shards/paper1_heads/tiny/layer0.parquet",
+              "snakemake -c2 results/tables/p1_table2_strong_tail.csv --forcerun table_p1_table2_strong_tail",
+              "snakemake -c2 results/shards/paper1_heads/tiny/layer0.parquet --forcerun paper1_heads",
               "model.layers.1.self_attn.o_proj.weight", "(a) from the 2 listed shards: 25.0  -> MATCH (exact)",
               "(b) from the tensors", "Verdict: MATCH"):
         assert s in out, (s, out)
@@ -152,7 +152,7 @@ def test_audit_default_view_is_one_screen(run):
     assert "2 of 8 heads with P ≥ 0.9 (strong_threshold): " in out, out
     assert re.search(r"layer 0 head 0 P=1(\.0+)?\b", out) and re.search(r"layer 1 head 3 P=1(\.0+)?\b", out), out
     # rule, code, config once, inputs as counts, verdicts
-    assert "Rule table_p1_table2_strong_tail: " in out and "snakemake -c2 --forcerun table_p1_table2_strong_tail" in out
+    assert "Rule table_p1_table2_strong_tail: " in out and "snakemake -c2 results/tables/p1_table2_strong_tail.csv --forcerun table_p1_table2_strong_tail" in out
     assert re.search(r"Code: table headgeom \S+ (git \w{12} \((clean|dirty)\)|\(no git commit recorded\))", out), out
     assert out.count("identity_rtol=1e-10") == 1 and out.count("strong_threshold=0.9") == 1, out
     prov = json.loads((run / "results/tables/p1_table2_strong_tail.prov.json").read_text())
@@ -183,7 +183,8 @@ def test_corrupted_shard_is_a_listed_failure_in_the_default_view(run, tmp_path):
     w = copy_run(run, tmp_path / "run")
     shard = w / "results/shards/paper1_heads/tiny/layer0.parquet"
     b = bytearray(shard.read_bytes())
-    b[len(b) // 2] ^= 0xFF  # one flipped byte: the file no longer has the sidecar's sha256
+    footer = int.from_bytes(b[-8:-4], "little")
+    b[(len(b) - 8 - footer) // 2] ^= 0xFF  # one flipped byte in the data pages
     shard.write_bytes(bytes(b))
     r = subprocess.run([*_cli(), "audit", "p1_table2_strong_tail", "--row", "model=tiny", "--column", "strong", "--no-tensors",
                         "-d", str(w)], capture_output=True, text=True, timeout=300)
@@ -191,7 +192,8 @@ def test_corrupted_shard_is_a_listed_failure_in_the_default_view(run, tmp_path):
     assert r.returncode == 1, out + r.stderr
     assert len(out.splitlines()) <= 40, out
     assert "Inputs: 2 shards checked, 1 FAILED" in out, out
-    assert "  FAILED results/shards/paper1_heads/tiny/layer0.parquet: file sha256 differs from the sidecar's" in out, out
+    # the shard against its own content record (headgeom.io.shards), not only against the sidecar
+    assert "  FAILED results/shards/paper1_heads/tiny/layer0.parquet is damaged: " in out, out
     assert "Verdict: MISMATCH" in out, out
     # --json carries the failure, item by item
     r = subprocess.run([*_cli(), "audit", "p1_table2_strong_tail", "--row", "model=tiny", "--column", "strong", "--no-tensors",
@@ -201,7 +203,7 @@ def test_corrupted_shard_is_a_listed_failure_in_the_default_view(run, tmp_path):
     assert rep["ok"] is False
     bad = [s for s in rep["inputs"]["shards"] if s["status"] != "ok"]
     assert [s["path"] for s in bad] == ["results/shards/paper1_heads/tiny/layer0.parquet"], rep["inputs"]
-    assert any("layer0.parquet: file sha256 differs" in x for x in rep["integrity"])
+    assert any("layer0.parquet is damaged" in x for x in rep["integrity"])
 
 
 def test_tampered_shard_is_a_mismatch(run, tmp_path):
@@ -211,8 +213,10 @@ def test_tampered_shard_is_a_mismatch(run, tmp_path):
     P = t.column("P").to_numpy().copy()
     assert abs(P[3] - 1.0) < 1e-9  # the planted closed head
     P[3] = 0.5
-    t2 = t.set_column(t.column_names.index("P"), "P", pa.array(P)).replace_schema_metadata(t.schema.metadata)
-    pq.write_table(t2, shard)
+    # rewritten as a job writes a shard (with a content record of its own): sound by itself, but not
+    # the shard the table was built from
+    cols = {c: t.column(c).to_numpy(zero_copy_only=False) for c in t.column_names}
+    write_shard(shard, {**cols, "P": P}, json.loads(t.schema.metadata[b"headgeom"]))
     buf = io.StringIO()
     res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", out=lambda *a: print(*a, file=buf))
     text = buf.getvalue()
@@ -225,6 +229,11 @@ def test_tampered_shard_is_a_mismatch(run, tmp_path):
     r = subprocess.run([sys.executable, "-m", "headgeom.cli", "audit", "p1_table2_strong_tail", "--row", "model=tiny",
                         "--column", "strong", "-d", str(w), "--no-tensors"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "MISMATCH" in r.stdout
+    # rewritten with pyarrow alone (no content record): named as damaged, and not recomputed from
+    pq.write_table(pq.read_table(shard), shard)
+    res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", tensors=False, view="none")
+    assert not res["ok"] and res["shards"][0] is False and "DamagedFileError" in res["shards"][1]
+    assert any("layer1.parquet is damaged: has no content record" in x for x in res["integrity"])
 
 
 def test_tampered_tensor_store_fails_the_tensor_recompute(run, tmp_path):

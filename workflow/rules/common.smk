@@ -16,48 +16,19 @@ from headgeom.jobs.families import (
 from headgeom.outputs import OUTPUTS
 
 
-def _check_active_models():
-    unknown = [m for m in config["active_models"] if m not in config["models"]]
-    if unknown:
-        raise ValueError(
-            f"config: active_models names {unknown}, which are not under models: "
-            f"(known: {sorted(config['models'])})"
-        )
-
-
-_check_active_models()
-
-
-def _preflight():
-    """Every problem of the run's inputs (sources, checkpoint headers, architectures, tokenizers,
-    corpora), one line each, before any job runs (headgeom.jobs.preflight; `headgeom check` prints
-    the same list). Only the main process checks: every job reads this file again. Under
-    --keep-going the list is printed and the run goes on with whatever does not depend on them.
+def _rebuild_damaged_shards():
+    """A shard whose content does not match its record, or that does not parse, and every shard
+    a table's sidecar lists that is missing, are rebuilt in this run with what reads them
+    (headgeom.verify.integrity; one line each). Only the main process checks (not --lint).
     """
-    if not workflow.is_main_process:
-        return
-    from headgeom.jobs.preflight import problems, report
+    if workflow.is_main_process and "--lint" not in sys.argv:
+        from headgeom.verify.integrity import force_rebuild, shards_to_rebuild
 
-    found = problems(config)
-    if not found:
-        return
-    # the execution settings arrive after this file is read: the command line says it
-    keep_going = any(
-        a == "--keep-going"
-        or (a[:1] == "-" and a[1:2] != "-" and a[1:].isalpha() and "k" in a)
-        for a in sys.argv[1:]
-    )
-    keep_going = keep_going or getattr(workflow.execution_settings, "keep_going", False)
-    text = report(found, prefix="headgeom", keep_going=keep_going)
-    if keep_going:
-        print(text, file=sys.stderr)
-        return
-    # the list alone (no Snakemake traceback around it): exit status 1, nothing run
-    print(text, file=sys.stderr)
-    raise SystemExit(1)
+        say = lambda line: print(line, file=sys.stderr)
+        force_rebuild(workflow, shards_to_rebuild(".", say=say))
 
 
-_preflight()
+_rebuild_damaged_shards()
 # under --profile slurm: one job array per distinct resource request (headgeom/jobs/slurm_arrays.py)
 slurm_arrays.install()
 # one pending re-evaluation timer in Snakemake's scheduler, not a chain per event (headgeom/jobs/scheduler_timers.py)

@@ -18,4 +18,5 @@ else:
         Path(snakemake.output.shards).mkdir(parents=True, exist_ok=True)
     alternative_job(alt, snakemake.input.ledger, Path.cwd(), list(snakemake.params.models), snakemake.output.row,
                     list(snakemake.params.tables), layout.sensitivity_dir(alt),
-                    forwarded=snakemake.params.kind == "forward", progress=log.progress)
+                    forwarded=snakemake.params.kind == "forward", progress=log.progress,
+                    inputs=[*snakemake.input.tables, *snakemake.input.provs])
