@@ -84,6 +84,7 @@ def _audit_claim(args) -> int:
 def _diff(args) -> int:
     import tempfile
 
+    from headgeom.core.errors import HeadgeomError
     from headgeom.verify.diff import checkout_results, diff_runs, render, render_json
 
     if len(args.runs) != (1 if args.rev else 2) and not (args.rev and not args.runs):
@@ -99,7 +100,7 @@ def _diff(args) -> int:
             res = diff_runs(a, b, shards=not args.no_shards)
             if args.rev:
                 res["a"] = f"{args.rev}:{b}"
-    except (OSError, ValueError) as e:
+    except (HeadgeomError, OSError, ValueError) as e:  # a damaged shard: DamagedFileError names it
         print(f"headgeom diff: {e}", file=sys.stderr)
         return 2
     sys.stdout.write(render_json(res) + "\n" if args.json else render(res))

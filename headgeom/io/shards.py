@@ -183,6 +183,9 @@ def rebuild_hint(path: str | Path) -> str:
     return f"snakemake -c2 {within_workdir(path)} (add your usual --configfile)"
 
 
+NO_RECORD = "has no content record"  # the one problem of a sound shard an older headgeom wrote
+
+
 def shard_check(path: str | Path, bufsize: int = 1 << 20) -> tuple[list[str], str | None]:
     """(problems, the file's sha256): ``problems`` is empty when the shard at ``path`` is sound: a
     Parquet file whose footer parses, that holds headgeom provenance and a content record, and
@@ -223,7 +226,7 @@ def shard_check(path: str | Path, bufsize: int = 1 << 20) -> tuple[list[str], st
     if META_KEY not in kv:
         return ["not a headgeom shard (no provenance in its footer)"], whole.hexdigest()
     if CONTENT_KEY not in kv:
-        return ["has no content record (written by a headgeom that did not record one)"], whole.hexdigest()
+        return [f"{NO_RECORD} (written by a headgeom that did not record one)"], whole.hexdigest()
     if _content_hash(h, kv[META_KEY], schema, rows) != kv[CONTENT_KEY].decode(errors="replace"):
         return ["its content does not match its record (a changed byte)"], whole.hexdigest()
     return [], whole.hexdigest()

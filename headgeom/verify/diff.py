@@ -73,7 +73,19 @@ def _largest_rel(a: np.ndarray, b: np.ndarray) -> str:
 
 
 def read_columns(path: Path) -> dict[str, np.ndarray]:
-    t = pq.read_table(path)
+    """A shard's columns, verified first (headgeom.io.shards.shard_check): a damaged shard stops the
+    comparison with DamagedFileError naming it. A shard written before shards carried a content
+    record (an older run) is read with its page checksums alone."""
+    from headgeom.io.shards import NO_RECORD, damaged, shard_check
+
+    problems = shard_check(path)[0]
+    if problems and not (len(problems) == 1 and problems[0].startswith(NO_RECORD)):
+        raise damaged(path, problems)
+    try:
+        with pq.ParquetFile(path, page_checksum_verification=True) as f:
+            t = f.read()
+    except OSError as e:
+        raise damaged(path, [f"a data page does not read ({e})"]) from e
     return {c: t.column(c).to_numpy(zero_copy_only=False) for c in t.column_names}
 
 

@@ -83,6 +83,19 @@ def test_one_ulp_in_a_shard_is_a_difference(tmp_path):
     assert s["path"] == "results/shards/closure/a/layer0.parquet" and "column 'P': 1 of 3 values differ" in s["differences"][0]
 
 
+def test_a_damaged_shard_is_named_not_compared(tmp_path, capsys):
+    """diff verifies every shard it reads: a changed byte is damage (exit 2, the file named), not a
+    difference in values."""
+    a, b = _run(tmp_path / "a"), _run(tmp_path / "b")
+    shard = b / "results/shards/closure/a/layer0.parquet"
+    data = bytearray(shard.read_bytes())
+    data[4] ^= 0x01  # a byte of the first data page (Parquet's 4-byte magic precedes it)
+    shard.write_bytes(bytes(data))
+    assert cli(["diff", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "layer0.parquet is damaged" in err and "rebuild it" in err
+
+
 def test_not_a_run_directory_is_exit_2(tmp_path, capsys):
     assert cli(["diff", str(tmp_path), str(tmp_path)]) == 2
     assert "no results/tables" in capsys.readouterr().err
