@@ -86,6 +86,9 @@ def test_one_ulp_in_a_shard_is_a_difference(tmp_path):
 def test_a_damaged_shard_is_named_not_compared(tmp_path, capsys):
     """diff verifies every shard it reads: a changed byte is damage (exit 2, the file named), not a
     difference in values."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     a, b = _run(tmp_path / "a"), _run(tmp_path / "b")
     shard = b / "results/shards/closure/a/layer0.parquet"
     data = bytearray(shard.read_bytes())
@@ -94,6 +97,13 @@ def test_a_damaged_shard_is_named_not_compared(tmp_path, capsys):
     assert cli(["diff", str(a), str(b)]) == 2
     err = capsys.readouterr().err
     assert "layer0.parquet is damaged" in err and "rebuild it" in err
+    # a shard that decodes cleanly but whose values no longer match its content record (the footer
+    # kept, one value changed): damage too, never a value difference
+    t = pq.read_table(shard := a / "results/shards/closure/a/layer0.parquet")
+    t = t.set_column(t.column_names.index("P"), "P", pa.array([0.1, 0.25, 0.3]))
+    pq.write_table(t.replace_schema_metadata(pq.read_metadata(shard).metadata), b / "results/shards/closure/a/layer0.parquet")
+    assert cli(["diff", str(a), str(b)]) == 2
+    assert "does not match its record" in capsys.readouterr().err
 
 
 def test_not_a_run_directory_is_exit_2(tmp_path, capsys):
