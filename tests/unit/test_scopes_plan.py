@@ -109,3 +109,20 @@ def test_cross_null_work_is_the_sum_of_its_parts_draws_and_pairs():
     assert got == pytest.approx(expected, rel=1e-9)
     # every pair in exactly one part
     assert sum(fanout.n_pairs(pt) for pt in parts) == fields["n_layers"] * (fields["n_layers"] - 1) // 2
+
+
+def test_expected_work_meets_the_papers_budgets_with_one_cross_sample_a_job():
+    """The cross-layer null parts redraw every layer they hold for each of their samples: with one
+    sample a job (pk.nulls.cross_samples_per_job) the fan-out takes tiles large enough that the PK
+    paper's Qwen2.5-7B design expects <= 15 core-h of work and the unscoped Qwen3-235B suite <= 800;
+    in blocks of samples_per_job (10) the 235B suite's draws alone would break that budget."""
+    def work_h(p):
+        return sum(j.expected_s for j in p["jobs"]) / 3600
+
+    p7, (p235, config) = _plan([Q7]), _unscoped_plan([Q3])
+    assert work_h(p7) <= 15 and work_h(p235) <= 800
+    assert {j.wildcards["block"] for j in p235["jobs"] if j.rule == "pk_null_cross"} == set(range(30))
+    config["pk"]["nulls"]["cross_samples_per_job"] = None  # falls back to samples_per_job: 3 blocks of 10
+    tens = P.plan(config, models=[Q3])
+    assert {j.wildcards["block"] for j in tens["jobs"] if j.rule == "pk_null_cross"} == {0, 1, 2}
+    assert work_h(tens) > 800
