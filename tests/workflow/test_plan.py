@@ -39,9 +39,10 @@ def test_plan_matches_the_dry_run(tmp_path, snakemake_bin, root, ceiling):
             assert (j.rule, j.mem_mb, j.runtime) == (dry[o]["rule"], dry[o]["mem_mb"], dry[o]["runtime"]), o
         for rule, agg in p["rules"].items():
             assert agg["jobs"] == sum(1 for d in dry.values() if d["rule"] == rule)
-    # 10 layer pairs, 2 blocks of cross samples: one part each, or one pair per part
+    # 10 layer pairs, 3 blocks of one cross sample (pk.nulls.cross_samples_per_job): one part each, or
+    # one pair per part
     n_cross = sum(1 for d in dry.values() if d["rule"] == "pk_null_cross")
-    assert n_cross == (2 if ceiling == 120 else 20)
+    assert n_cross == (3 if ceiling == 120 else 30)
 
 
 def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bin, root):
@@ -80,14 +81,15 @@ def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bi
 
 def test_wall_clock_falls_with_cores_down_to_the_longest_job():
     config = P.load_config([P.ROOT / "config" / "models.yaml", P.ROOT / "config" / "paper.yaml"])
-    # the full (unscoped) design at Qwen3-235B's shape: enough jobs that 1024 cores still help
+    # the full (unscoped) design at Qwen3-235B's shape: enough jobs that 256 cores still help
     # (the paper's own scope, one null layer, saturates earlier: tests/unit/test_scopes_plan.py)
     config = {**config, "scopes": {}}
     p = P.plan(config, models=["qwen3-235b-a22b"])
     longest = max(j.runtime for j in p["jobs"])
     assert longest <= p["ceiling_min"]
     walls = [P.wall_clock_hours(p, c) for c in (1, 64, 256, 1024, 4096, 100_000)]
-    assert all(a > b for a, b in zip(walls[:4], walls[1:5]))
+    assert all(a > b for a, b in zip(walls[:3], walls[1:4]))  # falls with cores ...
+    assert all(a >= b for a, b in zip(walls[3:], walls[4:]))  # ... and never rises
     total_h = sum(j.runtime for j in p["jobs"]) / 60
     fetch_h = p["fetch_min"] / 60
     assert walls[0] == pytest.approx(total_h + fetch_h)  # one core: fetch + every job in turn
