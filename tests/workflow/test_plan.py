@@ -39,10 +39,9 @@ def test_plan_matches_the_dry_run(tmp_path, snakemake_bin, root, ceiling):
             assert (j.rule, j.mem_mb, j.runtime) == (dry[o]["rule"], dry[o]["mem_mb"], dry[o]["runtime"]), o
         for rule, agg in p["rules"].items():
             assert agg["jobs"] == sum(1 for d in dry.values() if d["rule"] == rule)
-    # 10 layer pairs, 3 blocks of one cross sample (pk.nulls.cross_samples_per_job): one part each, or
-    # one pair per part
+    # 10 layer pairs, 2 blocks of cross samples: one part each, or one pair per part
     n_cross = sum(1 for d in dry.values() if d["rule"] == "pk_null_cross")
-    assert n_cross == (3 if ceiling == 120 else 30)
+    assert n_cross == (2 if ceiling == 120 else 20)
 
 
 def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bin, root):
