@@ -17,7 +17,7 @@ reads are written (q/k/v/o weights and biases, input_layernorm), random normal, 
 depend on the layout).
 
 ``run`` runs the fetch and one job of each kind alone through Snakemake (``--cores 1``, nice, one
-BLAS thread) under config/paper.yaml's design for the model (10 null samples per job) with the
+BLAS thread) under config/paper.yaml's design for the model (10 within-layer null samples per job, one cross-layer sample) with the
 fan-out ceiling lowered to ``--ceiling`` minutes (default 10) so that the cross-layer parts run in
 minutes; each part is still requested at its own price. A fanned-out kind runs the part that reads
 the most layers and the part with the fewest pairs. The process tree's resident memory and CPU

@@ -42,7 +42,7 @@ def forward_resources(manifest, n_tokens: int) -> dict:
     gmac = params * n_tokens / 1e9
     mem = BASE_MB + 3 * 4 * params / 2**20 + 2 * L * activation_mib(f, n_tokens)
     t = LOAD_S + FORWARD_S_PER_GMAC * gmac * 2
-    return job_resources(mem, SAFETY * t / 60)
+    return job_resources(mem, t, SAFETY)
 
 
 def windows_resources(manifest, n_tokens: int) -> dict:
@@ -50,7 +50,7 @@ def windows_resources(manifest, n_tokens: int) -> dict:
     every layer's activations read and a part written again, one layer at a time."""
     f = _fields(manifest)
     mem = BASE_MB + 2 * activation_mib(f, n_tokens)
-    return job_resources(mem, SAFETY * (COPY_S_PER_GIB * f["n_layers"] * activation_mib(f, n_tokens) / 1024) / 60)
+    return job_resources(mem, COPY_S_PER_GIB * f["n_layers"] * activation_mib(f, n_tokens) / 1024, SAFETY)
 
 
 def read_path_gmac(N: int, D: int, H: int, G: int, d: int) -> float:
@@ -75,7 +75,7 @@ def read_paths_resources(manifest, n_tokens: int, n_kinds: int = 3, layer: int |
     t = READ_S_PER_GMAC * read_path_gmac(n_tokens, D, H, G, d) * max(readers_after, 1) * n_kinds / 3
     mem = BASE_MB + 3 * activation_mib(f, n_tokens) * 2 + 8 * n_tokens * H * readers * d / 2**20 \
         + 8 * H * readers * d * d * 3 / 2**20
-    return job_resources(mem, SAFETY * t / 60)
+    return job_resources(mem, t, SAFETY)
 
 
 def natural_return_resources(manifest, n_tokens: int) -> dict:
@@ -84,7 +84,7 @@ def natural_return_resources(manifest, n_tokens: int) -> dict:
     f = _fields(manifest)
     mem = BASE_MB / 2 + 3 * activation_mib(f, n_tokens)
     t = READ_S_PER_GMAC * n_tokens * f["n_heads"] * 2 * f["d_model"] * f["d_head"] / 1e9 + 1.0
-    return job_resources(mem, SAFETY * t / 60)
+    return job_resources(mem, t, SAFETY)
 
 
 def gpus(device: str) -> int:

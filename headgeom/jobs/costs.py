@@ -103,16 +103,19 @@ def null_cross_part_seconds(manifest, n_pairs: int, n_writers: int, n_readers: i
 MIN_RUNTIME = 5  # minutes a job asks for at least (a scheduler's granularity; start-up and imports)
 
 
-def job_resources(mem_mb: float, work_min: float) -> dict:
-    """A job's resources from its memory and its estimated minutes of work: runtime rounds the
-    work up, to at least MIN_RUNTIME; work_min keeps the estimate itself, so that a job doing the
-    work of many (headgeom.verify.sensitivity.alternative_cost) adds estimates, not floors."""
+def job_resources(mem_mb: float, work_s: float, safety: float = SAFETY, wait_min: float = 0.0) -> dict:
+    """A job's resources from its memory and its expected seconds of work ``work_s`` (the cost
+    model's estimate): it asks for ``safety`` x the work plus ``wait_min`` (time not modelled as work,
+    e.g. a download), rounded up to at least MIN_RUNTIME. work_min keeps the request's estimate
+    before rounding, so that a job doing the work of many (headgeom.verify.sensitivity.alternative_cost)
+    adds estimates, not floors; work_s is the expected work itself (``headgeom plan`` reports both)."""
+    work_min = safety * work_s / 60 + wait_min
     return {"mem_mb": int(math.ceil(mem_mb)), "runtime": int(max(MIN_RUNTIME, math.ceil(work_min))),
-            "work_min": float(work_min)}
+            "work_min": float(work_min), "work_s": float(work_s + 60 * wait_min)}
 
 
 def _minutes(t_s: float, mem: float) -> dict:
-    return job_resources(max(mem, 500), SAFETY * t_s / 60)
+    return job_resources(max(mem, 500), t_s)
 
 
 def pk_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
@@ -213,11 +216,11 @@ def fetch(fields: dict | None, source: str | None = None) -> dict:
     """mem_mb and runtime of one model's fetch (``fields``: its shape, None where it is unknown
     before the fetch: then 4,000 MB / 30 min, enough for models up to ~3 GiB of attention tensors)."""
     if fields is None:
-        return job_resources(4000, 30)
+        return job_resources(4000, 0.0, wait_min=30)
     s = store_mib(fields)
     largest = fields["d_model"] * fields["n_heads"] * fields["d_head"] * 4 / 2**20
-    work = SAFETY * FETCH_S_PER_GIB * s / 1024 / 60 + (FETCH_HUB_MIN if source == "hf" else 0)
-    return job_resources(FETCH_BASE_MB + FETCH_STORE_FACTOR * s + 2 * largest, work)
+    return job_resources(FETCH_BASE_MB + FETCH_STORE_FACTOR * s + 2 * largest, FETCH_S_PER_GIB * s / 1024,
+                         wait_min=FETCH_HUB_MIN if source == "hf" else 0)
 
 
 # ---------------------------------------------------------------- paper 1 jobs
@@ -259,7 +262,8 @@ def paper1_resources(kind: str, manifest, restarts: int = 1, iters: int = 0, met
             mem_mb += math.ceil(2 * LBFGS_MEMORY * starts * fields["d_head"] ** 2 * 8 / 2**20)
         work_min += starts * iters * per_iter_s / 60
     # runtime: MIN_RUNTIME on top of the work (the measured seconds leave no margin of their own)
-    return {"mem_mb": mem_mb, "runtime": MIN_RUNTIME + math.ceil(work_min), "work_min": work_min}
+    return {"mem_mb": mem_mb, "runtime": MIN_RUNTIME + math.ceil(work_min), "work_min": work_min,
+            "work_s": 60 * work_min}
 
 
 def grow(res: dict, attempt: int) -> dict:

@@ -186,14 +186,30 @@ def _pk_cost(model, writers: bool = False, kinds: str | None = None):
                 _, extra["n_writers"], extra["n_readers"] = fanout.part_layers(seg)
         if writers:  # the null pairs' route and memory depend on the arithmetic's width
             extra["precision"] = nulls.get("precision", "float64")
-        return model(manifest, nulls["samples_per_job"], len(nulls["types"]), **extra)
+        return model(manifest, _block_samples(job, nulls, wc), len(nulls["types"]), **extra)
 
     return cost
 
 
+def _block_samples(job, nulls: dict, wc: dict) -> int:
+    """Samples of a null job: its block's (the last block may hold fewer), else a full block's."""
+    from headgeom.jobs.scopes import per_job
+
+    if not job.blocks:
+        return int(nulls["samples_per_job"])
+    size = per_job(nulls, job.blocks)
+    if "block" not in wc:
+        return size
+    from headgeom.methods.nulls import sample_range
+
+    return len(sample_range(int(nulls[f"{job.blocks}_samples"]), int(wc["block"]), size))
+
+
 def _null_part_seconds(fields, config, n_pairs, n_writers, n_readers):
+    from headgeom.jobs.scopes import per_job
+
     nulls = config["pk"]["nulls"]
-    return costs.null_cross_part_seconds(fields, n_pairs, n_writers, n_readers, nulls["samples_per_job"],
+    return costs.null_cross_part_seconds(fields, n_pairs, n_writers, n_readers, per_job(nulls, "cross"),
                                          len(nulls["types"]), nulls.get("precision", "float64"))
 
 

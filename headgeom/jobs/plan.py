@@ -42,6 +42,20 @@ class PlannedJob:
     mem_mb: int
     runtime: int  # minutes
     path: str | None = None  # its first output, where the registries do not derive it (the sensitivity jobs)
+    work_s: float | None = None  # the cost model's expected seconds of work (no safety factor, no runtime
+    #   floor: headgeom.jobs.costs.job_resources); None: as requested
+
+    @classmethod
+    def of(cls, rule: str, model: str, wildcards: dict, res: dict, path: str | None = None) -> PlannedJob:
+        """A job from its cost model's resources (mem_mb, runtime and, where modelled, work_s)."""
+        work = res.get("work_s")
+        return cls(rule, model, wildcards, int(res["mem_mb"]), int(res["runtime"]), path,
+                   None if work is None else float(work))
+
+    @property
+    def expected_s(self) -> float:
+        """Seconds of work the cost model expects (its request's runtime where it models none)."""
+        return 60.0 * self.runtime if self.work_s is None else self.work_s
 
     @property
     def output(self) -> str:
@@ -109,12 +123,12 @@ def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
         for wc in scopes.job_wildcards(job.name, config, model, fields):
             mc = scopes.model_config(config, model, wc.get("layer"))
             r = job.cost(fields, mc, {k: str(v) for k, v in wc.items()})
-            out.append(PlannedJob(job.name, model, wc, int(r["mem_mb"]), int(r["runtime"])))
+            out.append(PlannedJob.of(job.name, model, wc, r))
     if act:  # the forward pass: one job per distinct (corpus, windows) of the activation sections
         for wc in forward_shapes(config):
             wc = dict(zip(("corpus", "nwin", "win"), wc))
             r = FORWARD.cost(fields, config, wc)
-            out.append(PlannedJob(FORWARD.name, model, wc, int(r["mem_mb"]), int(r["runtime"])))
+            out.append(PlannedJob.of(FORWARD.name, model, wc, r))
     return out
 
 
@@ -143,9 +157,11 @@ def plan(config: dict, workdir=".", shapes=None, models=None, more_jobs=None) ->
         jobs += more_jobs(config, {m: d["fields"] for m, d in per_model.items()})
     rules = {}
     for j in jobs:
-        r = rules.setdefault(j.rule, {"jobs": 0, "core_hours": 0.0, "peak_mem_mb": 0, "largest": None})
+        r = rules.setdefault(j.rule, {"jobs": 0, "core_hours": 0.0, "work_core_hours": 0.0, "peak_mem_mb": 0,
+                                      "largest": None})
         r["jobs"] += 1
         r["core_hours"] += j.runtime / 60
+        r["work_core_hours"] += j.expected_s / 3600
         r["peak_mem_mb"] = max(r["peak_mem_mb"], j.mem_mb)
         if r["largest"] is None or j.runtime > r["largest"].runtime:
             r["largest"] = j
@@ -168,15 +184,18 @@ def render(p: dict, cores=(1, 16, 64, 256, 1024)) -> str:
         lines.append(f"  {m}: {f['n_layers']} layers, d_model {f['d_model']}, {f['n_heads']} q / "
                      f"{f['n_kv_heads']} kv heads, d_head {f['d_head']}  (shape: {d['shape_from']})")
         lines.append(f"    scope: {d['scope']}")
-    lines += ["", f"{'rule':<20}{'jobs':>8}{'core-h':>11}{'peak MiB/job':>14}  largest job (min)"]
-    tot_jobs, tot_h = 0, 0.0
+    lines += ["", "core-h: requested (the jobs' runtime: safety factor and floors included); "
+                  "work: the cost model's expected work", "",
+              f"{'rule':<20}{'jobs':>8}{'core-h':>11}{'work':>9}{'peak MiB/job':>14}  largest job (min)"]
+    tot_jobs, tot_h, tot_w = 0, 0.0, 0.0
     for name, r in p["rules"].items():
         big = r["largest"]
-        lines.append(f"{name:<20}{r['jobs']:>8}{r['core_hours']:>11.1f}{r['peak_mem_mb']:>14}  "
-                     f"{big.runtime} {big.output}")
+        lines.append(f"{name:<20}{r['jobs']:>8}{r['core_hours']:>11.1f}{r['work_core_hours']:>9.1f}"
+                     f"{r['peak_mem_mb']:>14}  {big.runtime} {big.output}")
         tot_jobs += r["jobs"]
         tot_h += r["core_hours"]
-    lines.append(f"{'total':<20}{tot_jobs:>8}{tot_h:>11.1f}")
+        tot_w += r["work_core_hours"]
+    lines.append(f"{'total':<20}{tot_jobs:>8}{tot_h:>11.1f}{tot_w:>9.1f}")
     longest = max((j.runtime for j in p["jobs"]), default=0)
     over = [j for j in p["jobs"] if j.runtime > p["ceiling_min"]]
     lines += ["", f"runtime ceiling (fanout.max_job_minutes): {p['ceiling_min']:g} min; longest job {longest} min; "

@@ -158,6 +158,16 @@ def layers(job, config: dict, model: str, n_layers: int) -> list[int]:
     return [l for l in lay if keep(model_config(config, model, l)["pk"])]
 
 
+def per_job(nulls: dict, which: str) -> int:
+    """Samples per null job of ``which`` (within / cross) under a resolved ``pk.nulls`` block: the
+    cross-layer nulls' own ``cross_samples_per_job`` where set (their parts redraw every layer they
+    hold for each sample, so fewer samples a job let the fan-out take larger tiles: fewer draws in
+    all), else ``samples_per_job``."""
+    if which == "cross" and nulls.get("cross_samples_per_job") is not None:
+        return int(nulls["cross_samples_per_job"])
+    return int(nulls["samples_per_job"])
+
+
 def blocks(which: str | None, config: dict, model: str, layer: int | None = None) -> range:
     """The null-sample blocks of a model (``which``: within / cross; within: of ``layer``)."""
     if which is None:
@@ -165,7 +175,7 @@ def blocks(which: str | None, config: dict, model: str, layer: int | None = None
     from headgeom.methods.nulls import n_blocks
 
     nulls = model_config(config, model, layer)["pk"]["nulls"]
-    return range(n_blocks(int(nulls[f"{which}_samples"]), int(nulls["samples_per_job"])))
+    return range(n_blocks(int(nulls[f"{which}_samples"]), per_job(nulls, which)))
 
 
 def samples(which: str, config: dict, model: str, block: int, layer: int | None = None) -> list[int]:
@@ -173,7 +183,7 @@ def samples(which: str, config: dict, model: str, block: int, layer: int | None 
     from headgeom.methods.nulls import sample_range
 
     nulls = model_config(config, model, layer)["pk"]["nulls"]
-    return list(sample_range(int(nulls[f"{which}_samples"]), int(block), int(nulls["samples_per_job"])))
+    return list(sample_range(int(nulls[f"{which}_samples"]), int(block), per_job(nulls, which)))
 
 
 def job_wildcards(job, config: dict, model: str, fields: dict) -> list[dict]:

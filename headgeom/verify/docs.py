@@ -80,6 +80,8 @@ def outputs_md() -> str:
         keys = ", ".join(f"`{d.replace('/', '.')}`" for d in j.params.values())
         if j.blocks:
             keys += f", `pk.nulls.{j.blocks}_samples`, `pk.nulls.samples_per_job`"
+            if j.blocks == "cross":
+                keys += ", `pk.nulls.cross_samples_per_job`"
         if j.fanout:
             keys += ", `fanout.max_job_minutes` (pairs per part)"
         if j.activations:

@@ -186,8 +186,9 @@ def alternative_cost(alt: Alternative, manifests: dict, config: dict) -> dict:
     from headgeom.jobs.families import FAMILIES, JOBS
 
     mem, minutes = TABLES_COST["mem_mb"], float(TABLES_COST["runtime"])
+    work_s = 60 * minutes  # the tables' rebuild: as requested (not modelled)
     if not (alt.families and alt.tables):
-        return {"mem_mb": mem, "runtime": int(minutes)}
+        return {"mem_mb": mem, "runtime": int(minutes), "work_s": work_s}
     for model, manifest in manifests.items():
         fields = manifest if isinstance(manifest, dict) else json.loads(Path(manifest).read_text())["fields"]
         for fam in alt.families:
@@ -196,11 +197,12 @@ def alternative_cost(alt: Alternative, manifests: dict, config: dict) -> dict:
                 r = job.cost(fields, scopes.model_config(config, model, layer), {"model": model, "layer": str(layer)})
                 # the layers' work, not their jobs' runtime floors (one process does them all)
                 mem, minutes = max(mem, int(r["mem_mb"])), minutes + float(r.get("work_min", r["runtime"]))
+                work_s += float(r.get("work_s", 60 * r["runtime"]))
     if "activation_read_paths" in alt.families:  # what the process keeps of reader layers (keep_reader_terms)
         from headgeom.jobs.activation import READER_TERMS_MB
 
         mem += READER_TERMS_MB
-    return {"mem_mb": mem, "runtime": int(math.ceil(minutes))}
+    return {"mem_mb": mem, "runtime": int(math.ceil(minutes)), "work_s": work_s}
 
 
 # ------------------------------------------------------------------ evaluating alternatives
@@ -602,11 +604,10 @@ def planned_jobs(config: dict, fields: dict[str, dict]) -> list:
     for alt in planned(config, built_tables(config), act):
         r = alternative_cost(alt, {m: fields[m] for m in act}, config)
         rule = "sensitivity_tables" if alt.kind == "tables" else "sensitivity_shards"
-        out.append(PlannedJob(rule, "", {"alt": alt.id}, int(r["mem_mb"]), int(r["runtime"]),
-                              layout.sensitivity_row(alt.id)))
+        out.append(PlannedJob.of(rule, "", {"alt": alt.id}, r, layout.sensitivity_row(alt.id)))
         for model, corpus, nwin, win in alt.forwards:
             wc = {"corpus": corpus, "nwin": nwin, "win": win}
             r = FORWARD.cost(fields[model], config, wc)
-            out.append(PlannedJob("sensitivity_forward", model, {"alt": alt.id, **wc}, int(r["mem_mb"]),
-                                  int(r["runtime"]), layout.sensitivity_activations(alt.id, model, corpus, nwin, win)))
+            out.append(PlannedJob.of("sensitivity_forward", model, {"alt": alt.id, **wc}, r,
+                                     layout.sensitivity_activations(alt.id, model, corpus, nwin, win)))
     return out

@@ -22,7 +22,8 @@ CFG = {
     "active_models": ["tiny"],
     "pk": {
         "kinds": ["O", "Q", "K", "V"], "cross_kinds": ["Q", "K", "V"], "self_permutations": 200,
-        "nulls": {"types": ["rotation", "reassign"], "within_samples": 2, "cross_samples": 2, "samples_per_job": 2},
+        "nulls": {"types": ["rotation", "reassign"], "within_samples": 2, "cross_samples": 2, "samples_per_job": 2,
+                  "cross_samples_per_job": 2},
     },
     "paper1": {"capacity": {"restarts": 2, "iters": 10, "sample_per_layer": 2}, "bootstrap": 100},
 }

@@ -15,7 +15,7 @@ from headgeom.jobs.families import JOBS, shard_paths
 
 QWEN25_7B = {"n_layers": 28, "d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
 QWEN3_235B = {"n_layers": 94, "d_model": 4096, "d_head": 128, "n_heads": 64, "n_kv_heads": 4}
-PAPER = {"pk": {"nulls": {"types": ["rotation", "reassign"], "samples_per_job": 10}}, "fanout": {"max_job_minutes": 120}}
+PAPER = {"pk": {"nulls": {"types": ["rotation", "reassign"], "cross_samples": 30, "samples_per_job": 10}}, "fanout": {"max_job_minutes": 120}}
 
 
 @pytest.mark.parametrize("L,max_pairs", [(2, 1), (5, 1), (5, 3), (5, 4), (5, 100), (28, 25), (94, 4), (94, 50)])
@@ -185,16 +185,17 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     from headgeom.cli import main
     from headgeom.jobs import efficiency
     from headgeom.jobs.plan import load_config
+    from headgeom.jobs.scopes import per_job
 
     model = "qwen_7b-x"  # underscores in a model name: the trailing integers are the wildcards
     d = tmp_path / "results" / "tensors" / model
     d.mkdir(parents=True)
     (d / "manifest.json").write_text(json.dumps({"fields": QWEN25_7B}))
-    cfg = load_config()
+    cfg = load_config(overrides={"pk": {"nulls": {"cross_samples_per_job": 6}}})  # 6 samples a job: parts
     nulls = cfg["pk"]["nulls"]
     want_layer = costs.pk_layer(QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]))
     seg = fanout.part(JOBS["pk_null_cross"], QWEN25_7B, cfg, 1)
-    want_null = costs.pk_null_cross(QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]),
+    want_null = costs.pk_null_cross(QWEN25_7B, per_job(nulls, "cross"), len(nulls["types"]),
                                 n_pairs=fanout.n_pairs(seg), n_writers=len({w for w, _, _ in seg}))
     rows = [  # the plugin's CSV: pandas index column, then its columns (steps only)
         ("0", "11.batch", f"rule_pk_layer_wildcards_{model}_0", 60 * want_layer["runtime"] / 3, 900, want_layer["mem_mb"]),
@@ -216,7 +217,8 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     nc = res["pk_null_cross"]
     assert nc["model_mem_max_mb"] == want_null["mem_mb"] and nc["mem_ratio_max"] == pytest.approx(1.5)
     assert nc["over"][0]["wildcards"] == {"model": model, "block": "0", "part": "1"}
-    assert main(["costs", str(rep), "-d", str(tmp_path)]) == 0
+    (tmp_path / "six.yaml").write_text("pk: {nulls: {cross_samples_per_job: 6}}\n")
+    assert main(["costs", str(rep), "-d", str(tmp_path), "--configfile", str(tmp_path / "six.yaml")]) == 0
 
 
 def test_spilled_writer_bases_give_bitwise_identical_rows(tmp_path, monkeypatch):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from headgeom.jobs import plan as P
 
 Q3, Q7, Q7I = "qwen3-235b-a22b", "qwen2.5-7b", "qwen2.5-7b-instruct"
@@ -50,3 +52,77 @@ def test_plan_cli_unscoped_prices_the_full_suite_the_paper_could_not_afford(caps
 
     assert null_within_jobs() == 1
     assert null_within_jobs("--unscoped") == 94 * 3  # every layer, 30 samples in blocks of 10
+
+
+def _unscoped_plan(models):
+    from headgeom.jobs.scopes import unscoped
+
+    config = unscoped(P.load_config([P.ROOT / "config" / "models.yaml", P.ROOT / "config" / "paper.yaml"]))
+    return P.plan(config, models=models), config
+
+
+def test_expected_work_never_above_the_request_and_reported_per_rule(capsys):
+    """`headgeom plan` reports the cost model's expected work beside the request: no job expects
+    more than it asks for, the PK jobs expect less by the safety factor (the floor aside), and the
+    rule and total lines carry both."""
+    from headgeom.cli import main
+    from headgeom.jobs.costs import SAFETY
+
+    for p in (_plan([Q7]), _unscoped_plan([Q3])[0]):
+        for j in p["jobs"]:
+            assert 0 < j.expected_s <= 60 * j.runtime, j
+            if j.rule.startswith("pk_"):
+                assert j.work_s is not None and j.expected_s * SAFETY <= 60 * j.runtime + 1e-9
+                if j.runtime > 5:  # above the floor the request is the work x SAFETY, rounded up to a minute
+                    assert 60 * j.runtime - 60 < SAFETY * j.expected_s, j
+        for r in p["rules"].values():
+            assert 0 < r["work_core_hours"] <= r["core_hours"]
+    files = [str(P.ROOT / "config" / "models.yaml"), str(P.ROOT / "config" / "paper.yaml")]
+    assert main(["plan", "--configfile", *files, "--models", Q7]) == 0
+    lines = {ln.split()[0]: ln.split() for ln in capsys.readouterr().out.splitlines() if ln.strip()}
+    from headgeom.verify.sensitivity import planned_jobs
+
+    config = P.load_config(files)
+    p = P.plan(config, models=[Q7], more_jobs=planned_jobs)  # as the CLI: the choice sensitivity's jobs too
+    assert float(lines["pk_null_cross"][3]) == round(p["rules"]["pk_null_cross"]["work_core_hours"], 1)
+    assert float(lines["total"][3]) == round(sum(j.expected_s for j in p["jobs"]) / 3600, 1)
+    assert float(lines["total"][2]) == round(sum(j.runtime for j in p["jobs"]) / 60, 1)
+
+
+def test_cross_null_work_is_the_sum_of_its_parts_draws_and_pairs():
+    """The pk_null_cross rule's expected work, recomputed from its fan-out: per sample and null, every
+    part's layer pairs at the route's seconds plus one draw of each writer and reader layer it holds."""
+    from headgeom.jobs import costs, fanout
+    from headgeom.jobs.families import JOBS
+    from headgeom.jobs.scopes import model_config
+
+    p, config = _unscoped_plan([Q3])
+    fields = p["models"][Q3]["fields"]
+    nulls = model_config(config, Q3)["pk"]["nulls"]
+    route = costs.null_cross_route_pair_seconds(fields, nulls.get("precision", "float64"))
+    draw_w, draw_r = costs.null_cross_draw_seconds(fields)
+    parts = fanout.parts(JOBS["pk_null_cross"], fields, model_config(config, Q3))
+    per_sample = sum(fanout.n_pairs(pt) * route + len({w for w, _, _ in pt}) * draw_w
+                     + len({r for _, a, b in pt for r in range(a, b)}) * draw_r for pt in parts)
+    expected = per_sample * int(nulls["cross_samples"]) * len(nulls["types"])
+    got = sum(j.expected_s for j in p["jobs"] if j.rule == "pk_null_cross")
+    assert got == pytest.approx(expected, rel=1e-9)
+    # every pair in exactly one part
+    assert sum(fanout.n_pairs(pt) for pt in parts) == fields["n_layers"] * (fields["n_layers"] - 1) // 2
+
+
+def test_expected_work_meets_the_papers_budgets_with_one_cross_sample_a_job():
+    """The cross-layer null parts redraw every layer they hold for each of their samples: with one
+    sample a job (pk.nulls.cross_samples_per_job) the fan-out takes tiles large enough that the PK
+    paper's Qwen2.5-7B design expects <= 15 core-h of work and the unscoped Qwen3-235B suite <= 800;
+    in blocks of samples_per_job (10) the 235B suite's draws alone would break that budget."""
+    def work_h(p):
+        return sum(j.expected_s for j in p["jobs"]) / 3600
+
+    p7, (p235, config) = _plan([Q7]), _unscoped_plan([Q3])
+    assert work_h(p7) <= 15 and work_h(p235) <= 800
+    assert {j.wildcards["block"] for j in p235["jobs"] if j.rule == "pk_null_cross"} == set(range(30))
+    config["pk"]["nulls"]["cross_samples_per_job"] = None  # falls back to samples_per_job: 3 blocks of 10
+    tens = P.plan(config, models=[Q3])
+    assert {j.wildcards["block"] for j in tens["jobs"] if j.rule == "pk_null_cross"} == {0, 1, 2}
+    assert work_h(tens) > 800

@@ -35,7 +35,8 @@ def _expected(fields7) -> set[tuple[str, str]]:
     jobs |= {("pk_null_within", f"results/shards/pk_null_within/{Q7}/layer{l}/block{b}.parquet")
              for l in range(L7) for b in range(3)}
     jobs |= {("pk_cross_layer", f"results/shards/pk_cross/{Q7}/part0.parquet")}  # 6 layer pairs: one part
-    jobs |= {("pk_null_cross", f"results/shards/pk_null_cross/{Q7}/block{b}/part0.parquet") for b in range(3)}
+    # cross-layer nulls: one sample a job (pk.nulls.cross_samples_per_job), 30 blocks
+    jobs |= {("pk_null_cross", f"results/shards/pk_null_cross/{Q7}/block{b}/part0.parquet") for b in range(30)}
     return jobs
 
 
