@@ -265,6 +265,9 @@ def config_view(config: dict) -> dict:
 #: model_type -> family name
 BY_MODEL_TYPE = {mt: f.name for f in FAMILIES.values() for mt in f.model_types}
 
+#: the family whose layout a derived type is read with (and whose cuts size its oracle instance)
+DERIVED_LAYOUT = "llama"
+
 #: llama-layout model_types that no family names, run through the forward-pass oracle end to end by
 #: tests/unit/test_architectures_oracle.py (any other is derived and checked at first use the same way)
 DERIVED_TESTED = ("arcee", "ernie4_5", "glm", "helium", "ministral", "seed_oss")

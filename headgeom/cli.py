@@ -7,6 +7,7 @@
     headgeom plan [--configfile F ...] [--models m1 ...] [--shape M=config.json] [--cores N ...]
     headgeom costs logs/slurm/efficiency_report_<run>.csv [-d DIR] [--configfile F ...]
     headgeom check [--configfile F ...] [--config k=v ...] [-d DIR]
+    headgeom verify [-d DIR]
     headgeom summary [-d DIR] [--models m1 ...]
     headgeom timings [-d DIR] [--log SNAKEMAKE_LOG]
     headgeom docs [--check]

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from headgeom.architectures import FAMILIES, Family, config_view, derive
+from headgeom.architectures import DERIVED_LAYOUT, FAMILIES, Family, config_view, derive
 from headgeom.core.errors import UnknownArchitectureError
 from .family import FamilyAdapter
 
@@ -425,8 +425,8 @@ def cache_key(config: dict, fam: Family | None) -> dict:
     resolved (None: derived) and the tiny instance's config less the keys that change no module
     (identifiers, dtype, token ids, dropout, epsilons, RoPE base)."""
     desc = None if fam is None else {k: v for k, v in asdict(fam).items() if k not in ("variant", "notes")}
-    cut = cut_config(config, fam or FAMILIES["llama"])
-    eps = set((fam or FAMILIES["llama"]).eps_keys)
+    cut = cut_config(config, fam or FAMILIES[DERIVED_LAYOUT])
+    eps = set((fam or FAMILIES[DERIVED_LAYOUT]).eps_keys)
     layout = {k: v for k, v in sorted(cut.items()) if k not in _NOT_LAYOUT and k not in eps and "dropout" not in k
               and not k.endswith(("_pdrop", "token_id", "token_ids"))}
     return dict(oracle=ORACLE_VERSION, model_type=cut.get("model_type"), transformers=_transformers_version(),
@@ -467,7 +467,7 @@ def verdict(fam: Family | None, config: dict) -> dict:
     t0 = time.perf_counter()
     if fam is None:
         try:
-            found = derive(cut_config(config, FAMILIES["llama"]))
+            found = derive(cut_config(config, FAMILIES[DERIVED_LAYOUT]))
         except UnknownArchitectureError as e:
             v = dict(ok=False, errors={}, reason=str(e), derived=None)
         except Exception as e:  # transformers' modules are not what derive() can read

@@ -193,7 +193,7 @@ def _pk_cost(model, writers: bool = False, kinds: str | None = None):
 
 def _block_samples(job, nulls: dict, wc: dict) -> int:
     """Samples of a null job: its block's (the last block may hold fewer), else a full block's."""
-    from headgeom.jobs.scopes import per_job
+    from headgeom.methods.nulls import per_job
 
     if not job.blocks:
         return int(nulls["samples_per_job"])
@@ -206,7 +206,7 @@ def _block_samples(job, nulls: dict, wc: dict) -> int:
 
 
 def _null_part_seconds(fields, config, n_pairs, n_writers, n_readers):
-    from headgeom.jobs.scopes import per_job
+    from headgeom.methods.nulls import per_job
 
     nulls = config["pk"]["nulls"]
     return costs.null_cross_part_seconds(fields, n_pairs, n_writers, n_readers, per_job(nulls, "cross"),
@@ -412,7 +412,7 @@ def _fetch_cost(fields, config, wildcards=None):
     entry = (config.get("models") or {}).get(model) or {}
     if fields is None and model is not None:
         from headgeom.core.errors import ConfigError
-        from headgeom.jobs.plan import model_shape
+        from headgeom.jobs.shapes import model_shape
 
         try:
             fields = model_shape(model, config)[0]

@@ -31,6 +31,7 @@ import copy
 import re
 
 from headgeom.core.errors import ConfigError
+from headgeom.methods.nulls import per_job  # noqa: F401 (samples per null job; the rules and tests read it here)
 
 # the per-layer stages a scope turns on or off (each registry job names its stage)
 STAGES = ("pk", "paper1")
@@ -156,16 +157,6 @@ def layers(job, config: dict, model: str, n_layers: int) -> list[int]:
     for i, e in enumerate(pk["nulls"].get("by_layer") or []):
         layer_list(e["layers"], n_layers, f"pk.nulls.by_layer[{i}].layers of {model!r}")  # in range
     return [l for l in lay if keep(model_config(config, model, l)["pk"])]
-
-
-def per_job(nulls: dict, which: str) -> int:
-    """Samples per null job of ``which`` (within / cross) under a resolved ``pk.nulls`` block: the
-    cross-layer nulls' own ``cross_samples_per_job`` where set (their parts redraw every layer they
-    hold for each sample, so fewer samples a job let the fan-out take larger tiles: fewer draws in
-    all), else ``samples_per_job``."""
-    if which == "cross" and nulls.get("cross_samples_per_job") is not None:
-        return int(nulls["cross_samples_per_job"])
-    return int(nulls["samples_per_job"])
 
 
 def blocks(which: str | None, config: dict, model: str, layer: int | None = None) -> range:

@@ -145,6 +145,16 @@ def null_factors(X: np.ndarray, null: str, rng: np.random.Generator, precision: 
     return unstack(out, X.shape[0])  # a view: orthonormal_bases reads the heads in place
 
 
+def per_job(nulls: dict, which: str) -> int:
+    """Samples per null job of ``which`` (within / cross) under a resolved ``pk.nulls`` block: the
+    cross-layer nulls' own ``cross_samples_per_job`` where set (their parts redraw every layer they
+    hold for each sample, so fewer samples a job let the fan-out take larger tiles: fewer draws in
+    all), else ``samples_per_job``."""
+    if which == "cross" and nulls.get("cross_samples_per_job") is not None:
+        return int(nulls["cross_samples_per_job"])
+    return int(nulls["samples_per_job"])
+
+
 def sample_range(n_samples: int, block: int, per_job: int) -> range:
     return range(block * per_job, min((block + 1) * per_job, n_samples))
 

@@ -30,8 +30,9 @@ def test_plugin_job_is_registered_scheduled_and_planned(tmp_path):
     plan = subprocess.run([sys.executable, "-m", "headgeom.cli", "plan", "--configfile", str(cfg), "-d", str(tmp_path)],
                           env=plugin_env(), capture_output=True, text=True, check=True).stdout
     row = next(line for line in plan.splitlines() if line.startswith("toy_wo_norm"))
-    # 3 jobs of the toy cost model (600 MiB, 5 min each): 0.25 core-hours, printed 0.2
-    assert row.split()[:4] == ["toy_wo_norm", "3", "0.2", "600"], row
+    # 3 jobs of the toy cost model (600 MiB, 5 min each): 0.25 core-hours requested, printed 0.2; a cost
+    # model that states no work (work_s) is expected to use what it requests
+    assert row.split()[:5] == ["toy_wo_norm", "3", "0.2", "0.2", "600"], row
     assert "results/shards/toy_wo_norm/m/layer0.parquet" in row
 
     # a stage the model's scope turns off drops the plugin's jobs, as it drops the built-in ones

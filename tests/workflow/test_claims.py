@@ -51,7 +51,9 @@ def test_agreement_at_printed_precision(claim, got, ok):
 
 
 def test_order_of_magnitude_and_reducers():
-    assert agrees("1e-10", 4.2e-10, tol="order") and not agrees("1e-10", 4.2e-11, tol="order")
+    # of order: within half a decade either way, symmetric on a log scale
+    assert agrees("1e-10", 3e-10, tol="order") and agrees("1e-10", 3.3e-11, tol="order")
+    assert not agrees("1e-10", 4.2e-10, tol="order") and not agrees("1e-10", 2.9e-11, tol="order")
     assert reduce_values(["1/2", "3/4"], "sumfrac") == ((4, 6), "4/6")
     assert reduce_values(["1/2", "3/4"], "sumfrac_pct")[0] == pytest.approx(400 / 6)
     assert reduce_values(["0.2", "0.1", "nan"], "range") == ((0.1, 0.2), "0.1 – 0.2")
