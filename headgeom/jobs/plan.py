@@ -123,11 +123,10 @@ def plan(config: dict, workdir=".", shapes=None, models=None, more_jobs=None) ->
         r["peak_mem_mb"] = max(r["peak_mem_mb"], j.mem_mb)
         if r["largest"] is None or j.runtime > r["largest"].runtime:
             r["largest"] = j
+    fetches = [FETCH.cost(d["fields"], config, {"model": m}) for m, d in per_model.items()]
     return {"models": per_model, "rules": rules, "jobs": jobs, "ceiling_min": fanout.max_job_minutes(config),
-            "fetch_min": max((FETCH.cost(d["fields"], config, {"model": m})["runtime"] for m, d in per_model.items()),
-                             default=0),
-            "fetch_mem_mb": max((FETCH.cost(d["fields"], config, {"model": m})["mem_mb"] for m, d in per_model.items()),
-                                default=0)}
+            "fetch_min": max((f["runtime"] for f in fetches), default=0),
+            "fetch_mem_mb": max((f["mem_mb"] for f in fetches), default=0)}
 
 
 def wall_clock_hours(p: dict, cores: int) -> float:

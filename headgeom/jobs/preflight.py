@@ -342,6 +342,7 @@ def _n_layers(name: str, entry: dict, m: _Model) -> int | None:
     """The model's layer count before any fetch: its fetched manifest, its registry ``shape:``,
     or the checkpoint header the pre-flight read (config.json, GGUF ``<arch>.block_count``)."""
     from headgeom import layout
+    from headgeom.jobs.shapes import LAYER_KEYS
 
     try:
         return int(json.loads(Path(layout.manifest(name)).read_text())["fields"]["n_layers"])
@@ -352,7 +353,7 @@ def _n_layers(name: str, entry: dict, m: _Model) -> int | None:
     c = m.config if isinstance(m.config, dict) else {}
     c = {**c, **(c.get("text_config") or {})} if isinstance(c.get("text_config"), dict) else c
     for k, v in c.items():
-        if (k in ("num_hidden_layers", "n_layer", "num_layers") or str(k).endswith(".block_count")) \
+        if (k in LAYER_KEYS or str(k).endswith(".block_count")) \
                 and isinstance(v, int) and not isinstance(v, bool):
             return v
     return None

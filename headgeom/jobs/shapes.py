@@ -11,6 +11,8 @@ from headgeom import layout
 from headgeom.core.errors import ConfigError
 
 SHAPE_KEYS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "d_head")
+#: the names an HF config.json gives the layer count (the pre-flight reads them too)
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
 
 
 def shape_from_file(path) -> dict:
@@ -30,7 +32,7 @@ def shape_from_file(path) -> dict:
 
     D = first("hidden_size", "n_embd", "d_model")
     H = first("num_attention_heads", "n_head", "num_heads")
-    return {"n_layers": first("num_hidden_layers", "n_layer", "num_layers"), "d_model": D, "n_heads": H,
+    return {"n_layers": first(*LAYER_KEYS), "d_model": D, "n_heads": H,
             "n_kv_heads": first("num_key_value_heads", "multi_query_group_num", default=H),
             "d_head": first("head_dim", "kv_channels", default=D // H)}
 
