@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,10 +30,13 @@ class Column:
 
 @dataclass
 class Table:
-    name: str
-    caption: str
-    columns: list[Column]
-    rows: list[dict]
+    """A table's columns and rows. A registered builder returns ``Table(columns=..., rows=...)``:
+    its name comes from the registration and its caption from the builder's docstring
+    (headgeom.outputs.registry.Output.call); tables built outside the registry name both."""
+    name: str = ""
+    caption: str = ""
+    columns: list[Column] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)
     notes: str = ""
     aggregation: str | None = None  # what built it (audit); default headgeom.outputs.<name>
 

@@ -88,7 +88,13 @@ class Output:
             elif par.default is inspect.Parameter.empty:
                 raise TypeError(f"{self.kind} {self.name!r}: the builder's parameter {name!r} is none of its "
                                 f"families, params or {', '.join(GIVEN)}")
-        return self.build(**kwargs)
+        built = self.build(**kwargs)
+        if self.kind == "table":
+            # one name (the registration's) and one caption (the docstring's) per table
+            if built.name and built.name != self.name:
+                raise ValueError(f"table {self.name!r}: its builder named it {built.name!r}")
+            built.name, built.caption = self.name, self.caption
+        return built
 
 
 OUTPUTS: dict[tuple[str, str], Output] = {}

@@ -135,8 +135,8 @@ def test_a_toy_null_model_and_a_toy_table_through_the_registries_alone(store, mo
                 for m in models for t in null_types]
         rows.append({"model": models[0], "null": "observed", "kind": "O",
                      "mean": float(np.mean([r for r, k in zip(pk["rho"], pk["kind"]) if k == "O"]))})
-        return Table("toy_null_means", "Mean ρ per null.", [Column("model", "Model"), Column("null", "Null"),
-                                                           Column("kind", "Kind"), Column("mean", "Mean ρ")], rows)
+        return Table(columns=[Column("model", "Model"), Column("null", "Null"),
+                              Column("kind", "Kind"), Column("mean", "Mean ρ")], rows=rows)
 
     assert registry.TABLES["toy_null_means"].caption == "**Toy.** Mean ρ per null."
 
@@ -157,9 +157,23 @@ def test_a_toy_null_model_and_a_toy_table_through_the_registries_alone(store, mo
     out = {ext: str(w / f"toy.{ext}") for ext in ("csv", "md", "tex")} | {"prov": str(w / "toy.prov.json")}
     O.build_output("table", "toy_null_means", paths, [manifest], ["toy"], out, {"null_types": ["rotation", "flip"]})
     rows = {r["null"]: float(r["mean"]) for r in csv.DictReader(open(out["csv"]))}
+    # the table's name is its registration's, its caption the builder's docstring
+    assert open(out["md"]).readline().strip() == "**toy_null_means** — **Toy.** Mean ρ per null."
     assert set(rows) == {"rotation", "flip", "observed"}
     assert rows["flip"] == pytest.approx(rows["observed"], rel=1e-12)
     assert rows["rotation"] != pytest.approx(rows["observed"], rel=1e-6)  # a real null moves the spaces
+
+
+def test_a_builder_naming_another_table_is_refused(registry):
+    table, _ = registry.decorators("PK paper")
+
+    @table("toy_named")
+    def toy_named(models):
+        """**Toy.**"""
+        return Table("not_toy_named", "", [Column("model", "Model")], [])
+
+    with pytest.raises(ValueError, match="its builder named it 'not_toy_named'"):
+        registry.TABLES["toy_named"].call({}, {}, ["m"], {})
 
 
 def test_an_unknown_null_type_is_a_clear_error():
