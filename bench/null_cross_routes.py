@@ -3,7 +3,7 @@ GEMM rate: stacked-basis blocks (cross_pairs, rho only), and projector Grams (pr
 slab packing and the slab products, timed apart), in float64 and float32, on random orthonormal
 bases at a model's shape; with the rates, each route's seconds for one writer->reader layer pair of
 one null sample at the job's budgets (methods.pk.null_cross_route_seconds). Used by `make bench`
-(bench/run.py null_cross) and bench/gpu_check.py (the rates of a device)."""
+(bench/run.py null_cross) and tools/gpu_check.py (the rates of a device)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,7 @@ import time
 import numpy as np
 
 from headgeom.methods import pk
-
-
-def random_bases(n: int, D: int, d: int, seed: int, dtype=np.float64) -> np.ndarray:
-    """n orthonormal bases of random d-dim subspaces of R^D, as heads of one stacked matrix."""
-    X = np.random.default_rng(seed).standard_normal((n, D, d))
-    B, _ = pk.orthonormal_bases(X)
-    return B.astype(dtype, copy=False)
+from tools.baselines import random_bases
 
 
 def best(fn, reps: int, clock=time.perf_counter):

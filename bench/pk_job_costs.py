@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+sys.path.insert(0, str(ROOT))  # the tools package
 
 JOB = r"""
 import json, resource, sys, time
@@ -43,9 +43,8 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "results/bench/pk_job_costs.json"))
     ap.add_argument("--jobs", default="pk_layer,pk_cross_layer,pk_null_within,pk_null_within_reassign,pk_null_cross")
     a = ap.parse_args()
-    from synth import write_llama
-
     from headgeom.io.fetch import fetch_model
+    from tools.synth import write_llama
 
     L = a.layers
     res = {"shape": {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv": 4, "layers_built": L}}

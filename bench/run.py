@@ -56,20 +56,26 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-ARGS = parse_args()
-if ARGS.threads is not None or "OPENBLAS_NUM_THREADS" not in os.environ:
-    n = str(ARGS.threads or 1)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = n
-if ARGS.clock is None:
-    ARGS.clock = "cpu" if os.environ.get("OPENBLAS_NUM_THREADS") == "1" else "wall"
+sys.path.insert(0, str(ROOT))  # the tools package (tools/baselines.py, synth.py, hubserver.py)
 
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # hubserver.py, synth.py
+# numpy and the baselines are imported by main(), after the BLAS thread count is exported: OpenBLAS
+# reads it once, when numpy loads it
+np = hb = None
 
-import numpy as np  # noqa: E402
 
-import baselines as hb  # noqa: E402  (bench/baselines.py)
+def _set_threads(args) -> None:
+    """Export --threads as the BLAS thread count (unless one is set already and --threads is not
+    given), then import numpy; --clock defaults to CPU time under one BLAS thread."""
+    global np, hb
+    if args.threads is not None or "OPENBLAS_NUM_THREADS" not in os.environ:
+        n = str(args.threads or 1)
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = n
+    if args.clock is None:
+        args.clock = "cpu" if os.environ.get("OPENBLAS_NUM_THREADS") == "1" else "wall"
+    import numpy as np
+
+    from tools import baselines as hb
 
 
 def log(msg: str) -> None:
@@ -502,7 +508,7 @@ def bench_stages(args) -> dict:
 
 
 def bench_fetch(args) -> dict:
-    """Bytes the loopback hub (tests/hubserver.py) sends for a fetch, over the bytes needed."""
+    """Bytes the loopback hub (tools/hubserver.py) sends for a fetch, over the bytes needed."""
     tmp = Path(tempfile.mkdtemp(prefix="headgeom-bench-fetch-"))
     home = tmp / "hf_home"
     os.environ.update(HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1", NO_PROXY="127.0.0.1,localhost")
@@ -512,8 +518,8 @@ def bench_fetch(args) -> dict:
 
     from headgeom.adapters import adapter_for
     from headgeom.io.fetch import fetch_model
-    from hubserver import FakeHub
-    from synth import write_llama
+    from tools.hubserver import FakeHub
+    from tools.synth import write_llama
 
     constants.HF_HUB_OFFLINE = False
     constants.HF_HOME, constants.HF_HUB_CACHE = str(home), str(home / "hub")
@@ -566,9 +572,9 @@ def bench_fetch(args) -> dict:
 def bench_capacity(args) -> dict:
     """Paper 1's capacity search (projected ascent with SVD retraction) at paper settings' batch
     (6 selected heads x 8 restarts per layer): per start and step, the batched ascent against the
-    per-head loop it replaced (tests/helpers/capacity_ref.py) and against its own unavoidable work
+    per-head loop it replaced (tools/capacity_ref.py) and against its own unavoidable work
     (one d x d SVD and the products, timed alone on the same stacked batch)."""
-    from capacity_ref import ref_projected_ascent
+    from tools.capacity_ref import ref_projected_ascent
 
     from headgeom.methods.paper1.capacity import projected_ascent
 
@@ -897,7 +903,9 @@ def summarize(results: dict, env: dict) -> str:
     return head + "\n".join(lines) + "\n\n" + "\n".join(f"* {x}" for x in notes) + "\n"
 
 
-def main(args) -> int:
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    _set_threads(args)
     outdir = Path(args.out)
     outdir.mkdir(parents=True, exist_ok=True)
     env = hb.thread_settings()
@@ -929,4 +937,4 @@ def main(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(ARGS))
+    sys.exit(main())

@@ -44,20 +44,6 @@ def closure_score(O, V):
     return closure_from_terms(*closure_terms(*head_grams(O, V)))[0]
 
 
-def weighted_inner(X, Y, A, B):
-    """<X,Y>_{A,B} = tr(X^T A Y B) (the weighted-metric form, docs/methods.md §1.1)."""
-    return tr_prod(mT(X) @ A, Y @ B)
-
-
-def closure_weighted_form(A, B, M):
-    """P and alpha from the weighted-metric form; must agree with closure_from_terms."""
-    eye = np.broadcast_to(np.eye(A.shape[-1]), A.shape)
-    mi = weighted_inner(M, eye, A, B)
-    mm = weighted_inner(M, M, A, B)
-    ii = weighted_inner(eye, eye, A, B)
-    return mi**2 / (mm * ii), mi / ii
-
-
 # ---------------------------------------------------------------- principal coordinates
 
 

@@ -367,7 +367,7 @@ def projector_slabs(D: int) -> tuple[tuple[int, int, int], ...]:
 
 
 def packed_length(D: int) -> int:
-    """Entries of one head's packed projector (``packed_projectors``): D (D + 1) / 2 and the slabs'
+    """Entries of one head's packed projector (its ``pack_slab`` slabs in order): D (D + 1) / 2 and the slabs'
     diagonal blocks' lower halves."""
     a, b, off = projector_slabs(D)[-1]
     return off + (b - a) * (D - a)
@@ -398,19 +398,6 @@ def pack_slab(bases, a: int, b: int, out: np.ndarray, twice_upper: bool = False)
     np.matmul(left, np.swapaxes(bases[:, a:, :], -1, -2), out=G)
     if twice_upper:
         G[:, :, :k] *= 0.5  # the diagonal block counts once
-    return out
-
-
-def packed_projectors(bases: np.ndarray, twice_upper: bool = False, out: np.ndarray | None = None) -> np.ndarray:
-    """(n, D, d) orthonormal bases -> (n, packed_length(D)): every slab of each head's projector
-    (``pack_slab``), in the bases' dtype. tr(P_a P_b) is one dot product of a's packing with
-    ``twice_upper`` and b's plain one (``projector_pk``). The jobs pack slab by slab
-    (``projector_gram``); the whole packing is for tests and benchmarks."""
-    n, D, _ = bases.shape
-    if out is None:
-        out = np.empty((n, packed_length(D)), dtype=bases.dtype)
-    for a, b, off in projector_slabs(D):
-        pack_slab(bases, a, b, out[:, off:off + (b - a) * (D - a)], twice_upper)
     return out
 
 
@@ -528,18 +515,6 @@ def projectors_pay(n_heads: int, d_model: int, d_head: int, n_layers: int, n_kv_
     n_r = sum(n_heads if k in ("O", "Q") else G for k in kinds)
     t = null_cross_route_seconds(d_model, d_head, n_heads, n_r, n_layers, itemsize)
     return t["projectors"] < t["blocks"]
-
-
-def projector_pk(Pa2: np.ndarray, Pb: np.ndarray) -> np.ndarray:
-    """(na, nb) PK = tr(P_a P_b) from ``packed_projectors``: a packed with ``twice_upper``,
-    b without. One GEMM over the packed length."""
-    return Pa2 @ Pb.T
-
-
-def cross_rho_projectors(Pw2, rw, Pr, rr) -> np.ndarray:
-    """rho of every writer with every reader head, (nw, nr), from packed projectors (writers
-    ``twice_upper``); NaN where a space is zero or non-finite (rank <= 0)."""
-    return rho_of_pk(projector_pk(Pw2, Pr), rw, rr)
 
 
 def rho_of_pk(pk: np.ndarray, ra: np.ndarray, rb: np.ndarray) -> np.ndarray:

@@ -394,16 +394,3 @@ def read_path_pair(fw, zw: np.ndarray, fr, x: np.ndarray, eps, kind: str, rank_r
     A caller with several reader layers or kinds keeps ``writer_terms`` / ``layer_pair_terms``."""
     pt = layer_pair_terms(writer_terms(fw, zw, write_O, rank_rtol), fr, x, eps, eps_exact)
     return reader_rows(pt, kind, no_norm_flag)
-
-
-def pair_terms_direct(O_j, z, R_h, x, norm_type, eps, eps_exact=True):
-    """Per-token linear and normalization terms for one (writer, reader) pair, materialized
-    token by token (tests; independent of the trace formulas above)."""
-    lin, nrm = [], []
-    for t in range(z.shape[0]):
-        u = O_j @ z[t]
-        sigma, xhat, kappa = norm_stats(x[t][None], norm_type, eps, eps_exact)
-        pu = u - u.mean() if norm_type == "layernorm" else u
-        lin.append(R_h.T @ pu / sigma[0])
-        nrm.append(-kappa[0] * (R_h.T @ xhat[0]) * (xhat[0] @ pu) / sigma[0])
-    return np.array(lin), np.array(nrm)

@@ -506,15 +506,6 @@ def _write(t: Table, outputs: dict, ledger_path, models_run: list[str], inputs: 
     })
 
 
-def sensitivity_job(ledger_path, workdir, models_run: list[str], outputs: dict, sources: dict | None = None,
-                    workers: int = 1, tables=None, progress=None) -> Table:
-    """Every alternative in one job (``sensitivity``), written as the table."""
-    t = sensitivity(workdir, load_ledger(ledger_path), models_run, sources=sources, workers=workers, tables=tables,
-                    progress=progress)
-    _write(t, outputs, ledger_path, models_run, [])
-    return t
-
-
 # ------------------------------------------------------------------ the workflow's jobs
 
 

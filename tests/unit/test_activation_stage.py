@@ -193,7 +193,7 @@ def test_hf_corpus_through_loopback_hub(tmp_path, monkeypatch):
     """source: hf resolves the revision to its commit (recorded) and reads the pinned file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from hubserver import FakeHub
+    from tools.hubserver import FakeHub
 
     buf = pa.BufferOutputStream()
     pq.write_table(pa.table({"text": ["An encyclopedia article.", "Another paragraph of prose."]}), buf)
@@ -248,7 +248,7 @@ def test_gguf_reader_over_a_plain_view_reads_what_gguf_reads(tmp_path):
     import gguf
 
     from headgeom.io.checkpoint import gguf_reader
-    from synth import write_gguf_stub
+    from tools.synth import write_gguf_stub
 
     path = tmp_path / "m.gguf"
     write_gguf_stub(path, ["a", "bb", "ccc", "\u00e9t\u00e9"], **{"llama.context_length": 8})
@@ -274,7 +274,7 @@ def test_gguf_loader_converts_metadata_once_and_uses_the_callers_reader(tmp_path
 
     from headgeom.io.checkpoint import GGUFFile
     from headgeom.io.forward import _gguf_loader
-    from synth import write_gguf_stub
+    from tools.synth import write_gguf_stub
 
     path = tmp_path / "a.gguf"
     write_gguf_stub(path, ["a", "bb", "ccc"], **{"llama.context_length": 8})
@@ -316,7 +316,7 @@ def test_gguf_loader_parses_each_file_once(tmp_path, monkeypatch):
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     from headgeom.io.forward import _gguf_loader
-    from synth import write_gguf_stub
+    from tools.synth import write_gguf_stub
 
     def write(p, tokens):
         write_gguf_stub(p, tokens, **{"llama.context_length": 8})

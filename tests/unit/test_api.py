@@ -234,7 +234,7 @@ def test_hub_repo_equals_local_path(saved, tmp_path, monkeypatch):
     another revision gives that commit's weights, and the resolved commit is recorded."""
     from huggingface_hub import close_session, constants
 
-    from hubserver import FakeHub, isolate_hub_client
+    from tools.hubserver import FakeHub, isolate_hub_client
 
     model, path = saved
     other = tmp_path / "other"

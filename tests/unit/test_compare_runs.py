@@ -1,20 +1,15 @@
-"""bench/compare_runs.py: the before/after check of a restructuring finds a one-ulp change,
+"""tools/compare_runs.py: the before/after check of a restructuring finds a one-ulp change,
 treats NaN as equal to NaN, matches rows by key whatever their order, and follows a family
 whose values moved into another family's shards."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 
 from headgeom.io.shards import write_shard
-
-ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("compare_runs", ROOT / "bench" / "compare_runs.py")
-compare_runs = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(compare_runs)
+from tools import compare_runs
 
 
 def _run(root: Path, P, order=(0, 1, 2), moved=False, extra_cols=False, csv="a,b\n1,0.5\n", both=False):

@@ -1,22 +1,15 @@
-"""bench/gpu_check.py's CPU path (tiny shapes): the torch backend against numpy on the null, PK
+"""tools/gpu_check.py's CPU path (tiny shapes): the torch backend against numpy on the null, PK
 and closure kernels, as the prepared GPU check runs them on CUDA."""
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load():
-    sys.path.insert(0, str(ROOT / "bench"))
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "bench" / "gpu_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from tools import gpu_check
+
+    return gpu_check
 
 
 def test_gpu_check_runs_on_cpu_and_agrees_with_numpy(capsys):

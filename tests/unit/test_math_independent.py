@@ -28,7 +28,8 @@ from headgeom.io.fetch import fetch_model
 from headgeom.jobs.pk import pk_cross_job
 from headgeom.io.shards import read_shards
 from head_grams import grams
-from synth import write_llama
+from references import closure_weighted_form, weighted_inner
+from tools.synth import write_llama
 
 RNG = np.random.default_rng(20261201)
 
@@ -199,7 +200,7 @@ def test_weighted_inner_is_the_frobenius_inner_product_of_the_operators():
     O, V = rng.standard_normal((12, 3)), rng.standard_normal((12, 3))
     X, Y = rng.standard_normal((3, 3)), rng.standard_normal((3, 3))
     A, B = O.T @ O, V.T @ V
-    assert C.weighted_inner(X, Y, A, B) == pytest.approx(np.sum((O @ X @ V.T) * (O @ Y @ V.T)), rel=1e-10)
+    assert weighted_inner(X, Y, A, B) == pytest.approx(np.sum((O @ X @ V.T) * (O @ Y @ V.T)), rel=1e-10)
 
 
 # ------------------------------------------------------------------ PK (§2)
@@ -497,7 +498,7 @@ def test_closure_score_and_weighted_form_on_batches():
     rng = np.random.default_rng(23)
     O, V = rng.standard_normal((3, 10, 3)), rng.standard_normal((3, 10, 3))
     P = C.closure_score(O, V)
-    Pw, aw = C.closure_weighted_form(*grams(O, V))
+    Pw, aw = closure_weighted_form(*grams(O, V))
     for h in range(3):
         Pe, ae, _, _ = closure_explicit(O[h], V[h])
         assert P[h] == pytest.approx(Pe, rel=1e-9) and Pw[h] == pytest.approx(Pe, rel=1e-9)
@@ -525,7 +526,7 @@ def test_P_of_and_principal_summary_against_definitions():
 def test_closure_weighted_form_with_two_batch_axes():
     rng = np.random.default_rng(25)
     O, V = rng.standard_normal((2, 3, 9, 4)), rng.standard_normal((2, 3, 9, 4))
-    Pw, aw = C.closure_weighted_form(*grams(O, V))
+    Pw, aw = closure_weighted_form(*grams(O, V))
     assert Pw.shape == (2, 3)
     for i in range(2):
         for j in range(3):

@@ -1,4 +1,4 @@
-"""Cross-layer null pairs from packed projectors (methods.pk.packed_projectors / projector_pk)
+"""Cross-layer null pairs from packed projectors (the whole packings of tests/helpers/references.py)
 against independent computations: principal angles (scipy: PK = sum cos^2), explicit D x D
 projector traces, and the stacked-basis blocks path, in the kernels and through the job."""
 
@@ -10,6 +10,7 @@ from scipy.linalg import subspace_angles
 
 from headgeom.io.shards import read_shard
 from headgeom.methods import pk
+from references import cross_rho_projectors, packed_projectors, projector_pk
 
 
 def _bases(n, D, d, seed, drop=()):
@@ -25,7 +26,7 @@ def _bases(n, D, d, seed, drop=()):
 def test_projector_pk_is_the_sum_of_squared_principal_cosines(D, d, nw, nr):
     Bw, rw = _bases(nw, D, d, 1, drop=(0,))
     Br, rr = _bases(nr, D, d, 2)
-    got = pk.projector_pk(pk.packed_projectors(Bw, twice_upper=True), pk.packed_projectors(Br))
+    got = projector_pk(packed_projectors(Bw, twice_upper=True), packed_projectors(Br))
     assert rw[0] == d - 1
     np.testing.assert_allclose(pk.projector_gram([Bw], [Br]), got, rtol=1e-14)  # slab by slab: the same terms
     for i in range(nw):
@@ -49,7 +50,7 @@ def test_packed_slabs_are_the_projector_rows_with_the_writer_weights(monkeypatch
         slabs = pk.projector_slabs(D)
         assert slabs[0][:2] == (0, pk.SLAB_ROWS_MIN) and slabs[-1][1] == D and len(slabs) > 1
         assert all(s[1] == t[0] for s, t in zip(slabs, slabs[1:]))
-        P, P2 = pk.packed_projectors(B), pk.packed_projectors(B, twice_upper=True)
+        P, P2 = packed_projectors(B), packed_projectors(B, twice_upper=True)
         assert P.shape == (3, pk.packed_length(D))
         for h in range(3):
             full = B[h] @ B[h].T
@@ -90,7 +91,7 @@ def test_cross_rho_projectors_equals_the_blocks_path_with_nan_heads():
     Bw, rw = pk.orthonormal_bases(X)
     Br, rr = _bases(3, 30, 6, 5, drop=(1,))
     blocks = pk.cross_pairs(Bw, rw, Br, rr, angles=False)["rho"]
-    proj = pk.cross_rho_projectors(pk.packed_projectors(Bw, twice_upper=True), rw, pk.packed_projectors(Br), rr)
+    proj = cross_rho_projectors(packed_projectors(Bw, twice_upper=True), rw, packed_projectors(Br), rr)
     assert proj.shape == (4, 3)
     proj = proj.ravel()
     np.testing.assert_array_equal(np.isnan(proj), np.isnan(blocks))
@@ -122,7 +123,7 @@ def test_projectors_pay_by_counted_flops_and_bytes():
 def test_null_cross_job_gives_the_same_rows_by_either_path(tmp_path, monkeypatch, by_projectors):
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs.pk import pk_null_cross_job
-    from synth import write_llama
+    from tools.synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=3)
     fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
@@ -155,7 +156,7 @@ def test_null_cross_grouped_products_are_the_per_layer_pair_products_bit_for_bit
     import headgeom.jobs.pk as jobs_pk
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs.pk import pk_null_cross_job
-    from synth import write_llama
+    from tools.synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=5)
     fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)

@@ -16,7 +16,7 @@ from headgeom.jobs.paper1 import heads_job
 from headgeom.outputs import build_output
 from headgeom.io.fetch import fetch_model
 from headgeom.outputs.formats import Column, Table
-from synth import write_llama
+from tools.synth import write_llama
 
 
 def outs(d: Path, name: str = "t") -> dict:

@@ -13,7 +13,7 @@ from headgeom.outputs import paper1 as R
 from headgeom.core.factors import LayerFactors
 from headgeom.core.seeds import rng_for
 from head_grams import grams
-from synth import closed_head
+from tools.synth import closed_head
 
 rng = np.random.default_rng(2024)
 

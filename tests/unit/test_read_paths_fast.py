@@ -8,8 +8,8 @@ import pytest
 
 from headgeom.core.factors import LayerFactors, gqa_map
 from headgeom.methods.pk import reading_matrix
-from headgeom.methods.read_paths import (layer_pair_terms, pair_terms_direct, read_path_pair, reader_rows,
-                                         writer_terms)
+from headgeom.methods.read_paths import layer_pair_terms, read_path_pair, reader_rows, writer_terms
+from references import pair_terms_direct
 
 D, d, H, G, N = 16, 3, 4, 2, 25  # GQA: query heads 0, 1 read KV group 0; 2, 3 group 1
 

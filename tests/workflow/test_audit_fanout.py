@@ -12,7 +12,7 @@ import yaml
 
 from headgeom.jobs import costs, fanout
 from headgeom.jobs.families import JOBS
-from synth import write_llama
+from tools.synth import write_llama
 from tinyrun import CFG, snakemake
 
 pytestmark = pytest.mark.slow

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from synth import write_llama
+from tools.synth import write_llama
 from tinyrun import CFG
 
 pytestmark = pytest.mark.slow

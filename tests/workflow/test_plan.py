@@ -8,8 +8,9 @@ import yaml
 
 from headgeom.jobs import plan as P
 from headgeom.jobs.families import JOBS
-from synth import write_llama
-from tinyrun import CFG, dry_run_requests as _dry_run, merge, snakemake
+from tools.synth import write_llama
+from tinyrun import CFG, merge, snakemake
+from tools.dryrun import dry_run_requests as _dry_run
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tinyrun import copy_run, dry_run_jobs, tiny_run
+from tinyrun import copy_run, tiny_run
+from tools.dryrun import dry_run_jobs
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ from headgeom.core.errors import ConfigError
 from headgeom.jobs import plan as P
 from headgeom.jobs import scopes
 from headgeom.jobs.families import JOBS
-from synth import write_llama
+from tools.synth import write_llama
 from test_plan import _dry_run
 from tinyrun import snakemake
 

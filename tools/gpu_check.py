@@ -7,7 +7,7 @@ projector Grams, methods.pk.projector_gram's slabs as torch GEMMs) in FP64, chec
 and in FP32 and TF32 with their error against FP64; from the device's measured rates, the projected
 one-GPU time of the full (unscoped) Qwen3-235B cross-layer null suite.
 
-    python bench/gpu_check.py [--device cuda|cpu] [--reps N] [--tiny]
+    python tools/gpu_check.py [--device cuda|cpu] [--reps N] [--tiny]
 
 --tiny: small shapes (the test's CPU path). Exit status 1 when a check fails."""
 
@@ -20,10 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the tools package
 
-import baselines as hb  # noqa: E402
+from tools import baselines as hb  # noqa: E402
 from headgeom.core.backend import Backend  # noqa: E402
 from headgeom.core.seeds import rng_for  # noqa: E402
 from headgeom.methods.nulls import null_factors  # noqa: E402
@@ -98,12 +97,11 @@ def _set_tf32(be, on: bool):
 def null_cross_routes(be, nb, name, shape, reps, rtol, g64, g32) -> tuple[int, dict]:
     """Both routes of the cross-layer null pairs on the device: FP64 against numpy, FP32 and TF32
     against FP64; returns (failures, each route's share of the GEMM rate per dtype)."""
-    import null_cross_routes as ncr
     from headgeom.methods.pk import FLOAT32_RHO_BOUND, projector_gram
 
     D, d, H = shape["d_model"], shape["d_head"], shape["n_heads"]
     n = min(H, 32)
-    W, R = ncr.random_bases(n, D, d, 11), ncr.random_bases(n, D, d, 12)
+    W, R = hb.random_bases(n, D, d, 11), hb.random_bases(n, D, d, 12)
     ranks = np.full(n, d)
     ref = projector_gram([W], [R]) / d  # numpy float64 rho
     fails, per_pair = 0, {}

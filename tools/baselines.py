@@ -273,3 +273,12 @@ def cross_pairs_flops(D: int, nw: int, nr: int, d: int, weighted: bool = True, a
 def rho_from_angles(theta: np.ndarray, dim: int) -> float:
     """rho = sum cos^2 theta_i / min(dim) from principal angles (radians)."""
     return float(np.sum(np.cos(theta) ** 2) / dim)
+
+
+def random_bases(n: int, D: int, d: int, seed: int, dtype=np.float64) -> np.ndarray:
+    """n orthonormal bases of random d-dim subspaces of R^D, as heads of one stacked matrix."""
+    from headgeom.methods.pk import orthonormal_bases
+
+    X = np.random.default_rng(seed).standard_normal((n, D, d))
+    B, _ = orthonormal_bases(X)
+    return B.astype(dtype, copy=False)

@@ -1,0 +1,69 @@
+"""Reference implementations the tests compare the package against: each computes the same
+quantity as a package function by another route (explicit per-token products, the weighted-metric
+form of closure, whole projector packings), so a test of the package never calls the code path
+under test twice."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from headgeom.methods.linalg import mT, tr_prod
+from headgeom.methods.pk import pack_slab, packed_length, projector_slabs, rho_of_pk
+from headgeom.methods.read_paths import norm_stats
+
+# ---------------------------------------------------------------- closure (docs/methods.md §1.1)
+
+
+def weighted_inner(X, Y, A, B):
+    """<X,Y>_{A,B} = tr(X^T A Y B) (the weighted-metric form, docs/methods.md §1.1)."""
+    return tr_prod(mT(X) @ A, Y @ B)
+
+
+def closure_weighted_form(A, B, M):
+    """P and alpha from the weighted-metric form; must agree with closure.closure_from_terms."""
+    eye = np.broadcast_to(np.eye(A.shape[-1]), A.shape)
+    mi = weighted_inner(M, eye, A, B)
+    mm = weighted_inner(M, M, A, B)
+    ii = weighted_inner(eye, eye, A, B)
+    return mi**2 / (mm * ii), mi / ii
+
+
+# ---------------------------------------------------------------- read paths (docs/methods.md §3.3)
+
+
+def pair_terms_direct(O_j, z, R_h, x, norm_type, eps, eps_exact=True):
+    """Per-token linear and normalization terms for one (writer, reader) pair, materialized
+    token by token (independent of read_paths' trace formulas)."""
+    lin, nrm = [], []
+    for t in range(z.shape[0]):
+        u = O_j @ z[t]
+        sigma, xhat, kappa = norm_stats(x[t][None], norm_type, eps, eps_exact)
+        pu = u - u.mean() if norm_type == "layernorm" else u
+        lin.append(R_h.T @ pu / sigma[0])
+        nrm.append(-kappa[0] * (R_h.T @ xhat[0]) * (xhat[0] @ pu) / sigma[0])
+    return np.array(lin), np.array(nrm)
+
+
+# ---------------------------------------------------------------- projector packings (docs/methods.md §2)
+
+
+def packed_projectors(bases: np.ndarray, twice_upper: bool = False) -> np.ndarray:
+    """(n, D, d) orthonormal bases -> (n, packed_length(D)): every slab of each head's projector
+    (``pk.pack_slab``), in the bases' dtype; the jobs pack slab by slab (``pk.projector_gram``)."""
+    n, D, _ = bases.shape
+    out = np.empty((n, packed_length(D)), dtype=bases.dtype)
+    for a, b, off in projector_slabs(D):
+        pack_slab(bases, a, b, out[:, off:off + (b - a) * (D - a)], twice_upper)
+    return out
+
+
+def projector_pk(Pa2: np.ndarray, Pb: np.ndarray) -> np.ndarray:
+    """(na, nb) PK = tr(P_a P_b) from ``packed_projectors``: a packed with ``twice_upper``,
+    b without. One GEMM over the whole packed length."""
+    return Pa2 @ Pb.T
+
+
+def cross_rho_projectors(Pw2, rw, Pr, rr) -> np.ndarray:
+    """rho of every writer with every reader head, (nw, nr), from whole packed projectors (writers
+    ``twice_upper``); NaN where a space is zero or non-finite (rank <= 0)."""
+    return rho_of_pk(projector_pk(Pw2, Pr), rw, rr)
