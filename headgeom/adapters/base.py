@@ -56,24 +56,6 @@ class Adapter:
     def layer_factors(self, get: Getter, f: ArchFields, layer: int) -> LayerFactors:  # pragma: no cover
         raise NotImplementedError
 
-    def standard_fields(self, config: dict, keys, *, anchor: str, norm_type: str, norm_position: str,
-                        d_model=("hidden_size",), heads=("num_attention_heads",),
-                        layers=("num_hidden_layers",), gqa: bool = True) -> ArchFields:
-        """Fields from the usual HF config names (MHA when gqa=False or no KV-head count)."""
-        D = cfg(config, *d_model)
-        H = cfg(config, *heads)
-        return ArchFields(
-            adapter=self.name,
-            n_layers=cfg(config, *layers),
-            d_model=D,
-            n_heads=H,
-            n_kv_heads=cfg(config, "num_key_value_heads", default=H) if gqa else H,
-            d_head=cfg(config, "head_dim", default=D // H) if gqa else D // H,
-            norm_type=norm_type,
-            norm_position=norm_position,
-            prefix=detect_prefix(keys, anchor),
-        )
-
     def wanted(self, key: str, prefix: str = "") -> bool:
         if not key.startswith(prefix):
             return False
