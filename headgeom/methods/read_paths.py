@@ -82,12 +82,6 @@ def write_factors(W_O: np.ndarray, z: np.ndarray, arrays: dict, meta: dict, writ
     return O, z * np.asarray(arrays["write_scale"], np.float64)[:, None, None]
 
 
-def head_writes(W_O: np.ndarray, z: np.ndarray, arrays: dict, meta: dict, write_point: str = "residual"):
-    """(N, H, D) every head's write at every token (tests; small use)."""
-    O, zw = write_factors(W_O, z, arrays, meta, write_point)
-    return np.einsum("hDd,thd->thD", O, zw, optimize=True)
-
-
 def norm_stats(x: np.ndarray, norm_type: str, eps: float | None, eps_exact: bool = True):
     """(sigma (N,), xhat (N, D), kappa (N,)) for the residual x (N, D) entering the reader layer."""
     x = np.asarray(x, np.float64)

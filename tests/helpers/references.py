@@ -9,7 +9,7 @@ import numpy as np
 
 from headgeom.methods.linalg import mT, tr_prod
 from headgeom.methods.pk import pack_slab, packed_length, projector_slabs, rho_of_pk
-from headgeom.methods.read_paths import norm_stats
+from headgeom.methods.read_paths import norm_stats, write_factors
 
 # ---------------------------------------------------------------- closure (docs/methods.md §1.1)
 
@@ -42,6 +42,12 @@ def pair_terms_direct(O_j, z, R_h, x, norm_type, eps, eps_exact=True):
         lin.append(R_h.T @ pu / sigma[0])
         nrm.append(-kappa[0] * (R_h.T @ xhat[0]) * (xhat[0] @ pu) / sigma[0])
     return np.array(lin), np.array(nrm)
+
+
+def head_writes(W_O: np.ndarray, z: np.ndarray, arrays: dict, meta: dict, write_point: str = "residual"):
+    """(N, H, D) every head's write at every token, materialized (read_paths keeps them factored)."""
+    O, zw = write_factors(W_O, z, arrays, meta, write_point)
+    return np.einsum("hDd,thd->thD", O, zw, optimize=True)
 
 
 # ---------------------------------------------------------------- projector packings (docs/methods.md §2)

@@ -26,12 +26,13 @@ from headgeom.jobs import activation as act_jobs
 from headgeom.outputs import pk as PK
 from headgeom.jobs.activation import forward_job, read_layer, read_paths_job
 from headgeom.jobs.families import FORWARD
-from headgeom.methods.read_paths import NORM_COLUMNS, head_writes
+from headgeom.methods.read_paths import NORM_COLUMNS
 from headgeom.io.texts import make_windows
 from headgeom.io.fetch import fetch_model
 from headgeom.io.shards import read_shards
 from headgeom.io.store import TensorStore
 
+from references import head_writes
 from synth_hf import TEXT, _char_tokenizer, write_synthetic_llama
 
 PARAMS = {"n_windows": 2, "window": 24, "bos": True, "device": "cpu", "weight_rtol": 1e-5}

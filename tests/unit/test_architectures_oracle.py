@@ -162,7 +162,7 @@ def test_activation_hooks(i, built, tmp_path):
     store, the captured z reproduces the output projection's input (sum_h O_h z_h + b_o equals
     the o module's output), and the pre-attention norm's eps is readable."""
     from headgeom.io.forward import HOOK_MAPS, LoadedModel, capture, weight_check
-    from headgeom.methods.read_paths import head_writes
+    from references import head_writes
     from headgeom.architectures import config_eps, hook_map
 
     mt, extra = CASES[i]
