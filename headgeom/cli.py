@@ -44,26 +44,30 @@ from pathlib import Path
 from headgeom import layout
 
 
+def _progress(line: str) -> None:
+    """A long command's progress: on stderr, so that stdout holds only its result."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def _audit(args) -> int:
-    from headgeom.verify.audit import AuditError, audit
+    from headgeom.verify.audit import AuditError, audit, render
 
     if args.claim:
         return _audit_claim(args)
     if not args.table or not args.column:
         print("headgeom audit: give TABLE --row KEY=VALUE ... --column NAME, or --claim ID", file=sys.stderr)
         return 2
-    try:
-        view = "full" if args.full else "none" if args.json else "short"
-        res = audit(args.directory, args.table, args.row or [], args.column, tensors=not args.no_tensors,
-                    configfiles=args.configfile or [], max_rows=args.rows, tmpdir=args.tmpdir, view=view)
+    view = "full" if args.full else "json" if args.json else "short"
+    try:  # the full trace does not show the rows the number moves with: not looked for
+        rep = audit(args.directory, args.table, args.row or [], args.column, tensors=not args.no_tensors,
+                    configfiles=args.configfile or [], max_rows=args.rows, tmpdir=args.tmpdir,
+                    find_rows=view != "full", progress=_progress)
     except AuditError as e:
         print(f"headgeom audit: {e}", file=sys.stderr)
         return 2
-    if args.json:
-        from headgeom.verify.audit import report_json
-
-        print(report_json(res))
-    return 0 if res["ok"] else 1
+    for line in render(rep, view):
+        print(line)
+    return 0 if rep.ok else 1
 
 
 def _audit_claim(args) -> int:
@@ -75,7 +79,8 @@ def _audit_claim(args) -> int:
         return 2
     try:
         ok = audit_claim(args.directory, args.claim, ledger=args.ledger, tensors=not args.no_tensors,
-                         configfiles=args.configfile or [], tmpdir=args.tmpdir, directory=args.directory)
+                         configfiles=args.configfile or [], tmpdir=args.tmpdir, directory=args.directory,
+                         progress=_progress)
     except AuditError as e:
         print(f"headgeom audit: {e}", file=sys.stderr)
         return 2

@@ -114,16 +114,14 @@ def workdir(tmp_path_factory):
 
 
 def test_audit_reports_nan_against_nan_explicitly(workdir):
-    lines = []
-    res = AUD.audit(workdir, "p1_table2_strong_tail", {"model": "tiny"}, "neg_alpha", out=lines.append)
-    text = "\n".join(lines)
-    assert res["value"] == "nan" and res["nan"] is True
+    res = AUD.audit(workdir, "p1_table2_strong_tail", {"model": "tiny"}, "neg_alpha", find_rows=False)
+    text = "\n".join(AUD.render_full(res))
+    assert res.number.value == "nan" and res.nan is True
     assert "NaN = NaN" in text and "-> MATCH" not in text
     assert "Verdict: NaN" in text
     # a real number of the same table still says MATCH
-    lines = []
-    res = AUD.audit(workdir, "p1_table2_strong_tail", {"model": "tiny"}, "wrong_v_median", tensors=False, out=lines.append)
-    assert res["ok"] and not res["nan"] and "Verdict: MATCH" in "\n".join(lines)
+    res = AUD.audit(workdir, "p1_table2_strong_tail", {"model": "tiny"}, "wrong_v_median", tensors=False)
+    assert res.ok and not res.nan and "Verdict: MATCH" in "\n".join(AUD.render_full(res))
 
 
 def test_audit_says_when_a_table_has_no_rows(workdir, tmp_path):
@@ -137,7 +135,7 @@ def test_audit_says_when_a_table_has_no_rows(workdir, tmp_path):
     prov["outputs"]["csv"]["sha256"] = HIO.sha256_file(csv)
     (w / "results/tables/p1_table2_strong_tail.prov.json").write_text(json.dumps(prov))
     with pytest.raises(AUD.AuditError, match="no rows"):
-        AUD.audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", out=lambda *a: None)
+        AUD.audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong")
 
 
 def test_audit_refuses_a_table_whose_files_are_not_its_sidecars_set(workdir, tmp_path):
@@ -147,4 +145,4 @@ def test_audit_refuses_a_table_whose_files_are_not_its_sidecars_set(workdir, tmp
     shutil.copytree(workdir / "results", w / "results")
     (w / "results/tables/p1_table2_strong_tail.md").write_text("other\n")
     with pytest.raises(AUD.AuditError, match="complete set"):
-        AUD.audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", out=lambda *a: None)
+        AUD.audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong")
