@@ -22,7 +22,8 @@ from, rule, builder, code version, config (each key once), the inputs checked as
 every failure on its own line, the recomputations and the verdict. ``--full`` prints the whole
 trace instead (every shard's provenance, every tensor's sha256); ``--json`` prints the audit as
 one JSON object (number, rows, rule, builder, code, config, inputs with per-item status,
-verdicts, ok).
+verdicts, integrity, verdict, ok): three views of one report (headgeom.verify.audit.audit). The
+shards recomputed from the tensors are reported on stderr as they are done.
 ``audit --claim ID`` audits every cell a ledger entry reads (after its paper value, pipeline
 value and verdict), one screen each; exit 2 when the entry reads no cell of the run (its models
 were not run, or the pipeline does not compute it).
@@ -304,7 +305,7 @@ def main(argv=None) -> int:
                    help="the whole trace: every shard with its provenance, every tensor with its sha256")
     v.add_argument("--json", action="store_true",
                    help="one JSON object on stdout (number, rows, rule, builder, code, config, inputs with "
-                        "per-item status, verdicts, ok)")
+                        "per-item status, verdicts, integrity, verdict, ok)")
     a.add_argument("--tmpdir", help="keep the recomputed shards and tables here (default: a temporary directory)")
     a.set_defaults(func=_audit)
 
