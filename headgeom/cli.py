@@ -22,7 +22,8 @@ from, rule, builder, code version, config (each key once), the inputs checked as
 every failure on its own line, the recomputations and the verdict. ``--full`` prints the whole
 trace instead (every shard's provenance, every tensor's sha256); ``--json`` prints the audit as
 one JSON object (number, rows, rule, builder, code, config, inputs with per-item status,
-verdicts, ok).
+verdicts, integrity, verdict, ok): three views of one report (headgeom.verify.audit.audit). The
+shards recomputed from the tensors are reported on stderr as they are done.
 ``audit --claim ID`` audits every cell a ledger entry reads (after its paper value, pipeline
 value and verdict), one screen each; exit 2 when the entry reads no cell of the run (its models
 were not run, or the pipeline does not compute it).
@@ -44,26 +45,30 @@ from pathlib import Path
 from headgeom import layout
 
 
+def _progress(line: str) -> None:
+    """A long command's progress: on stderr, so that stdout holds only its result."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def _audit(args) -> int:
-    from headgeom.verify.audit import AuditError, audit
+    from headgeom.verify.audit import AuditError, audit, render
 
     if args.claim:
         return _audit_claim(args)
     if not args.table or not args.column:
         print("headgeom audit: give TABLE --row KEY=VALUE ... --column NAME, or --claim ID", file=sys.stderr)
         return 2
-    try:
-        view = "full" if args.full else "none" if args.json else "short"
-        res = audit(args.directory, args.table, args.row or [], args.column, tensors=not args.no_tensors,
-                    configfiles=args.configfile or [], max_rows=args.rows, tmpdir=args.tmpdir, view=view)
+    view = "full" if args.full else "json" if args.json else "short"
+    try:  # the full trace does not show the rows the number moves with: not looked for
+        rep = audit(args.directory, args.table, args.row or [], args.column, tensors=not args.no_tensors,
+                    configfiles=args.configfile or [], max_rows=args.rows, tmpdir=args.tmpdir,
+                    find_rows=view != "full", progress=_progress)
     except AuditError as e:
         print(f"headgeom audit: {e}", file=sys.stderr)
         return 2
-    if args.json:
-        from headgeom.verify.audit import report_json
-
-        print(report_json(res))
-    return 0 if res["ok"] else 1
+    for line in render(rep, view):
+        print(line)
+    return 0 if rep.ok else 1
 
 
 def _audit_claim(args) -> int:
@@ -75,7 +80,8 @@ def _audit_claim(args) -> int:
         return 2
     try:
         ok = audit_claim(args.directory, args.claim, ledger=args.ledger, tensors=not args.no_tensors,
-                         configfiles=args.configfile or [], tmpdir=args.tmpdir, directory=args.directory)
+                         configfiles=args.configfile or [], tmpdir=args.tmpdir, directory=args.directory,
+                         progress=_progress)
     except AuditError as e:
         print(f"headgeom audit: {e}", file=sys.stderr)
         return 2
@@ -299,7 +305,7 @@ def main(argv=None) -> int:
                    help="the whole trace: every shard with its provenance, every tensor with its sha256")
     v.add_argument("--json", action="store_true",
                    help="one JSON object on stdout (number, rows, rule, builder, code, config, inputs with "
-                        "per-item status, verdicts, ok)")
+                        "per-item status, verdicts, integrity, verdict, ok)")
     a.add_argument("--tmpdir", help="keep the recomputed shards and tables here (default: a temporary directory)")
     a.set_defaults(func=_audit)
 

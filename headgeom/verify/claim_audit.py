@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from headgeom import layout
-from headgeom.verify.audit import AuditError, _cell_eq
+from headgeom.verify.audit import AuditError, cell_eq
 from headgeom.verify.claims import _expand, _match, _Tables, build_rows, load_ledger, row_filters
 
 DEFAULT_LEDGER = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"
@@ -69,7 +69,7 @@ def unique_selector(columns: list[str], rows: list[dict], row: dict, start: dict
     for c in [None, *columns]:
         if c is not None and c not in sel:
             sel[c] = row[c]
-        if sum(all(_cell_eq(r[k], v) for k, v in sel.items()) for r in rows) == 1:
+        if sum(all(cell_eq(r[k], v) for k, v in sel.items()) for r in rows) == 1:
             return sel
     raise AuditError(f"no set of columns tells this row apart from the others: {row}")
 
@@ -96,11 +96,11 @@ def claim_cells(tables_dir, claim_id: str, ledger: list[dict], cache: TableCache
 
 
 def audit_claim(workdir, claim_id: str, *, ledger=None, out=print, directory: str = ".", **audit_kw) -> bool:
-    """Print the entry and audit every cell it reads (one screen each, ``audit(view="short")``);
+    """Print the entry and audit every cell it reads (one screen each, ``render_short``);
     True when every audit passes. AuditError when the entry reads no cell of this run (its
     models were not run, or the pipeline does not compute it): there is no number to audit.
     ``directory``: as the user named the work directory, for the printed commands."""
-    from headgeom.verify.audit import audit
+    from headgeom.verify.audit import audit, render_short
 
     tables = Path(workdir) / layout.TABLES_DIR
     entries = load_ledger(ledger or ledger_path(workdir))
@@ -119,5 +119,8 @@ def audit_claim(workdir, claim_id: str, *, ledger=None, out=print, directory: st
     for i, sel in enumerate(c.cells, 1):
         out("")
         out(f"--- cell {i} of {len(c.cells)}")
-        ok = audit(workdir, c.table, sel, c.column, out=out, view="short", **audit_kw)["ok"] and ok
+        rep = audit(workdir, c.table, sel, c.column, **audit_kw)
+        for line in render_short(rep):
+            out(line)
+        ok = rep.ok and ok
     return ok

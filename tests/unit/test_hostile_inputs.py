@@ -208,7 +208,7 @@ def test_audit_refuses_sidecar_inputs_outside_the_workdir(tmp_path):
         {"table": "p1_table2_strong_tail", "params": {}, "inputs": [
             {"path": "results/shards/paper1_heads/../../../../secret.bin", "sha256": "0", "provenance": {"model": "tiny"}}]}))
     with pytest.raises(AUD.AuditError, match="leaves"):
-        AUD.audit(work, "p1_table2_strong_tail", ["model=tiny"], "P", tensors=False, out=lambda *a: None)
+        AUD.audit(work, "p1_table2_strong_tail", ["model=tiny"], "P", tensors=False)
 
 
 @pytest.mark.parametrize("text", ["{", "[]", '{"inputs": 5}', '{"inputs": [{"path": 3}]}', '{"inputs": [7]}'])
@@ -218,7 +218,7 @@ def test_audit_unreadable_sidecar_is_an_audit_error(tmp_path, text):
     (work / "results/tables/p1_table2_strong_tail.csv").write_text("model,P\ntiny,0.5\n")
     (work / "results/tables/p1_table2_strong_tail.prov.json").write_text(text)
     with pytest.raises(AUD.AuditError):
-        AUD.audit(work, "p1_table2_strong_tail", ["model=tiny"], "P", tensors=False, out=lambda *a: None)
+        AUD.audit(work, "p1_table2_strong_tail", ["model=tiny"], "P", tensors=False)
 
 
 # ------------------------------------------------------------------ concurrent extracts

@@ -12,15 +12,8 @@ import pytest
 from headgeom.verify import audit as AUD
 from headgeom.outputs import formats as FIG
 from headgeom.io import files as HIO
-from headgeom.jobs.paper1 import heads_job
-from headgeom.outputs import build_output
-from headgeom.io.fetch import fetch_model
 from headgeom.outputs.formats import Column, Table
-from tools.synth import write_llama
-
-
-def outs(d: Path, name: str = "t") -> dict:
-    return {k: str(d / f"{name}.{k}") for k in ("csv", "md", "tex")} | {"prov": str(d / f"{name}.prov.json")}
+from auditrun import audit_results, outs
 
 
 def table(v) -> Table:
@@ -88,42 +81,19 @@ def test_figure_set_sidecar_written_last_with_hashes(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    """A results/ tree built by the job functions (no Snakemake): a tiny store with no strongly
-    closed head, two closure shards and p1_table2_strong_tail, whose strong-head columns are NaN."""
-    w = tmp_path_factory.mktemp("auditw")
-    write_llama(w / "ck", n_layers=2, closed=())
-    fetch_model("tiny", {"source": "local", "path": str(w / "ck")}, w / "results/tensors/tiny", log=lambda s: None)
-    import os
-
-    cwd = os.getcwd()
-    os.chdir(w)
-    params = {"identity_rtol": 1e-10, "rank_rtol": 1e-6, "scramble_draws": 2, "haar_draws": 1,
-              "split_rtol": 1e-8, "sv_rtol": 1e-12}
-    try:
-        shards = []
-        for layer in (0, 1):
-            p = f"results/shards/paper1_heads/tiny/layer{layer}.parquet"
-            heads_job("results/tensors/tiny", layer, p, f"results/shards/paper1_pairs/tiny/layer{layer}.parquet",
-                      params, log=lambda s: None)
-            shards.append(p)
-        build_output("table", "p1_table2_strong_tail", {"paper1_heads": shards}, ["results/tensors/tiny/manifest.json"], ["tiny"],
-                     outs(Path("results/tables"), "p1_table2_strong_tail"), {"strong_threshold": 0.9, "sweep": [0.85, 0.9, 0.95]})
-    finally:
-        os.chdir(cwd)
-    return w
+    """A results/ tree built by the job functions (tests/helpers/auditrun.py)."""
+    return audit_results(tmp_path_factory.mktemp("auditw"))
 
 
 def test_audit_reports_nan_against_nan_explicitly(workdir):
-    lines = []
-    res = AUD.audit(workdir, "p1_table2_strong_tail", {"model": "tiny"}, "neg_alpha", out=lines.append)
-    text = "\n".join(lines)
-    assert res["value"] == "nan" and res["nan"] is True
+    res = AUD.audit(workdir, "p1_table2_strong_tail", {"model": "tiny"}, "neg_alpha", find_rows=False)
+    text = "\n".join(AUD.render_full(res))
+    assert res.number.value == "nan" and res.nan is True
     assert "NaN = NaN" in text and "-> MATCH" not in text
     assert "Verdict: NaN" in text
     # a real number of the same table still says MATCH
-    lines = []
-    res = AUD.audit(workdir, "p1_table2_strong_tail", {"model": "tiny"}, "wrong_v_median", tensors=False, out=lines.append)
-    assert res["ok"] and not res["nan"] and "Verdict: MATCH" in "\n".join(lines)
+    res = AUD.audit(workdir, "p1_table2_strong_tail", {"model": "tiny"}, "wrong_v_median", tensors=False)
+    assert res.ok and not res.nan and "Verdict: MATCH" in "\n".join(AUD.render_full(res))
 
 
 def test_audit_says_when_a_table_has_no_rows(workdir, tmp_path):
@@ -137,7 +107,7 @@ def test_audit_says_when_a_table_has_no_rows(workdir, tmp_path):
     prov["outputs"]["csv"]["sha256"] = HIO.sha256_file(csv)
     (w / "results/tables/p1_table2_strong_tail.prov.json").write_text(json.dumps(prov))
     with pytest.raises(AUD.AuditError, match="no rows"):
-        AUD.audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", out=lambda *a: None)
+        AUD.audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong")
 
 
 def test_audit_refuses_a_table_whose_files_are_not_its_sidecars_set(workdir, tmp_path):
@@ -147,4 +117,4 @@ def test_audit_refuses_a_table_whose_files_are_not_its_sidecars_set(workdir, tmp
     shutil.copytree(workdir / "results", w / "results")
     (w / "results/tables/p1_table2_strong_tail.md").write_text("other\n")
     with pytest.raises(AUD.AuditError, match="complete set"):
-        AUD.audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", out=lambda *a: None)
+        AUD.audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong")

@@ -10,14 +10,13 @@ activation table's number from its shards."""
 from __future__ import annotations
 
 import csv
-import io
 import re
 
 import pytest
 import yaml
 
 from headgeom.jobs.families import JOBS
-from headgeom.verify.audit import audit
+from headgeom.verify.audit import audit, render_full
 from headgeom.verify.claims import ledger_tables, load_ledger
 from headgeom.outputs import OUTPUTS
 from synth_hf import TEXT, write_synthetic_llama
@@ -190,11 +189,10 @@ def test_cuda_device_asks_a_gpu_for_the_forward_rule_alone(plans, root):
 
 
 def test_audit_recomputes_an_activation_number(act_run):
-    buf = io.StringIO()
     res = audit(act_run, "pk_sec5_4_read_paths", {"model": "synth", "kind": "V"}, "share_rho_spearman",
-                out=lambda *a: print(*a, file=buf))
-    text = buf.getvalue()
-    assert res["ok"] and not res["integrity"], text
+                find_rows=False)
+    text = "\n".join(render_full(res))
+    assert res.ok and not res.integrity, text
     assert "MATCH" in text and "MISMATCH" not in text
     assert "results/shards/activation_read_paths/synth/layer0.parquet" in text
 

@@ -4,7 +4,6 @@ the shared tiny run (tests/tinyrun.py)."""
 from __future__ import annotations
 
 import csv
-import io
 import json
 import re
 import subprocess
@@ -16,7 +15,7 @@ import pytest
 
 from headgeom.io.shards import write_shard
 from headgeom.outputs import TABLES as REGISTERED_TABLES
-from headgeom.verify.audit import AuditError, audit
+from headgeom.verify.audit import AuditError, audit, render_full
 from tinyrun import copy_run, snakemake, tiny_run
 
 pytestmark = pytest.mark.slow
@@ -79,12 +78,11 @@ def _pick(run, table):
 @pytest.mark.parametrize("table", TABLES)
 def test_audit_recomputes_a_number_of_every_table(run, table):
     filt, col = _pick(run, table)
-    buf = io.StringIO()
-    res = audit(run, table, filt, col, out=lambda *a: print(*a, file=buf))
-    text = buf.getvalue()
-    assert res["shards"][0], text
-    assert res["tensors"][0], text
-    assert res["ok"] and not res["integrity"], text
+    res = audit(run, table, filt, col, find_rows=False)
+    text = "\n".join(render_full(res))
+    assert res.verdicts.shards.ok, text
+    assert res.verdicts.tensors.ok, text
+    assert res.ok and not res.integrity, text
     assert "MATCH" in text and "MISMATCH" not in text
     # what it printed: aggregation, rule and command, shard provenance, tensors with sha256s
     assert f"snakemake -c2 results/tables/{table}.csv --forcerun table_{table}" in text
@@ -217,13 +215,12 @@ def test_tampered_shard_is_a_mismatch(run, tmp_path):
     # the shard the table was built from
     cols = {c: t.column(c).to_numpy(zero_copy_only=False) for c in t.column_names}
     write_shard(shard, {**cols, "P": P}, json.loads(t.schema.metadata[b"headgeom"]))
-    buf = io.StringIO()
-    res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", out=lambda *a: print(*a, file=buf))
-    text = buf.getvalue()
-    assert not res["ok"]
-    assert res["shards"][0] is False and res["shards"][2] == "1"  # the table says 2
-    assert res["tensors"][0] is True  # the tensors still give the published number
-    assert any("layer1.parquet: file sha256 differs" in x for x in res["integrity"])
+    res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", find_rows=False)
+    text = "\n".join(render_full(res))
+    assert not res.ok
+    assert res.verdicts.shards.ok is False and res.verdicts.shards.value == "1"  # the table says 2
+    assert res.verdicts.tensors.ok is True  # the tensors still give the published number
+    assert any("layer1.parquet: file sha256 differs" in x for x in res.integrity)
     assert "sha256 DIFFERS from sidecar" in text and "MISMATCH" in text
     # the CLI exits 1
     r = subprocess.run([sys.executable, "-m", "headgeom.cli", "audit", "p1_table2_strong_tail", "--row", "model=tiny",
@@ -231,9 +228,9 @@ def test_tampered_shard_is_a_mismatch(run, tmp_path):
     assert r.returncode == 1 and "MISMATCH" in r.stdout
     # rewritten with pyarrow alone (no content record): named as damaged, and not recomputed from
     pq.write_table(pq.read_table(shard), shard)
-    res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", tensors=False, view="none")
-    assert not res["ok"] and res["shards"][0] is False and "DamagedFileError" in res["shards"][1]
-    assert any("layer1.parquet is damaged: has no content record" in x for x in res["integrity"])
+    res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", tensors=False)
+    assert not res.ok and res.verdicts.shards.ok is False and "DamagedFileError" in res.verdicts.shards.how
+    assert any("layer1.parquet is damaged: has no content record" in x for x in res.integrity)
 
 
 def test_tampered_tensor_store_fails_the_tensor_recompute(run, tmp_path):
@@ -242,18 +239,17 @@ def test_tampered_tensor_store_fails_the_tensor_recompute(run, tmp_path):
     b = bytearray(store.read_bytes())
     b[-8:] = bytes(8)  # the last tensor's last bytes
     store.write_bytes(bytes(b))
-    buf = io.StringIO()
-    res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", out=lambda *a: print(*a, file=buf))
-    text = buf.getvalue()
-    assert res["shards"][0] and not res["tensors"][0] and not res["ok"], text
-    assert "could not recompute" in res["tensors"][1] and "DIFFERS from manifest" in text
+    res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", find_rows=False)
+    text = "\n".join(render_full(res))
+    assert res.verdicts.shards.ok and not res.verdicts.tensors.ok and not res.ok, text
+    assert "could not recompute" in res.verdicts.tensors.how and "DIFFERS from manifest" in text
 
 
 def test_audit_errors_name_what_is_there(run):
     with pytest.raises(AuditError, match="no column"):
-        audit(run, "p1_table2_strong_tail", {"model": "tiny"}, "nope", out=lambda *a: None)
+        audit(run, "p1_table2_strong_tail", {"model": "tiny"}, "nope")
     with pytest.raises(AuditError, match="no table"):
-        audit(run, "no_such_table", {}, "x", out=lambda *a: None)
+        audit(run, "no_such_table", {}, "x")
 
 
 # ------------------------------------------------------------------ sidecars and the report

@@ -4,7 +4,6 @@ grouped by layer, and the audit must check the tensors, not read layer numbers a
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
@@ -22,7 +21,7 @@ FIELDS = {"d_model": 48, "n_heads": 4, "n_kv_heads": 2, "d_head": 12, "n_layers"
 
 
 def test_audit_of_a_multi_writer_fanout_part(tmp_path, snakemake_bin, root):
-    from headgeom.verify.audit import audit
+    from headgeom.verify.audit import audit, render_full, render_short
 
     w = tmp_path
     write_llama(w / "ckpt", n_layers=N_LAYERS, closed=((0, 0, 1.5), (2, 3, -0.8)), shards=2)
@@ -41,11 +40,10 @@ def test_audit_of_a_multi_writer_fanout_part(tmp_path, snakemake_bin, root):
     assert len(prov["inputs"]) == len(parts) and multi, [r["path"] for r in prov["inputs"]]
     assert all(isinstance(v, dict) for v in multi[0]["provenance"]["tensors"].values())  # grouped by layer
 
-    buf = io.StringIO()
-    res = audit(w, "pk_table2_lower_bound", {"model": "tiny4"}, "min_V", out=lambda *a: print(*a, file=buf))
-    text = buf.getvalue()
-    assert res["shards"][0] and res["tensors"][0], text
-    assert not res["integrity"] and res["ok"], text
+    res = audit(w, "pk_table2_lower_bound", {"model": "tiny4"}, "min_V", find_rows=False)
+    text = "\n".join(render_full(res))
+    assert res.verdicts.shards.ok and res.verdicts.tensors.ok, text
+    assert not res.integrity and res.ok, text
     assert "NOT IN MANIFEST" not in text and "Verdict: MATCH" in text, text
     manifest = json.loads((w / "results/tensors/tiny4/manifest.json").read_text())
     for layer in range(N_LAYERS - 1):  # every writer layer's W_O was checked against the store
@@ -53,10 +51,10 @@ def test_audit_of_a_multi_writer_fanout_part(tmp_path, snakemake_bin, root):
         assert f"tensor   {name}  sha256 {manifest['tensors'][name]['sha256']}" in text, (name, text)
 
     # the one-screen view counts the tensors inside the per-layer groups, once each, all OK
-    lines = []
-    res = audit(w, "pk_table2_lower_bound", {"model": "tiny4"}, "min_V", tensors=False, view="short", out=lines.append)
+    res = audit(w, "pk_table2_lower_bound", {"model": "tiny4"}, "min_V", tensors=False)
+    lines = render_short(res)
     short = "\n".join(lines)
-    assert res["ok"] and len(lines) <= 40, short
+    assert res.ok and len(lines) <= 40, short
     names = set()
     for rec in prov["inputs"]:
         for group in (rec["provenance"].get("tensors"), rec["provenance"].get("tensors_readers")):
@@ -64,5 +62,5 @@ def test_audit_of_a_multi_writer_fanout_part(tmp_path, snakemake_bin, root):
                 names |= set(v) if isinstance(v, dict) else {k}
     assert names and not any(n.isdigit() for n in names)
     assert f"{len(names)} tensors sha256 OK" in short and "FAILED" not in short, short
-    checked = {t["tensor"] for t in res["report"]["inputs"]["tensors"]}
-    assert checked == names and all(t["status"] == "ok" for t in res["report"]["inputs"]["tensors"])
+    checked = {t.tensor for t in res.inputs.tensors}
+    assert checked == names and all(t.status == "ok" for t in res.inputs.tensors)

@@ -14,7 +14,7 @@ import pytest
 
 from headgeom.core.errors import DamagedFileError
 from headgeom.io.shards import read_shards, shard_problems
-from headgeom.verify.audit import audit
+from headgeom.verify.audit import audit, render_full
 from tinyrun import copy_run, snakemake, tiny_run
 
 pytestmark = pytest.mark.slow
@@ -81,12 +81,10 @@ def test_no_table_from_a_damaged_shard(run, tmp_path):
     with pytest.raises(DamagedFileError, match=r"layer1\.parquet is damaged: its content does not match"):
         read_shards([w / FLIP])
     # the audit of a number over the damaged shard says so (not MATCH)
-    lines = []
-    res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "gT_med", tensors=False, out=lines.append,
-                view="full")
-    text = "\n".join(lines)
-    assert not res["ok"], text
-    assert any("layer1.parquet is damaged" in x for x in res["integrity"]), res["integrity"]
+    res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "gT_med", tensors=False, find_rows=False)
+    text = "\n".join(render_full(res))
+    assert not res.ok, text
+    assert any("layer1.parquet is damaged" in x for x in res.integrity), res.integrity
     assert "Verdict: MISMATCH" in text and "Verdict: MATCH" not in text
     cli = headgeom("audit", "-d", str(w), "p1_table2_strong_tail", "--row", "model=tiny", "--column", "gT_med",
                    "--no-tensors")
@@ -96,8 +94,8 @@ def test_no_table_from_a_damaged_shard(run, tmp_path):
 def test_rebuild_line_of_an_audit_works_as_printed(run, tmp_path, snakemake_bin, root):
     w = copy_run(run, tmp_path / "w")
     res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "gT_med", tensors=False,
-                configfiles=[str(w / "cfg.yaml")], view="none")
-    line = res["report"]["rule"]["rebuild"]
+                configfiles=[str(w / "cfg.yaml")])
+    line = res.rule.rebuild
     assert line.startswith("snakemake -c2 results/tables/p1_table2_strong_tail.csv --forcerun"), line
     before = {p.name: p.stat().st_mtime_ns for p in (w / "results/tables").glob("*.csv")}
     cmd = shlex.split(line)
