@@ -44,12 +44,12 @@ def pk_appendix_e_base_instruct(data, fields, pairs: list[tuple[str, str]]) -> T
                      "median_abs_sd": float(np.median(d[:, 1])), "median_abs_angle": float(np.median(d[:, 2])),
                      "digits": f"{min(digits)} – {max(digits)}" if digits else "–"})
     return Table(columns=[Column("base", "Base"), Column("instruct", "Instruct"), Column("layers", "Layers"),
-                  Column("median_abs_mean", "Median |Δ mean ρ|", "{:.2e}"), Column("max_abs_mean", "Max |Δ mean ρ|", "{:.2e}"),
-                  Column("median_abs_sd", "Median |Δ SD|", "{:.2e}"), Column("median_abs_angle", "Median |Δ min angle| (°)", "{:.3f}"),
-                  Column("digits", "Decimals agreeing (layers)")],
-                 rows=rows, notes=("Decimals agreeing: per layer, the most decimal places to which base and instruct round "
-                              "both mean ρ and SD alike (at most 10), range over layers." if rows else
-                              "No base/instruct pair (models with `pair:`) among the active models."))
+                          Column("median_abs_mean", "Median |Δ mean ρ|", "{:.2e}"), Column("max_abs_mean", "Max |Δ mean ρ|", "{:.2e}"),
+                          Column("median_abs_sd", "Median |Δ SD|", "{:.2e}"), Column("median_abs_angle", "Median |Δ min angle| (°)", "{:.3f}"),
+                          Column("digits", "Decimals agreeing (layers)")],
+                          rows=rows, notes=("Decimals agreeing: per layer, the most decimal places to which base and instruct round "
+                                            "both mean ρ and SD alike (at most 10), range over layers." if rows else
+                                            "No base/instruct pair (models with `pair:`) among the active models."))
 
 
 # the output projection of every family (headgeom.architectures) and GGUF's attn_output
@@ -124,9 +124,9 @@ def pk_sec5_5_base_instruct_pairs(data: dict, pairs: list[tuple[str, str]]) -> T
     if not rows:
         notes = "No base/instruct pair (models with `pair:`, both running the PK stage) among the active models."
     return Table(columns=[Column("base", "Base"), Column("instruct", "Instruct"), Column("layer", "Layer"), Column("pairs", "Pairs"),
-                  Column("max_abs", "Max |Δρ|", "{:.2e}"), Column("max_abs_at", "at"),
-                  Column("max_rel", "Max relative |Δρ| (%)", "{:.3f}"), Column("max_rel_at", "at"),
-                  Column("median_abs", "Median |Δρ|", "{:.2e}"), Column("median_rel_pct", "Median relative (%)", "{:.4f}"),
-                  Column("layer_median_range", "Per-layer median |Δρ| (range)"),
-                  Column("median_layer_median", "Median of per-layer medians", "{:.2e}"),
-                  Column("o_proj_differ", "o_proj differ (layers)")], rows=rows, notes=notes)
+                          Column("max_abs", "Max |Δρ|", "{:.2e}"), Column("max_abs_at", "at"),
+                          Column("max_rel", "Max relative |Δρ| (%)", "{:.3f}"), Column("max_rel_at", "at"),
+                          Column("median_abs", "Median |Δρ|", "{:.2e}"), Column("median_rel_pct", "Median relative (%)", "{:.4f}"),
+                          Column("layer_median_range", "Per-layer median |Δρ| (range)"),
+                          Column("median_layer_median", "Median of per-layer medians", "{:.2e}"),
+                          Column("o_proj_differ", "o_proj differ (layers)")], rows=rows, notes=notes)

@@ -48,11 +48,11 @@ def pk_table2_lower_bound(data, fields, models) -> Table:
         row["bound_violations"] = int(violations)
         rows.append(row)
     return Table(columns=[Column("model", "Model"), Column("lambda_min", "λ_min(S) min", "{:.2e}"), Column("lambda_max", "λ_min(S) max", "{:.2e}"),
-                  Column("layer_pairs", "Layer pairs"),
-                  Column("min_Q", "min max ρ Q", "{:.3f}"), Column("min_K", "K", "{:.3f}"), Column("min_V", "V", "{:.3f}"),
-                  Column("below_iso_Q", "Below d/D Q"), Column("below_iso_K", "K"), Column("below_iso_V", "V"),
-                  Column("bound_violations", "Bound violations")], rows=rows,
-                 notes="Bound violations counts layer pairs and kinds where the proposition's bound fails numerically (expected 0).")
+                          Column("layer_pairs", "Layer pairs"),
+                          Column("min_Q", "min max ρ Q", "{:.3f}"), Column("min_K", "K", "{:.3f}"), Column("min_V", "V", "{:.3f}"),
+                          Column("below_iso_Q", "Below d/D Q"), Column("below_iso_K", "K"), Column("below_iso_V", "V"),
+                          Column("bound_violations", "Bound violations")], rows=rows,
+                          notes="Bound violations counts layer pairs and kinds where the proposition's bound fails numerically (expected 0).")
 
 
 @table("pk_table9_weighted", families=("pk_cross",))
@@ -72,7 +72,7 @@ def pk_table9_weighted(data, fields, models, top: int = 3) -> Table:
             rows.append({"model": m, "pair": f"{k[1]} → {k[2]}, {k[3]}", "max_rho": oc[k]["max"],
                          "max_weighted": oc[k]["max_weighted"], "mean_weighted": oc[k]["mean_weighted"]})
     return Table(columns=[Column("model", "Model"), Column("pair", "Layer pair, reading"), Column("max_rho", "Max ρ", "{:.3f}"),
-                  Column("max_weighted", "Max weighted", "{:.2f}"), Column("mean_weighted", "Mean weighted", "{:.2f}")], rows=rows)
+                          Column("max_weighted", "Max weighted", "{:.2f}"), Column("mean_weighted", "Mean weighted", "{:.2f}")], rows=rows)
 
 
 LOW_FRACTION = 0.1  # pk_appendix_f_layer_stats.min_angle_low: a layer among the lowest 10 % of its model's angles

@@ -51,10 +51,10 @@ def pk_table4_null_summary(data, fields, models, null_types) -> Table:
                          **{f"median_ratio_{t}": float(np.median([c.get(f"ratio_mean_sd_{t}", np.nan) for c in cs]))
                             for t in types}})
     return Table(columns=[Column("model", "Model"), Column("comparison", "Comparison"), Column("conditions", "Conditions"),
-                  Column("samples", "Samples per null"), Column("exceeds_all", "Exceeds all"),
-                  Column("median_r", "Median r", "{:.2f}"),
-                  *(Column(f"median_ratio_{t}", f"Median SD / {NULL_MODELS[t].label} mean", "{:.1f}") for t in types)],
-                 rows=rows)
+                          Column("samples", "Samples per null"), Column("exceeds_all", "Exceeds all"),
+                          Column("median_r", "Median r", "{:.2f}"),
+                          *(Column(f"median_ratio_{t}", f"Median SD / {NULL_MODELS[t].label} mean", "{:.1f}") for t in types)],
+                          rows=rows)
 
 
 @table("pk_table6_min_angle_vs_nulls", families=WITHIN_WITH_NULLS, params=NULL_TYPES_PARAM)
@@ -76,9 +76,9 @@ def pk_table6_min_angle_vs_nulls(data, fields, models, null_types) -> Table:
     label = " / ".join(NULL_MODELS[t].label for t in nulls) or "column-keeping null"
     null_col = [Column("null", "Null")] if len(nulls) > 1 else []
     return Table(columns=[Column("model", "Model"), Column("layer", "Layer"), *null_col,
-                  Column("obs_min_angle", "Observed min angle (°)", "{:.3f}"),
-                  Column("null_min", f"Min over {label} samples (°)", "{:.3f}"),
-                  Column("samples", f"{label.capitalize()} samples")], rows=rows)
+                          Column("obs_min_angle", "Observed min angle (°)", "{:.3f}"),
+                          Column("null_min", f"Min over {label} samples (°)", "{:.3f}"),
+                          Column("samples", f"{label.capitalize()} samples")], rows=rows)
 
 
 @table("pk_table8_cross_nulls", families=CROSS_WITH_NULLS, params=NULL_TYPES_PARAM)
@@ -103,10 +103,10 @@ def pk_table8_cross_nulls(data, fields, models, null_types) -> Table:
                          "mean_above_all": int(sum(bool(c["mean_above_all"]) for c in cs)),
                          "samples": samples_text(cs)})
     return Table(columns=[Column("model", "Model"), Column("kind", "Reading"), Column("layer_pairs", "Layer pairs"),
-                  Column("exceeds_all", "SD exceeds all nulls"),
-                  *(Column(f"median_ratio_{t}", f"Median SD / {NULL_MODELS[t].label} mean", "{:.1f}") for t in spectral),
-                  Column("mean_below_all", "Mean below all"), Column("mean_above_all", "Mean above all"),
-                  Column("samples", "Samples per null")], rows=rows)
+                          Column("exceeds_all", "SD exceeds all nulls"),
+                          *(Column(f"median_ratio_{t}", f"Median SD / {NULL_MODELS[t].label} mean", "{:.1f}") for t in spectral),
+                          Column("mean_below_all", "Mean below all"), Column("mean_above_all", "Mean above all"),
+                          Column("samples", "Samples per null")], rows=rows)
 
 
 @table("pk_fig3_fig9_conditions", families=ALL_PK_FAMILIES, params=NULL_TYPES_PARAM)

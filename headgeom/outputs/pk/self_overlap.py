@@ -29,9 +29,9 @@ def pk_appendix_h_self_overlap(data, models) -> Table:
                          "p_max": float(np.nanmax(p)) if np.isfinite(p).any() else float("nan"),
                          "n_null": int(np.max(s["n_null"][sel])), "exact": bool(np.all(s["exact"][sel]))})
     return Table(columns=[Column("model", "Model"), Column("test", "Test"), Column("layers", "Layers"), Column("observed", "Observed (range)"),
-                  Column("null_mean", "Permutation mean (range)"), Column("p_max", "Max p", "{:.4f}"),
-                  Column("n_null", "Permutations"), Column("exact", "Exhaustive")], rows=rows,
-                 notes="V_vs_O: each head's writing space vs its own (group's) V reading space; Q_vs_K: Q vs own group's K; Q_vs_O: Q vs own writing space. Undefined with one KV group.")
+                          Column("null_mean", "Permutation mean (range)"), Column("p_max", "Max p", "{:.4f}"),
+                          Column("n_null", "Permutations"), Column("exact", "Exhaustive")], rows=rows,
+                          notes="V_vs_O: each head's writing space vs its own (group's) V reading space; Q_vs_K: Q vs own group's K; Q_vs_O: Q vs own writing space. Undefined with one KV group.")
 
 
 @table("pk_appendix_h_self_layers", families=("pk_self",))

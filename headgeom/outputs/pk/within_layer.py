@@ -83,9 +83,9 @@ def pk_table1_min_angles(data, fields, models) -> Table:
                          "under_1deg": int(np.sum(ang < 1.0)),
                          "sin_min_angle": float(np.sin(np.deg2rad(lo))), "cos_min_angle": float(np.cos(np.deg2rad(lo)))})
     return Table(columns=[Column("model", "Model"), Column("comparison", "Comparison"), Column("pairs", "Pairs"),
-                  Column("min_angle", "Min angle (°)", "{:.2f}"), Column("median_angle", "Median pair angle (°)", "{:.1f}"),
-                  Column("under_1deg", "Pairs < 1°"), Column("sin_min_angle", "sin min angle", "{:.4f}"),
-                  Column("cos_min_angle", "cos min angle", "{:.4f}")], rows=rows)
+                          Column("min_angle", "Min angle (°)", "{:.2f}"), Column("median_angle", "Median pair angle (°)", "{:.1f}"),
+                          Column("under_1deg", "Pairs < 1°"), Column("sin_min_angle", "sin min angle", "{:.4f}"),
+                          Column("cos_min_angle", "cos min angle", "{:.4f}")], rows=rows)
 
 
 @table("pk_table3_models")
@@ -101,8 +101,8 @@ def pk_table3_models(fields, models) -> Table:
                      "layers": f["n_layers"], "writer_pairs": H * (H - 1) // 2, "width": H * f["d_head"],
                      "iso": isotropic_rho(f["d_head"], f["d_model"]), "random_sd": isotropic_sd(f["d_head"], f["d_model"])})
     return Table(columns=[Column("model", "Model"), Column("D", "D"), Column("d", "d"), Column("heads", "Heads (q / kv)"),
-                  Column("layers", "Layers"), Column("writer_pairs", "Writer pairs per layer"), Column("width", "H d"),
-                  Column("iso", "Isotropic d/D", "{:.4f}"), Column("random_sd", "Random SD", "{:.4f}")], rows=rows)
+                          Column("layers", "Layers"), Column("writer_pairs", "Writer pairs per layer"), Column("width", "H d"),
+                          Column("iso", "Isotropic d/D", "{:.4f}"), Column("random_sd", "Random SD", "{:.4f}")], rows=rows)
 
 
 @table("pk_table7_reading_within", families=WITHIN_WITH_NULLS, params=NULL_TYPES_PARAM)
@@ -127,9 +127,9 @@ def pk_table7_reading_within(data, fields, models, null_types) -> Table:
                          "samples": samples_text(cs),
                          "min_angle": float(np.nanmin([s["min_angle_deg"] for s in st.values()]))})
     return Table(columns=[Column("model", "Model"), Column("kind", "Reading"), Column("pairs", "Pairs per layer"),
-                  Column("mean_range", "Mean ρ (layer range)"), Column("mean_below_all", "Layers mean below all nulls"),
-                  Column("sd_range", "SD (range)"), Column("sd_above_all", "Layers SD above all nulls"),
-                  Column("samples", "Samples per null"), Column("min_angle", "Min angle (°)", "{:.2f}")], rows=rows)
+                          Column("mean_range", "Mean ρ (layer range)"), Column("mean_below_all", "Layers mean below all nulls"),
+                          Column("sd_range", "SD (range)"), Column("sd_above_all", "Layers SD above all nulls"),
+                          Column("samples", "Samples per null"), Column("min_angle", "Min angle (°)", "{:.2f}")], rows=rows)
 
 
 @table("pk_sec5_1_ranks", families=("pk",))
@@ -157,9 +157,9 @@ def pk_sec5_1_ranks(provs: dict, models) -> Table:
                          "layers_excess": int(sum(d - e > 0 for d, e in zip(defect, forced))),
                          "folded": "; ".join(sorted(folded))})
     return Table(columns=[Column("model", "Model"), Column("kind", "Space"), Column("rank_min", "Head rank min"), Column("rank_max", "max"),
-                  Column("layer_rank", "Rank of the sum (layers)"), Column("defect_max", "Max defect"),
-                  Column("expected", "Forced defect"), Column("layers_excess", "Layers above forced"),
-                  Column("folded", "Folded into reading spaces")], rows=rows)
+                          Column("layer_rank", "Rank of the sum (layers)"), Column("defect_max", "Max defect"),
+                          Column("expected", "Forced defect"), Column("layers_excess", "Layers above forced"),
+                          Column("folded", "Folded into reading spaces")], rows=rows)
 
 
 @table("pk_sec5_3_wo_spectrum", families=("pk",))
@@ -183,9 +183,9 @@ def pk_sec5_3_wo_spectrum(provs: dict, models) -> Table:
                      "s1_over_median": top[0] / med if top[0] is not None and med > 0 else None})
     rows.sort(key=lambda r: (models.index(r["model"]), r["layer"]))
     return Table(columns=[Column("model", "Model"), Column("layer", "Layer"), Column("n", "Singular values"),
-                  Column("s1", "s1", "{:.3f}"), Column("s2", "s2", "{:.3f}"), Column("s3", "s3", "{:.3f}"),
-                  Column("median", "Median (bulk)", "{:.3f}"), Column("p10", "p10", "{:.3f}"),
-                  Column("p90", "p90", "{:.3f}"), Column("s1_over_median", "s1 / median", "{:.2f}")], rows=rows)
+                          Column("s1", "s1", "{:.3f}"), Column("s2", "s2", "{:.3f}"), Column("s3", "s3", "{:.3f}"),
+                          Column("median", "Median (bulk)", "{:.3f}"), Column("p10", "p10", "{:.3f}"),
+                          Column("p90", "p90", "{:.3f}"), Column("s1_over_median", "s1 / median", "{:.2f}")], rows=rows)
 
 
 @figure("pk_fig6_depth", families=("pk",))
