@@ -14,7 +14,7 @@ NULL_TYPES_PARAM = {"null_types": "pk/nulls/types"}
 #: the families of the within-layer and cross-layer comparisons with their null samples
 WITHIN_WITH_NULLS = ("pk", "pk_null_within")
 CROSS_WITH_NULLS = ("pk_cross", "pk_null_cross")
-ALL_PK_FAMILIES = WITHIN_WITH_NULLS + CROSS_WITH_NULLS
+ALL_PK_FAMILIES = ("pk", "pk_cross", "pk_null_within", "pk_null_cross")
 #: the activation stage's read-path family, and the models its outputs take
 READ_PATHS = "activation_read_paths"
 ACTIVATION_MODELS = {"shard_models": "activation", "builder_models": "activation"}
@@ -52,3 +52,13 @@ def integer_layers(fig) -> None:
 
     for a in fig.axes:
         a.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def finish_layer_panels(fig, first_ax, ylabel: str):
+    """The end of a figure with one panel of layers per model: the y label and legend on the first
+    panel, whole layers on the x axes, a tight layout; (figure, no extra provenance)."""
+    first_ax.set_ylabel(ylabel)
+    first_ax.legend(fontsize=6)
+    integer_layers(fig)
+    fig.tight_layout()
+    return fig, {}

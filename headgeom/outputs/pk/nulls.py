@@ -21,7 +21,7 @@ from headgeom.methods.pk_conditions import (CROSS_KEY, WITHIN_KEY, angle_against
 from headgeom.outputs.formats import Column, Table, pyplot, step_ccdf
 from headgeom.outputs.pk.common import (ALL_PK_FAMILIES, COMPARISONS, CROSS_WITH_NULLS, FOUR_PLACES, NULL_TYPES_PARAM,
                                         READING_KINDS, TWO_PLACES, WITHIN_WITH_NULLS, comparison_label, figure,
-                                        integer_layers, samples_text, table)
+                                        finish_layer_panels, samples_text, table)
 
 
 def _null_verdict(row: dict) -> tuple[str, str]:
@@ -350,11 +350,7 @@ def pk_fig7_quantiles(data, fields, models, null_types):
         ax.axhline(isotropic_rho(f["d_head"], f["d_model"]), ls=":", color="gray")
         ax.set_title(m, fontsize=9)
         ax.set_xlabel("layer")
-    axes[0][0].set_ylabel("ρ quantile (writing pairs)")
-    axes[0][0].legend(fontsize=6)
-    integer_layers(fig)
-    fig.tight_layout()
-    return fig, {}
+    return finish_layer_panels(fig, axes[0][0], "ρ quantile (writing pairs)")
 
 
 @figure("pk_fig8_reading_sd", families=WITHIN_WITH_NULLS, params=NULL_TYPES_PARAM)
@@ -378,12 +374,7 @@ def pk_fig8_reading_sd(data, fields, models, null_types):
         ax.set_yscale("log")
         ax.set_title(m, fontsize=9)
         ax.set_xlabel("layer")
-    axes[0][0].set_ylabel("SD of ρ (reading pairs)")
-    axes[0][0].legend(fontsize=6)
-    integer_layers(fig)
-    fig.tight_layout()
-    return fig, {}
-
+    return finish_layer_panels(fig, axes[0][0], "SD of ρ (reading pairs)")
 
 
 @table("pk_sec5_3_null_samples", families=ALL_PK_FAMILIES, params=NULL_TYPES_PARAM)
