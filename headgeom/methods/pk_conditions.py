@@ -152,3 +152,10 @@ def random_reference(model: str, d_model: int, d_head: int, draws: int) -> np.nd
         U, V = haar_stiefel(d_model, d_head, rng), haar_stiefel(d_model, d_head, rng)
         out[k] = np.sum((U.T @ V) ** 2) / d_head
     return out
+
+
+def matched_differences(base: np.ndarray, other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Matched values of two checkpoints (e.g. a base and its instruct model): |Δ| = |other − base|
+    and |Δ| / base in % (NaN where base ≤ 0)."""
+    d = np.abs(other - base)
+    return d, np.where(base > 0, d / np.where(base > 0, base, 1.0), np.nan) * 100

@@ -18,7 +18,7 @@ import numpy as np
 
 from headgeom.architectures import o_proj_names
 from headgeom.core.stats import agreeing_decimals
-from headgeom.methods.pk_conditions import observed_within
+from headgeom.methods.pk_conditions import matched_differences, observed_within
 from headgeom.outputs.formats import Column, Table
 from headgeom.outputs.pk.common import table
 
@@ -68,6 +68,7 @@ def o_proj_sha(provs: list[dict]) -> dict[tuple[str, int], str]:
 
 
 def _pairs_of(pk: dict, model: str) -> dict[tuple[int, int, int], float]:
+    """(layer, head_i, head_j) -> ρ of a model's writing-space pairs."""
     if not pk:
         return {}
     sel = (pk["model"] == model) & (pk["kind"] == "O")
@@ -76,8 +77,9 @@ def _pairs_of(pk: dict, model: str) -> dict[tuple[int, int, int], float]:
 
 
 def _summary(base, inst, layer, keys, a, b, sha, o_layers):
-    d = np.abs(b - a)
-    rel = np.where(a > 0, d / np.where(a > 0, a, 1.0), np.nan) * 100
+    """One row of §5.5: the matched pairs ``keys`` (ρ_base ``a``, ρ_instruct ``b``) of one layer or of
+    all, and how many of the layers ``o_layers`` have output projections that differ."""
+    d, rel = matched_differences(a, b)
     k = int(np.argmax(d))
     kr = int(np.nanargmax(rel)) if np.isfinite(rel).any() else k
     differ = sum(sha.get((base, l)) is not None and sha.get((inst, l)) is not None
