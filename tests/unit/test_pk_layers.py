@@ -335,3 +335,26 @@ def test_layer_pair_groups_and_model_kind_rows_select_what_masks_select():
     assert [(m, k) for m, k, _ in got] == [(m, k) for m in ("c", "a", "x") for k in ("Q", "K", "V")]
     for m, k, s in got:
         np.testing.assert_array_equal(s, (rp["model"] == m) & (rp["kind"] == k))
+
+
+def test_rows_do_not_depend_on_the_order_of_layers_in_the_shards(data):
+    """The same shards with the layers in reverse order (each layer's rows kept in their order) give
+    the same tables, row for row: the per-condition tables sort their conditions."""
+    def layers_reversed(cols, layer_col):
+        order = np.argsort(-np.asarray(cols[layer_col]), kind="stable")
+        assert not np.array_equal(order, np.arange(order.size))
+        return {k: np.asarray(v)[order] for k, v in cols.items()}
+
+    moved = {"pk": layers_reversed(data["pk"], "layer"), "pk_cross": layers_reversed(data["pk_cross"], "layer"),
+             "pk_null_within": layers_reversed(data["pk_null_within"], "layer"),
+             "pk_null_cross": layers_reversed(data["pk_null_cross"], "layer_w"), "pk_self": data["pk_self"]}
+    builders = {"layer stats": lambda d: cross_layer.pk_appendix_f_layer_stats(d, FIELDS, ["m"]),
+                "distance": lambda d: cross_layer.pk_appendix_f_cross_distance(d, FIELDS, ["m"], TYPES),
+                "null samples": lambda d: nulls.pk_sec5_3_null_samples(d, FIELDS, ["m"], TYPES),
+                "conditions": lambda d: nulls.pk_fig3_fig9_conditions(d, FIELDS, ["m"], TYPES)}
+    for name, build in builders.items():
+        want, got = build(data).csv().splitlines(), build(moved).csv().splitlines()
+        assert len(want) > 5 and len(got) == len(want), name
+        for w, g in zip(want, got):  # a mean over layer pairs may sum them in another order: last bits
+            for x, y in zip(w.split(","), g.split(",")):
+                assert x == y or float(x) == pytest.approx(float(y), rel=1e-12), (name, w, g)
