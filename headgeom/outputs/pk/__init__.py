@@ -18,6 +18,8 @@ their null comparison, the random-subspace reference), headgeom.methods.read_pat
 rows grouped) and headgeom.core.stats (correlations, CCDFs, ranks). Importing the package registers
 every builder."""
 
-from headgeom.outputs.pk import base_instruct, cross_layer, nulls, read_paths, self_overlap, within_layer  # noqa: F401
+# registered in this order (the run summary's headlines, docs/outputs.md): Table 5's before Table 4's
+from headgeom.outputs.pk import within_layer  # noqa: F401
+from headgeom.outputs.pk import cross_layer, nulls, self_overlap, base_instruct, read_paths  # noqa: F401
 # the figures.pk_rho_layer check of the pre-flight (headgeom.jobs.preflight) imports it from here
 from headgeom.outputs.pk.within_layer import pick_layer  # noqa: F401
