@@ -80,3 +80,58 @@ def cluster_bootstrap(stat, clusters, n_boot: int, rng: np.random.Generator):
         if v.size:
             lo[k], hi[k] = np.quantile(v, [0.025, 0.975])
     return (float(lo[0]), float(hi[0])) if vals.shape[1] == 1 else (lo, hi)
+
+
+# ------------------------------------------------------------------ correlations, CCDFs, ranks, agreement
+
+
+def spearman(a, b) -> float:
+    """Spearman's rank correlation (scipy) over the pairs where both values are finite; NaN with
+    fewer than 3 such pairs."""
+    from scipy.stats import spearmanr
+
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 3:
+        return np.nan
+    return float(spearmanr(a[ok], b[ok]).statistic)
+
+
+def pearson(a, b) -> float:
+    """Pearson's correlation over the pairs where both values are finite; NaN with fewer than 3."""
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 3:
+        return np.nan
+    return float(np.corrcoef(a[ok], b[ok])[0, 1])
+
+
+def ccdf_on_grid(samples, grid: np.ndarray) -> np.ndarray:
+    """Fraction of each sample's values >= every grid point: (samples, grid)."""
+    out = np.empty((len(samples), grid.size))
+    for k, s in enumerate(samples):
+        s = np.sort(np.asarray(s, float))
+        out[k] = 1.0 - np.searchsorted(s, grid, side="left") / s.size
+    return out
+
+
+def rank_within_groups(rows: list[dict], key: str, out: str, group: tuple, smallest_first: bool = False) -> None:
+    """Set rows[i][out] to the rank of rows[i][key] among the rows sharing the ``group`` columns
+    (1: the largest, or with ``smallest_first`` the smallest; a NaN value gets no rank, None); ties
+    keep row order."""
+    from headgeom.core.groupby import group_rows
+
+    sign = 1.0 if smallest_first else -1.0
+    for members in group_rows(rows, lambda r: tuple(r[g] for g in group)).values():
+        for r in members:
+            r[out] = None
+        ranked = sorted((r for r in members if np.isfinite(r[key])), key=lambda r: sign * r[key])
+        for k, r in enumerate(ranked, 1):
+            r[out] = k
+
+
+def agreeing_decimals(a: float, b: float, most: int = 10) -> int:
+    """The most decimal places k ≤ most at which a and b round alike (round(a, k) == round(b, k) for
+    every k up to it); -1 when they differ already at the units."""
+    k = -1
+    while k < most and round(float(a), k + 1) == round(float(b), k + 1):
+        k += 1
+    return k

@@ -67,6 +67,36 @@ COLUMN_READS = {
 }
 
 
+
+# ------------------------------------------------------------------ the read-path shards' rows, grouped
+
+
+def layer_pair_groups(wl: np.ndarray, rl: np.ndarray) -> list[tuple[int, int, np.ndarray]]:
+    """(writer layer, reader layer, row indices) per layer pair, pairs in sorted order and each
+    pair's rows in their order: what a mask (wl == a) & (rl == b) per pair selects, in one stable
+    sort instead of a pass over every row per pair (a read-path family can hold tens of millions
+    of rows)."""
+    wl, rl = np.asarray(wl, np.int64), np.asarray(rl, np.int64)
+    if not wl.size:
+        return []
+    key = (wl - wl.min()) * (int(rl.max() - rl.min()) + 1) + (rl - rl.min())
+    order = np.argsort(key, kind="stable")
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    return [(int(wl[g[0]]), int(rl[g[0]]), g) for g in np.split(order, cuts)]
+
+
+def model_kind_rows(rp: dict, models, kinds=("Q", "K", "V")):
+    """(model, kind, boolean row mask) per model and reading kind of the read-path columns,
+    comparing the model column once per model."""
+    for m in models:
+        in_model = rp["model"] == m
+        sub = np.flatnonzero(in_model)
+        kind_sub = rp["kind"][sub]
+        for kind in kinds:
+            s = np.zeros(in_model.shape, bool)
+            s[sub[kind_sub == kind]] = True
+            yield m, kind, s
+
 def write_factors(W_O: np.ndarray, z: np.ndarray, arrays: dict, meta: dict, write_point: str = "residual"):
     """(O_w (H, D, d), z_w (N, H, d)): head j's write at token t is O_w[j] @ z_w[t, j] at
     ``write_point`` (module docstring), from one layer's activation shard (arrays, meta)."""

@@ -4,7 +4,8 @@
   formats.py   the formats: ``Table`` (CSV, Markdown, LaTeX, HTML + provenance), figure saving
   choices.py   the ``choices:`` switches of paper 1 (column selection in the paper1_heads shards)
   paper1.py    every builder of paper 1 (weight-space tables and figures, the natural return)
-  pk.py        every builder of the PK paper (Tables 1-9, Figures 2-9, appendices, read paths)
+  pk/          every builder of the PK paper, one module per topic (Tables 1-9, Figures 2-9, appendices,
+               read paths)
   build.py     one output from its shards: read, select, build, write (``build_output``)
 
 Importing the package registers every builder (the paper modules). The checking tools

@@ -1,7 +1,7 @@
 """The output registry: every table and figure the pipeline makes, declared where it is built.
 
 A builder declares itself with a decorator beside its function (``headgeom.outputs.paper1``,
-``headgeom.outputs.pk``)::
+``headgeom.outputs.pk``: one module per topic)::
 
     table, figure = decorators("PK paper")
 

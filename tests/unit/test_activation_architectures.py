@@ -23,7 +23,7 @@ import transformers
 
 from headgeom.core.errors import ModelRunError
 from headgeom.jobs import activation as act_jobs
-from headgeom.outputs import pk as PK
+from headgeom.outputs.pk import read_paths
 from headgeom.jobs.activation import forward_job, read_layer, read_paths_job
 from headgeom.jobs.families import FORWARD
 from headgeom.methods.read_paths import NORM_COLUMNS
@@ -172,10 +172,10 @@ def test_post_ln_read_path_columns_are_nan_and_flagged(tmp_path, llama):
     for k in NORM_COLUMNS:
         assert np.isnan(r[k]).all(), k
     assert np.isfinite(r["e_lin"]).all() and np.isfinite(r["share"]).all() and np.isfinite(r["rho"]).all()
-    t = PK.pk_sec5_4_read_paths(r, ["bert"])
+    t = read_paths.pk_sec5_4_read_paths(r, ["bert"])
     for row in t.rows:
         assert row["flags"] == "post_ln_read_path"
-        for k in PK.NORM_SPLIT:
+        for k in read_paths.NORM_SPLIT:
             assert np.isnan(row[k]), k
         assert row["cross_positive"] is None
         assert np.isfinite(row["share_rho_spearman"])
@@ -188,8 +188,8 @@ def test_post_ln_read_path_columns_are_nan_and_flagged(tmp_path, llama):
     assert set(rl["flags"]) == {""}
     for k in NORM_COLUMNS:
         assert np.isfinite(rl[k]).all(), k
-    for row in PK.pk_sec5_4_read_paths(rl, ["synth"]).rows:
-        assert row["flags"] == "" and all(np.isfinite(row[k]) for k in PK.NORM_SPLIT)
+    for row in read_paths.pk_sec5_4_read_paths(rl, ["synth"]).rows:
+        assert row["flags"] == "" and all(np.isfinite(row[k]) for k in read_paths.NORM_SPLIT)
 
 
 def test_tokenizer_files_are_hashed_and_an_edit_changes_the_hash(tmp_path, llama):

@@ -12,7 +12,7 @@ import torch
 
 from headgeom.core.errors import CorpusError, DamagedFileError, ModelRunError
 from headgeom.outputs import paper1 as P1
-from headgeom.outputs import pk as PK
+from headgeom.outputs.pk import read_paths
 from headgeom.io.forward import device_for, open_model
 from headgeom.jobs.activation import forward_job, natural_return_job, read_layer, read_paths_job
 from headgeom.jobs.families import FORWARD
@@ -74,7 +74,7 @@ def test_synthetic_end_to_end(synth, tmp_path):
     c, _ = read_shards(clo)
     tables = {"p1_activations_natural_return": P1.p1_activations_natural_return(n, c, ["synth"], **{"high_quantile": 0.75,
                                                                                         "low_quantile": 0.5}),
-              "pk_sec5_4_read_paths": PK.pk_sec5_4_read_paths(r, ["synth"])}
+              "pk_sec5_4_read_paths": read_paths.pk_sec5_4_read_paths(r, ["synth"])}
     tables["p1_activations_natural_return"].write(out, [], {})
     assert "synth" in Path(out["csv"]).read_text()
     tables["pk_sec5_4_read_paths"].write(out, [], {})
@@ -92,7 +92,7 @@ def test_synthetic_end_to_end(synth, tmp_path):
     figs = {k: str(tmp_path / f"f.{k}") for k in ("png", "pdf", "prov")}
     from headgeom.outputs.formats import save
 
-    for fig in (PK.pk_fig4_share_vs_rho(r, ["synth"]), PK.pk_fig5_spearman_layer_pairs(r, ["synth"]),
+    for fig in (read_paths.pk_fig4_share_vs_rho(r, ["synth"]), read_paths.pk_fig5_spearman_layer_pairs(r, ["synth"]),
                 P1.p1_fig_activations_natural_return(n, c, ["synth"])):
         save(fig, figs, {"figure": "test"})
     assert Path(figs["png"]).stat().st_size > 1000

@@ -40,7 +40,7 @@ from headgeom.adapters.oracle import (TOL, cut_config, oracle_errors, qk_referen
 from headgeom.architectures import BY_MODEL_TYPE, DERIVED_TESTED, FAMILIES, config_view, family_for
 from headgeom.io.checkpoint import open_checkpoint
 from headgeom.io.store import TensorStore, extract
-from headgeom.outputs.pk import O_PROJ
+from headgeom.outputs.pk.base_instruct import O_PROJ
 
 T = transformers
 

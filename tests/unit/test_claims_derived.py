@@ -11,13 +11,15 @@ import numpy as np
 import pytest
 
 from headgeom.outputs import paper1 as R
-from headgeom.outputs import pk as PK
+from headgeom.core.stats import agreeing_decimals
+from headgeom.outputs.pk import base_instruct
+from headgeom.outputs.pk import within_layer
 
 
 def test_sine_and_cosine_of_the_smallest_angle():
     ang = np.array([13.0, 40.0, 0.39, 77.0])
     cols = {"model": np.array(["m"] * 4, dtype=object), "kind": np.array(["O"] * 4, dtype=object), "min_angle_deg": ang}
-    (row,) = PK.pk_table1_min_angles({"pk": cols, "pk_cross": {}}, {}, ["m"]).rows
+    (row,) = within_layer.pk_table1_min_angles({"pk": cols, "pk_cross": {}}, {}, ["m"]).rows
     assert row["min_angle"] == 0.39
     assert row["sin_min_angle"] == pytest.approx(math.sin(0.39 * math.pi / 180))  # 0.0068: the paper's 0.007
     assert row["cos_min_angle"] == pytest.approx(math.cos(0.39 * math.pi / 180))
@@ -26,7 +28,7 @@ def test_sine_and_cosine_of_the_smallest_angle():
 
 def test_sum_of_head_widths():
     fields = {"q": {"d_model": 4096, "d_head": 128, "n_heads": 64, "n_kv_heads": 4, "n_layers": 94}}
-    (row,) = PK.pk_table3_models(fields, ["q"]).rows
+    (row,) = within_layer.pk_table3_models(fields, ["q"]).rows
     assert row["width"] == 8192 and row["iso"] == pytest.approx(128 / 4096)
 
 
@@ -38,7 +40,7 @@ def test_sum_of_head_widths():
     (1.2, 2.9, -1),            # differ at the units
 ])
 def test_agreeing_decimals(a, b, k):
-    assert PK.agreeing_decimals(a, b) == k
+    assert agreeing_decimals(a, b) == k
     assert all(round(a, j) == round(b, j) for j in range(0, k + 1))
 
 
@@ -54,10 +56,10 @@ def test_base_instruct_decimals_range_over_layers():
             rows["min_angle_deg"] += [30.0, 40.0]
     cols = {k: np.array(v, dtype=object if k in ("model", "kind") else None) for k, v in rows.items()}
     fields = {m: {"d_head": 8, "d_model": 64} for m in ("base", "inst")}
-    (row,) = PK.pk_appendix_e_base_instruct({"pk": cols}, fields, [("base", "inst")]).rows
+    (row,) = base_instruct.pk_appendix_e_base_instruct({"pk": cols}, fields, [("base", "inst")]).rows
     # layer 0: 0.12310 vs 0.12312 agree to 4 decimals; layer 1: 0.1231 vs 0.1234 to 3 (SD identical)
-    lo = min(PK.agreeing_decimals(0.1231, 0.1231 + s) for s in (2e-5, 3e-4))
-    hi = max(PK.agreeing_decimals(0.1231, 0.1231 + s) for s in (2e-5, 3e-4))
+    lo = min(agreeing_decimals(0.1231, 0.1231 + s) for s in (2e-5, 3e-4))
+    hi = max(agreeing_decimals(0.1231, 0.1231 + s) for s in (2e-5, 3e-4))
     assert (lo, hi) == (3, 4) and row["digits"] == "3 – 4"
 
 

@@ -8,10 +8,14 @@ import numpy as np
 import pytest
 
 from headgeom.core import stats
+from headgeom.core.seeds import rng_for
 from headgeom.core.factors import LayerFactors
 from headgeom.methods import paper1 as P1
+from headgeom.methods import pk_conditions as PK
+from headgeom.methods.nulls import haar_stiefel
 from headgeom.outputs import paper1 as R
-from headgeom.outputs import pk as PK
+from headgeom.outputs.pk import cross_layer
+from headgeom.outputs.pk import nulls
 from headgeom.outputs.formats import ccdf_steps, pyplot
 
 PARAMS = dict(scramble_draws=4, haar_draws=2, split_rtol=1e-8, sv_rtol=1e-12, identity_rtol=1e-10, rank_rtol=1e-6)
@@ -41,7 +45,7 @@ def test_ccdf_staircase_is_the_fraction_at_least_t():
 
 def test_fig2_observed_curve_is_drawn_at_the_right_level():
     data, fields = _fig2_data()
-    fig, extra = PK.pk_fig2_rho_ccdf_nulls(data, fields, ["m"], ("rotation", "reassign"), random_samples=5)
+    fig, extra = nulls.pk_fig2_rho_ccdf_nulls(data, fields, ["m"], ("rotation", "reassign"), random_samples=5)
     ax = fig.axes[0]
     line = next(ln for ln in ax.get_lines() if ln.get_label() == "observed")
     rho = PK.observed_within(data["pk"], fields)[("m", extra["layers"]["m"], "O")]["rho"]
@@ -76,8 +80,8 @@ def test_random_layer_rho_counts_pairs_and_matches_explicit_projectors():
     rho = PK.random_layer_rho("m", 2, 0, H, D, d)
     assert rho.size == H * (H - 1) // 2
     # independent: rebuild the same subspaces and use projector traces tr(P_i P_j)/d
-    rng = PK.rng_for("m", 2, -1, 0, "pk_fig2_random")
-    U = [PK.random_subspace(rng, D, d) for _ in range(H)]
+    rng = rng_for("m", 2, -1, 0, "pk_fig2_random")
+    U = [haar_stiefel(D, d, rng) for _ in range(H)]
     Ps = [u @ u.T for u in U]
     expect = [np.trace(Ps[i] @ Ps[j]) / d for i in range(H) for j in range(i + 1, H)]
     np.testing.assert_allclose(rho, expect, rtol=1e-12)
@@ -117,7 +121,7 @@ def _fig2_data():
 
 def test_fig2_counts_table():
     data, fields = _fig2_data()
-    t = PK.pk_fig2_counts(data, fields, ["m"], ("rotation", "reassign"), reference_draws=50)
+    t = nulls.pk_fig2_counts(data, fields, ["m"], ("rotation", "reassign"), reference_draws=50)
     (row,) = t.rows
     rho = np.asarray(data["pk"]["rho"], float)[np.asarray(data["pk"]["layer"]) == 1]
     sds = {L: np.asarray(data["pk"]["rho"], float)[np.asarray(data["pk"]["layer"]) == L].std() for L in (0, 1, 2)}
@@ -148,7 +152,7 @@ def test_fig3_shows_other_sample_counts_apart_and_marks_r_below_one():
     conds = [_cond("a", "within", "O", L, 2.0 + L, 30) for L in range(5)]
     conds += [_cond("a", "within", "Q", 0, 0.972, 30), _cond("a", "within", "Q", 1, 3.0, 30)]
     conds += [_cond("b", "within", "O", 46, 7.1, 3)]
-    fig, extra = PK.draw_fig3(conds, ["a", "b"])
+    fig, extra = nulls.draw_fig3(conds, ["a", "b"])
     assert len(fig.axes) == 2
     assert "n = 30" in fig.axes[0].get_title() and "n = 3 " in fig.axes[1].get_title()
     assert extra["below_one"] == [{"model": "a", "scope": "within", "kind": "Q", "where": "layer 0", "r": 0.972}]
@@ -177,7 +181,7 @@ def test_fig9_titles_do_not_overlap_and_below_above_panels_have_a_legend():
                    above=(lw + lr) % 3 == 1)
              for m in ("model-one-long-name", "model-two") for k in "QKV" for lw in range(L) for lr in range(lw + 1, L)]
     fields = {m: {"n_layers": L} for m in ("model-one-long-name", "model-two")}
-    fig, _ = PK.draw_fig9(conds, fields, ["model-one-long-name", "model-two"])
+    fig, _ = cross_layer.draw_fig9(conds, fields, ["model-one-long-name", "model-two"])
     assert _overlaps(fig) == []
     legends = [a.get_legend() for a in fig.axes if a.get_legend() is not None]
     assert len(legends) == 2  # one per model, on its below/above row

@@ -17,7 +17,7 @@ from headgeom.io.checkpoint import open_checkpoint
 from headgeom.io.files import write_text
 from headgeom.io.shards import CONTENT_KEY, read_shard, read_shards, shard_problems, write_shard
 from headgeom.jobs.plan import ROOT
-from headgeom.outputs.pk import pick_layer
+from headgeom.outputs.pk.within_layer import pick_layer
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 

@@ -22,7 +22,7 @@ from headgeom.core import stats as S
 from headgeom.methods import closure as C
 from headgeom.methods import nulls as N
 from headgeom.methods import pk as PK
-from headgeom.outputs import pk as RPK
+from headgeom.outputs.pk import cross_layer
 from headgeom.core.factors import LayerFactors, gqa_map
 from headgeom.io.fetch import fetch_model
 from headgeom.jobs.pk import pk_cross_job
@@ -379,7 +379,7 @@ def test_pk_cross_shard_rho_is_projector_trace_over_min_rank_and_bound_holds(cro
                 assert best >= lam / 4 * (1 - 1e-9)
     assert checked == 2 * (4 * 4 + 4 * 2 + 4 * 2)
     fields = {"tiny": json.loads((cross_store / "store" / "manifest.json").read_text())["fields"]}
-    t = RPK.pk_table2_lower_bound({"pk_cross": cols}, fields, ["tiny"])
+    t = cross_layer.pk_table2_lower_bound({"pk_cross": cols}, fields, ["tiny"])
     assert len(t.rows) == 1 and t.rows[0]["bound_violations"] == 0
     assert t.rows[0]["lambda_min"] == pytest.approx(lam, rel=1e-9)
 

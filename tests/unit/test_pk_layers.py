@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from headgeom.outputs import pk as pk_layers
+from headgeom.outputs.pk import cross_layer
+from headgeom.outputs.pk import nulls
+from headgeom.outputs.pk import self_overlap
+from headgeom.outputs.pk import within_layer
 
 D, d = 64, 8
 FIELDS = {"m": {"d_head": d, "d_model": D}}
@@ -74,7 +77,7 @@ def _sel(cols, **eq):
 
 
 def test_null_samples_against_numpy(data):
-    t = pk_layers.pk_sec5_3_null_samples(data, FIELDS, ["m"], TYPES)
+    t = nulls.pk_sec5_3_null_samples(data, FIELDS, ["m"], TYPES)
     assert len(t.rows) == 4 * 2 * 2 + 6 * 2 * 2
     for r in t.rows:
         if r["scope"] == "within":
@@ -105,7 +108,7 @@ def test_null_samples_against_numpy(data):
 
 
 def test_layer_stats_against_numpy(data):
-    t = pk_layers.pk_appendix_f_layer_stats(data, FIELDS, ["m"])
+    t = cross_layer.pk_appendix_f_layer_stats(data, FIELDS, ["m"])
     iso = d / D
     iso_sd = np.sqrt(2 * (D - d) ** 2 / (D**2 * (D - 1) * (D + 2)))
     assert len(t.rows) == 4 * 2 + 6 * 2
@@ -142,7 +145,7 @@ def test_layer_stats_against_numpy(data):
 
 
 def test_cross_distance_against_numpy(data):
-    t = pk_layers.pk_appendix_f_cross_distance(data, FIELDS, ["m"], TYPES)
+    t = cross_layer.pk_appendix_f_cross_distance(data, FIELDS, ["m"], TYPES)
     c, nc = data["pk_cross"], data["pk_null_cross"]
     assert {(r["kind"], r["distance"]) for r in t.rows} == {(k, g) for k in ("Q", "V") for g in (1, 2, 3)}
     for r in t.rows:
@@ -168,7 +171,7 @@ def test_cross_distance_against_numpy(data):
 
 
 def test_self_layers_rows_are_the_shard_rows(data):
-    t = pk_layers.pk_appendix_h_self_layers(data, ["m"])
+    t = self_overlap.pk_appendix_h_self_layers(data, ["m"])
     s = data["pk_self"]
     assert len(t.rows) == 6
     for r in t.rows:
@@ -182,17 +185,17 @@ def test_self_layers_mark_the_smallest_attainable_p():
     s = {"model": np.array(["m"] * 3), "layer": np.array([0, 1, 2]), "test": np.array(["V_vs_O"] * 3),
          "observed": np.ones(3), "null_mean": np.zeros(3), "p": np.array([1 / 24, 2 / 24, 1 / 101]),
          "n_null": np.array([23, 23, 100]), "exact": np.array([True, True, False])}
-    t = pk_layers.pk_appendix_h_self_layers({"pk_self": s}, ["m"])
+    t = self_overlap.pk_appendix_h_self_layers({"pk_self": s}, ["m"])
     assert [r["at_min_p"] for r in t.rows] == [True, False, True]
 
 
 def test_the_data_exercises_both_sides_of_every_comparison(data):
     """The synthetic shards put observed values on both sides of the null samples, so a reversed
     or loosened comparison changes some row."""
-    t = pk_layers.pk_sec5_3_null_samples(data, FIELDS, ["m"], TYPES)
+    t = nulls.pk_sec5_3_null_samples(data, FIELDS, ["m"], TYPES)
     for col in ("sd_above_all", "angle_below_all", "angle_above_all"):
         assert {r[col] for r in t.rows} == {True, False}, col
-    ls = pk_layers.pk_appendix_f_layer_stats(data, FIELDS, ["m"])
+    ls = cross_layer.pk_appendix_f_layer_stats(data, FIELDS, ["m"])
     assert {r["below_iso"] for r in ls.rows} == {True, False}
 
 
@@ -221,10 +224,10 @@ def test_ledger_reads_of_the_per_layer_tables_find_their_rows(tmp_path):
             cols["rho"] = cols["rho"] * np.where(((kind == "V") & (dist >= 2)) | ((kind == "Q") & (dist == 3)), 0.5, 1.0)
         data[fam] = cols
     fields = {m: FIELDS["m"]}
-    tables = {"pk_appendix_f_layer_stats": pk_layers.pk_appendix_f_layer_stats(data, fields, [m]),
-              "pk_appendix_f_cross_distance": pk_layers.pk_appendix_f_cross_distance(data, fields, [m], TYPES),
-              "pk_appendix_h_self_layers": pk_layers.pk_appendix_h_self_layers(data, [m]),
-              "pk_fig3_fig9_conditions": pk_layers.pk_fig3_fig9_conditions(data, fields, [m], TYPES)}
+    tables = {"pk_appendix_f_layer_stats": cross_layer.pk_appendix_f_layer_stats(data, fields, [m]),
+              "pk_appendix_f_cross_distance": cross_layer.pk_appendix_f_cross_distance(data, fields, [m], TYPES),
+              "pk_appendix_h_self_layers": self_overlap.pk_appendix_h_self_layers(data, [m]),
+              "pk_fig3_fig9_conditions": nulls.pk_fig3_fig9_conditions(data, fields, [m], TYPES)}
     for name, t in tables.items():
         (tmp_path / f"{name}.csv").write_text(t.csv())
     ledger = [e for e in load_ledger(Path(__file__).resolve().parents[2] / "config/claims.yaml")
@@ -252,7 +255,7 @@ def test_wo_spectrum_table_against_numpy():
     provs = {"pk": [{"provenance": {"model": "m", "layer": l, "layer_facts": {"O": {"singular_values": list(sv)}}}}
                     for l, sv in spectra.items()]
              + [{"provenance": {"model": "other", "layer": 0, "layer_facts": {"O": {"singular_values": [1.0]}}}}]}
-    t = pk_layers.pk_sec5_3_wo_spectrum(provs, ["m"])
+    t = within_layer.pk_sec5_3_wo_spectrum(provs, ["m"])
     assert [r["layer"] for r in t.rows] == [0, 1]
     for r in t.rows:
         sv = np.sort(spectra[r["layer"]])[::-1]
@@ -298,9 +301,9 @@ def test_edge_layer_and_distance_band_reads(tmp_path):
         data = {"pk": {k: np.asarray(v) for k, v in pk.items()}, "pk_cross": {k: np.asarray(v) for k, v in cross.items()}}
         fields = {big: {"d_head": 128, "d_model": 4096}, gpt: {"d_head": 64, "d_model": 768}}
         (tmp_path / "pk_appendix_f_layer_stats.csv").write_text(
-            pk_layers.pk_appendix_f_layer_stats(data, fields, [big, gpt]).csv())
+            cross_layer.pk_appendix_f_layer_stats(data, fields, [big, gpt]).csv())
         (tmp_path / "pk_appendix_f_cross_distance.csv").write_text(
-            pk_layers.pk_appendix_f_cross_distance(data, fields, [gpt], TYPES).csv())
+            cross_layer.pk_appendix_f_cross_distance(data, fields, [gpt], TYPES).csv())
         rows = build_rows(ledger, tmp_path, [big, gpt])[0]
         return {r["id"]: r["pipeline"] for r in rows}
 
@@ -315,7 +318,7 @@ def test_edge_layer_and_distance_band_reads(tmp_path):
 def test_layer_pair_groups_and_model_kind_rows_select_what_masks_select():
     """The grouped selections of the read-path outputs equal the per-pair and per-model masks
     they replace (same rows, same order), on shuffled rows with repeated and missing pairs."""
-    from headgeom.outputs.pk import layer_pair_groups, model_kind_rows
+    from headgeom.methods.read_paths import layer_pair_groups, model_kind_rows
 
     rng = np.random.default_rng(5)
     wl = rng.integers(0, 6, 400)
@@ -332,3 +335,26 @@ def test_layer_pair_groups_and_model_kind_rows_select_what_masks_select():
     assert [(m, k) for m, k, _ in got] == [(m, k) for m in ("c", "a", "x") for k in ("Q", "K", "V")]
     for m, k, s in got:
         np.testing.assert_array_equal(s, (rp["model"] == m) & (rp["kind"] == k))
+
+
+def test_rows_do_not_depend_on_the_order_of_layers_in_the_shards(data):
+    """The same shards with the layers in reverse order (each layer's rows kept in their order) give
+    the same tables, row for row: the per-condition tables sort their conditions."""
+    def layers_reversed(cols, layer_col):
+        order = np.argsort(-np.asarray(cols[layer_col]), kind="stable")
+        assert not np.array_equal(order, np.arange(order.size))
+        return {k: np.asarray(v)[order] for k, v in cols.items()}
+
+    moved = {"pk": layers_reversed(data["pk"], "layer"), "pk_cross": layers_reversed(data["pk_cross"], "layer"),
+             "pk_null_within": layers_reversed(data["pk_null_within"], "layer"),
+             "pk_null_cross": layers_reversed(data["pk_null_cross"], "layer_w"), "pk_self": data["pk_self"]}
+    builders = {"layer stats": lambda d: cross_layer.pk_appendix_f_layer_stats(d, FIELDS, ["m"]),
+                "distance": lambda d: cross_layer.pk_appendix_f_cross_distance(d, FIELDS, ["m"], TYPES),
+                "null samples": lambda d: nulls.pk_sec5_3_null_samples(d, FIELDS, ["m"], TYPES),
+                "conditions": lambda d: nulls.pk_fig3_fig9_conditions(d, FIELDS, ["m"], TYPES)}
+    for name, build in builders.items():
+        want, got = build(data).csv().splitlines(), build(moved).csv().splitlines()
+        assert len(want) > 5 and len(got) == len(want), name
+        for w, g in zip(want, got):  # a mean over layer pairs may sum them in another order: last bits
+            for x, y in zip(w.split(","), g.split(",")):
+                assert x == y or float(x) == pytest.approx(float(y), rel=1e-12), (name, w, g)

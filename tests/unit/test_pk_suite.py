@@ -200,7 +200,7 @@ def test_job_resources_scale_with_shape(tmp_path):
 
 def test_base_instruct_table_reports_per_layer_differences():
     """Two declared-pair models: per-layer |Δ| of writing-space mean, SD and min angle."""
-    from headgeom.outputs.pk import pk_appendix_e_base_instruct as table_base_instruct
+    from headgeom.outputs.pk.base_instruct import pk_appendix_e_base_instruct as table_base_instruct
 
     g = np.random.default_rng(8)
     rows = {k: [] for k in ("model", "layer", "kind", "rho", "min_angle_deg")}
