@@ -31,8 +31,10 @@ captions and docs/outputs.md (``headgeom docs``) and ``headgeom audit``.
 from __future__ import annotations
 
 import inspect
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
 from headgeom import layout
@@ -93,8 +95,26 @@ class Output:
             # one name (the registration's) and one caption (the docstring's) per table
             if built.name and built.name != self.name:
                 raise ValueError(f"table {self.name!r}: its builder named it {built.name!r}")
-            built.name, built.caption = self.name, self.caption
+            built.name, built.caption = self.name, self.caption_text(params, models)
         return built
+
+    def caption_text(self, params: dict, models: list[str]) -> str:
+        """The caption as plain text for the table's Markdown and LaTeX: the docstring's Jinja
+        rendered as ``snakemake --report`` renders it (the output's params, the builder's
+        defaults for those the config leaves out, the models), reST's ``literals`` and
+        **bold** marks dropped."""
+        import jinja2  # Snakemake's own template engine (its report renders the same captions)
+
+        given = {n: p.default for n, p in inspect.signature(self.build).parameters.items()
+                 if p.default is not inspect.Parameter.empty}
+        given.update(params)
+        given["models"] = list(models)
+        try:
+            text = jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(self.caption).render(
+                snakemake=SimpleNamespace(params=SimpleNamespace(**given)))
+        except jinja2.TemplateError:  # a placeholder the params cannot fill: named, not guessed
+            text = re.sub(r"\{\{\s*snakemake\.params\.(\w+)[^}]*\}\}", lambda m: f"⟨{m.group(1)}⟩", self.caption)
+        return text.replace("``", "").replace("**", "")
 
 
 OUTPUTS: dict[tuple[str, str], Output] = {}

@@ -128,7 +128,7 @@ def test_a_toy_null_model_and_a_toy_table_through_the_registries_alone(store, mo
 
     @table("toy_null_means", families=("pk", "pk_null_within"), params={"null_types": "pk/nulls/types"})
     def toy_table(pk, pk_null_within, models, null_types):
-        """**Toy.** Mean ρ per null."""
+        """**Toy.** Mean ρ per ``null`` ({{ snakemake.params.null_types|join(', ') }})."""
         nw = pk_null_within
         rows = [{"model": m, "null": t, "kind": "O",
                  "mean": float(np.mean([x for x, n, k in zip(nw["mean"], nw["null"], nw["kind"]) if n == t and k == "O"]))}
@@ -138,7 +138,7 @@ def test_a_toy_null_model_and_a_toy_table_through_the_registries_alone(store, mo
         return Table(columns=[Column("model", "Model"), Column("null", "Null"),
                               Column("kind", "Kind"), Column("mean", "Mean ρ")], rows=rows)
 
-    assert registry.TABLES["toy_null_means"].caption == "**Toy.** Mean ρ per null."
+    assert registry.TABLES["toy_null_means"].caption == "**Toy.** Mean ρ per ``null`` ({{ snakemake.params.null_types|join(', ') }})."
 
     w = store
     manifest = str(w / "results/tensors/toy/manifest.json")
@@ -158,7 +158,8 @@ def test_a_toy_null_model_and_a_toy_table_through_the_registries_alone(store, mo
     O.build_output("table", "toy_null_means", paths, [manifest], ["toy"], out, {"null_types": ["rotation", "flip"]})
     rows = {r["null"]: float(r["mean"]) for r in csv.DictReader(open(out["csv"]))}
     # the table's name is its registration's, its caption the builder's docstring
-    assert open(out["md"]).readline().strip() == "**toy_null_means** — **Toy.** Mean ρ per null."
+    # (rendered with the output's params, as the report renders it, in plain text)
+    assert open(out["md"]).readline().strip() == "**toy_null_means** — Toy. Mean ρ per null (rotation, flip)."
     assert set(rows) == {"rotation", "flip", "observed"}
     assert rows["flip"] == pytest.approx(rows["observed"], rel=1e-12)
     assert rows["rotation"] != pytest.approx(rows["observed"], rel=1e-6)  # a real null moves the spaces
