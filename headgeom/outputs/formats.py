@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from headgeom.core.provenance import code_version
+from headgeom.core.stats import finite_quantile, finite_stat as nanstat  # noqa: F401  (the tables' NaN-skipping reducers)
 from headgeom.io.files import atomic_path, write_set, write_text
 
 
@@ -163,20 +164,6 @@ def tex_escape(s: str) -> str:
     for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"), ("–", "--"), ("≥", r"$\geq$"), ("ρ", r"$\rho$"), ("α", r"$\alpha$"), ("×", r"$\times$"), ("°", r"$^\circ$")):
         s = s.replace(a, b)
     return s
-
-
-def nanstat(fn, x):
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    return float(fn(x)) if x.size else float("nan")
-
-
-def finite_quantile(x, q) -> float:
-    """The q-quantile of the finite values of x (NaN when there are none)."""
-    x = np.asarray(x, float)
-    x = x[np.isfinite(x)]
-    return float(np.quantile(x, q)) if x.size else np.nan
-
 
 
 # ------------------------------------------------------------------ figures

@@ -9,7 +9,10 @@ from headgeom.methods import closure as C
 from headgeom.core import stats
 from headgeom.methods import paper1 as P1
 from headgeom.methods.grams import LayerGrams
-from headgeom.outputs import paper1 as R
+from headgeom.outputs.paper1.latent_closure import p1_latent_closure
+from headgeom.outputs.paper1.orientation import p1_factorial, p1_orientation_layers, p1_orientation_scramble
+from headgeom.outputs.paper1.siblings import p1_anchors, p1_table4_sibling_law
+from headgeom.outputs.paper1.strong_tail import p1_table2_strong_tail, p1_threshold_sweep
 from headgeom.core.factors import LayerFactors
 from headgeom.core.seeds import rng_for
 from head_grams import grams
@@ -452,21 +455,21 @@ def _cols_for(layers, model="m"):
 def test_tables_on_planted_layers():
     layers = [_layer(H=4, G=2, D=30, d=5, seed=11, closed=((0, 1.5),)), _layer(H=4, G=2, D=30, d=5, seed=12, closed=((3, -0.8),))]
     heads, pairs = _cols_for(layers)
-    t2 = R.p1_table2_strong_tail(heads, ["m"], 0.9, [0.75, 0.9, 0.975])
+    t2 = p1_table2_strong_tail(heads, ["m"], 0.9, [0.75, 0.9, 0.975])
     row = t2.rows[0]
     assert row["strong"] == 2 and row["heads"] == 8 and row["neg_alpha"] == 0.5 and row["layers"] == 2
-    t4 = R.p1_table4_sibling_law(pairs, heads, ["m"], 0.9)
+    t4 = p1_table4_sibling_law(pairs, ["m"], 0.9)
     assert t4.rows[0]["right"] == 2 and t4.rows[0]["comp"] == 2
     assert np.isclose(t4.rows[0]["F"], 1.0) and np.isclose(t4.rows[0]["rho"], 1.0)
-    an = R.p1_anchors(pairs, heads, ["m"], 0.9).rows[0]
+    an = p1_anchors(pairs, heads, ["m"], 0.9).rows[0]
     assert an["rank1"] == "2/2" and np.isclose(an["anchor"], 1.0)
-    sc = R.p1_orientation_scramble(heads, ["m"], 0.9).rows[0]
+    sc = p1_orientation_scramble(heads, ["m"], 0.9).rows[0]
     assert sc["heads"] == 8 and sc["sv_max"] < 1e-12
     assert sc["draws"] == sum(int(np.isfinite(np.asarray(v, float)).sum()) for v in heads["P_scramble"]) > 8
-    sw = R.p1_threshold_sweep(heads, ["m"], [0.75, 0.9])
+    sw = p1_threshold_sweep(heads, ["m"], [0.75, 0.9])
     assert [r["t"] for r in sw.rows] == [0.75, 0.9]
-    for tab in (t2, t4, sw, R.p1_orientation_layers(heads, ["m"], 0.9), R.p1_factorial(heads, ["m"]),
-                R.p1_latent_closure(heads, ["m"], 0.9)):
+    for tab in (t2, t4, sw, p1_orientation_layers(heads, ["m"], 0.9), p1_factorial(heads, ["m"]),
+                p1_latent_closure(heads, ["m"], 0.9)):
         md = tab.markdown()
         header = md.splitlines()[2]
         assert header.count("|") == len(tab.columns) + 1  # no stray pipes in headers
