@@ -426,6 +426,33 @@ def test_auroc_against_brute_force():
     assert stats.auroc([1, 2], [0]) == 1.0 and np.isnan(stats.auroc([], [1]))
 
 
+def test_auroc_counting_equals_the_rank_sum_bit_for_bit():
+    """The one AUROC (tie-group counting, core.stats.auroc_sorted) against the rank-sum formula the
+    tables used before (scipy's average ranks, U = R_pos - n(n+1)/2): equal bits with ties, NaN and
+    ±inf scores (dropped), one-element and empty classes, float32 input and large samples."""
+    from scipy.stats import rankdata
+
+    def rank_sum(pos, neg):
+        pos, neg = np.asarray(pos, float), np.asarray(neg, float)
+        pos, neg = pos[np.isfinite(pos)], neg[np.isfinite(neg)]
+        if not pos.size or not neg.size:
+            return np.nan
+        r = rankdata(np.concatenate([pos, neg]))
+        return float((r[: pos.size].sum() - pos.size * (pos.size + 1) / 2) / (pos.size * neg.size))
+
+    r = np.random.default_rng(12)
+    cases = [(np.round(r.uniform(0, 1, n), k), np.round(r.uniform(0, 1, m), k)) for n, m, k in
+             ((7, 9, 1), (50, 3, 2), (1, 40, 1), (400, 611, 3), (3000, 2500, 12))]
+    a, b = np.round(r.standard_normal(80), 1), np.round(r.standard_normal(60), 1)
+    a[::7], b[::5], a[3], b[4] = np.nan, np.nan, np.inf, -np.inf
+    cases += [(a, b), (np.float32([0.5, 0.25, 0.25]), np.float32([0.25, 0.125])), ([2.0], [2.0]), ([], [1.0]),
+              ([np.nan], [1.0]), ([1.0, 1.0], [1.0, 1.0, 1.0])]
+    for pos, neg in cases:
+        got, want = stats.auroc(pos, neg), rank_sum(pos, neg)
+        assert (np.isnan(got) and np.isnan(want)) or np.float64(got).tobytes() == np.float64(want).tobytes()
+    assert stats.auroc([1.0, 1.0], [1.0, 1.0, 1.0]) == 0.5
+
+
 def test_hierarchical_bootstrap():
     units = [[(np.array([1.0, 1.2]), np.array([0.1, 0.3])), (np.array([0.8]), np.array([0.2, 0.0]))]]
     a = stats.hierarchical_bootstrap(units, 200, rng_for("l", "c", -1, 0, "bootstrap"))
