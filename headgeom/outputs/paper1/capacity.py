@@ -10,7 +10,7 @@ from headgeom.methods.paper1.gaps import (checkpoint_gaps, covers_zero, eligible
                                           pooled_final_gaps, sample_layer_counts)
 from headgeom.outputs.formats import Table, pyplot
 from headgeom.outputs.paper1.common import (CAPACITY, NAN, STRONG_THRESHOLD_PARAM, column, count_of, figure,
-                                            model_rows, table, values)
+                                            interval_columns, model_rows, table, values)
 
 
 @table("p1_capacity", families=(CAPACITY,), params=STRONG_THRESHOLD_PARAM | {"bootstrap": "paper1/bootstrap"})
@@ -61,8 +61,8 @@ def p1_capacity(paper1_capacity: dict, models: list[str], strong_threshold: floa
             column("cap_random_matched", "Cap matched, random starts", "{:.3f}"),
             column("E_random_matched", "E matched, random starts", "{:.3f}"),
             column("cap_random_sample", "Cap sample, random starts", "{:.3f}"),
-            column("closure_gap_lo", "Closure gap 95% lo", "{:.3f}"), column("closure_gap_hi", "hi", "{:.3f}"),
-            column("cap_gap_lo", "Capacity gap 95% lo", "{:.3f}"), column("cap_gap_hi", "hi", "{:.3f}"),
+            *interval_columns("closure_gap_lo", "closure_gap_hi", "Closure gap"),
+            *interval_columns("cap_gap_lo", "cap_gap_hi", "Capacity gap"),
         ],
         rows=rows,
         notes="Medians over heads; gaps are strong minus matched medians. Cap_hat is a constructive lower bound "
@@ -141,8 +141,8 @@ def p1_table3_trajectories(paper1_capacity: dict, lineages: dict[str, list[str]]
             column("p_gap", "Closure gap", "{:.3f}"), column("c_gap", "Capacity gap", "{:.3f}"),
             column("e_gap", "Attainment gap", "{:.3f}"), column("e_lo", "95% lo", "{:.3f}"),
             column("e_hi", "95% hi", "{:.3f}"), column("e_pos", "Layers E-gap > 0"),
-            column("p_lo", "Closure gap 95% lo", "{:.3f}"), column("p_hi", "hi", "{:.3f}"),
-            column("c_lo", "Capacity gap 95% lo", "{:.3f}"), column("c_hi", "hi", "{:.3f}"),
+            *interval_columns("p_lo", "p_hi", "Closure gap"),
+            *interval_columns("c_lo", "c_hi", "Capacity gap"),
             column("c_over_p", "Capacity gap / closure gap", "{:.3f}"),
             column("growth_diff", "E-gap growth − capacity-gap growth", "{:.3f}"),
             column("e_ci_zero", "E-gap 95% covers 0"), column("c_ci_zero", "Capacity gap 95% covers 0"),

@@ -32,6 +32,11 @@ def column(key: str, header: str, fmt: str = "{}") -> Column:
     return Column(key, header, fmt, latex=tex)
 
 
+def interval_columns(lo: str, hi: str, label: str) -> list[Column]:
+    """The two columns of a 95% interval: "<label> 95% lo" and "hi" (three decimals)."""
+    return [column(lo, f"{label} 95% lo", "{:.3f}"), column(hi, "hi", "{:.3f}")]
+
+
 def values(cols: dict, key: str, rows=None, dtype=float) -> np.ndarray:
     """Column ``key`` of a family's columns (empty when absent) as ``dtype`` (object columns as
     they are; dtype None: as stored), restricted to ``rows`` when given."""

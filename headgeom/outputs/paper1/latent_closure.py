@@ -9,8 +9,8 @@ import numpy as np
 from headgeom.core.stats import finite_median
 from headgeom.methods.paper1.tail import latent_aurocs, latent_intervals, layer_matched, nonradial_response
 from headgeom.outputs.formats import POOLED_MODELS, Table
-from headgeom.outputs.paper1.common import (NAN, STRONG_THRESHOLD_PARAM, column, count_of, pooled_models,
-                                            row_selections, table, values)
+from headgeom.outputs.paper1.common import (NAN, STRONG_THRESHOLD_PARAM, column, count_of, interval_columns,
+                                            pooled_models, row_selections, table, values)
 from headgeom.outputs.registry import HEADS
 
 
@@ -66,13 +66,13 @@ def p1_latent_closure(paper1_heads: dict, models: list[str], strong_threshold: f
             column("nonradial_pres", "b²+‖w‖² pres.", "{:.3g}"), column("nonradial_red", "b²+‖w‖² red.", "{:.3g}"),
             column("nonradial_diff", "b²+‖w‖² red. − pres.", "{:.3g}"),
             column("leak_share_red", "Leakage share of reduction", "{:.3f}"),
-            column("lat_lo", "AUROC P_I 95% lo", "{:.3f}"), column("lat_hi", "hi", "{:.3f}"),
-            column("id_lo", "AUROC I_D 95% lo", "{:.3f}"), column("id_hi", "hi", "{:.3f}"),
+            *interval_columns("lat_lo", "lat_hi", "AUROC P_I"),
+            *interval_columns("id_lo", "id_hi", "AUROC I_D"),
             column("matched", "Layer-matched ordinary"), column("auroc_latent_lm", "AUROC P_I (layer-matched)", "{:.3f}"),
             column("preserved_lm", "Preserved (strong + matched)"), column("reduced_lm", "Reduced (strong + matched)"),
             column("auroc_ID_lm", "AUROC I_D given P_I (layer-matched)", "{:.3f}"),
-            column("lat_lm_lo", "AUROC P_I l.-m. 95% lo", "{:.3f}"), column("lat_lm_hi", "hi", "{:.3f}"),
-            column("id_lm_lo", "AUROC I_D l.-m. 95% lo", "{:.3f}"), column("id_lm_hi", "hi", "{:.3f}"),
+            *interval_columns("lat_lm_lo", "lat_lm_hi", "AUROC P_I l.-m."),
+            *interval_columns("id_lm_lo", "id_lm_hi", "AUROC I_D l.-m."),
             column(POOLED_MODELS, "Pooled models"),
         ],
         rows=rows,

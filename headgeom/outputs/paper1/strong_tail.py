@@ -7,8 +7,8 @@ import numpy as np
 
 from headgeom.methods.paper1.tail import latent_aurocs, strong_tail, sweep_intervals
 from headgeom.outputs.formats import Table, pyplot, step_ccdf
-from headgeom.outputs.paper1.common import (STRONG_THRESHOLD_PARAM, column, count_of, draws, figure, model_rows,
-                                            percent, table, thresholds, values)
+from headgeom.outputs.paper1.common import (STRONG_THRESHOLD_PARAM, column, count_of, draws, figure,
+                                            interval_columns, model_rows, percent, table, thresholds, values)
 from headgeom.outputs.registry import HEADS
 
 
@@ -98,8 +98,8 @@ def p1_threshold_sweep(paper1_heads: dict, models: list[str], sweep, bootstrap: 
             column("auroc_latent", "AUROC P_I", "{:.3f}"), column("latent_n", "P_I≥t"),
             column("preserved", "Preserved"), column("reduced", "Reduced"),
             column("auroc_ID", "AUROC I_D given P_I", "{:.3f}"),
-            column("lat_lo", "AUROC P_I 95% lo", "{:.3f}"), column("lat_hi", "hi", "{:.3f}"),
-            column("id_lo", "AUROC I_D 95% lo", "{:.3f}"), column("id_hi", "hi", "{:.3f}"),
+            *interval_columns("lat_lo", "lat_hi", "AUROC P_I"),
+            *interval_columns("id_lo", "id_hi", "AUROC I_D"),
         ],
         rows=rows,
         notes="AUROC = P(score of positive > negative) + ½ P(tie); – when a class is empty. 95% intervals: "
