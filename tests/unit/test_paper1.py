@@ -453,6 +453,19 @@ def test_auroc_counting_equals_the_rank_sum_bit_for_bit():
     assert stats.auroc([1.0, 1.0], [1.0, 1.0, 1.0]) == 0.5
 
 
+def test_layer_groups_keep_the_bootstrap_order():
+    """The clusters the bootstrap resamples by position: models in order of first appearance, each
+    model's layers ascending (not in row order), rows as positions within the selection."""
+    from headgeom.methods.paper1.common import layer_rows, model_layer_clusters
+
+    cols = {"model": np.array(["b", "a", "b", "a", "b", "b"]), "layer": np.array([3, 1, 0, 1, 3, 2])}
+    rows = np.array([True, True, True, True, True, False])
+    got = [[r.tolist() for r in c] for c in model_layer_clusters(cols, rows)]
+    assert got == [[[2], [0, 4]], [[1, 3]]]
+    assert [(L, r.tolist()) for L, r in layer_rows([3, 1, 3, 0])] == [(0, [3]), (1, [1]), (3, [0, 2])]
+    assert model_layer_clusters(cols, np.zeros(6, bool)) == [] and layer_rows([]) == []
+
+
 def test_hierarchical_bootstrap():
     units = [[(np.array([1.0, 1.2]), np.array([0.1, 0.3])), (np.array([0.8]), np.array([0.2, 0.0]))]]
     a = stats.hierarchical_bootstrap(units, 200, rng_for("l", "c", -1, 0, "bootstrap"))
