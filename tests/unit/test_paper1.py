@@ -510,6 +510,7 @@ def test_tables_on_planted_layers():
     assert [r["t"] for r in sw.rows] == [0.75, 0.9]
     for tab in (t2, t4, sw, p1_orientation_layers(heads, ["m"], 0.9), p1_factorial(heads, ["m"]),
                 p1_latent_closure(heads, ["m"], 0.9)):
+        assert tab.name == "" and tab.caption == ""  # the registration names it, the docstring captions it
         md = tab.markdown()
         header = md.splitlines()[2]
         assert header.count("|") == len(tab.columns) + 1  # no stray pipes in headers
