@@ -165,20 +165,6 @@ def tex_escape(s: str) -> str:
     return s
 
 
-def nanstat(fn, x):
-    x = np.asarray(x, dtype=float)
-    x = x[np.isfinite(x)]
-    return float(fn(x)) if x.size else float("nan")
-
-
-def finite_quantile(x, q) -> float:
-    """The q-quantile of the finite values of x (NaN when there are none)."""
-    x = np.asarray(x, float)
-    x = x[np.isfinite(x)]
-    return float(np.quantile(x, q)) if x.size else np.nan
-
-
-
 # ------------------------------------------------------------------ figures
 
 

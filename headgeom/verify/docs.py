@@ -1,7 +1,7 @@
 """Generated documentation: ``headgeom docs`` writes, from the registries and the config schema,
 
 * docs/outputs.md: every shard family (headgeom.jobs.families) and every table and figure
-  (headgeom.outputs: the builders' decorators in headgeom/outputs/paper1.py and pk.py) with
+  (headgeom.outputs: the builders' decorators in headgeom/outputs/paper1/ and pk.py) with
   where it is built, what it reads, its params and its caption;
 * workflow/report/captions/<kind>_<name>.rst: each output's ``snakemake --report`` caption;
 * docs/config.md: every config key with its description and default

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from headgeom.core.errors import CorpusError, DamagedFileError, ModelRunError
-from headgeom.outputs import paper1 as P1
+from headgeom.outputs.paper1.activations import p1_activations_natural_return, p1_fig_activations_natural_return
 from headgeom.outputs.pk import read_paths
 from headgeom.io.forward import device_for, open_model
 from headgeom.jobs.activation import forward_job, natural_return_job, read_layer, read_paths_job
@@ -72,7 +72,7 @@ def test_synthetic_end_to_end(synth, tmp_path):
     assert ((r["share"] >= 0) & (r["share"] <= 1 + 1e-12)).all()
     out = {k: str(tmp_path / f"t.{k}") for k in ("csv", "md", "tex", "prov")}
     c, _ = read_shards(clo)
-    tables = {"p1_activations_natural_return": P1.p1_activations_natural_return(n, c, ["synth"], **{"high_quantile": 0.75,
+    tables = {"p1_activations_natural_return": p1_activations_natural_return(n, c, ["synth"], **{"high_quantile": 0.75,
                                                                                         "low_quantile": 0.5}),
               "pk_sec5_4_read_paths": read_paths.pk_sec5_4_read_paths(r, ["synth"])}
     tables["p1_activations_natural_return"].write(out, [], {})
@@ -93,7 +93,7 @@ def test_synthetic_end_to_end(synth, tmp_path):
     from headgeom.outputs.formats import save
 
     for fig in (read_paths.pk_fig4_share_vs_rho(r, ["synth"]), read_paths.pk_fig5_spearman_layer_pairs(r, ["synth"]),
-                P1.p1_fig_activations_natural_return(n, c, ["synth"])):
+                p1_fig_activations_natural_return(n, c, ["synth"])):
         save(fig, figs, {"figure": "test"})
     assert Path(figs["png"]).stat().st_size > 1000
     # deterministic: a second forward pass writes identical activations

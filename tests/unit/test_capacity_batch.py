@@ -9,7 +9,7 @@ from headgeom.core.factors import LayerFactors
 from headgeom.core.seeds import rng_for
 from headgeom.methods import paper1 as P1
 from headgeom.methods.paper1.scramble import haar_orthogonal
-from headgeom.outputs import paper1 as R
+from headgeom.outputs.paper1.capacity import p1_capacity
 from tools.capacity_ref import ref_capacity_layer as _ref_capacity_layer, ref_feasible_capacity as _ref_feasible_capacity
 
 PARAMS = dict(scramble_draws=8, haar_draws=2, split_rtol=1e-8, sv_rtol=1e-12, identity_rtol=1e-10, rank_rtol=1e-6,
@@ -130,13 +130,13 @@ def test_capacity_table_reports_random_start_columns():
            "E_random": np.array([1.1, 0.2, 0.3, 1.3, 0.4, 0.5]),
            "is_strong": np.array([1, 0, 0, 1, 0, 0], bool), "is_matched": np.array([0, 1, 0, 0, 1, 0], bool),
            "is_sample": np.array([0, 0, 1, 0, 0, 1], bool)}
-    row = R.p1_capacity(cap, ["m"], 0.9).rows[0]
+    row = p1_capacity(cap, ["m"], 0.9).rows[0]
     assert np.isclose(row["cap_random_strong"], 0.85) and np.isclose(row["E_random_strong"], 1.2)
     assert np.isclose(row["cap_random_matched"], 0.5) and np.isclose(row["E_random_matched"], 0.3)
     assert np.isclose(row["cap_random_sample"], 0.675) and np.isclose(row["cap_strong"], 0.965)
     # shards written before these columns existed: the columns are NaN, the rest is unchanged
     old = {k: v for k, v in cap.items() if k not in ("cap_random", "E_random")}
-    row_old = R.p1_capacity(old, ["m"], 0.9).rows[0]
+    row_old = p1_capacity(old, ["m"], 0.9).rows[0]
     assert np.isnan(row_old["E_random_strong"]) and row_old["cap_strong"] == row["cap_strong"]
 
 

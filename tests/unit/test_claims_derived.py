@@ -10,10 +10,12 @@ import math
 import numpy as np
 import pytest
 
-from headgeom.outputs import paper1 as R
 from headgeom.core.stats import agreeing_decimals
 from headgeom.outputs.pk import base_instruct
 from headgeom.outputs.pk import within_layer
+from headgeom.methods.paper1.gaps import covers_zero
+from headgeom.methods.paper1.tail import nonradial_response
+from headgeom.outputs.paper1.capacity import p1_table3_trajectories
 
 
 def test_sine_and_cosine_of_the_smallest_angle():
@@ -74,13 +76,13 @@ def test_nonradial_response_and_leakage_share():
     P = ((1 + a) * s + b * np.sqrt(1 - s2)) ** 2 / ((1 + a) ** 2 + b ** 2 + w2)
     pres = np.array([True, False, False, True])
     red = ~pres
-    out = R._nonradial(s2, P, a, b, w2, pres, red)
+    out = nonradial_response(s2, P, a, b, w2, pres, red)
     assert out["nonradial_pres"] == 0.0 and out["nonradial_red"] == pytest.approx(np.median([0.09, 0.2]))
     assert out["nonradial_diff"] == pytest.approx(out["nonradial_red"])
     # head 1: loss from b only (share 0); head 2: from w only (share 1): median 0.5
     assert out["leak_share_red"] == pytest.approx(0.5)
     # w only: P_w=0 = s² exactly, so the share is (s² − P)/(s² − P) = 1
-    only_w = R._nonradial(s2[2:3], P[2:3], a[2:3], b[2:3], w2[2:3], np.array([False]), np.array([True]))
+    only_w = nonradial_response(s2[2:3], P[2:3], a[2:3], b[2:3], w2[2:3], np.array([False]), np.array([True]))
     assert only_w["leak_share_red"] == pytest.approx(1.0)
 
 
@@ -98,7 +100,7 @@ def _cap(gaps):
 
 def test_trajectory_gap_ratio_and_growth():
     gaps = [(0.0, 0.01, 0.0), (0.2, 0.02, 0.1), (0.4, 0.05, 0.3)]  # (closure, capacity, attainment) gaps
-    rows = R.p1_table3_trajectories(_cap(gaps), {"L": ["c0", "c1", "c2"]}, 0.9, 0).rows
+    rows = p1_table3_trajectories(_cap(gaps), {"L": ["c0", "c1", "c2"]}, 0.9, 0).rows
     final = rows[-1]
     assert final["c_over_p"] == pytest.approx(0.05 / 0.4)
     # attainment gap grew 0.3, capacity gap 0.04
@@ -108,5 +110,5 @@ def test_trajectory_gap_ratio_and_growth():
 
 
 def test_covers_zero():
-    assert R._covers_zero(-0.1, 0.2) is True and R._covers_zero(0.1, 0.2) is False
-    assert R._covers_zero(float("nan"), 0.2) is None
+    assert covers_zero(-0.1, 0.2) is True and covers_zero(0.1, 0.2) is False
+    assert covers_zero(float("nan"), 0.2) is None

@@ -13,9 +13,15 @@ from headgeom.core.factors import LayerFactors
 from headgeom.methods import paper1 as P1
 from headgeom.methods import pk_conditions as PK
 from headgeom.methods.nulls import haar_stiefel
-from headgeom.outputs import paper1 as R
 from headgeom.outputs.pk import cross_layer
 from headgeom.outputs.pk import nulls
+from headgeom.methods.paper1.siblings import band_pairs
+from headgeom.methods.paper1.tail import layer_matched, sweep_aurocs
+from headgeom.outputs.paper1.capacity import p1_capacity, p1_table3_trajectories
+from headgeom.outputs.paper1.latent_closure import p1_latent_closure
+from headgeom.outputs.paper1.orientation import p1_orientation_rank_audit, p1_orientation_scramble
+from headgeom.outputs.paper1.siblings import p1_anchors
+from headgeom.outputs.paper1.strong_tail import p1_threshold_sweep
 from headgeom.outputs.formats import ccdf_steps, pyplot
 
 PARAMS = dict(scramble_draws=4, haar_draws=2, split_rtol=1e-8, sv_rtol=1e-12, identity_rtol=1e-10, rank_rtol=1e-6)
@@ -215,7 +221,7 @@ def _heads_two_models(sizes=(("a", 10), ("b", 14))):
 
 def test_scramble_table_pooled_row():
     heads = _heads_two_models()
-    t = R.p1_orientation_scramble(heads, ["a", "b"], 0.9)
+    t = p1_orientation_scramble(heads, ["a", "b"], 0.9)
     pooled = t.rows[-1]
     assert pooled["model"] == "pooled" and pooled["heads"] == 24
     P = heads["P"]
@@ -242,7 +248,7 @@ def test_named_pools_pool_their_active_models():
     pools = {"ab": ["a", "zz", "b"], "none": ["zz"]}
     sel = np.isin(heads["model"], ["a", "b"])
 
-    rows = {x["model"]: x for x in R.p1_orientation_scramble(heads, ["a", "b", "c"], 0.9, pools=pools).rows}
+    rows = {x["model"]: x for x in p1_orientation_scramble(heads, ["a", "b", "c"], 0.9, pools=pools).rows}
     assert "pooled none" not in rows and rows["pooled"]["pooled_models"] == "a, b, c"
     ab = rows["pooled ab"]
     assert ab["pooled_models"] == "a, b" and ab["heads"] == 24 and rows["a"]["pooled_models"] is None
@@ -251,7 +257,7 @@ def test_named_pools_pool_their_active_models():
     assert ab["beat_h_pct"] == pytest.approx(100 * np.mean(heads["P"][sel] > heads["R_haar"][sel]))
 
     fields = {m: {"d_model": 40, "d_head": 4} for m in "abc"}
-    rows = {x["model"]: x for x in R.p1_orientation_rank_audit(heads, fields, ["a", "b", "c"], "rank_rtol", 0.3,
+    rows = {x["model"]: x for x in p1_orientation_rank_audit(heads, fields, ["a", "b", "c"], "rank_rtol", 0.3,
                                                                 pools=pools).rows}
     both = np.concatenate([heads["sv_ratio_O"][sel], heads["sv_ratio_V"][sel]])
     assert rows["pooled ab"]["factors"] == 48 and rows["pooled ab"]["full"] == f"{int(np.sum(both > 0.3))}/48"
@@ -260,7 +266,7 @@ def test_named_pools_pool_their_active_models():
 
     pairs = {k: np.array([], dtype=float) for k in ("P_i", "P_j", "F", "cos2", "layer", "head_i", "head_j")}
     pairs["model"] = np.array([], dtype=str)
-    rows = {x["model"]: x for x in R.p1_anchors(pairs, heads, ["a", "b", "c"], 0.9, pools=pools).rows}
+    rows = {x["model"]: x for x in p1_anchors(pairs, heads, ["a", "b", "c"], 0.9, pools=pools).rows}
     assert rows["pooled ab"]["strong"] == int(np.sum(heads["P"][sel] >= 0.9)) == rows["a"]["strong"] + rows["b"]["strong"]
     assert rows["pooled"]["strong"] == int(np.sum(heads["P"] >= 0.9))
 
@@ -302,17 +308,17 @@ def test_left_zero_band_planted():
                 Pi, Pj = T[i] / heads["alpha"][i], T[j] / heads["alpha"][j]
                 np.testing.assert_allclose(Pi @ Pj, Pi, atol=1e-9 * np.abs(Pi).max())
     heads, pairs = _with_model(heads, "m"), _with_model(pairs, "m")
-    band = R.band_pairs(pairs, np.ones(len(pairs["F"]), bool), 0.9, 0.9)
+    band = band_pairs(pairs, np.ones(len(pairs["F"]), bool), 0.9, 0.9)
     got = {(int(i), int(j)) for i, j in zip(pairs["head_i"][band], pairs["head_j"][band])}
     assert got == {(i, j) for i in range(3) for j in range(3) if i != j}
-    t = R.p1_anchors(pairs, heads, ["m"], 0.9, band={"explanation": 0.9, "min_pairs": 3})
+    t = p1_anchors(pairs, heads, ["m"], 0.9, band={"explanation": 0.9, "min_pairs": 3})
     row = t.rows[0]
     assert row["law_pairs"] == 3 and row["law_products"] == 6 and row["law_counted"] == "yes"
     cos2 = [np.sum(T[i] * T[j]) ** 2 / (np.sum(T[i] ** 2) * np.sum(T[j] ** 2)) for i, j in ((0, 1), (0, 2), (1, 2))]
     assert row["law_cos2"] == pytest.approx(np.median(cos2 + cos2))
     assert row["law_F"] == pytest.approx(1.0)
     # the family filter: with min_pairs = 4 the model is not counted
-    assert R.p1_anchors(pairs, heads, ["m"], 0.9, band={"explanation": 0.9, "min_pairs": 4}).rows[0]["law_counted"] == "no"
+    assert p1_anchors(pairs, heads, ["m"], 0.9, band={"explanation": 0.9, "min_pairs": 4}).rows[0]["law_counted"] == "no"
 
 
 def test_band_needs_both_directions_and_both_heads_strong():
@@ -320,7 +326,7 @@ def test_band_needs_both_directions_and_both_heads_strong():
              "head_i": np.array([0, 1, 0, 2, 1, 3]), "head_j": np.array([1, 0, 2, 0, 3, 1]),
              "P_i": np.array([0.95, 0.95, 0.95, 0.95, 0.95, 0.5]), "P_j": np.array([0.95, 0.95, 0.95, 0.95, 0.5, 0.95]),
              "F": np.array([0.95, 0.91, 0.97, 0.5, 0.99, 0.99])}
-    band = R.band_pairs(pairs, np.ones(6, bool), 0.9, 0.9)
+    band = band_pairs(pairs, np.ones(6, bool), 0.9, 0.9)
     assert band.tolist() == [True, True, False, False, False, False]
 
 
@@ -370,19 +376,19 @@ def test_band_membership_switch_planted():
     def unordered(mask):
         return {tuple(sorted((int(i), int(j)))) for i, j in zip(pairs["head_i"][mask], pairs["head_j"][mask])}
 
-    assert unordered(R.band_pairs(pairs, sel, 0.9, 0.9)) == {(0, 1), (0, 2), (1, 2)}
-    assert unordered(R.band_pairs(pairs, sel, 0.9, 0.9, "explanation")) == {(0, 1), (0, 2), (1, 2)}
-    assert unordered(R.band_pairs(pairs, sel, 0.9, 0.9, "strong")) == {(0, 1), (0, 2), (1, 2), (3, 4)}
+    assert unordered(band_pairs(pairs, sel, 0.9, 0.9)) == {(0, 1), (0, 2), (1, 2)}
+    assert unordered(band_pairs(pairs, sel, 0.9, 0.9, "explanation")) == {(0, 1), (0, 2), (1, 2)}
+    assert unordered(band_pairs(pairs, sel, 0.9, 0.9, "strong")) == {(0, 1), (0, 2), (1, 2), (3, 4)}
     cos2 = {(i, j): np.sum(T[i] * T[j]) ** 2 / (np.sum(T[i] ** 2) * np.sum(T[j] ** 2))
             for i, j in ((0, 1), (0, 2), (1, 2), (3, 4))}
     for membership, want in (("explanation", [(0, 1), (0, 2), (1, 2)]), ("strong", list(cos2))):
-        row = R.p1_anchors(pairs, heads, ["m"], 0.9, band={"explanation": 0.9, "min_pairs": 1, "membership": membership}).rows[0]
+        row = p1_anchors(pairs, heads, ["m"], 0.9, band={"explanation": 0.9, "min_pairs": 1, "membership": membership}).rows[0]
         assert row["law_pairs"] == len(want) and row["law_products"] == 2 * len(want)
         assert row["law_cos2"] == pytest.approx(np.median([cos2[k] for k in want]))
         # the all-strong-pairs columns do not depend on the switch
         assert row["band_pairs"] == 4
     with pytest.raises(ConfigError, match="membership"):
-        R.band_pairs(pairs, sel, 0.9, 0.9, "both")
+        band_pairs(pairs, sel, 0.9, 0.9, "both")
 
 
 # ------------------------------------------------------------------ layer-matched AUROC, clustered bootstrap
@@ -424,14 +430,14 @@ def _latent_heads():
 def test_layer_matched_auroc():
     heads = _latent_heads()
     s = np.ones(heads["P"].size, bool)
-    lm = R.layer_matched(heads, s, 0.9)
+    lm = layer_matched(heads, s, 0.9)
     strong = heads["P"] >= 0.9
     for m in ("a", "b"):
         for L in range(3):
             sel = (heads["model"] == m) & (heads["layer"] == L)
             assert lm[sel].sum() == strong[sel].sum()  # as many as strong in the layer (0 in layer 2)
             assert not (lm & strong).any()
-    t = R.p1_latent_closure(heads, ["a", "b"], 0.9, bootstrap=200, large=("a", "b"), pools={"just_b": ["b"]})
+    t = p1_latent_closure(heads, ["a", "b"], 0.9, bootstrap=200, large=("a", "b"), pools={"just_b": ["b"]})
     pooled_large = t.rows[-1]
     assert pooled_large["model"] == "pooled large" and pooled_large["matched"] == int(lm.sum())
     assert pooled_large["pooled_models"] == "a, b"
@@ -479,13 +485,13 @@ def _sweep_row(t, model="pooled", t_val=0.9):
 
 def test_sweep_intervals_are_layer_clustered_and_widen_with_between_layer_variance():
     models = ["a", "b"]
-    same = _sweep_row(R.p1_threshold_sweep(_sweep_heads(), models, [0.9], bootstrap=400))
+    same = _sweep_row(p1_threshold_sweep(_sweep_heads(), models, [0.9], bootstrap=400))
     # every layer separates perfectly: every replicate gives 1, the interval is the point
     assert same["auroc_latent"] == same["auroc_ID"] == 1.0
     assert (same["lat_lo"], same["lat_hi"], same["id_lo"], same["id_hi"]) == (1.0, 1.0, 1.0, 1.0)
     widths = []
     for flip in ((0,), (0, 1, 2)):
-        row = _sweep_row(R.p1_threshold_sweep(_sweep_heads(flip), models, [0.9], bootstrap=400))
+        row = _sweep_row(p1_threshold_sweep(_sweep_heads(flip), models, [0.9], bootstrap=400))
         # independent point value: the brute-force Mann-Whitney over the pooled heads
         h = _sweep_heads(flip)
         pos, neg = h["P_latent"][h["P"] >= 0.9], h["P_latent"][h["P"] < 0.9]
@@ -495,13 +501,13 @@ def test_sweep_intervals_are_layer_clustered_and_widen_with_between_layer_varian
     # half the layers flipped is more between-layer variance than one in six: a wider interval
     assert widths[1] > widths[0] > 0
     # per-model rows get intervals too; none without replicates
-    assert np.isfinite(_sweep_row(R.p1_threshold_sweep(_sweep_heads((0,)), models, [0.9], bootstrap=200), "a")["lat_lo"])
-    row0 = _sweep_row(R.p1_threshold_sweep(_sweep_heads((0,)), models, [0.9]))
+    assert np.isfinite(_sweep_row(p1_threshold_sweep(_sweep_heads((0,)), models, [0.9], bootstrap=200), "a")["lat_lo"])
+    row0 = _sweep_row(p1_threshold_sweep(_sweep_heads((0,)), models, [0.9]))
     assert all(np.isnan(row0[k]) for k in ("lat_lo", "lat_hi", "id_lo", "id_hi"))
     # complete layers: one model, layer 0 separating, layer 1 reversed. A replicate is {0,0} (AUROC 1),
     # {1,1} (0), each with probability 1/4, or {0,1}: the interval is exactly (0, 1); resampling
     # heads instead would almost never reach either end
-    row = _sweep_row(R.p1_threshold_sweep(_sweep_heads((1,), n_layers=2, models=("a",)), ["a"], [0.9], bootstrap=400), "a")
+    row = _sweep_row(p1_threshold_sweep(_sweep_heads((1,), n_layers=2, models=("a",)), ["a"], [0.9], bootstrap=400), "a")
     assert (row["lat_lo"], row["lat_hi"], row["id_lo"], row["id_hi"]) == (0.0, 1.0, 0.0, 1.0)
 
 
@@ -525,7 +531,7 @@ def test_capacity_gap_intervals_widen_with_between_layer_variance():
     widths = []
     for spread in (0.0, 0.02, 0.08):
         cap = _capacity_cols(spread)
-        row = R.p1_capacity(cap, ["m"], 0.9, bootstrap=400).rows[0]
+        row = p1_capacity(cap, ["m"], 0.9, bootstrap=400).rows[0]
         st, mt = cap["is_strong"], cap["is_matched"]
         # independent point values: medians of the planted groups
         assert row["closure_gap"] == pytest.approx(np.median(cap["P"][st]) - np.median(cap["P"][mt]))
@@ -534,11 +540,11 @@ def test_capacity_gap_intervals_widen_with_between_layer_variance():
         widths.append((row["closure_gap_hi"] - row["closure_gap_lo"], row["cap_gap_hi"] - row["cap_gap_lo"]))
     assert widths[0] == (0.0, 0.0)  # identical layers: every replicate is the point
     assert widths[2][0] > widths[1][0] > 0 and widths[2][1] > widths[1][1] > 0
-    assert np.isnan(R.p1_capacity(_capacity_cols(0.05), ["m"], 0.9).rows[0]["cap_gap_lo"])  # no replicates
+    assert np.isnan(p1_capacity(_capacity_cols(0.05), ["m"], 0.9).rows[0]["cap_gap_lo"])  # no replicates
     # complete layers: with two layers a replicate is {0,0}, {1,1} (each with probability 1/4, so
     # the 2.5/97.5% quantiles) or {0,1} (gap between them): the interval is exactly the two layers'
     # own gaps. Resampling heads would pair layer 0's strong with layer 1's matched (gap 0.75, 0.5)
-    row = R.p1_capacity(_capacity_cols(0, layers=[(0.95, 0.9, 0.99, 0.98), (0.5, 0.2, 0.9, 0.6)]), ["m"], 0.9,
+    row = p1_capacity(_capacity_cols(0, layers=[(0.95, 0.9, 0.99, 0.98), (0.5, 0.2, 0.9, 0.6)]), ["m"], 0.9,
                            bootstrap=400).rows[0]
     assert (row["closure_gap_lo"], row["closure_gap_hi"]) == pytest.approx((0.05, 0.3))
     assert (row["cap_gap_lo"], row["cap_gap_hi"]) == pytest.approx((0.01, 0.3))
@@ -548,7 +554,7 @@ def test_table3_gap_intervals_widen_with_between_layer_variance():
     widths = []
     for spread in (0.0, 0.02, 0.08):
         cap = _capacity_cols(spread)
-        row = R.p1_table3_trajectories(cap, {"m": ["m"]}, 0.9, 400).rows[0]
+        row = p1_table3_trajectories(cap, {"m": ["m"]}, 0.9, 400).rows[0]
         assert row["p_lo"] <= row["p_gap"] <= row["p_hi"] and row["c_lo"] <= row["c_gap"] <= row["c_hi"]
         widths.append((row["p_hi"] - row["p_lo"], row["c_hi"] - row["c_lo"]))
     assert widths[0] == pytest.approx((0.0, 0.0), abs=1e-12)
@@ -570,13 +576,13 @@ def test_sv_ratio_and_rank_audit_tolerances():
     np.testing.assert_allclose(ratio, [1e-3, 1e-8, 1e-13], rtol=1e-2)
     heads = {"model": np.array(["m"] * 3), "sv_ratio_O": ratio, "sv_ratio_V": np.full(3, 0.5)}
     fields = {"m": {"d_model": D, "d_head": d}}
-    rtol = R.p1_orientation_rank_audit(heads, fields, ["m"], "rank_rtol", 1e-6).rows[0]
-    eps = R.p1_orientation_rank_audit(heads, fields, ["m"], "eps", 1e-6).rows[0]
+    rtol = p1_orientation_rank_audit(heads, fields, ["m"], "rank_rtol", 1e-6).rows[0]
+    eps = p1_orientation_rank_audit(heads, fields, ["m"], "eps", 1e-6).rows[0]
     assert rtol["full"] == "4/6" and eps["full"] == "6/6"  # 1e-13 > 40 * 2.2e-16
     assert eps["tol"] == pytest.approx(D * np.finfo(float).eps)
     assert rtol["min_ratio"] == pytest.approx(1e-13, rel=1e-2) and rtol["min_V"] == 0.5
     with pytest.raises(ValueError):
-        R.p1_orientation_rank_audit(heads, fields, ["m"], "bogus", 1e-6)
+        p1_orientation_rank_audit(heads, fields, ["m"], "bogus", 1e-6)
 
 
 def test_heads_layer_reports_factor_ratios():
@@ -611,7 +617,7 @@ def test_sweep_aurocs_equal_brute_force_mann_whitney_at_every_threshold():
             return np.nan
         return np.mean([(x > y) + 0.5 * (x == y) for x in a for y in b])
 
-    got = R.sweep_aurocs(P, PL, ID, ts)
+    got = sweep_aurocs(P, PL, ID, ts)
     want = []
     for t in ts:
         d = np.isfinite(P) & np.isfinite(PL)

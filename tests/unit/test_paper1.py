@@ -9,7 +9,10 @@ from headgeom.methods import closure as C
 from headgeom.core import stats
 from headgeom.methods import paper1 as P1
 from headgeom.methods.grams import LayerGrams
-from headgeom.outputs import paper1 as R
+from headgeom.outputs.paper1.latent_closure import p1_latent_closure
+from headgeom.outputs.paper1.orientation import p1_factorial, p1_orientation_layers, p1_orientation_scramble
+from headgeom.outputs.paper1.siblings import p1_anchors, p1_table4_sibling_law
+from headgeom.outputs.paper1.strong_tail import p1_table2_strong_tail, p1_threshold_sweep
 from headgeom.core.factors import LayerFactors
 from headgeom.core.seeds import rng_for
 from head_grams import grams
@@ -423,6 +426,46 @@ def test_auroc_against_brute_force():
     assert stats.auroc([1, 2], [0]) == 1.0 and np.isnan(stats.auroc([], [1]))
 
 
+def test_auroc_counting_equals_the_rank_sum_bit_for_bit():
+    """The one AUROC (tie-group counting, core.stats.auroc_sorted) against the rank-sum formula the
+    tables used before (scipy's average ranks, U = R_pos - n(n+1)/2): equal bits with ties, NaN and
+    ±inf scores (dropped), one-element and empty classes, float32 input and large samples."""
+    from scipy.stats import rankdata
+
+    def rank_sum(pos, neg):
+        pos, neg = np.asarray(pos, float), np.asarray(neg, float)
+        pos, neg = pos[np.isfinite(pos)], neg[np.isfinite(neg)]
+        if not pos.size or not neg.size:
+            return np.nan
+        r = rankdata(np.concatenate([pos, neg]))
+        return float((r[: pos.size].sum() - pos.size * (pos.size + 1) / 2) / (pos.size * neg.size))
+
+    r = np.random.default_rng(12)
+    cases = [(np.round(r.uniform(0, 1, n), k), np.round(r.uniform(0, 1, m), k)) for n, m, k in
+             ((7, 9, 1), (50, 3, 2), (1, 40, 1), (400, 611, 3), (3000, 2500, 12))]
+    a, b = np.round(r.standard_normal(80), 1), np.round(r.standard_normal(60), 1)
+    a[::7], b[::5], a[3], b[4] = np.nan, np.nan, np.inf, -np.inf
+    cases += [(a, b), (np.float32([0.5, 0.25, 0.25]), np.float32([0.25, 0.125])), ([2.0], [2.0]), ([], [1.0]),
+              ([np.nan], [1.0]), ([1.0, 1.0], [1.0, 1.0, 1.0])]
+    for pos, neg in cases:
+        got, want = stats.auroc(pos, neg), rank_sum(pos, neg)
+        assert (np.isnan(got) and np.isnan(want)) or np.float64(got).tobytes() == np.float64(want).tobytes()
+    assert stats.auroc([1.0, 1.0], [1.0, 1.0, 1.0]) == 0.5
+
+
+def test_layer_groups_keep_the_bootstrap_order():
+    """The clusters the bootstrap resamples by position: models in order of first appearance, each
+    model's layers ascending (not in row order), rows as positions within the selection."""
+    from headgeom.methods.paper1.common import layer_rows, model_layer_clusters
+
+    cols = {"model": np.array(["b", "a", "b", "a", "b", "b"]), "layer": np.array([3, 1, 0, 1, 3, 2])}
+    rows = np.array([True, True, True, True, True, False])
+    got = [[r.tolist() for r in c] for c in model_layer_clusters(cols, rows)]
+    assert got == [[[2], [0, 4]], [[1, 3]]]
+    assert [(L, r.tolist()) for L, r in layer_rows([3, 1, 3, 0])] == [(0, [3]), (1, [1]), (3, [0, 2])]
+    assert model_layer_clusters(cols, np.zeros(6, bool)) == [] and layer_rows([]) == []
+
+
 def test_hierarchical_bootstrap():
     units = [[(np.array([1.0, 1.2]), np.array([0.1, 0.3])), (np.array([0.8]), np.array([0.2, 0.0]))]]
     a = stats.hierarchical_bootstrap(units, 200, rng_for("l", "c", -1, 0, "bootstrap"))
@@ -452,21 +495,22 @@ def _cols_for(layers, model="m"):
 def test_tables_on_planted_layers():
     layers = [_layer(H=4, G=2, D=30, d=5, seed=11, closed=((0, 1.5),)), _layer(H=4, G=2, D=30, d=5, seed=12, closed=((3, -0.8),))]
     heads, pairs = _cols_for(layers)
-    t2 = R.p1_table2_strong_tail(heads, ["m"], 0.9, [0.75, 0.9, 0.975])
+    t2 = p1_table2_strong_tail(heads, ["m"], 0.9, [0.75, 0.9, 0.975])
     row = t2.rows[0]
     assert row["strong"] == 2 and row["heads"] == 8 and row["neg_alpha"] == 0.5 and row["layers"] == 2
-    t4 = R.p1_table4_sibling_law(pairs, heads, ["m"], 0.9)
+    t4 = p1_table4_sibling_law(pairs, ["m"], 0.9)
     assert t4.rows[0]["right"] == 2 and t4.rows[0]["comp"] == 2
     assert np.isclose(t4.rows[0]["F"], 1.0) and np.isclose(t4.rows[0]["rho"], 1.0)
-    an = R.p1_anchors(pairs, heads, ["m"], 0.9).rows[0]
+    an = p1_anchors(pairs, heads, ["m"], 0.9).rows[0]
     assert an["rank1"] == "2/2" and np.isclose(an["anchor"], 1.0)
-    sc = R.p1_orientation_scramble(heads, ["m"], 0.9).rows[0]
+    sc = p1_orientation_scramble(heads, ["m"], 0.9).rows[0]
     assert sc["heads"] == 8 and sc["sv_max"] < 1e-12
     assert sc["draws"] == sum(int(np.isfinite(np.asarray(v, float)).sum()) for v in heads["P_scramble"]) > 8
-    sw = R.p1_threshold_sweep(heads, ["m"], [0.75, 0.9])
+    sw = p1_threshold_sweep(heads, ["m"], [0.75, 0.9])
     assert [r["t"] for r in sw.rows] == [0.75, 0.9]
-    for tab in (t2, t4, sw, R.p1_orientation_layers(heads, ["m"], 0.9), R.p1_factorial(heads, ["m"]),
-                R.p1_latent_closure(heads, ["m"], 0.9)):
+    for tab in (t2, t4, sw, p1_orientation_layers(heads, ["m"], 0.9), p1_factorial(heads, ["m"]),
+                p1_latent_closure(heads, ["m"], 0.9)):
+        assert tab.name == "" and tab.caption == ""  # the registration names it, the docstring captions it
         md = tab.markdown()
         header = md.splitlines()[2]
         assert header.count("|") == len(tab.columns) + 1  # no stray pipes in headers

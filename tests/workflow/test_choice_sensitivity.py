@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from headgeom.io.shards import read_shards
-from headgeom.outputs import paper1 as P1
+from headgeom.outputs.paper1.orientation import p1_factorial
 from headgeom.outputs.choices import apply
 from headgeom.verify import sensitivity as CH
 from headgeom.verify.claims import load_ledger
@@ -32,7 +32,7 @@ def test_sensitivity_moves_exactly_the_claims_that_read_the_switched_column(tmp_
     fact = next(csv.DictReader(open(w / "results/tables/p1_factorial.csv")))
     heads, _ = read_shards(sorted((w / "results/shards/paper1_heads/tiny").glob("layer*.parquet")))
     # the row contrast's value, from the table's own builder on the switched columns
-    switched = P1.p1_factorial(apply(heads, {"factorial_contrast": "row"}), ["tiny"]).rows[0]["mean_I"]
+    switched = p1_factorial(apply(heads, {"factorial_contrast": "row"}), ["tiny"]).rows[0]["mean_I"]
     default, alt = f"{float(fact['mean_I']):.3g}", f"{switched:.3g}"
     assert alt != default  # the test needs the two readings to differ at the printed precision
     ledger = {"claims": {"p1": [

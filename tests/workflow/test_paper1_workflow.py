@@ -102,7 +102,7 @@ def test_paper1_rules_end_to_end(snakemake_bin, root, lineage):
     assert prov3["params"]["lineages"] == {"tinyline": ["tiny-ck0", "tiny-ck1", "tiny"]}
     assert len(prov3["inputs"]) == 6  # 3 checkpoints x 2 layers
     assert prov3["aggregation"] == ("headgeom.outputs: table 'p1_table3_trajectories' "
-                                   "(headgeom.outputs.paper1.p1_table3_trajectories)")
+                                   "(headgeom.outputs.paper1.capacity.p1_table3_trajectories)")
 
     # Table 4: an exactly closed right head passes its gain to its sibling (F = rho = 1)
     t4 = _rows(w / "results/tables/p1_table4_sibling_law.csv")

@@ -1,5 +1,8 @@
 """Paper 1 suite (docs/methods.md §1 beyond closure.py): perturbation split, orientation scrambles and
-the Haar audit, factorial D x K, feasible capacity, shared-value algebra and value anchors.
+the Haar audit, factorial D x K, feasible capacity, shared-value algebra and value anchors; and
+the statistics paper 1's tables report over those shards' columns (``tail``: strong tail, latent
+AUROCs and their bootstrap; ``orientation``; ``gaps``: strong minus matched capacity gaps;
+``siblings``: the sibling law's layers and the left-zero band; ``activations``: natural return).
 
 Everything is float64 and built from d_head x d_head Grams of one layer:
   A_h = O_h^T O_h,  B_g = V_g^T V_g,  M[h, g] = V_g^T O_h,  C[g, g'] = V_g^T V_g'.

@@ -1,12 +1,16 @@
-"""Shared-value algebra: sibling pairs' product law (F, beta, rho) and the gamma_ij bound."""
+"""Shared-value algebra: sibling pairs' product law (F, beta, rho) and the gamma_ij bound; over
+the pair shard columns (``paper1_pairs``), the layers favoring the law and the left-zero band."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from headgeom.core.errors import ConfigError
+from headgeom.core.stats import finite_median
 from headgeom.methods import closure as C
 from headgeom.methods.grams import LayerGrams
 from headgeom.methods.linalg import mT
+from headgeom.methods.paper1.common import layer_rows
 
 
 # ================================================================ shared-value algebra
@@ -118,3 +122,46 @@ def pair_rows(geo: LayerGrams, P, alpha, valid, bound_rtol: float = 1e-9):
                 for k, v in row.items():
                     cols[k].append(v)
     return {k: np.asarray(v, dtype=np.int64 if k in ints else np.float64) for k, v in cols.items()}
+
+
+# ================================================================ over the pair shards
+
+
+def layers_favoring_law(layer, right, F, F_ctrl) -> tuple[int, int]:
+    """(layers of the right heads' compositions with a defined control, of which those whose
+    median F_ij exceeds the control's median)."""
+    informative, favoring = 0, 0
+    for _, rows in layer_rows(layer[right]):
+        f, fc = F[right][rows], F_ctrl[right][rows]
+        if np.isfinite(fc).any():
+            informative += 1
+            favoring += int(finite_median(f) > finite_median(fc))
+    return informative, favoring
+
+
+BAND_MEMBERSHIP = ("explanation", "strong")
+
+
+def band_pairs(pairs: dict, sel, threshold: float, explanation: float, membership: str = "explanation") -> np.ndarray:
+    """Left-zero band: directed rows (i, j) of the selection in the band. Both rows of a band pair
+    are marked. ``membership`` (config paper1.band.membership):
+      explanation  the paper's criterion: both heads strong (P ≥ t) and the unordered pair satisfies
+                   P_iP_j ≈ P_i and P_jP_i ≈ P_j, i.e. F_ij ≥ explanation and F_ji ≥ explanation
+                   (F_ij = 1 − ||P_iP_j − P_i||²/||P_iP_j||² with P_h = T_h/α_h, the fixed-scale
+                   product explanation);
+      strong       both heads strong and F defined both ways (the earlier reading; ``explanation``
+                   unused)."""
+    if membership not in BAND_MEMBERSHIP:
+        raise ConfigError(f"config: paper1.band.membership: {membership!r} is not one of {', '.join(BAND_MEMBERSHIP)}")
+    idx = np.flatnonzero(sel)
+    mod = np.asarray(pairs["model"])[idx]
+    lay = np.asarray(pairs["layer"]).astype(np.int64)[idx]
+    hi, hj = (np.asarray(pairs[k]).astype(np.int64)[idx] for k in ("head_i", "head_j"))
+    Pi, Pj, F = (np.asarray(pairs[k]).astype(float)[idx] for k in ("P_i", "P_j", "F"))
+    lookup = {(a, b, c, d): f for a, b, c, d, f in zip(mod.tolist(), lay.tolist(), hi.tolist(), hj.tolist(), F.tolist())}
+    rev = np.array([lookup.get((a, b, d, c), np.nan) for a, b, c, d in zip(mod.tolist(), lay.tolist(), hi.tolist(), hj.tolist())])
+    strong = np.isfinite(Pi) & np.isfinite(Pj) & (Pi >= threshold) & (Pj >= threshold) & np.isfinite(F) & np.isfinite(rev)
+    if membership == "strong":
+        return strong
+    with np.errstate(invalid="ignore"):
+        return strong & (F >= explanation) & (rev >= explanation)

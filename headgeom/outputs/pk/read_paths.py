@@ -7,7 +7,8 @@ import numpy as np
 
 from headgeom.core.stats import pearson, spearman
 from headgeom.methods.read_paths import layer_pair_groups, model_kind_rows
-from headgeom.outputs.formats import Column, Table, finite_quantile, pyplot
+from headgeom.core.stats import finite_quantile
+from headgeom.outputs.formats import Column, Table, pyplot
 from headgeom.outputs.pk.common import ACTIVATION_MODELS, READ_PATHS, READING_KINDS, figure, table
 
 

@@ -10,7 +10,8 @@ import numpy as np
 from headgeom.core.groupby import group_rows
 from headgeom.methods.pk import isotropic_rho, isotropic_sd
 from headgeom.methods.pk_conditions import conditions, observed_within
-from headgeom.outputs.formats import Column, Table, finite_quantile, nanstat, pyplot, step_ccdf
+from headgeom.core.stats import finite_quantile, finite_stat
+from headgeom.outputs.formats import Column, Table, pyplot, step_ccdf
 from headgeom.outputs.pk.common import (COMPARISONS, NULL_TYPES_PARAM, READING_KINDS, WITHIN_WITH_NULLS,
                                         comparison_label, figure, integer_layers, range_text, samples_text, table)
 
@@ -40,9 +41,9 @@ def pk_table5_writing(pk: dict, models: list[str], fields: dict[str, dict], smal
         rows.append({
             "model": m, "D": D, "d": d, "heads": f["n_heads"], "layers": f["n_layers"],
             "iso": isotropic_rho(d, D),
-            "mean_rho_median": nanstat(np.median, means), "mean_rho_min": nanstat(np.min, means),
-            "mean_rho_max": nanstat(np.max, means),
-            "sd_median": nanstat(np.median, sds), "sd_min": nanstat(np.min, sds), "sd_max": nanstat(np.max, sds),
+            "mean_rho_median": finite_stat(np.median, means), "mean_rho_min": finite_stat(np.min, means),
+            "mean_rho_max": finite_stat(np.max, means),
+            "sd_median": finite_stat(np.median, sds), "sd_min": finite_stat(np.min, sds), "sd_max": finite_stat(np.max, sds),
             "random_sd": isotropic_sd(d, D),
             "layers_small_angle": small,
         })
