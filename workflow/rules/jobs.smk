@@ -5,7 +5,6 @@ from headgeom.jobs.families import JOBS
 from headgeom.rules.fetch import cache_on
 from headgeom.rules.jobs import job_inputs, job_outputs, job_params, job_resources
 
-
 for _job in JOBS.values():
 
     rule:

@@ -8,7 +8,6 @@ from headgeom import layout
 from headgeom.outputs import OUTPUTS
 from headgeom.rules.outputs import output_files, output_inputs, output_params
 
-
 for _out in OUTPUTS.values():
 
     rule:

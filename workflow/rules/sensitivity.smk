@@ -107,7 +107,9 @@ rule choice_sensitivity:
         ledger=claims_ledger(workflow, config),
         rows=[layout.sensitivity_row(i) for i in CHOICE_ALTS],
     output:
-        **claims_table_files("choice_sensitivity", "../report/table_choice_sensitivity.rst"),
+        **claims_table_files(
+            "choice_sensitivity", "../report/table_choice_sensitivity.rst"
+        ),
     log:
         layout.output_log("table", "choice_sensitivity"),
     localrule: True
