@@ -14,7 +14,7 @@ per thing that is wrong, each naming the model (or corpus), the stage and what i
 
 Cheap by design (it runs when the workflow loads): headers only, no tensor data, and no hub is
 contacted (a hub model is checked for what can be known without one). ``headgeom check`` and
-the Snakefile both call it; the Snakefile stops with the list before any job runs.
+the workflow (headgeom.rules.start, when the Snakefile is read) both call it; the workflow stops with the list before any job runs.
 """
 
 from __future__ import annotations
