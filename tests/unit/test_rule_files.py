@@ -137,6 +137,12 @@ def test_no_rule_file_reads_a_name_another_defines():
     assert bad == [], "\n".join(bad)
 
 
+def test_no_rule_file_reads_the_command_line():
+    """The command line's modes are read once, in headgeom.rules.start (or come from Snakemake)."""
+    bad = [f.name for f in rule_files() if "argv" in compiled(f)]
+    assert bad == []
+
+
 def test_the_rule_files_are_one_per_stage():
     names = {p.name for p in rule_files()}
     assert not [n for n in names if n.endswith("_common.smk")]

@@ -132,3 +132,9 @@ def test_a_model_in_two_lineages_is_one_config_line_before_any_job():
     assert [p.line() for p in check(cfg) if p.what == "config"] == [want]
     with pytest.raises(ConfigError, match="is in both 'x' and 'y'"):
         targets.lineages(cfg)
+
+
+def test_an_unknown_null_type_is_one_config_line_naming_its_key():
+    cfg = load_config(overrides={"pk": {"nulls": {"types": ["rotation", "reasign"]}}})
+    lines = [p.line() for p in check(cfg)]
+    assert len(lines) == 1 and lines[0].startswith("config: pk.nulls.types names ['reasign']"), lines
