@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+from functools import lru_cache
 from pathlib import Path
 
 from snakemake.io import report
@@ -21,10 +23,18 @@ def claims_ledger(workflow, config: dict) -> str:
     return within_workdir(Path(ledger) if ledger else Path(workflow.basedir) / "config" / "claims.yaml")
 
 
+@lru_cache(maxsize=8)
+def _tables_named(path: str, stamp: tuple) -> tuple[str, ...]:
+    """The tables a ledger file names; read once per file version (claims.smk and sensitivity.smk
+    both ask, and reading a ledger checks every entry)."""
+    return tuple(ledger_tables(load_ledger(path)))
+
+
 def judged_tables(config: dict, ledger: str) -> list[str]:
     """The tables the ledger's claims are judged on that this config builds."""
     built = targets.built_tables(config)
-    return [t for t in ledger_tables(load_ledger(ledger)) if t in built]
+    st = os.stat(ledger)
+    return [t for t in _tables_named(os.path.abspath(ledger), (st.st_mtime_ns, st.st_size)) if t in built]
 
 
 def table_csvs(tables) -> list[str]:
