@@ -1,10 +1,18 @@
 # headgeom: tensors -> per-layer jobs -> Parquet shards -> tables and figures.
 # `snakemake -c2` builds everything for config["active_models"]; any single table or
 # figure is a target of its own (e.g. `snakemake -c2 results/tables/p1_table2_strong_tail.csv`).
+#
+# One rule file per stage (workflow/rules/); each imports what it uses by name from
+# headgeom.rules and reads no name another rule file or this file defines
+# (tests/unit/test_rule_files.py).
 import sys
+import time
 from pathlib import Path
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
+
+from headgeom import layout, targets
+from headgeom.rules.start import start, wildcard_patterns
 
 min_version("9.0")
 
@@ -16,27 +24,25 @@ configfile: Path(workflow.basedir) / "config" / "config.yaml"
 report: "workflow/report/workflow.rst"
 
 
-from headgeom.core.config import typed_cli_config
-from headgeom.jobs.preflight import workflow_check
-
-# --config values nested in {...} / [...] arrive as strings: typed as a config file types them
-typed_cli_config(config, workflow.config_settings.config)
-# every config error (schema, registries, layers against each model's shape) and every problem of
-# the inputs, one line each, before any job: the check `headgeom check` prints (headgeom.jobs.preflight)
-workflow_check(config, workflow, sys.argv)
-validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+# Once, before any rule: every config error and every problem of the inputs, one line each, before
+# any job (the check `headgeom check` prints: headgeom.jobs.preflight); the config validated
+# against workflow/schemas/config.schema.yaml; damaged shards marked for rebuilding; the patches of
+# Snakemake's and the SLURM plugin's internals; the --cache and --report modes (headgeom.rules.start).
+start(workflow, config)
 
 
-include: "workflow/rules/common.smk"
-include: "workflow/rules/paper1_common.smk"
-include: "workflow/rules/pk_suite_common.smk"
-include: "workflow/rules/activation_common.smk"
-include: "workflow/rules/sensitivity_common.smk"
+# the wildcards every stage shares: a model or corpus is a configured name, the numbered ones digits
+wildcard_constraints:
+    **wildcard_patterns(config),
+
+
 include: "workflow/rules/fetch.smk"
 include: "workflow/rules/jobs.smk"
 include: "workflow/rules/outputs.smk"
 include: "workflow/rules/activation.smk"
 include: "workflow/rules/claims.smk"
+include: "workflow/rules/sensitivity.smk"
+include: "workflow/rules/summary.smk"
 
 
 localrules:
@@ -50,27 +56,25 @@ rule all:
 
 
 # The end-of-run summary on the console, when this run (re)built it.
-import time as _time
-
-_RUN_STARTED = _time.time()
+RUN_STARTED = time.time()
 
 
 onsuccess:
-    _summary = Path(layout.SUMMARY)
-    if _summary.is_file() and _summary.stat().st_mtime >= _RUN_STARTED:
-        print(f"\n{_summary.read_text(encoding='utf-8')}")
+    summary = Path(layout.SUMMARY)
+    if summary.is_file() and summary.stat().st_mtime >= RUN_STARTED:
+        print(f"\n{summary.read_text(encoding='utf-8')}")
 
 
 # A failed run ends with each failed job's own one-line error (its log's `headgeom error:` line,
 # headgeom/jobs/logs.py), not only Snakemake's "check log file(s)".
 onerror:
-    from headgeom.jobs.logs import end_of_run_errors as _end_errors
+    from headgeom.jobs.logs import end_of_run_errors
 
-    _lines = _end_errors(log, layout.LOGS_DIR, since=_RUN_STARTED)
-    if _lines:
+    lines = end_of_run_errors(log, layout.LOGS_DIR, since=RUN_STARTED)
+    if lines:
         print(
             "\nheadgeom: failed jobs (rule (wildcards): error  [log]):",
             file=sys.stderr,
         )
-        for _line in _lines:
-            print(f"  {_line}", file=sys.stderr)
+        for line in lines:
+            print(f"  {line}", file=sys.stderr)

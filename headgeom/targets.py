@@ -8,9 +8,10 @@ from headgeom import layout
 from headgeom.core.errors import ConfigError
 from headgeom.jobs import scopes
 from headgeom.jobs.families import activation_models
+from headgeom.jobs.preflight import shared_lineage_members
 from headgeom.outputs import OUTPUTS
 
-# the tables the claims rules write themselves (workflow/rules/claims.smk), in build order
+# the tables the claims rules write themselves (workflow/rules/claims.smk, sensitivity.smk), in build order
 CLAIMS_TABLES = ("claims", "choice_sensitivity")
 
 
@@ -18,17 +19,15 @@ def lineages(config: dict) -> tuple[dict, dict]:
     """paper1.lineages (name -> [checkpoint model, ..., final model]) and model -> its lineage;
     every name must be a configured model and belong to at most one lineage."""
     named = config["paper1"].get("lineages") or {}
-    owner = {}
     for name, members in named.items():
         unknown = [m for m in members if m not in config["models"]]
         if unknown:
             raise ConfigError(f"config: paper1.lineages.{name} names {unknown}, which are not under models: "
                              f"(known: {sorted(config['models'])})")
-        for m in members:
-            if m in owner:
-                raise ConfigError(f"config: paper1.lineages: model {m!r} is in both {owner[m]!r} and {name!r}")
-            owner[m] = name
-    return named, owner
+    shared = shared_lineage_members(config)
+    if shared:
+        raise ConfigError(shared[0])
+    return named, {m: name for name, members in named.items() for m in members}
 
 
 def final_model(config: dict, model: str) -> str:

@@ -13,7 +13,7 @@ PKG_DIR = Path(__file__).resolve().parents[1]
 
 
 # How the running job was executed (set by workflow/scripts/job.py): its attempt number (a
-# retry asks for more memory and time, workflow/rules/common.smk job_cost), the rule and, under
+# retry asks for more memory and time, headgeom/rules/jobs.py job_cost), the rule and, under
 # SLURM, the job id; write_shard records it in every shard's provenance as "run".
 _RUN: dict = {}
 

@@ -2,7 +2,7 @@
 
 For every active model the plan lists the jobs the workflow generates from the shard-family
 registry (headgeom.jobs.families: same scopes, blocks and fan-out parts as
-workflow/rules/common.smk) with the resources the rules request (each job's cost model, the
+headgeom/rules/jobs.py) with the resources the rules request (each job's cost model, the
 same call the rules make), and estimates the wall-clock on N cores by list-scheduling the jobs
 longest first (every job takes one core; fetch, then the per-layer jobs, which are
 independent; aggregation is local and not counted). The choice sensitivity's jobs are priced too:
@@ -73,7 +73,7 @@ def load_config(configfiles=(), overrides: dict | None = None) -> dict:
 
 
 def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
-    """Every per-layer job of one model, as workflow/rules/common.smk generates them (the
+    """Every per-layer job of one model, as headgeom/rules/jobs.py generates them (the
     model's scope included: headgeom.jobs.scopes)."""
     out = []
     act = model in activation_models(config)

@@ -14,7 +14,7 @@ per thing that is wrong, each naming the model (or corpus), the stage and what i
 
 Cheap by design (it runs when the workflow loads): headers only, no tensor data, and no hub is
 contacted (a hub model is checked for what can be known without one). ``headgeom check`` and
-the Snakefile both call it; the Snakefile stops with the list before any job runs.
+the workflow (headgeom.rules.start, when the Snakefile is read) both call it; the workflow stops with the list before any job runs.
 """
 
 from __future__ import annotations
@@ -69,10 +69,6 @@ def _hf_cache() -> str:
 
 
 # --------------------------------------------------------------------------- models
-
-
-class PreflightError(HeadgeomError):
-    """The pre-flight check found problems (the message lists them, one a line)."""
 
 
 class _Model:
@@ -359,8 +355,22 @@ def _n_layers(name: str, entry: dict, m: _Model) -> int | None:
     return None
 
 
+def shared_lineage_members(config: dict) -> list[str]:
+    """One line per model that two ``paper1.lineages`` name (a checkpoint is in at most one)."""
+    owner: dict[str, str] = {}
+    out = []
+    for name, members in ((config.get("paper1") or {}).get("lineages") or {}).items():
+        for m in members or []:
+            if m in owner:
+                out.append(f"config: paper1.lineages: model {m!r} is in both {owner[m]!r} and {name!r}")
+            else:
+                owner[m] = name
+    return out
+
+
 def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
-    """Every config value checked against the registries: null types wherever they are named
+    """Every config value checked against the registries: a model in two ``paper1.lineages``
+    (``shared_lineage_members``), null types wherever they are named
     (``pk.nulls.types`` and each ``pk.nulls.by_layer`` entry, globally and in every model's
     scope), and, for each active model whose layer count ``shapes`` knows, the layers every
     per-layer job selects (``pk.layers``, ``by_layer`` layer lists) and the figures' layer
@@ -377,6 +387,8 @@ def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
         if not any(p.message == message for p in out):
             out.append(Problem("config", "", "load", message))
 
+    for line in shared_lineage_members(config):
+        bad(line)
     active = [m for m in config.get("active_models") or [] if m in (config.get("models") or {})]
     said: set = set()
     for model in [None, *active]:
@@ -461,12 +473,14 @@ def load(configfiles=(), overrides=(), checked: bool = True) -> dict:
     return cfg
 
 
-def workflow_check(config: dict, workflow, argv) -> None:
-    """The workflow's load check (the Snakefile calls it before anything reads the config):
+def workflow_check(config: dict, workflow, keep_going: bool = False) -> None:
+    """The workflow's load check (headgeom.rules.start calls it before anything reads the config):
     ``check`` in the main process, its lines printed alone (no traceback) and exit status 1
-    before any job, so nothing is fetched, deleted or marked incomplete. Under --keep-going, the
-    problems of models and corpora are printed and the run goes on with what does not need them
-    (a config error always stops it). Job processes read the file again: the main one checked."""
+    before any job, so nothing is fetched, deleted or marked incomplete. Under --keep-going
+    (``keep_going``: the command line's, read by headgeom.rules.start.command_line, since the
+    execution settings arrive after the Snakefile is read), the problems of models and corpora are
+    printed and the run goes on with what does not need them (a config error always stops it).
+    Job processes read the file again: the main one checked."""
     import sys
 
     if not workflow.is_main_process:
@@ -474,9 +488,6 @@ def workflow_check(config: dict, workflow, argv) -> None:
     found = check(config)
     if not found:
         return
-    # the execution settings arrive after the Snakefile is read: the command line says it
-    keep_going = any(a == "--keep-going" or (a[:1] == "-" and a[1:2] != "-" and a[1:].isalpha() and "k" in a)
-                     for a in argv[1:])
     keep_going = keep_going or getattr(getattr(workflow, "execution_settings", None), "keep_going", False)
     keep_going = keep_going and not any(p.what == "config" for p in found)
     print(report(found, prefix="headgeom", keep_going=keep_going), file=sys.stderr)

@@ -18,7 +18,7 @@ The switches and what each can change are declared once, in headgeom.outputs.cho
   shared by every family read from it), then recomputes every activation shard from those (kind
   ``forward``).
 
-In the workflow (workflow/rules/claims.smk) every alternative is a job of its own
+In the workflow (workflow/rules/sensitivity.smk) every alternative is a job of its own
 (``planned``: the alternatives of a config, from the registry): ``sensitivity_tables`` /
 ``sensitivity_shards`` write the alternative's row (``alternative_job``) into
 results/sensitivity/<switch>=<value>/row.json, recomputed shards beside it at the run's relative
@@ -584,7 +584,7 @@ def aggregate_job(ledger_path, models_run: list[str], alternatives: list[str], r
 
 
 def planned_jobs(config: dict, fields: dict[str, dict]) -> list:
-    """The choice sensitivity's jobs (workflow/rules/claims.smk) for the models of ``fields``
+    """The choice sensitivity's jobs (workflow/rules/sensitivity.smk) for the models of ``fields``
     (model -> shape): one per alternative, and the forward passes window cutting reruns."""
     from headgeom.jobs.families import FORWARD, activation_models
     from headgeom.jobs.plan import PlannedJob

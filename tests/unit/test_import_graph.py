@@ -1,4 +1,5 @@
-"""The import graph of headgeom/ has no cycle, and headgeom.outputs never imports headgeom.verify.
+"""The import graph of headgeom/ has no cycle, headgeom.outputs never imports headgeom.verify, and
+headgeom.rules (what the rule files call) is the top: no module outside it imports it.
 
 Every module is parsed with ``ast``; every import counts, function-local ones included. A cycle
 between modules, or between packages (``headgeom.X`` as a whole: headgeom/X/ or headgeom/X.py),
@@ -106,6 +107,12 @@ def test_no_import_cycle_between_packages():
 def test_outputs_never_import_verify():
     bad = {(a, b) for a, targets in graph().items() if a.startswith("headgeom.outputs")
            for b in targets if b.startswith("headgeom.verify")}
+    assert not bad, sorted(bad)
+
+
+def test_only_the_rule_files_import_the_rules_package():
+    bad = {(a, b) for a, targets in graph().items() if not a.startswith("headgeom.rules")
+           for b in targets if b.startswith("headgeom.rules")}
     assert not bad, sorted(bad)
 
 

@@ -37,6 +37,8 @@ CASES = {
     "typo_nested": ("pk:\n  nulls:\n    within_sampels: 2\n", "pk.nulls: Additional properties are not allowed"),
     "typo_top": ("bootsrap: 100\n", "(top level): Additional properties are not allowed ('bootsrap'"),
     "empty_active": ("active_models: []\n", "active_models: [] should be non-empty"),
+    "shared_lineage": ("paper1:\n  lineages:\n    x: [tiny]\n    y: [tiny]\n",
+                       "paper1.lineages: model 'tiny' is in both 'x' and 'y'"),
     "slash_name": ("models:\n  a/b:\n    source: local\n    path: {w}/ckpt\nactive_models: [a/b]\n",
                    "models: 'a/b' does not match"),
 }

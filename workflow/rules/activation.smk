@@ -14,37 +14,38 @@
 # not a layer; it reads the model's config entry (transformers loads the checkpoint itself, not the
 # tensor store) and the corpus entry; it is the one rule that may ask for a GPU; and `headgeom audit`
 # cannot recompute it from the tensor store. The registry jobs read its directory as input `acts`.
-wildcard_constraints:
-    corpus="|".join(re.escape(c) for c in config.get("texts", {})) or "NO_CORPUS",
-    nwin=r"\d+",
-    win=r"\d+",
+from headgeom import layout
+from headgeom.jobs.families import FORWARD
+from headgeom.rules.activation import (
+    corpus_entry,
+    corpus_file,
+    forward_resources,
+    forward_threads,
+    longer_pass,
+)
+from headgeom.rules.fetch import checkpoint_entry
 
 
 rule activation_forward:
     input:
         manifest=layout.MANIFEST,
         tensors=layout.TENSORS,
-        corpus=_act_corpus_file,
-        source=_act_source,
+        corpus=corpus_file(config),
+        source=longer_pass(config),
     output:
         directory(FORWARD.outputs["acts"]),
     log:
         FORWARD.log,
     conda:
         "../../envs/headgeom.yaml"
-    threads: ACT_THREADS
+    threads: forward_threads(config)
     resources:
-        mem_mb=lambda wc, input: _act_fwd_res(wc, input, "mem_mb"),
-        runtime=lambda wc, input: _act_fwd_res(wc, input, "runtime"),
-        cpus_per_task=ACT_THREADS,
         # one GPU (SLURM profile: sbatch --gpus=1) when activation.device is cuda[:N], for this rule only
-        gpu=_act_fwd_gpus,
+        **forward_resources(config),
     params:
         # only the keys that locate the checkpoint (as fetch): editing a model's notes reruns nothing
-        entry=lambda wc: {
-            k: v for k, v in config["models"][wc.model].items() if k in FETCH_KEYS
-        },
-        corpus_entry=lambda wc: config["texts"][wc.corpus],
+        entry=checkpoint_entry(config),
+        corpus_entry=corpus_entry(config),
         device=lookup(dpath="activation/device", within=config),
         bos=lookup(dpath="activation/bos", within=config),
         weight_rtol=lookup(dpath="activation/weight_rtol", within=config),

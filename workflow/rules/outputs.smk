@@ -4,7 +4,9 @@
 # as params, and is built by workflow/scripts/output.py; its CSV / PNG carries the entry's
 # caption into `snakemake --report` (workflow/report/captions/, written by `headgeom docs`).
 # Adding a table or figure is one builder + one registry entry; nothing here changes.
-
+from headgeom import layout
+from headgeom.outputs import OUTPUTS
+from headgeom.rules.outputs import output_files, output_inputs, output_params
 
 for _out in OUTPUTS.values():
 
@@ -12,29 +14,15 @@ for _out in OUTPUTS.values():
         name:
             f"{_out.kind}_{_out.name}"
         input:
-            **{
-                # the activation outputs read closure shards of every layer, whatever a scope says
-                fam: family_shards(
-                    fam,
-                    OUTPUT_MODELS[_out.shard_models],
-                    scoped=_out.shard_models != "activation",
-                )
-                for fam in _out.families
-            },
-            manifests=[
-                layout.manifest(m)
-                for m in dict.fromkeys(ACTIVE + OUTPUT_MODELS[_out.shard_models])
-            ],
+            **output_inputs(config, checkpoints, _out),
         output:
-            **OUTPUT_FILES(_out),
+            **output_files(_out),
         log:
             layout.output_log(_out.kind, _out.name),
         localrule: True
         conda:
             "../../envs/headgeom.yaml"
         params:
-            **OUTPUT_PARAMS(_out),
-            output=[_out.kind, _out.name],
-            models=OUTPUT_BUILDER_MODELS(_out),
+            **output_params(config, _out),
         script:
             "../scripts/output.py"

@@ -8,7 +8,7 @@ from headgeom.jobs.logs import to_log
 log = to_log(snakemake)
 params = dict(snakemake.params.items())
 job = params.pop("job")
-params.pop("cache_key", None)  # the cache's key (workflow/rules/common.smk), not an input of the job
+params.pop("cache_key", None)  # the cache's key (headgeom.rules.fetch.cache_key), not an input of the job
 attempt = int(snakemake.resources.get("attempt", 1))
 set_run(attempt=attempt, rule=job, mem_mb=snakemake.resources.get("mem_mb"),
         runtime_min=snakemake.resources.get("runtime"), slurm_job_id=os.environ.get("SLURM_JOB_ID"),

@@ -1,0 +1,150 @@
+"""The per-layer jobs (workflow/rules/jobs.smk: one rule per job of headgeom.jobs.families.JOBS):
+their inputs, params and resources, and the shards one family has for a set of models.
+
+Layer counts come from the fetched manifests: ``fetch`` is a checkpoint, so an input function that
+needs a model's shape asks ``checkpoints.fetch`` for it (``model_fields``)."""
+
+from __future__ import annotations
+
+import json
+
+from snakemake.ioutils import lookup
+
+from headgeom import layout, targets
+from headgeom.jobs import costs, fanout, scopes
+from headgeom.jobs.families import FAMILIES, activation_dir
+from headgeom.rules.fetch import cache_key, cache_on
+
+
+def model_fields(checkpoints, model: str) -> dict:
+    """The model's shape, known once its tensors are fetched (fetch is a checkpoint)."""
+    manifest = checkpoints.fetch.get(model=model).output.manifest
+    with open(manifest) as fh:
+        return json.load(fh)["fields"]
+
+
+def family_shards(config: dict, checkpoints, name: str, models: list[str], scoped: bool = True):
+    """Input function: every shard of one family (headgeom.jobs.families) for the models, model by
+    model, as each model's scope schedules them (headgeom.jobs.scopes; ``scoped=False``: the global
+    design, every layer, whatever the scope says)."""
+    cfg = config if scoped else scopes.unscoped(config)
+
+    def inner(wildcards):
+        paths = []
+        for m in models:
+            if scopes.runs(FAMILIES[name].job, cfg, m):
+                paths += scopes.shard_paths(name, cfg, m, model_fields(checkpoints, m))
+        return paths
+
+    return inner
+
+
+def layer_of(wildcards) -> int | None:
+    """The job's layer (None for jobs without a layer wildcard)."""
+    return int(wildcards.layer) if "layer" in wildcards.keys() else None
+
+
+def job_cost(config: dict, job, key: str):
+    """mem_mb / runtime of one job from the model's shape (the job's cost model in
+    headgeom.jobs.families; docs/costs.md), times the attempt: a job that died for memory or
+    time is retried (profile `retries`) with twice, three times, ... the request."""
+
+    def inner(wildcards, input, attempt):
+        mc = scopes.model_config(config, wildcards.model, layer_of(wildcards))
+        return costs.grow(job.cost(input.manifest, mc, wildcards), attempt)[key]
+
+    return inner
+
+
+def job_attempt(wildcards, attempt):
+    """The attempt number as a resource: the job records it in its shards' provenance."""
+    return attempt
+
+
+def job_gpus(config: dict, job) -> int:
+    """GPUs a per-layer job asks a scheduler for (resource `gpu`; the SLURM plugin turns it into
+    sbatch --gpus): one for the jobs that run their kernels through the configured backend
+    (they read `device`) when `device` is cuda[:N]; none otherwise. Whether CUDA is really
+    there is checked where the job runs (headgeom.core.backend)."""
+    return int("device" in job.params.values() and str(config["device"]).startswith("cuda"))
+
+
+def job_resources(config: dict, job) -> dict:
+    """A job's resources: its cost model's memory and time, one core, its GPUs, the attempt."""
+    return {
+        "mem_mb": job_cost(config, job, "mem_mb"),
+        "runtime": job_cost(config, job, "runtime"),
+        "cpus_per_task": 1,
+        "gpu": job_gpus(config, job),
+        "attempt": job_attempt,
+    }
+
+
+def final_model(config: dict):
+    """Input function: the checkpoint whose closure fixes a model's capacity groups (its lineage's
+    last; else itself; headgeom.targets.final_model)."""
+    return lambda wc: targets.final_model(config, wc.model)
+
+
+def job_inputs(config: dict, job) -> dict:
+    """The tensor store of the job's model (and of its lineage's final checkpoint; and the
+    forward pass's activations for the activation stage's jobs)."""
+    store = {"manifest": layout.MANIFEST, "tensors": layout.TENSORS}
+    if job.final_model:
+        final = final_model(config)
+        store["final_manifest"] = lambda wc: layout.manifest(final(wc))
+        store["final_tensors"] = lambda wc: layout.tensors(final(wc))
+    if job.activations:
+        store["acts"] = activation_dir(config, job.activations)
+    return store
+
+
+def scoped_param(config: dict, dpath: str):
+    """A ``pk/...`` config value as the job's model sees it (its scope; the global value
+    when the model has none)."""
+    return lambda wildcards: scopes.lookup(config, wildcards.model, dpath, layer_of(wildcards))
+
+
+def block_samples(config: dict, which: str):
+    """A block's sample indices are its params (from the model's scope): growing the sample
+    count adds blocks and leaves the finished ones untouched."""
+    return lambda wildcards: scopes.samples(which, config, wildcards.model, int(wildcards.block),
+                                            layer_of(wildcards))
+
+
+def pair_segments(config: dict, job):
+    """The layer pairs of one part (headgeom.jobs.fanout): params, so that a changed ceiling
+    or sample block size reruns exactly the parts whose pairs changed."""
+
+    def inner(wildcards, input):
+        with open(input.manifest) as fh:
+            f = json.load(fh)["fields"]
+        mc = scopes.model_config(config, wildcards.model)
+        return [list(s) for s in fanout.part(job, f, mc, int(wildcards.part))]
+
+    return inner
+
+
+def job_params(workflow, config: dict, job) -> dict:
+    """The config values the job reads (and nothing else: editing another key reruns nothing);
+    ``pk/...`` keys as the model's scope resolves them (headgeom.jobs.scopes); its sample block,
+    lineage's final checkpoint, layer pairs and cache key where it has them; its name."""
+    params = {
+        k: scoped_param(config, d) if d.startswith("pk/") else lookup(dpath=d, within=config)
+        for k, d in job.params.items()
+    }
+    if job.blocks:
+        params["samples"] = block_samples(config, job.blocks)
+    if job.final_model:
+        params["final_model"] = final_model(config)
+    if job.fanout:
+        params["pairs"] = pair_segments(config, job)
+    if cache_on(workflow) and job.cache:
+        params["cache_key"] = cache_key
+    params["job"] = job.name
+    return params
+
+
+def job_outputs(job) -> dict:
+    """The job's shards: one named output per family it writes."""
+    return {f.output: f.path for f in job.families}

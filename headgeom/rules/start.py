@@ -1,0 +1,100 @@
+"""What runs once, when the Snakefile is read: ``start(workflow, config)``.
+
+The command line's execution and DAG settings reach the workflow only after the Snakefile is read,
+so the two modes that change what the rule files declare are read here from the command line
+(``command_line``): ``--keep-going`` (the load check lists input problems and goes on) and
+``--report`` (the outputs' params are those they were built with). Lint mode is Snakemake's own
+setting: ``snakemake --lint`` builds its workflow with ``check_envvars=False`` (snakemake.api
+``WorkflowApi.lint``; the only caller that does).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    """The modes of this Snakemake command that the rule files need before its settings exist."""
+
+    keep_going: bool = False
+    report: bool = False
+
+
+def command_line(argv: list[str] | None = None) -> CommandLine:
+    """``--keep-going`` / ``-k`` (also within a group of short flags, ``-nk``) and ``--report[=F]``
+    in ``argv`` (default: this process's ``sys.argv``)."""
+    args = list(sys.argv if argv is None else argv)[1:]
+    keep_going = any(a == "--keep-going" or (a[:1] == "-" and a[1:2] != "-" and a[1:].isalpha() and "k" in a)
+                     for a in args)
+    report = any(a == "--report" or a.startswith("--report=") for a in args)
+    return CommandLine(keep_going=keep_going, report=report)
+
+
+def linting(workflow) -> bool:
+    """True under ``snakemake --lint`` (see the module docstring)."""
+    return not getattr(workflow, "check_envvars", True)
+
+
+def reporting(argv: list[str] | None = None) -> bool:
+    """True under ``snakemake --report``: each output's params are then those of its provenance."""
+    return command_line(argv).report
+
+
+def wildcard_patterns(config: dict) -> dict[str, str]:
+    """The wildcards every stage shares (the Snakefile's global ``wildcard_constraints``): a model
+    and a corpus are one of the configured names, the numbered ones digits."""
+    return {
+        "model": "|".join(re.escape(m) for m in config["models"]),
+        "layer": r"\d+",
+        "block": r"\d+",
+        "part": r"\d+",
+        "corpus": "|".join(re.escape(c) for c in config.get("texts", {})) or "NO_CORPUS",
+        "nwin": r"\d+",
+        "win": r"\d+",
+    }
+
+
+def rebuild_damaged_shards(workflow) -> None:
+    """A shard whose content does not match its record, or that does not parse, and every shard
+    a table's sidecar lists that is missing, are rebuilt in this run with what reads them
+    (headgeom.verify.integrity; one line each). Only the main process checks (not --lint)."""
+    if workflow.is_main_process and not linting(workflow):
+        from headgeom.verify.integrity import force_rebuild, shards_to_rebuild
+
+        force_rebuild(workflow, shards_to_rebuild(".", say=lambda line: print(line, file=sys.stderr)))
+
+
+def start(workflow, config: dict, argv: list[str] | None = None) -> None:
+    """Everything the workflow does once before its rules are declared, in this order:
+
+    1. ``--config`` values nested in ``{...}`` / ``[...]`` typed as a config file types them;
+    2. every config error and every problem of the inputs, one line each, before any job: the
+       check ``headgeom check`` prints (headgeom.jobs.preflight.workflow_check);
+    3. the config validated against workflow/schemas/config.schema.yaml (its defaults filled in);
+    4. damaged or missing shards marked for rebuilding (``rebuild_damaged_shards``);
+    5. the patches of Snakemake's and the SLURM plugin's internals installed (one job array per
+       resource request; one pending scheduler timer);
+    6. a bare ``--cache`` widened to the cacheable rules (headgeom.rules.fetch.widen_bare_cache);
+    7. under ``--report``: the code version recorded for the report's landing page."""
+    from snakemake.utils import validate
+
+    from headgeom.core.config import typed_cli_config
+    from headgeom.core.provenance import code_version
+    from headgeom.jobs import scheduler_timers, slurm_arrays
+    from headgeom.jobs.preflight import workflow_check
+    from headgeom.rules.fetch import widen_bare_cache
+
+    cmd = command_line(argv)
+    typed_cli_config(config, workflow.config_settings.config)
+    workflow_check(config, workflow, keep_going=cmd.keep_going)
+    validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+    rebuild_damaged_shards(workflow)
+    slurm_arrays.install()
+    scheduler_timers.install()
+    widen_bare_cache(workflow)
+    if cmd.report:  # the landing page (workflow/report/workflow.rst) names the code it describes
+        config["_report_code"] = code_version()
