@@ -17,12 +17,12 @@ report: "workflow/report/workflow.rst"
 
 
 from headgeom.core.config import typed_cli_config
-from headgeom.jobs.preflight import workflow_check
+from headgeom.tools.check import workflow_check
 
 # --config values nested in {...} / [...] arrive as strings: typed as a config file types them
 typed_cli_config(config, workflow.config_settings.config)
 # every config error (schema, registries, layers against each model's shape) and every problem of
-# the inputs, one line each, before any job: the check `headgeom check` prints (headgeom.jobs.preflight)
+# the inputs, one line each, before any job: the check `headgeom check` prints (headgeom.tools.check)
 workflow_check(config, workflow, sys.argv)
 validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
 

@@ -15,7 +15,7 @@ import baselines as hb  # noqa: E402
 
 from headgeom.core.seeds import rng_for  # noqa: E402
 from headgeom.methods.nulls import null_factors  # noqa: E402
-from headgeom.methods.pk import factor_stack, orthonormal_bases, pk_within  # noqa: E402
+from headgeom.methods.overlap import factor_stack, orthonormal_bases, pk_within  # noqa: E402
 
 f = hb.synthetic_layer(**hb.QWEN25_7B, seed=200)
 X = {k: factor_stack(f, k) for k in ("O", "K")}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from headgeom.architectures import FAMILIES, GGUF_ARCHS, GGUF_NAMES, GGUFArch, split_fused
+from headgeom.architectures import ARCHITECTURES, GGUF_ARCHS, GGUF_NAMES, GGUFArch, split_fused
 from headgeom.core.factors import LayerFactors, gqa_map, split_cols, split_rows
 from .base import Adapter, ArchFields, present
 
@@ -55,7 +55,7 @@ class GGUFAdapter(Adapter):
     def __init__(self, arch: str, spec: GGUFArch | None = None):
         self.arch = arch
         self.spec = spec or GGUF_ARCHS[arch]
-        self.family = FAMILIES[self.spec.family]
+        self.family = ARCHITECTURES[self.spec.family]
         self.name = f"gguf-{arch}"
         self.model_types = (arch,)
         n = GGUF_NAMES

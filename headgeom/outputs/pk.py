@@ -26,7 +26,7 @@ from headgeom.architectures import o_proj_names
 from headgeom.core.seeds import rng_for
 from headgeom.core.stats import empirical_p
 from headgeom.methods.nulls import NULL_MODELS
-from headgeom.methods.pk import isotropic_rho, isotropic_sd, layer_stats
+from headgeom.methods.overlap import isotropic_rho, isotropic_sd, layer_stats
 from headgeom.outputs.formats import Column, Table, finite_quantile, nanstat, pyplot, step_ccdf
 from headgeom.outputs.registry import decorators
 

@@ -19,7 +19,7 @@ then recomputes the number twice and says whether each matches the table (equal,
 (a) from the shards: the table's aggregation job is run again on the listed shards, into a
     temporary directory, and the same cell is read back;
 (b) from the tensors: the contributing per-layer shards are recomputed from the tensor store
-    by their family's job (``headgeom.jobs.families``; every tensor read is checked against its
+    by their family's job (``headgeom.schedule.families``; every tensor read is checked against its
     manifest sha256), then aggregated the same way.
 
 Works for every table of the output registry (``headgeom.outputs.TABLES``): the table is
@@ -48,8 +48,8 @@ from headgeom.core.provenance import code_version
 from headgeom.io.checkpoint import contained
 from headgeom.io.files import set_problems, sha256_file
 from headgeom.io.shards import shard_check
-from headgeom.jobs.families import FAMILIES, JOBS, run_job
-from headgeom.jobs.families import family_of as registry_family_of
+from headgeom.schedule.families import SHARD_FAMILIES, JOBS, run_job
+from headgeom.schedule.families import family_of as registry_family_of
 from headgeom.outputs import TABLES
 from headgeom.outputs.build import build_output, prepare, traced
 
@@ -211,7 +211,7 @@ def table_rule(workdir: Path, name: str, csv_rel: str) -> str:
 
 
 def shard_family(path: str) -> str:
-    """The name of a path's shard family (headgeom.jobs.families.family_of), as an AuditError
+    """The name of a path's shard family (headgeom.schedule.families.family_of), as an AuditError
     when no family writes it."""
     try:
         return registry_family_of(path).name
@@ -299,7 +299,7 @@ def activations_dir(model: str, prov: dict) -> str:
 def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, out_root: Path, log=print,
                      acts_root: Path | None = None, unchanged: tuple = ()) -> None:
     """Recompute per-layer shards from the tensor store into out_root/<same relative path>, each
-    by its family's job in the registry (headgeom.jobs.families), with the params its
+    by its family's job in the registry (headgeom.schedule.families), with the params its
     provenance records; a job that writes several families writes all of them. An activation
     shard reads the forward pass's directory its provenance names under ``acts_root`` (default
     the workdir: the run's own forward passes). ``unchanged``: columns the caller knows the
@@ -320,7 +320,7 @@ def _recompute_each(paths, provs, workdir: Path, out_root: Path, log, acts_root)
             continue
         prov = provs[p]
         inside(out_root, p, "shard to recompute")  # a path that leaves out_root is refused, never written
-        fam = FAMILIES[shard_family(p)]
+        fam = SHARD_FAMILIES[shard_family(p)]
         job, model = JOBS[fam.job], model_name(prov.get("model"), p)
         params = dict(prov.get("params", {}))
         final = model_name(params.get("final_model", model), p)
@@ -505,7 +505,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
         say(f"    job {pv.get('job')}, model {pv.get('model')}" + (f", layer {pv['layer']}" if "layer" in pv else ""))
         say(f"    code    {_fmt_code(pv.get('code', {}))}")
         say(f"    config  {_fmt_params(pv.get('params', {}))}")
-        fam = FAMILIES[shard_family(p)]
+        fam = SHARD_FAMILIES[shard_family(p)]
         seeds = pv.get("seed_scheme") or JOBS[fam.job].seed_scheme
         if "samples" in pv:
             seeds += f"; samples {pv['samples']}"

@@ -1,4 +1,4 @@
-"""Snakemake's scheduler keeps at most one pending re-evaluation timer (headgeom/jobs/scheduler_timers.py).
+"""Snakemake's scheduler keeps at most one pending re-evaluation timer (headgeom/patches/scheduler_timers.py).
 
 A real Snakemake run of a toy workflow counts its scheduling passes: with the fix they follow the
 jobs' events and the run's seconds; with Snakemake's own method every event adds a timer chain
@@ -15,7 +15,7 @@ import time
 import pytest
 
 from headgeom.core.errors import HeadgeomError
-from headgeom.jobs import scheduler_timers
+from headgeom.patches import scheduler_timers
 
 # 16 independent jobs of 0.5 s on one core, then the target that gathers them: about 8 s of events
 # (shell jobs: a `run:` job is a Snakemake subprocess that parses the Snakefile again, seconds each)
@@ -33,7 +33,7 @@ RUNNER = textwrap.dedent("""
     import sys, time
     from snakemake.scheduling.job_scheduler import JobScheduler
     if sys.argv[1] == "fixed":
-        from headgeom.jobs import scheduler_timers
+        from headgeom.patches import scheduler_timers
         scheduler_timers.install()
     passes = [0]
     select = JobScheduler.job_selector

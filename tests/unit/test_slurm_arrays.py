@@ -1,4 +1,4 @@
-"""Job arrays keep each task's own request (headgeom/jobs/slurm_arrays.py).
+"""Job arrays keep each task's own request (headgeom/patches/slurm_arrays.py).
 
 The end-to-end check (sacct shows array tasks with per-group ReqMem) is in
 tests/workflow/test_slurm.py; here: the grouping, and that the wrapper reaches the plugin.
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from headgeom.core.errors import HeadgeomError
-from headgeom.jobs import slurm_arrays
+from headgeom.patches import slurm_arrays
 
 
 def _job(name, threads=1, **res):

@@ -4,8 +4,8 @@ path pattern from headgeom.layout."""
 from __future__ import annotations
 
 from headgeom import layout, targets
-from headgeom.jobs.families import FAMILIES, STEPS
-from headgeom.jobs.plan import load_config
+from headgeom.schedule.families import SHARD_FAMILIES, STEPS
+from headgeom.tools.plan import load_config
 from headgeom.outputs import OUTPUTS
 
 
@@ -35,8 +35,8 @@ def test_outputs_of_a_stage_that_does_not_run_are_not_targets():
 
 
 def test_paths_are_the_layout_patterns():
-    for fam in FAMILIES.values():
-        assert fam.path == layout.shard(fam.name, fam.scope)
+    for fam in SHARD_FAMILIES.values():
+        assert fam.path == layout.shard(fam.name, fam.grain)
     assert STEPS["fetch"].outputs == {"manifest": layout.MANIFEST, "tensors": layout.TENSORS}
     assert STEPS["activation_forward"].output(model="m", corpus="c", nwin=2, win=8) == "results/activations/m/c/2x8"
     assert layout.manifest("m") == "results/tensors/m/manifest.json"

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from headgeom.core.errors import ConfigError
-from headgeom.jobs import plan as P
-from headgeom.jobs import scopes
-from headgeom.jobs.families import JOBS
+from headgeom.tools import plan as P
+from headgeom.schedule import designs
+from headgeom.schedule.families import JOBS
 from synth import write_llama
 from test_plan import _dry_run
 from tinyrun import snakemake
@@ -101,27 +101,27 @@ def test_qwen3_null_job_draws_writing_spaces_only_three_samples(paper_design, sn
 
 
 def test_layer_lists_and_errors():
-    assert scopes.layer_list(None, 3) == [0, 1, 2]
-    assert scopes.layer_list([5, "0-2", 1], 6) == [0, 1, 2, 5]
+    assert designs.layer_list(None, 3) == [0, 1, 2]
+    assert designs.layer_list([5, "0-2", 1], 6) == [0, 1, 2, 5]
     with pytest.raises(ConfigError, match="outside the model"):
-        scopes.layer_list([46], 10, "pk.nulls.within_layers of 'm'")
+        designs.layer_list([46], 10, "pk.nulls.within_layers of 'm'")
     with pytest.raises(ConfigError, match="empty range"):
-        scopes.layer_list(["4-2"], 10)
+        designs.layer_list(["4-2"], 10)
 
 
 def test_no_scope_is_the_global_design():
     config = P.load_config()
     fields = {"n_layers": 3, "d_model": 48, "n_heads": 4, "n_kv_heads": 2, "d_head": 12}
     m = config["active_models"][0]
-    assert scopes.model_config(config, m) is config
-    assert all(scopes.runs(j, config, m) for j in JOBS)
+    assert designs.model_config(config, m) is config
+    assert all(designs.runs(j, config, m) for j in JOBS)
     nulls = config["pk"]["nulls"]
     n_blk = -(-nulls["within_samples"] // nulls["samples_per_job"])
-    assert len(scopes.job_wildcards("pk_null_within", config, m, fields)) == 3 * n_blk
+    assert len(designs.job_wildcards("pk_null_within", config, m, fields)) == 3 * n_blk
     # a model-entry scope and the top-level scopes merge; later wins
     config = P.load_config(overrides={"models": {m: {"scope": {"pk": {"nulls": {"within_samples": 1, "types": ["rotation"]}}}}},
                                       "scopes": {m: {"pk": {"nulls": {"within_samples": 2}}}}})
-    n = scopes.model_config(config, m)["pk"]["nulls"]
+    n = designs.model_config(config, m)["pk"]["nulls"]
     assert (n["within_samples"], n["types"]) == (2, ["rotation"])
 
 

@@ -6,7 +6,7 @@
 #                        where a longer pass of the same corpus and window length is run too, the job
 #                        takes its first n windows (input `source`) instead of loading the model again
 # The per-layer analysis jobs (activation_natural_return, activation_read_paths) are shard families
-# of headgeom.jobs.families (rules from workflow/rules/jobs.smk); their tables and figures are entries
+# of headgeom.schedule.families (rules from workflow/rules/jobs.smk); their tables and figures are entries
 # of headgeom.outputs (rules from workflow/rules/outputs.smk).
 #
 # Why the forward pass stays a rule of its own: it writes a directory of per-layer safetensors

@@ -1,8 +1,8 @@
 # Helpers of workflow/rules/activation.smk (the activation stage; headgeom/jobs/activation.py). The
 # per-layer analysis jobs and the tables/figures are in the registries
-# (headgeom.jobs.families, headgeom.outputs); only the forward pass is a rule of its own.
-from headgeom.jobs.activation_costs import gpus as _act_gpus
-from headgeom.jobs.families import forward_source
+# (headgeom.schedule.families, headgeom.outputs); only the forward pass is a rule of its own.
+from headgeom.schedule.activation_costs import gpus as _act_gpus
+from headgeom.schedule.families import forward_source
 
 # the models the activation stage runs for (its outputs' shard_models "activation")
 ACT_MODELS = OUTPUT_MODELS["activation"]
@@ -11,13 +11,13 @@ ACT_THREADS = lookup(dpath="activation/threads", within=config)
 
 
 def _act_fwd_res(wc, input, key):
-    """The forward step's cost model (headgeom.jobs.families.STEPS)."""
+    """The forward step's cost model (headgeom.schedule.families.STEPS)."""
     return FORWARD.cost(input.manifest, config, wc)[key]
 
 
 def _act_source(wc):
     """The longer forward pass whose first windows this one's are (under the alternative's root for
-    sensitivity_forward), or none: the job then runs the model (headgeom.jobs.families.forward_source).
+    sensitivity_forward), or none: the job then runs the model (headgeom.schedule.families.forward_source).
     """
     n = forward_source(config, wc.corpus, wc.nwin, wc.win)
     if n is None:

@@ -5,9 +5,10 @@ import sys
 from headgeom import layout, targets
 from headgeom.core.provenance import code_version
 from headgeom.io.files import within_workdir
-from headgeom.jobs import costs, fanout, scheduler_timers, scopes, slurm_arrays
-from headgeom.jobs.families import (
-    FAMILIES,
+from headgeom.schedule import costs, designs, fanout
+from headgeom.patches import scheduler_timers, slurm_arrays
+from headgeom.schedule.families import (
+    SHARD_FAMILIES,
     FETCH,
     FORWARD,
     JOBS as FAMILY_JOBS,
@@ -29,9 +30,9 @@ def _rebuild_damaged_shards():
 
 
 _rebuild_damaged_shards()
-# under --profile slurm: one job array per distinct resource request (headgeom/jobs/slurm_arrays.py)
+# under --profile slurm: one job array per distinct resource request (headgeom/patches/slurm_arrays.py)
 slurm_arrays.install()
-# one pending re-evaluation timer in Snakemake's scheduler, not a chain per event (headgeom/jobs/scheduler_timers.py)
+# one pending re-evaluation timer in Snakemake's scheduler, not a chain per event (headgeom/patches/scheduler_timers.py)
 scheduler_timers.install()
 
 ACTIVE = list(config["active_models"])
@@ -54,18 +55,18 @@ def model_fields(model):
 
 
 def family_shards(name, models=None, scoped=True):
-    """Input function: every shard of one family (headgeom.jobs.families) for the models
+    """Input function: every shard of one family (headgeom.schedule.families) for the models
     (default: the active ones), model by model, as each model's scope schedules them
-    (headgeom.jobs.scopes; ``scoped=False``: the global design, every layer, whatever the
+    (headgeom.schedule.designs; ``scoped=False``: the global design, every layer, whatever the
     scope says); layer counts come from the fetched manifests.
     """
-    cfg = config if scoped else scopes.unscoped(config)
+    cfg = config if scoped else scopes.global_design(config)
 
     def inner(wildcards):
         paths = []
         for m in ACTIVE if models is None else models:
-            if scopes.runs(FAMILIES[name].job, cfg, m):
-                paths += scopes.shard_paths(name, cfg, m, model_fields(m))
+            if designs.runs(SHARD_FAMILIES[name].job, cfg, m):
+                paths += designs.shard_paths(name, cfg, m, model_fields(m))
         return paths
 
     return inner
@@ -73,11 +74,11 @@ def family_shards(name, models=None, scoped=True):
 
 def job_cost(job, key):
     """mem_mb / runtime of one job from the model's shape (the job's cost model in
-    headgeom.jobs.families; docs/costs.md), times the attempt: a job that died for memory or
+    headgeom.schedule.families; docs/costs.md), times the attempt: a job that died for memory or
     time is retried (profile `retries`) with twice, three times, ... the request."""
 
     def inner(wildcards, input, attempt):
-        mc = scopes.model_config(config, wildcards.model, _layer(wildcards))
+        mc = designs.model_config(config, wildcards.model, _layer(wildcards))
         return costs.grow(job.cost(input.manifest, mc, wildcards), attempt)[key]
 
     return inner
@@ -153,7 +154,7 @@ def JOB_INPUTS(job):
 
 def JOB_PARAMS(job):
     """The config values the job reads (and nothing else: editing another key reruns nothing);
-    ``pk/...`` keys as the model's scope resolves them (headgeom.jobs.scopes)."""
+    ``pk/...`` keys as the model's scope resolves them (headgeom.schedule.designs)."""
     params = {
         k: scoped_param(d) if d.startswith("pk/") else lookup(dpath=d, within=config)
         for k, d in job.params.items()
@@ -179,19 +180,19 @@ def scoped_param(dpath):
     when the model has none)."""
 
     def inner(wildcards):
-        return scopes.lookup(config, wildcards.model, dpath, _layer(wildcards))
+        return designs.lookup(config, wildcards.model, dpath, _layer(wildcards))
 
     return inner
 
 
 def pair_segments(job):
-    """The layer pairs of one part (headgeom.jobs.fanout): params, so that a changed ceiling
+    """The layer pairs of one part (headgeom.schedule.fanout): params, so that a changed ceiling
     or sample block size reruns exactly the parts whose pairs changed."""
 
     def inner(wildcards, input):
         with open(input.manifest) as fh:
             f = json.load(fh)["fields"]
-        mc = scopes.model_config(config, wildcards.model)
+        mc = designs.model_config(config, wildcards.model)
         return [list(s) for s in fanout.part(job, f, mc, int(wildcards.part))]
 
     return inner

@@ -3,7 +3,7 @@ FETCH_KEYS = ("source", "path", "repo_id", "revision", "package")
 
 
 def fetch_cost(key):
-    """The fetch's mem_mb / runtime from the model's shape (headgeom.jobs.costs.fetch), times the
+    """The fetch's mem_mb / runtime from the model's shape (headgeom.schedule.costs.fetch), times the
     attempt as the per-layer jobs' (job_cost)."""
     return lambda wildcards, attempt: costs.grow(
         FETCH.cost(None, config, wildcards), attempt

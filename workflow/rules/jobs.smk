@@ -1,4 +1,4 @@
-# Every per-layer job, generated from the shard-family registry (headgeom.jobs.families.JOBS):
+# Every per-layer job, generated from the shard-family registry (headgeom.schedule.families.JOBS):
 # its shards, log, cost model (resources for SLURM) and the config keys it reads as params.
 # Adding a family is one job function + one registry entry; nothing here changes.
 

@@ -15,7 +15,7 @@ def block_samples(which):
 
 def _pairs():
     """Declared base/instruct pairs (models[x].pair = y) with both sides active and running
-    the PK stage (headgeom.jobs.scopes)."""
+    the PK stage (headgeom.schedule.designs)."""
     pk_models = scopes.stage_models(config, ACTIVE, "pk")
     return sorted(
         {

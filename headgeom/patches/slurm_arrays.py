@@ -111,7 +111,7 @@ def _held_message(held: list[Any], running: int) -> str:
         f"submitted none of them, and {state}: Snakemake counts them as running, so the run "
         f"would wait forever ({names}). This is the array collection of "
         f"snakemake-executor-plugin-slurm holding jobs back (its issue #473); headgeom's "
-        "submission (headgeom/jobs/slurm_arrays.py) should prevent it. Rerun; if it recurs, "
+        "submission (headgeom/patches/slurm_arrays.py) should prevent it. Rerun; if it recurs, "
         "set `slurm-array-jobs: none` in the profile."
     )
 
@@ -184,7 +184,7 @@ def install() -> bool:
     if found != PLUGIN_VERSION or not all(hasattr(executor, m) for m in needed):
         raise HeadgeomError(
             f"snakemake-executor-plugin-slurm {found} is installed; headgeom's SLURM submission "
-            f"(headgeom/jobs/slurm_arrays.py) is written for {PLUGIN_VERSION}. Install "
+            f"(headgeom/patches/slurm_arrays.py) is written for {PLUGIN_VERSION}. Install "
             f"{PLUGIN_VERSION} (pyproject.toml pins it) or check that the new version's "
             "Executor.run_jobs, _submit_job, _submit_array_jobs and _report_job_error_threadsafe still work as described "
             "there (and whether its array collection still holds jobs back), then update "

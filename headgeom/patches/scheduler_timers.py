@@ -58,7 +58,7 @@ def install() -> bool:
     found = version("snakemake")
     if found != SNAKEMAKE_VERSION or not hasattr(JobScheduler, "_schedule_reevalutation"):
         raise HeadgeomError(
-            f"snakemake {found} is installed; headgeom's scheduler fix (headgeom/jobs/scheduler_timers.py) "
+            f"snakemake {found} is installed; headgeom's scheduler fix (headgeom/patches/scheduler_timers.py) "
             f"is written for {SNAKEMAKE_VERSION}. Install {SNAKEMAKE_VERSION} (pyproject.toml pins it) or check "
             "that JobScheduler._schedule_reevalutation still starts a timer per scheduling pass, then update "
             "SNAKEMAKE_VERSION."

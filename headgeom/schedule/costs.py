@@ -1,5 +1,5 @@
 """Job resources (mem_mb, runtime in minutes) of every per-layer rule: one cost model per job,
-read by the shard-family registry (headgeom.jobs.families) and so by the rules and SLURM.
+read by the shard-family registry (headgeom.schedule.families) and so by the rules and SLURM.
 
 PK jobs and the fetch: scaled from costs measured at Qwen2.5-7B shape (d_model 3584, d_head
 128, 28 q / 4 kv heads) with one BLAS thread on this project's 2-core machines, each job run
@@ -60,7 +60,7 @@ def work_ratio(f: dict) -> float:
 
 
 # Seconds of one writer->reader layer pair of a cross-layer job (before SAFETY): what the
-# fan-out (headgeom.jobs.fanout) packs into jobs under the runtime ceiling (a registry job's
+# fan-out (headgeom.schedule.fanout) packs into jobs under the runtime ceiling (a registry job's
 # pair_seconds).
 
 
@@ -82,7 +82,7 @@ def null_cross_route_pair_seconds(manifest, precision: str = "float64") -> float
     """Seconds of the head pairs of one writer->reader layer pair, per sample and null, by the route
     the job takes (methods.pk.projectors_pay: FLOPs and bytes counted, at rates `make bench`
     measures against the GEMM rate; Q, K and V readers)."""
-    from headgeom.methods.pk import null_cross_route_seconds, projectors_pay
+    from headgeom.methods.overlap import null_cross_route_seconds, projectors_pay
 
     f = _fields(manifest)
     D, H, d, G, L = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"], f["n_layers"]
@@ -125,10 +125,10 @@ def pk_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
 
 
 def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None) -> dict:
-    """A part of ``n_pairs`` layer pairs (headgeom.jobs.fanout; default: writer layer 0's row);
+    """A part of ``n_pairs`` layer pairs (headgeom.schedule.fanout; default: writer layer 0's row);
     one writer and one reader layer in memory at a time, plus the reader layers' spaces kept for
-    later writers up to headgeom.jobs.pk.READER_CACHE_MB."""
-    from headgeom.jobs.pk import READER_CACHE_MB
+    later writers up to headgeom.jobs.pk_paper.READER_CACHE_MB."""
+    from headgeom.jobs.pk_paper import READER_CACHE_MB
 
     f = _fields(manifest)
     n_pairs = max(f["n_layers"] - 1, 1) if n_pairs is None else n_pairs
@@ -157,9 +157,9 @@ def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2, kinds=No
 def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
                   n_writers: int | None = None, n_readers: int | None = None, precision: str = "float64") -> dict:
     """A part of ``n_pairs`` layer pairs of ``n_writers`` writer and ``n_readers`` reader layers
-    (headgeom.jobs.fanout; default: all of them). Work: null_cross_part_seconds, its pairs by the
+    (headgeom.schedule.fanout; default: all of them). Work: null_cross_part_seconds, its pairs by the
     job's route and its layers' draws, per sample and null. Memory: writer bases beyond
-    headgeom.jobs.pk.WRITER_CACHE_MB are spilled to $TMPDIR (n_writers x 8 D H d bytes of disk); by blocks, readers one layer at a time; by projector Grams
+    headgeom.jobs.pk_paper.WRITER_CACHE_MB are spilled to $TMPDIR (n_writers x 8 D H d bytes of disk); by blocks, readers one layer at a time; by projector Grams
     (methods.pk.projectors_pay) each side of a call holds up to NULL_CROSS_SIDE_MB of bases and slab
     rows (methods.pk.layers_per_call whole layers, at most the part's). The layers' factors and the
     nulls' preparations are kept up to FACTOR_CACHE_MB and PREPARED_CACHE_MB. Measured peak RSS at
@@ -170,8 +170,8 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     L = f["n_layers"]
     n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
     n_writers = L if n_writers is None else n_writers
-    from headgeom.jobs import pk as jobs_pk
-    from headgeom.methods.pk import head_mib, layers_per_call, projectors_pay
+    from headgeom.jobs import pk_paper as jobs_pk
+    from headgeom.methods.overlap import head_mib, layers_per_call, projectors_pay
 
     D, H, d, G = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"]
     itemsize = 4 if precision == "float32" else 8

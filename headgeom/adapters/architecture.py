@@ -8,13 +8,13 @@ import re
 
 import numpy as np
 
-from headgeom.architectures import FAMILIES, Family, config_view, split_fused
+from headgeom.architectures import ARCHITECTURES, Architecture, config_view, split_fused
 from headgeom.core.factors import LayerFactors, gqa_map, split_cols, split_rows
 from .base import Adapter, ArchFields, detect_prefix, present
 
 
-class FamilyAdapter(Adapter):
-    def __init__(self, family: Family):
+class ArchitectureAdapter(Adapter):
+    def __init__(self, family: Architecture):
         self.family = family
         self.name = family.name
         self.model_types = family.model_types
@@ -41,7 +41,7 @@ class FamilyAdapter(Adapter):
         return ArchFields(adapter=self.name, norm_type=fam.norm_type, norm_position="post" if fam.post_ln else "pre",
                           prefix=prefix, layout=layout, **fam.shapes(c))
 
-    def resolved(self, f: ArchFields) -> Family:
+    def resolved(self, f: ArchFields) -> Architecture:
         if self.family.variant is None:
             return self.family
         for v in _variants(self.family):
@@ -87,11 +87,11 @@ class FamilyAdapter(Adapter):
                             norm_gain=gain, norm_type=fam.norm_type if fam.norm else "none", notes=notes)
 
 
-def _layout_key(fam: Family) -> str:
+def _layout_key(fam: Architecture) -> str:
     return "|".join(str(x) for x in (fam.split, fam.norm, fam.norm_type, fam.kv_keys))
 
 
-def _variants(fam: Family) -> list[Family]:
+def _variants(fam: Architecture) -> list[Architecture]:
     """Every layout a config can give the family (for the tensors it may need)."""
     if fam.variant is None:
         return [fam]
@@ -105,5 +105,5 @@ def _variants(fam: Family) -> list[Family]:
     return list(out.values())
 
 
-def family_adapters(skip) -> list[FamilyAdapter]:
-    return [FamilyAdapter(f) for n, f in FAMILIES.items() if n not in skip]
+def architecture_adapters(skip) -> list[ArchitectureAdapter]:
+    return [ArchitectureAdapter(f) for n, f in ARCHITECTURES.items() if n not in skip]

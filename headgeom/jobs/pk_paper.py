@@ -1,5 +1,5 @@
 """The PK paper's per-layer jobs: pk, pk_cross, pk_null_within, pk_null_cross (run through the
-shard-family registry, headgeom.jobs.families); they hold no math."""
+shard-family registry, headgeom.schedule.families); they hold no math."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from headgeom.jobs.logs import progress_of
 
 def _self_overlap_rows(f, spaces, model: str, layer: int, n_perm: int) -> dict:
     """Self-head overlap tests of one layer (PK paper, Appendix H)."""
-    from headgeom.methods.pk import rho_matrix, self_overlap_test
+    from headgeom.methods.overlap import rho_matrix, self_overlap_test
     from headgeom.core.seeds import rng_for
 
     rows = {k: [] for k in ("test", "observed", "null_mean", "null_min", "null_max", "p", "n_null", "exact")}
@@ -50,7 +50,7 @@ def pk_rows(f, model: str, layer: int, params: dict, self_overlap: bool = False)
     """The rows of one layer's pk shard, key columns first, its layer facts (provenance), and
     with ``self_overlap`` the rows of its pk_self shard (else None): what pk_job writes and
     headgeom.api returns."""
-    from headgeom.methods.pk import pk_layer
+    from headgeom.methods.overlap import pk_layer
 
     cols, facts, spaces = pk_layer(f, kinds=tuple(params.get("kinds", ("O", "Q", "K", "V"))),
                                    rank_rtol=params.get("rank_rtol", 1e-6), return_spaces=True)
@@ -112,7 +112,7 @@ def pk_cross_rows(layer_factors, model: str, n_layers: int, segments, params: di
     each writer layer; ``layer_factors(l)`` gives a layer's LayerFactors (a tensor store's, or
     headgeom.api's). Rows come writer, reader, kind: what pk_cross_job writes and headgeom.api
     returns."""
-    from headgeom.methods.pk import cross_pairs, lambda_min_S, layer_spaces, stacked
+    from headgeom.methods.overlap import cross_pairs, lambda_min_S, layer_spaces, stacked
 
     segments = pair_segments(segments, n_layers)
     if not segments:
@@ -147,7 +147,7 @@ def pk_cross_rows(layer_factors, model: str, n_layers: int, segments, params: di
 def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) -> None:
     """Writer heads (O) against the reader heads (Q/K/V) of later layers. ``segments``: the
     part of the layer-pair list this job covers, ``[(writer, reader_start, reader_stop), ...]``
-    (headgeom.jobs.fanout); default: writer ``layer`` against every later layer. Rows come
+    (headgeom.schedule.fanout); default: writer ``layer`` against every later layer. Rows come
     writer, reader, kind: a part's rows are its writers' unsplit rows in order."""
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
@@ -242,7 +242,7 @@ class _Factors:
         self.store, self.budget, self.used, self.kept = store, budget_mb * 2**20, 0, {}
 
     def get(self, kind: str, layer: int):
-        from headgeom.methods.pk import factor_stack, stacked_heads
+        from headgeom.methods.overlap import factor_stack, stacked_heads
 
         X = self.kept.get((kind, layer))
         if X is None:
@@ -279,14 +279,14 @@ def _null_stats_row(rows, stats, **keys):
 def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=print) -> None:
     """The given null sample indices of every kind's within-layer pairs, both nulls."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
-    from headgeom.methods.pk import isotropic_rho, layer_stats, orthonormal_bases, pk_within, stacked_heads
+    from headgeom.methods.overlap import isotropic_rho, layer_stats, orthonormal_bases, pk_within, stacked_heads
     from headgeom.core.seeds import rng_for
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
     model = store.manifest["model"]
     f = store.layer_factors(layer)
-    from headgeom.methods.pk import factor_stack
+    from headgeom.methods.overlap import factor_stack
 
     iso = isotropic_rho(f.d_head, f.d_model)
     samples = [int(x) for x in samples]
@@ -337,7 +337,7 @@ def _projector_call_stats(writers, readers, group, chunk, writers_of: dict, kind
     group of reader layers from one projector_gram call: ``writers`` the spilling cache of writer
     draws, ``readers`` (reader layer, kind) -> the group's draws. Each head is packed once for all
     its partners in the call; writers of the chunk without a partner in the group are left out."""
-    from headgeom.methods.pk import layer_stats, projector_gram, rho_of_pk
+    from headgeom.methods.overlap import layer_stats, projector_gram, rho_of_pk
 
     needed = [lw for lw in chunk if any(lw in writers_of[lr] for lr in group)]
     if not needed:
@@ -367,7 +367,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     layer l' are drawn independently, seeded by (model, null, [kind,] layer, sample) only.
 
     ``segments``: the part of the pair list this job covers, ``[(writer, reader_start,
-    reader_stop), ...]`` (headgeom.jobs.fanout); default every pair. Each layer's factors are read
+    reader_stop), ...]`` (headgeom.schedule.fanout); default every pair. Each layer's factors are read
     once per job (kept up to FACTOR_CACHE_MB, with what the null models' draws of them share,
     PREPARED_CACHE_MB); writer draws are made once per sample and kept, in memory up to
     WRITER_CACHE_MB and spilled to $TMPDIR beyond it (so peak memory does not grow with the layer
@@ -379,7 +379,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     come null, sample, reader, kind, writer: with every pair in one part they are the rows of the
     unsplit job, and any fan-out (or budget) gives the same row per pair, bit for bit."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
-    from headgeom.methods.pk import (cross_pairs, isotropic_rho, layer_stats, layers_per_call, orthonormal_bases,
+    from headgeom.methods.overlap import (cross_pairs, isotropic_rho, layer_stats, layers_per_call, orthonormal_bases,
                                      projectors_pay, stacked)
     from headgeom.core.seeds import rng_for
 

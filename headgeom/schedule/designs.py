@@ -48,14 +48,14 @@ def merge(base, edit):
     return out
 
 
-def scope_of(config: dict, model: str) -> dict:
+def design_of(config: dict, model: str) -> dict:
     """The model's scope: ``models.<m>.scope`` merged with ``scopes.<m>`` ({} when none)."""
     entry = (config.get("models") or {}).get(model) or {}
     return merge(entry.get("scope") or {}, (config.get("scopes") or {}).get(model) or {})
 
 
 def stages(config: dict, model: str) -> tuple[str, ...]:
-    st = scope_of(config, model).get("stages")
+    st = design_of(config, model).get("stages")
     if st is None:
         return STAGES
     bad = [s for s in st if s not in STAGES]
@@ -68,7 +68,7 @@ def model_config(config: dict, model: str, layer: int | None = None) -> dict:
     """The config one model's jobs see: ``pk`` resolved through the model's scope (a shallow
     copy of ``config`` otherwise; the global config is not changed). With ``layer``: the
     within-layer null settings of the ``pk.nulls.by_layer`` entries naming that layer too."""
-    sc = scope_of(config, model)
+    sc = design_of(config, model)
     if not sc.get("pk") and not (layer is not None and config["pk"]["nulls"].get("by_layer")):
         return config
     out = dict(config)
@@ -119,7 +119,7 @@ def layer_list(spec, n_layers: int, where: str = "layers") -> list[int]:
 
 
 def _job(job):
-    from headgeom.jobs.families import JOBS
+    from headgeom.schedule.families import JOBS
 
     return JOBS[job] if isinstance(job, str) else job
 
@@ -128,8 +128,8 @@ def runs(job, config: dict, model: str) -> bool:
     """Whether the model has any job of this kind (a registry job or its name): its stage (if
     it has one) on and its ``when`` true of the model's ``pk`` block. ``config``: the global config. The
     activation stage's jobs run for the models of ``activation.models``
-    (headgeom.jobs.families.activation_models), not through scopes."""
-    from headgeom.jobs.families import activation_models
+    (headgeom.schedule.families.activation_models), not through scopes."""
+    from headgeom.schedule.families import activation_models
 
     j = _job(job)
     if j.activations:
@@ -180,12 +180,12 @@ def samples(which: str, config: dict, model: str, block: int, layer: int | None 
 def job_wildcards(job, config: dict, model: str, fields: dict) -> list[dict]:
     """Every job of kind ``job`` (a registry job or its name) for one model (wildcards without
     ``model``), in the order of layer, block, part. ``fields``: the model's shape (n_layers, ...)."""
-    from headgeom.jobs.families import n_parts
+    from headgeom.schedule.families import n_parts
 
     j = _job(job)
     if not runs(j, config, model):
         return []
-    scope = j.families[0].scope
+    scope = j.families[0].grain
     mc = model_config(config, model)
     blk = blocks(j.blocks, config, model)
     parts = range(n_parts(j.name, fields, mc))
@@ -199,7 +199,7 @@ def job_wildcards(job, config: dict, model: str, fields: dict) -> list[dict]:
     }[scope]()
 
 
-def unscoped(config: dict) -> dict:
+def global_design(config: dict) -> dict:
     """The config without any scope (the global design for every model)."""
     models = {m: {k: v for k, v in (e or {}).items() if k != "scope"} for m, e in (config.get("models") or {}).items()}
     return {**config, "scopes": {}, "models": models}
@@ -207,7 +207,7 @@ def unscoped(config: dict) -> dict:
 
 def shard_paths(name: str, config: dict, model: str, fields: dict) -> list[str]:
     """Every shard of family ``name`` the model's scope schedules."""
-    from headgeom.jobs.families import family
+    from headgeom.schedule.families import family
 
     fam = family(name)
     return [fam.path.format(model=model, **wc) for wc in job_wildcards(fam.job, config, model, fields)]
@@ -229,9 +229,9 @@ def stage_models(config: dict, models, stage: str) -> list[str]:
 def describe(config: dict, model: str, fields: dict) -> dict:
     """What the scope schedules for one model: jobs per kind, null kinds and samples, layers
     (of the jobs writing the within-layer pairs and the two null families)."""
-    from headgeom.jobs.families import FAMILIES, JOBS
+    from headgeom.schedule.families import SHARD_FAMILIES, JOBS
 
-    pairs, within, cross = (JOBS[FAMILIES[f].job] for f in ("pk", "pk_null_within", "pk_null_cross"))
+    pairs, within, cross = (JOBS[SHARD_FAMILIES[f].job] for f in ("pk", "pk_null_within", "pk_null_cross"))
     pk = model_config(config, model)["pk"]
     out = {"stages": list(stages(config, model)),
            "jobs": {j: len(job_wildcards(j, config, model, fields)) for j in JOBS}}
