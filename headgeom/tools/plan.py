@@ -109,7 +109,7 @@ def plan(config: dict, workdir=".", shapes=None, models=None, more_jobs=None) ->
     per_model, jobs = {}, []
     for m in models:
         fields, src = model_shape(m, config, workdir, shapes)
-        per_model[m] = {"fields": fields, "shape_from": src, "scope": designs.summary_line(config, m, fields)}
+        per_model[m] = {"fields": fields, "shape_from": src, "design": designs.summary_line(config, m, fields)}
         jobs += jobs_for(m, fields, config)
     if more_jobs is not None:
         jobs += more_jobs(config, {m: d["fields"] for m, d in per_model.items()})
@@ -140,7 +140,7 @@ def render(p: dict, cores=(1, 16, 64, 256, 1024)) -> str:
         f = d["fields"]
         lines.append(f"  {m}: {f['n_layers']} layers, d_model {f['d_model']}, {f['n_heads']} q / "
                      f"{f['n_kv_heads']} kv heads, d_head {f['d_head']}  (shape: {d['shape_from']})")
-        lines.append(f"    scope: {d['scope']}")
+        lines.append(f"    design: {d['design']}")
     lines += ["", "core-h: requested (the jobs' runtime: safety factor and floors included); "
                   "work: the cost model's expected work", "",
               f"{'rule':<20}{'jobs':>8}{'core-h':>11}{'work':>9}{'peak MiB/job':>14}  largest job (min)"]

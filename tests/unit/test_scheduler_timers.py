@@ -101,9 +101,17 @@ def test_one_pending_timer_wakes_the_loop_once_then_can_be_started_again():
     assert _wakes(s, 0.3) == 1 and _wakes(other, 0.0) == 1
 
 
-def test_another_snakemake_version_is_refused(monkeypatch):
-    monkeypatch.setattr(scheduler_timers, "SNAKEMAKE_VERSION", "0.0")
-    with pytest.raises(HeadgeomError, match="written for 0.0"):
+def test_another_snakemake_version_warns_and_a_missing_method_is_refused(monkeypatch):
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    from headgeom.patches import PinnedVersionWarning
+
+    monkeypatch.setattr(scheduler_timers, "PINNED", {"snakemake": "0.0"})
+    monkeypatch.setattr(JobScheduler, "_schedule_reevalutation", JobScheduler._schedule_reevalutation)
+    with pytest.warns(PinnedVersionWarning, match=r"written for snakemake 0\.0; .* is installed"):
+        assert scheduler_timers.install() is True
+    monkeypatch.delattr(JobScheduler, "_schedule_reevalutation")
+    with pytest.raises(HeadgeomError, match="has no _schedule_reevalutation"):
         scheduler_timers.install()
 
 

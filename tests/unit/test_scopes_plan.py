@@ -35,7 +35,7 @@ def test_qwen25_7b_reading_and_cross_nulls_no_writing_nulls_no_paper1():
     assert not any(r.startswith("paper1") for m, r in by if m == Q7)
     # the instruct twin: writing-space pairs only
     assert {r for m, r in by if m == Q7I} == {"pk_layer"} and by[(Q7I, "pk_layer")] == 28
-    assert "within nulls rotation/reassign on QK at layers 0-27, n = 30" in p["models"][Q7]["scope"]
+    assert "within nulls rotation/reassign on QK at layers 0-27, n = 30" in p["models"][Q7]["design"]
 
 
 def test_plan_cli_unscoped_prices_the_full_suite_the_paper_could_not_afford(capsys):

@@ -70,7 +70,7 @@ def test_plan_lists_the_same_jobs_with_the_same_resources(paper_design):
     assert planned.keys() == dry.keys()
     for o, j in planned.items():
         assert (j.rule, j.mem_mb, j.runtime) == (dry[o]["rule"], dry[o]["mem_mb"], dry[o]["runtime"]), o
-    assert "at layers 46, n = 3; no cross nulls" in p["models"][Q3]["scope"]
+    assert "at layers 46, n = 3; no cross nulls" in p["models"][Q3]["design"]
 
 
 def test_qwen3_null_job_draws_writing_spaces_only_three_samples(paper_design, snakemake_bin, root):

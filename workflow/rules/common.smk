@@ -60,7 +60,7 @@ def family_shards(name, models=None, scoped=True):
     (headgeom.schedule.designs; ``scoped=False``: the global design, every layer, whatever the
     scope says); layer counts come from the fetched manifests.
     """
-    cfg = config if scoped else scopes.global_design(config)
+    cfg = config if scoped else designs.global_design(config)
 
     def inner(wildcards):
         paths = []

@@ -6,7 +6,7 @@ def block_samples(which):
     count adds blocks and leaves the finished ones untouched."""
 
     def inner(wildcards):
-        return scopes.samples(
+        return designs.samples(
             which, config, wildcards.model, int(wildcards.block), _layer(wildcards)
         )
 
@@ -16,7 +16,7 @@ def block_samples(which):
 def _pairs():
     """Declared base/instruct pairs (models[x].pair = y) with both sides active and running
     the PK stage (headgeom.schedule.designs)."""
-    pk_models = scopes.stage_models(config, ACTIVE, "pk")
+    pk_models = designs.stage_models(config, ACTIVE, "pk")
     return sorted(
         {
             tuple(sorted((m, config["models"][m]["pair"])))
