@@ -27,7 +27,7 @@ from headgeom.io.files import current_umask, sha256_file, write_json
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
 from headgeom.io.texts import load_corpus, make_windows, text_summary
-from headgeom.jobs.common import shard_provenance, with_keys
+from headgeom.jobs.common import shard_provenance, store_dir, with_keys
 
 META = "headgeom"
 FORWARD_SUMMARY = "forward.json"
@@ -408,3 +408,14 @@ def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print)
 
 __all__ = ["forward_job", "windows_job", "natural_return_job", "read_paths_job", "read_layer", "layer_file", "keep_reader_terms",
            "reuse_columns"]
+
+
+# ------------------------------------------------------------------ entry points (the registry's ``run``)
+
+
+def run_activation_natural_return(inputs, outputs, wildcards, params, log):
+    natural_return_job(store_dir(inputs), inputs["acts"], int(wildcards["layer"]), outputs["shard"], params, log=log)
+
+
+def run_activation_read_paths(inputs, outputs, wildcards, params, log):
+    read_paths_job(store_dir(inputs), inputs["acts"], int(wildcards["layer"]), outputs["shard"], params, log=log)

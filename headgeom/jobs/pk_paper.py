@@ -1,5 +1,8 @@
 """The PK paper's per-layer jobs: pk, pk_cross, pk_null_within, pk_null_cross (run through the
-shard-family registry, headgeom.schedule.families); they hold no math."""
+shard-family registry, headgeom.schedule.families). They hold no math (headgeom.methods.overlap)
+and no cost figures: what they add is reading a layer, writing its shard, and the bounded caches
+that keep a layer's spaces, bases and factors across pairs and samples, each within its memory
+budget (``*_CACHE_MB`` in headgeom.schedule.costs, where the cost model prices them)."""
 
 from __future__ import annotations
 
@@ -11,8 +14,9 @@ from headgeom.core.backend import backend_from
 from headgeom.core.provenance import code_version
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
-from headgeom.jobs.common import shard_provenance, with_keys
+from headgeom.jobs.common import shard_provenance, store_dir, with_keys
 from headgeom.jobs.logs import progress_of
+from headgeom.schedule import costs
 
 
 def _self_overlap_rows(f, spaces, model: str, layer: int, n_perm: int) -> dict:
@@ -76,9 +80,6 @@ def pk_job(store_dir, layer: int, out, params: dict, out_self=None, log=print) -
     log(f"[pk {model} L{layer}] {len(cols['pk'])} pairs, {time.perf_counter() - t0:.2f}s")
 
 
-READER_CACHE_MB = 256  # pk_cross: reader layers' spaces kept in memory up to this size, the rest recomputed
-
-
 class _BoundedMemo:
     """Key -> value computed once and kept while the kept values fit in ``budget_mb``; a value
     that does not fit is recomputed on each use (the same bits), so memory stays bounded."""
@@ -121,7 +122,7 @@ def pk_cross_rows(layer_factors, model: str, n_layers: int, segments, params: di
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
     keys = ("layer_r", "kind", "head_w", "head_r", "pk", "rho", "min_angle_deg", "weighted", "dim_w", "dim_r", "lambda_min_S")
     blocks, lams = [], {}
-    readers = _BoundedMemo(READER_CACHE_MB)  # a reader layer's spaces, computed once for all its writers
+    readers = _BoundedMemo(costs.READER_CACHE_MB)  # a reader layer's spaces, computed once for all its writers
     for w, r0, r1 in segments:
         Xw, Bw, rw = layer_spaces(layer_factors(w), ("O",), rtol)["O"]
         lam = lams[w] = lambda_min_S(Bw)
@@ -176,9 +177,6 @@ def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) 
         + ", ".join(f"lambda_min(S)[{w}]={v:.3g}" for w, v in lams.items()) + f", {time.perf_counter() - t0:.2f}s")
 
 
-WRITER_CACHE_MB = 256  # pk_null_cross: writer bases kept in memory up to this size, the rest spilled to $TMPDIR
-
-
 class _SpillingCache:
     """Key -> (bases, ranks), in memory up to ``budget_mb`` and in .npy files beyond it, so a
     job's resident memory does not grow with the number of layers it holds. A spilled value
@@ -228,8 +226,6 @@ class _SpillingCache:
         return (np.asarray(np.load(path, mmap_mode="r", allow_pickle=False)), *rest)
 
 
-PREPARED_CACHE_MB = 256  # pk_null_cross: the null models' per-layer preparations (LQ factors) kept across samples
-FACTOR_CACHE_MB = 256  # pk_null_cross: stacked layer factors kept across samples (each read and checked once)
 
 
 class _Factors:
@@ -416,15 +412,15 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     else:
         groups = [[lr] for lr in sorted(writers_of)]
 
-    prepared = _Prepared(PREPARED_CACHE_MB)  # per (kind, layer): what its draws of every sample share
+    prepared = _Prepared(costs.PREPARED_CACHE_MB)  # per (kind, layer): what its draws of every sample share
 
     def spaces(X, rng, key):  # one draw's (bases, ranks)
         return orthonormal_bases(null_factors(X, null, rng, precision, bk, prepared, key), rtol, bk)
 
-    factors = _Factors(store, FACTOR_CACHE_MB)  # per (kind, layer): its stacked factors, read once for every sample
+    factors = _Factors(store, costs.FACTOR_CACHE_MB)  # per (kind, layer): its stacked factors, read once for every sample
     rows: dict = {}
     buffers: dict = {}  # projector_gram's slab buffers, reused by every call of the same size
-    with _SpillingCache(WRITER_CACHE_MB) as writers:
+    with _SpillingCache(costs.WRITER_CACHE_MB) as writers:
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
                 writers.clear()
@@ -473,3 +469,24 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     write_shard(out, cols, prov)
     log(f"[pk_null_cross {model}] samples {samples[0]}..{samples[-1]}, {len(segments)} segments, "
         f"{time.perf_counter() - t0:.2f}s")
+
+
+# ------------------------------------------------------------------ entry points (the registry's ``run``)
+
+
+def run_pk_layer(inputs, outputs, wildcards, params, log):
+    pk_job(store_dir(inputs), int(wildcards["layer"]), outputs["pairs"], params, out_self=outputs["self_overlap"], log=log)
+
+
+def run_pk_cross(inputs, outputs, wildcards, params, log):
+    segments = params.get("pairs")  # a part of the layer-pair list (headgeom.schedule.fanout)
+    layer = None if segments else int(wildcards["layer"])
+    pk_cross_job(store_dir(inputs), layer, outputs["shard"], params, segments=segments, log=log)
+
+
+def run_pk_null_within(inputs, outputs, wildcards, params, log):
+    pk_null_within_job(store_dir(inputs), int(wildcards["layer"]), params["samples"], outputs["shard"], params, log=log)
+
+
+def run_pk_null_cross(inputs, outputs, wildcards, params, log):
+    pk_null_cross_job(store_dir(inputs), params["samples"], outputs["shard"], params, segments=params["pairs"], log=log)

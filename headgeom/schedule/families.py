@@ -51,7 +51,7 @@ class ShardFamily:
 @dataclass(frozen=True)
 class Job:
     name: str  # the rule name
-    run: Callable  # run(inputs, outputs, wildcards, params, log): the job itself
+    run: Callable | str  # run(inputs, outputs, wildcards, params, log): the job itself, or "module:function"
     outputs: dict  # output key -> (family name, grain)
     params: dict  # param name -> config dpath (passed with lookup(); only what the job reads)
     cost_model: Callable  # cost_model(job, manifest path or fields, config, wildcards) -> {"mem_mb", "runtime"}
@@ -81,6 +81,13 @@ class Job:
     def __post_init__(self):
         object.__setattr__(self, "families", tuple(ShardFamily(f, self.name, k, s) for k, (f, s) in self.outputs.items()))
 
+    def runner(self) -> Callable:
+        """The job's function (``run``, imported where it is given as "module:function")."""
+        if callable(self.run):
+            return self.run
+        module, _, name = self.run.partition(":")
+        return getattr(importlib.import_module(module), name)
+
     def cost(self, manifest, config, wildcards=None) -> dict:
         """mem_mb and runtime (minutes) of one job (manifest: a path or the model's fields)."""
         return self.cost_model(self, manifest, config, wildcards)
@@ -102,61 +109,8 @@ class Step:
 
 
 # ------------------------------------------------------------------ job entry points
-
-
-def _store(inputs) -> Path:
-    return Path(inputs["manifest"]).parent
-
-
-def run_pk_layer(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.pk_paper import pk_job
-
-    pk_job(_store(inputs), int(wildcards["layer"]), outputs["pairs"], params, out_self=outputs["self_overlap"], log=log)
-
-
-def run_pk_cross(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.pk_paper import pk_cross_job
-
-    segments = params.get("pairs")  # a part of the layer-pair list (headgeom.schedule.fanout)
-    layer = None if segments else int(wildcards["layer"])
-    pk_cross_job(_store(inputs), layer, outputs["shard"], params, segments=segments, log=log)
-
-
-def run_pk_null_within(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.pk_paper import pk_null_within_job
-
-    pk_null_within_job(_store(inputs), int(wildcards["layer"]), params["samples"], outputs["shard"], params, log=log)
-
-
-def run_pk_null_cross(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.pk_paper import pk_null_cross_job
-
-    pk_null_cross_job(_store(inputs), params["samples"], outputs["shard"], params, segments=params["pairs"], log=log)
-
-
-def run_paper1_heads(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.paper1 import heads_job
-
-    heads_job(_store(inputs), int(wildcards["layer"]), outputs["heads"], outputs["pairs"], params, log=log)
-
-
-def run_paper1_capacity(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.paper1 import capacity_job
-
-    capacity_job(_store(inputs), Path(inputs["final_manifest"]).parent, int(wildcards["layer"]), outputs["shard"],
-                 params, log=log)
-
-
-def run_activation_natural_return(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.activation import natural_return_job
-
-    natural_return_job(_store(inputs), inputs["acts"], int(wildcards["layer"]), outputs["shard"], params, log=log)
-
-
-def run_activation_read_paths(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.activation import read_paths_job
-
-    read_paths_job(_store(inputs), inputs["acts"], int(wildcards["layer"]), outputs["shard"], params, log=log)
+# A job's ``run`` is "module:function", imported when the job runs (the entry points live in
+# headgeom.jobs, which reads the cost models here; the registry names them without importing them).
 
 
 # ------------------------------------------------------------------ cost models
@@ -293,7 +247,7 @@ JOBS = {
     j.name: j
     for j in (
         Job(
-            "pk_layer", run_pk_layer,
+            "pk_layer", "headgeom.jobs.pk_paper:run_pk_layer",
             outputs={"pairs": ("pk", "layer"), "self_overlap": ("pk_self", "layer")},
             params={"kinds": "pk/kinds", "rank_rtol": "rank_rtol", "self_permutations": "pk/self_permutations"},
             cost_model=_pk_cost(costs.pk_layer),
@@ -302,7 +256,7 @@ JOBS = {
             stage="pk", when=lambda pk: bool(pk["kinds"]), layers=("layers", None),
         ),
         Job(
-            "pk_cross_layer", run_pk_cross,
+            "pk_cross_layer", "headgeom.jobs.pk_paper:run_pk_cross",
             outputs={"shard": ("pk_cross", "part")},
             params={"cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol"},
             cost_model=_pk_cost(costs.pk_cross_layer),
@@ -313,7 +267,7 @@ JOBS = {
             pair_seconds=lambda fields, config: costs.pk_cross_pair_seconds(fields),
         ),
         Job(
-            "pk_null_within", run_pk_null_within,
+            "pk_null_within", "headgeom.jobs.pk_paper:run_pk_null_within",
             outputs={"shard": ("pk_null_within", "layer_block")},
             params={"types": "pk/nulls/types", "kinds": "pk/nulls/within_kinds", "rank_rtol": "rank_rtol",
                     "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
@@ -325,7 +279,7 @@ JOBS = {
             stage="pk", when=_any_within_nulls, layers=("nulls/within_layers", _within_nulls),
         ),
         Job(
-            "pk_null_cross", run_pk_null_cross,
+            "pk_null_cross", "headgeom.jobs.pk_paper:run_pk_null_cross",
             outputs={"shard": ("pk_null_cross", "block_part")},
             params={"types": "pk/nulls/types", "cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol",
                     "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
@@ -340,7 +294,7 @@ JOBS = {
             part_seconds=_null_part_seconds,
         ),
         Job(
-            "paper1_heads", run_paper1_heads,
+            "paper1_heads", "headgeom.jobs.paper1:run_paper1_heads",
             outputs={"heads": ("paper1_heads", "layer"), "pairs": ("paper1_pairs", "layer")},
             params={"identity_rtol": "closure/identity_rtol", "rank_rtol": "rank_rtol",
                     "scramble_draws": "paper1/scramble_draws", "haar_draws": "paper1/haar_draws",
@@ -351,7 +305,7 @@ JOBS = {
             stage="paper1",
         ),
         Job(
-            "paper1_capacity", run_paper1_capacity,
+            "paper1_capacity", "headgeom.jobs.paper1:run_paper1_capacity",
             outputs={"shard": ("paper1_capacity", "layer")},
             params={"rank_rtol": "rank_rtol", "strong_threshold": "tables/strong_threshold",
                     "scramble_draws": "paper1/scramble_draws", "sv_rtol": "paper1/sv_rtol",
@@ -367,7 +321,7 @@ JOBS = {
         # activation stage (docs/methods.md §3; headgeom.jobs.activation, headgeom.methods.natural_return, headgeom.methods.read_paths): per-layer analysis of the forward pass's
         # activations (the forward job itself is workflow/rules/activation.smk's activation_forward)
         Job(
-            "activation_natural_return", run_activation_natural_return,
+            "activation_natural_return", "headgeom.jobs.activation:run_activation_natural_return",
             outputs={"shard": ("activation_natural_return", "layer")},
             params={"endpoint": "activation/paper1/endpoint"},
             cost_model=_activation_cost("natural_return"),
@@ -377,7 +331,7 @@ JOBS = {
             activations="paper1",
         ),
         Job(
-            "activation_read_paths", run_activation_read_paths,
+            "activation_read_paths", "headgeom.jobs.activation:run_activation_read_paths",
             outputs={"shard": ("activation_read_paths", "layer")},
             params={"kinds": "activation/read_paths/kinds", "eps_exact": "activation/read_paths/eps_exact",
                     "write_point": "activation/read_paths/write_point", "rank_rtol": "rank_rtol"},
@@ -489,7 +443,7 @@ def family_of(path: str) -> ShardFamily:
 
 def run_job(name: str, inputs: dict, outputs: dict, wildcards: dict, params: dict, log=print) -> None:
     """Run job ``name`` (what workflow/scripts/job.py and ``headgeom audit`` call)."""
-    JOBS[name].run(inputs, outputs, wildcards, params, log)
+    JOBS[name].runner()(inputs, outputs, wildcards, params, log)
 
 
 # plugin modules (HEADGEOM_PLUGINS=mod[,mod...]): each registers its jobs when imported; the

@@ -1,4 +1,5 @@
-"""The import graph of headgeom/ has no cycle, and headgeom.outputs never imports headgeom.verify.
+"""The import graph of headgeom/ has no cycle, every package imports only its own or lower layers
+(LAYERS), and headgeom.outputs never imports headgeom.verify.
 
 Every module is parsed with ``ast``; every import counts, function-local ones included. A cycle
 between modules, or between packages (``headgeom.X`` as a whole: headgeom/X/ or headgeom/X.py),
@@ -101,6 +102,31 @@ def test_no_import_cycle_between_packages():
         pa = package_of(a)
         pg.setdefault(pa, set()).update(package_of(b) for b in targets if package_of(b) != pa)
     assert cycles(pg) == []
+
+
+# headgeom's packages (headgeom/X/ or headgeom/X.py), lowest layer first; a package imports only
+# packages of its own or a lower layer. A new package is slotted in here (the test fails until it is).
+LAYERS = (
+    ("headgeom", "headgeom.core", "headgeom.layout"),  # errors, config checks, paths
+    ("headgeom.architectures", "headgeom.methods", "headgeom.patches"),  # declarations, math, 3rd-party patches
+    ("headgeom.adapters",),  # checkpoint layouts -> per-head factors
+    ("headgeom.io",),  # fetch, stores, shards, forward passes
+    ("headgeom.schedule",),  # shard-family registry, designs, fan-out, cost models
+    ("headgeom.jobs", "headgeom.outputs"),  # job entry points; tables and figures
+    ("headgeom.targets",),  # what a run builds
+    ("headgeom.tools",),  # plan, check, timings, efficiency
+    ("headgeom.verify",),  # audit, claims, integrity
+    ("headgeom.api", "headgeom.cli"),  # entry points for people
+)
+
+
+def test_every_package_imports_only_its_own_or_lower_layers():
+    layer = {p: i for i, ps in enumerate(LAYERS) for p in ps}
+    g = graph()
+    assert {package_of(m) for m in g} <= set(layer), sorted({package_of(m) for m in g} - set(layer))
+    up = sorted((a, b) for a, targets in g.items() for b in targets
+                if layer[package_of(b)] > layer[package_of(a)])
+    assert not up, up
 
 
 def test_outputs_never_import_verify():

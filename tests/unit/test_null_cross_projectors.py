@@ -122,6 +122,7 @@ def test_projectors_pay_by_counted_flops_and_bytes():
 def test_null_cross_job_gives_the_same_rows_by_either_path(tmp_path, monkeypatch, by_projectors):
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs.pk_paper import pk_null_cross_job
+    from headgeom.schedule import costs
     from synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=3)
@@ -152,7 +153,6 @@ def test_null_cross_grouped_products_are_the_per_layer_pair_products_bit_for_bit
     per-pair products), with every layer in one call, and with the writers spilled to disk (read back
     memory-mapped), the shard is the same bit for bit, for the whole pair list and for a fan-out part
     that starts mid-model."""
-    import headgeom.jobs.pk_paper as jobs_pk
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs.pk_paper import pk_null_cross_job
     from synth import write_llama
@@ -166,7 +166,7 @@ def test_null_cross_grouped_products_are_the_per_layer_pair_products_bit_for_bit
         shards = {}
         for name, (side_mb, cache_mb) in budgets.items():
             monkeypatch.setattr(overlap, "NULL_CROSS_SIDE_MB", side_mb)
-            monkeypatch.setattr(jobs_pk, "WRITER_CACHE_MB", cache_mb)
+            monkeypatch.setattr(costs, "WRITER_CACHE_MB", cache_mb)
             out = tmp_path / f"{name}-{segments is None}.parquet"
             pk_null_cross_job(tmp_path / "store", [0, 1], out, p, segments=segments, log=lambda *_: None)
             shards[name] = read_shard(out)[0].to_pydict()
