@@ -122,7 +122,6 @@ def test_projectors_pay_by_counted_flops_and_bytes():
 def test_null_cross_job_gives_the_same_rows_by_either_path(tmp_path, monkeypatch, by_projectors):
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs.pk_paper import pk_null_cross_job
-    from headgeom.schedule import costs
     from synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=3)
@@ -155,6 +154,7 @@ def test_null_cross_grouped_products_are_the_per_layer_pair_products_bit_for_bit
     that starts mid-model."""
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs.pk_paper import pk_null_cross_job
+    from headgeom.schedule import costs
     from synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=5)
