@@ -150,7 +150,7 @@ def _config(out: Path, ckpt: Path, ceiling: float) -> Path:
                            "notes": "bench/fullwidth.py: random weights, Qwen2.5-7B's attention shapes"}},
         "active_models": [MODEL],
         "activation": {"enabled": False},
-        "scopes": {MODEL: {"stages": ["pk", "paper1"]}},
+        "designs": {MODEL: {"stages": ["pk", "paper1"]}},
         "fanout": {"max_job_minutes": ceiling},
     }
     path = out / "bench-config.yaml"

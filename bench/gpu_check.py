@@ -5,7 +5,7 @@ Qwen3-235B layer shapes, each checked against numpy on the same inputs, with FLO
 device's measured GEMM rate. The cross-layer null pairs by both routes (stacked-basis blocks and
 projector Grams, methods.pk.projector_gram's slabs as torch GEMMs) in FP64, checked against numpy,
 and in FP32 and TF32 with their error against FP64; from the device's measured rates, the projected
-one-GPU time of the full (global_design) Qwen3-235B cross-layer null suite.
+one-GPU time of the full (global) Qwen3-235B cross-layer null suite.
 
     python bench/gpu_check.py [--device cuda|cpu] [--reps N] [--tiny]
 

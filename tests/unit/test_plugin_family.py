@@ -37,7 +37,7 @@ def test_plugin_job_is_registered_scheduled_and_planned(tmp_path):
 
     # a stage the model's scope turns off drops the plugin's jobs, as it drops the built-in ones
     cfg.write_text(json.dumps({"models": {"m": {"source": "local", "path": "x", "shape": SHAPE}}, "active_models": ["m"],
-                               "scopes": {"m": {"stages": ["pk"]}}}))
+                               "designs": {"m": {"stages": ["pk"]}}}))
     r = subprocess.run([sys.executable, "-c", code, str(cfg), json.dumps(SHAPE)], env=plugin_env(),
                        capture_output=True, text=True, check=True)
     assert json.loads(r.stdout)["wc"] == []

@@ -28,7 +28,7 @@ def test_outputs_of_a_stage_that_does_not_run_are_not_targets():
     assert act and targets.output_models(off)["activation"] == []
     assert all(p in targets.all_targets(on) for o in act for p in o.paths().values())
     assert not any(p in targets.all_targets(off) for o in act for p in o.paths().values())
-    pk_off = load_config(overrides={"scopes": {m: {"stages": ["paper1"]} for m in on["active_models"]}})
+    pk_off = load_config(overrides={"designs": {m: {"stages": ["paper1"]} for m in on["active_models"]}})
     pk = [o for o in OUTPUTS.values() if o.paper == "PK paper" and o.builder_models == "active"]
     assert pk and not any(o.paths()["prov"] in targets.all_targets(pk_off) for o in pk)
     assert targets.built_tables(pk_off) < targets.built_tables(on)

@@ -119,8 +119,8 @@ def test_no_scope_is_the_global_design():
     n_blk = -(-nulls["within_samples"] // nulls["samples_per_job"])
     assert len(designs.job_wildcards("pk_null_within", config, m, fields)) == 3 * n_blk
     # a model-entry scope and the top-level scopes merge; later wins
-    config = P.load_config(overrides={"models": {m: {"scope": {"pk": {"nulls": {"within_samples": 1, "types": ["rotation"]}}}}},
-                                      "scopes": {m: {"pk": {"nulls": {"within_samples": 2}}}}})
+    config = P.load_config(overrides={"models": {m: {"design": {"pk": {"nulls": {"within_samples": 1, "types": ["rotation"]}}}}},
+                                      "designs": {m: {"pk": {"nulls": {"within_samples": 2}}}}})
     n = designs.model_config(config, m)["pk"]["nulls"]
     assert (n["within_samples"], n["types"]) == (2, ["rotation"])
 
@@ -134,7 +134,7 @@ def test_by_layer_null_settings_reach_the_jobs(tmp_path, snakemake_bin, root):
     write_llama(tmp_path / "ck", n_layers=3, d_model=24, n_heads=4, n_kv=2, d_head=6, closed=())
     cfg = {"models": {"m": {"source": "local", "path": str(tmp_path / "ck")}}, "active_models": ["m"],
            "activation": {"enabled": False},
-           "scopes": {"m": {"stages": ["pk"], "pk": {"cross_kinds": [], "nulls": {
+           "designs": {"m": {"stages": ["pk"], "pk": {"cross_kinds": [], "nulls": {
                "within_kinds": ["Q", "K"], "within_samples": 2, "samples_per_job": 2,
                "by_layer": [{"layers": ["1-2"], "within_kinds": ["O"], "within_samples": 3, "samples_per_job": 3},
                             {"layers": [2], "within_samples": 0}]}}}}}
