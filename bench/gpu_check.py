@@ -3,7 +3,7 @@
 closure's Gram GEMMs (Backend.matmul; closure_layer itself has no torch path) at the Qwen2.5-7B and
 Qwen3-235B layer shapes, each checked against numpy on the same inputs, with FLOP rates against the
 device's measured GEMM rate. The cross-layer null pairs by both routes (stacked-basis blocks and
-projector Grams, methods.pk.projector_gram's slabs as torch GEMMs) in FP64, checked against numpy,
+projector Grams, methods.overlap.projector_gram's slabs as torch GEMMs) in FP64, checked against numpy,
 and in FP32 and TF32 with their error against FP64; from the device's measured rates, the projected
 one-GPU time of the full (global) Qwen3-235B cross-layer null suite.
 
@@ -70,7 +70,7 @@ def gemm_rate(be, n, reps, dtype="float64"):
 
 
 def torch_projector_gram(be, W, R, dtype: str):
-    """methods.pk.projector_gram on the device: each slab of both sides packed by one batched GEMM
+    """methods.overlap.projector_gram on the device: each slab of both sides packed by one batched GEMM
     (writers' weights as in pack_slab), one GEMM per slab in ``dtype`` (float64, float32, or tf32:
     float32 with TF32 matmuls), summed in float64."""
     from headgeom.methods.overlap import projector_slabs
@@ -201,7 +201,7 @@ def main(argv=None) -> int:
         bad, per_pair = null_cross_routes(tb, nb, name, shape, a.reps, a.rtol, g, g32)
         fails += bad
         projection[name] = (shape, per_pair, draw_seconds(tb, shape, a.reps) if name == "qwen3-235b" else 0.0)
-    # the global_design Qwen3-235B cross-layer null suite on one device: every layer pair of 30 samples of
+    # the global Qwen3-235B cross-layer null suite on one device: every layer pair of 30 samples of
     # both nulls by the cheaper route (its FLOPs at the share of the GEMM rate measured at the largest
     # shape checked), and each layer's draws once per sample and null (measured at 235B shape only)
     name, (shape, shares, draw) = list(projection.items())[-1]

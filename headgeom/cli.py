@@ -338,8 +338,8 @@ def main(argv=None) -> int:
     p.add_argument("--cores", nargs="+", type=int, help="core counts to estimate wall-clock for")
     p.add_argument("--nodes", nargs="+", type=int, help="node counts (x --cores-per-node)")
     p.add_argument("--cores-per-node", type=int, default=64)
-    p.add_argument("--global_design", action="store_true",
-                   help="ignore the config's per-model scopes: the global design on every model and layer "
+    p.add_argument("--global-design", "--unscoped", dest="global_design", action="store_true",
+                   help="ignore the config's per-model designs: the global design on every model and layer "
                         "(e.g. the full null suite on every Qwen3-235B layer, which the PK paper could not afford)")
     p.set_defaults(func=_plan)
 

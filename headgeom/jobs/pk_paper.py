@@ -321,7 +321,7 @@ def heads_of_kind(fields, kind: str) -> int:
 
 
 def layer_groups(layers, per_call: int) -> list[list[int]]:
-    """Consecutive layers in groups of ``per_call`` (methods.pk.layers_per_call; at least one): the
+    """Consecutive layers in groups of ``per_call`` (methods.overlap.layers_per_call; at least one): the
     writer or reader layers of one projector_gram call."""
     per = max(1, int(per_call))
     return [list(layers[i:i + per]) for i in range(0, len(layers), per)]
@@ -368,9 +368,9 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     PREPARED_CACHE_MB); writer draws are made once per sample and kept, in memory up to
     WRITER_CACHE_MB and spilled to $TMPDIR beyond it (so peak memory does not grow with the layer
     count). Pairs come from projector Grams where the shape makes them cheaper
-    (methods.pk.projectors_pay, a cost model of FLOPs and bytes): reader layers in groups and writer
-    layers in chunks of methods.pk.layers_per_call (bases and slab buffers within
-    NULL_CROSS_SIDE_MB a side), one methods.pk.projector_gram per (group, chunk); from stacked-basis
+    (methods.overlap.projectors_pay, a cost model of FLOPs and bytes): reader layers in groups and writer
+    layers in chunks of methods.overlap.layers_per_call (bases and slab buffers within
+    NULL_CROSS_SIDE_MB a side), one methods.overlap.projector_gram per (group, chunk); from stacked-basis
     blocks otherwise (reader layers one at a time, each writer read once per reader layer). Rows
     come null, sample, reader, kind, writer: with every pair in one part they are the rows of the
     unsplit job, and any fan-out (or budget) gives the same row per pair, bit for bit."""

@@ -87,7 +87,7 @@ def null_cross_draw_seconds(manifest) -> tuple[float, float]:
 
 def null_cross_route_pair_seconds(manifest, precision: str = "float64") -> float:
     """Seconds of the head pairs of one writer->reader layer pair, per sample and null, by the route
-    the job takes (methods.pk.projectors_pay: FLOPs and bytes counted, at rates `make bench`
+    the job takes (methods.overlap.projectors_pay: FLOPs and bytes counted, at rates `make bench`
     measures against the GEMM rate; Q, K and V readers)."""
     from headgeom.methods.overlap import null_cross_route_seconds, projectors_pay
 
@@ -165,8 +165,8 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     (headgeom.schedule.fanout; default: all of them). Work: null_cross_part_seconds, its pairs by the
     job's route and its layers' draws, per sample and null. Memory: writer bases beyond
     WRITER_CACHE_MB are spilled to $TMPDIR (n_writers x 8 D H d bytes of disk); by blocks, readers one layer at a time; by projector Grams
-    (methods.pk.projectors_pay) each side of a call holds up to NULL_CROSS_SIDE_MB of bases and slab
-    rows (methods.pk.layers_per_call whole layers, at most the part's). The layers' factors and the
+    (methods.overlap.projectors_pay) each side of a call holds up to NULL_CROSS_SIDE_MB of bases and slab
+    rows (methods.overlap.layers_per_call whole layers, at most the part's). The layers' factors and the
     nulls' preparations are kept up to FACTOR_CACHE_MB and PREPARED_CACHE_MB. Measured peak RSS at
     Qwen2.5-7B shape (blocks, reassign null, K readers, bench/null_cross_rss.py): 739 MB with 6
     writer layers; the model keeps 2.5 layer-sizes for one layer's draws on top of the caches

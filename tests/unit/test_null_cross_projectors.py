@@ -1,4 +1,4 @@
-"""Cross-layer null pairs from packed projectors (methods.pk.packed_projectors / projector_pk)
+"""Cross-layer null pairs from packed projectors (methods.overlap.packed_projectors / projector_pk)
 against independent computations: principal angles (scipy: PK = sum cos^2), explicit D x D
 projector traces, and the stacked-basis blocks path, in the kernels and through the job."""
 

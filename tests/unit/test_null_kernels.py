@@ -286,7 +286,7 @@ def test_every_sampler_leaves_the_shared_layer_matrix_as_it_was(shape, backend):
 def test_rotation_draws_share_the_lq_factor_of_a_wide_layer_matrix(monkeypatch):
     """A wide S (n d > D): every rotation draw needs S's LQ factor. With ``prepared`` it is computed
     once per (null, precision, key) and every draw has the bits of an unprepared draw; a budgeted
-    store that declines to keep it (jobs.pk._Prepared) recomputes it, with the same bits."""
+    store that declines to keep it (jobs.pk_paper._Prepared) recomputes it, with the same bits."""
     from headgeom.core.seeds import rng_for
     from headgeom.jobs.pk_paper import _Prepared
     from headgeom.methods import nulls

@@ -39,7 +39,7 @@ def test_qwen25_7b_reading_and_cross_nulls_no_writing_nulls_no_paper1():
 
 
 def test_plan_cli_unscoped_prices_the_full_suite_the_paper_could_not_afford(capsys):
-    """`headgeom plan --global_design`: the global design on every Qwen3-235B layer (nulls on every layer
+    """`headgeom plan --global-design`: the global design on every Qwen3-235B layer (nulls on every layer
     with 30 samples, cross-layer pairs and nulls), beside the paper's scoped design."""
     from headgeom.cli import main
 
@@ -51,7 +51,7 @@ def test_plan_cli_unscoped_prices_the_full_suite_the_paper_could_not_afford(caps
         return int(line.split()[1])
 
     assert null_within_jobs() == 1
-    assert null_within_jobs("--global_design") == 94 * 3  # every layer, 30 samples in blocks of 10
+    assert null_within_jobs("--global-design") == 94 * 3  # every layer, 30 samples in blocks of 10
 
 
 def _unscoped_plan(models):
@@ -114,7 +114,7 @@ def test_cross_null_work_is_the_sum_of_its_parts_draws_and_pairs():
 def test_expected_work_meets_the_papers_budgets_with_one_cross_sample_a_job():
     """The cross-layer null parts redraw every layer they hold for each of their samples: with one
     sample a job (pk.nulls.cross_samples_per_job) the fan-out takes tiles large enough that the PK
-    paper's Qwen2.5-7B design expects <= 15 core-h of work and the global_design Qwen3-235B suite <= 800;
+    paper's Qwen2.5-7B design expects <= 15 core-h of work and the global Qwen3-235B suite <= 800;
     in blocks of samples_per_job (10) the 235B suite's draws alone would break that budget."""
     def work_h(p):
         return sum(j.expected_s for j in p["jobs"]) / 3600
