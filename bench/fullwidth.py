@@ -138,7 +138,7 @@ BLAS1 = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS":
 
 
 def _config(out: Path, ckpt: Path, ceiling: float) -> Path:
-    """The model under config/paper.yaml's design (its scope for qwen2.5-7b: Q and K within-layer
+    """The model under config/paper.yaml's design (its design for qwen2.5-7b: Q and K within-layer
     nulls, cross-layer nulls) and paper 1's per-layer jobs at that paper's settings, read from the
     local checkpoint; no activation stage (a 7B forward pass needs 28 GB); the fan-out
     ceiling lowered so that the cross-layer parts run in minutes (each part is still requested at

@@ -48,7 +48,7 @@ def output_models(config: dict) -> dict[str, list[str]]:
 
 
 def builder_models(out, config: dict) -> list[str]:
-    """The models an output's builder covers: the active models whose scope runs its paper's
+    """The models an output's builder covers: the active models whose design runs its paper's
     stage (headgeom.schedule.designs), or (activation, lineage outputs) the models of that kind."""
     if out.builder_models == "active":
         return designs.stage_models(config, config["active_models"], "pk" if out.paper == "PK paper" else "paper1")

@@ -383,13 +383,13 @@ def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
         try:
             nulls = (designs.model_config(config, model) if model else config)["pk"]["nulls"]
         except (ConfigError, KeyError, TypeError, ValueError) as e:
-            bad(f"config: the scope of {model!r}: {e}")
+            bad(f"config: the design of {model!r}: {e}")
             continue
-        where = f"the scope of {model!r}: " if model else ""
+        where = f"the design of {model!r}: " if model else ""
         for key, types in [("pk.nulls.types", nulls.get("types"))] + [
                 (f"pk.nulls.by_layer[{i}].types", e.get("types")) for i, e in enumerate(nulls.get("by_layer") or [])]:
             unknown = [t for t in types or [] if t not in NULL_MODELS]
-            if unknown and (key, tuple(unknown)) not in said:  # a scope repeating the global setting: once
+            if unknown and (key, tuple(unknown)) not in said:  # a design repeating the global setting: once
                 said.add((key, tuple(unknown)))
                 bad(f"config: {where}{key} names {unknown}, which are not null models (known: {sorted(NULL_MODELS)})")
     if out:

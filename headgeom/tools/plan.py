@@ -1,7 +1,7 @@
 """``headgeom plan``: what the per-layer jobs of a config will cost, before fetching weights.
 
 For every active model the plan lists the jobs the workflow generates from the shard-family
-registry (headgeom.schedule.families: same scopes, blocks and fan-out parts as
+registry (headgeom.schedule.families: same designs, blocks and fan-out parts as
 workflow/rules/common.smk) with the resources the rules request (each job's cost model, the
 same call the rules make), and estimates the wall-clock on N cores by list-scheduling the jobs
 longest first (every job takes one core; fetch, then the per-layer jobs, which are
@@ -74,7 +74,7 @@ def load_config(configfiles=(), overrides: dict | None = None) -> dict:
 
 def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
     """Every per-layer job of one model, as workflow/rules/common.smk generates them (the
-    model's scope included: headgeom.schedule.designs)."""
+    model's design included: headgeom.schedule.designs)."""
     out = []
     act = model in activation_models(config)
     for job in JOBS.values():

@@ -141,7 +141,7 @@ def config_md(schema_path: Path | None = None) -> str:
             if sub.get("type") == "object" and sub.get("properties"):
                 walk(sub, name + ".")
             elif sub.get("type") == "object" and isinstance(sub.get("additionalProperties"), dict) \
-                    and "$ref" in sub["additionalProperties"]:  # a map of named entries (scopes.<model>)
+                    and "$ref" in sub["additionalProperties"]:  # a map of named entries (designs.<model>)
                 walk(resolve(sub["additionalProperties"]), name + ".<model>.")
 
     walk(schema, "")

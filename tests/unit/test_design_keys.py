@@ -58,3 +58,13 @@ def test_new_key_wins_over_old():
     assert designs.design_of(cfg, "m") == {"stages": ["paper1"]}
     cfg = {"scopes": {"m": {"stages": ["pk"]}}, "designs": {"m": {"stages": ["paper1"]}}}
     assert designs.stages(cfg, "m") == ("paper1",)
+
+
+def test_the_schema_checks_a_design_under_either_key(paper):
+    from headgeom.core.errors import ConfigError
+
+    new, _ = paper
+    for key in ("designs", "scopes"):
+        cfg = {**new, key: {"gpt2-124m": {"stages": ["pk"], "bogus": 1}}}
+        with pytest.raises(ConfigError, match=rf"{key}\.gpt2-124m.*bogus"):
+            C.check_config(cfg, SCHEMA)

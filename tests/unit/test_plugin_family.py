@@ -35,7 +35,7 @@ def test_plugin_job_is_registered_scheduled_and_planned(tmp_path):
     assert row.split()[:5] == ["toy_wo_norm", "3", "0.2", "0.2", "600"], row
     assert "results/shards/toy_wo_norm/m/layer0.parquet" in row
 
-    # a stage the model's scope turns off drops the plugin's jobs, as it drops the built-in ones
+    # a stage the model's design turns off drops the plugin's jobs, as it drops the built-in ones
     cfg.write_text(json.dumps({"models": {"m": {"source": "local", "path": "x", "shape": SHAPE}}, "active_models": ["m"],
                                "designs": {"m": {"stages": ["pk"]}}}))
     r = subprocess.run([sys.executable, "-c", code, str(cfg), json.dumps(SHAPE)], env=plugin_env(),

@@ -10,7 +10,7 @@ windows so that each model has one forward pass) with small settings, and one
 ``snakemake --keep-going`` builds every table (so every shard of every model and stage), the
 claims ledger, the choice sensitivity and the summary; not the figures, which draw a panel per
 model and would add minutes. Then, per family and stage: every shard the
-model's scope schedules exists and is non-empty, the natural-return and read-path columns are
+model's design schedules exists and is non-empty, the natural-return and read-path columns are
 finite where they are defined (NaN only with the flag that says so; never one constant value
 across heads), and the claims and summary steps ran.
 

@@ -74,7 +74,7 @@ def test_plan_lists_the_same_jobs_with_the_same_resources(paper_design):
 
 
 def test_qwen3_null_job_draws_writing_spaces_only_three_samples(paper_design, snakemake_bin, root):
-    """The one null job runs with the scope's params: kind O, samples 0..2, both null types;
+    """The one null job runs with the design's params: kind O, samples 0..2, both null types;
     Table 4 then has the paper's Qwen3 row (1 condition, 3 samples per null)."""
     from headgeom.io.shards import read_shard
 

@@ -54,13 +54,13 @@ def model_fields(model):
         return json.load(fh)["fields"]
 
 
-def family_shards(name, models=None, scoped=True):
+def family_shards(name, models=None, by_design=True):
     """Input function: every shard of one family (headgeom.schedule.families) for the models
-    (default: the active ones), model by model, as each model's scope schedules them
-    (headgeom.schedule.designs; ``scoped=False``: the global design, every layer, whatever the
+    (default: the active ones), model by model, as each model's design schedules them
+    (headgeom.schedule.designs; ``by_design=False``: the global design, every layer, whatever the
     scope says); layer counts come from the fetched manifests.
     """
-    cfg = config if scoped else designs.global_design(config)
+    cfg = config if by_design else designs.global_design(config)
 
     def inner(wildcards):
         paths = []
@@ -154,9 +154,9 @@ def JOB_INPUTS(job):
 
 def JOB_PARAMS(job):
     """The config values the job reads (and nothing else: editing another key reruns nothing);
-    ``pk/...`` keys as the model's scope resolves them (headgeom.schedule.designs)."""
+    ``pk/...`` keys as the model's design resolves them (headgeom.schedule.designs)."""
     params = {
-        k: scoped_param(d) if d.startswith("pk/") else lookup(dpath=d, within=config)
+        k: design_param(d) if d.startswith("pk/") else lookup(dpath=d, within=config)
         for k, d in job.params.items()
     }
     if job.blocks:
@@ -175,8 +175,8 @@ def _layer(wildcards):
     return int(wildcards.layer) if "layer" in wildcards.keys() else None
 
 
-def scoped_param(dpath):
-    """A ``pk/...`` config value as the job's model sees it (its scope; the global value
+def design_param(dpath):
+    """A ``pk/...`` config value as the job's model sees it (its design; the global value
     when the model has none)."""
 
     def inner(wildcards):

@@ -13,11 +13,11 @@ for _out in OUTPUTS.values():
             f"{_out.kind}_{_out.name}"
         input:
             **{
-                # the activation outputs read closure shards of every layer, whatever a scope says
+                # the activation outputs read closure shards of every layer, whatever a design says
                 fam: family_shards(
                     fam,
                     OUTPUT_MODELS[_out.shard_models],
-                    scoped=_out.shard_models != "activation",
+                    by_design=_out.shard_models != "activation",
                 )
                 for fam in _out.families
             },

@@ -2,7 +2,7 @@
 
 
 def block_samples(which):
-    """A block's sample indices are its params (from the model's scope): growing the sample
+    """A block's sample indices are its params (from the model's design): growing the sample
     count adds blocks and leaves the finished ones untouched."""
 
     def inner(wildcards):
