@@ -7,6 +7,8 @@ replaces are still there; it refuses (HeadgeomError) only where they are gone.
   slurm_arrays       snakemake-executor-plugin-slurm: array jobs that never hold a ready job back
                      and keep each task's own resource request
   scheduler_timers   snakemake: at most one pending re-evaluation timer in the job scheduler
+  forcerun           snakemake: --forcerun targets added from inside the Snakefile (headgeom verify's
+                     damaged shards rebuilt in the run)
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ def _rebuild_damaged_shards():
     (headgeom.verify.integrity; one line each). Only the main process checks (not --lint).
     """
     if workflow.is_main_process and "--lint" not in sys.argv:
-        from headgeom.verify.integrity import force_rebuild, shards_to_rebuild
+        from headgeom.patches.forcerun import force_rebuild
+        from headgeom.verify.integrity import shards_to_rebuild
 
         say = lambda line: print(line, file=sys.stderr)
         force_rebuild(workflow, shards_to_rebuild(".", say=say))
