@@ -298,7 +298,7 @@ class GGUFArch:
     is ``[q | k | v]`` (``concat``: Falcon's groups and BLOOM's per-head interleave are reordered,
     GPT-2's Conv1D transposed)."""
 
-    family: str  # a ARCHITECTURES key: norm type and offset, q/k and post norms
+    architecture: str  # an ARCHITECTURES key: norm type and offset, q/k and post norms
     permute_qk: bool = False  # Q/K rows permuted within each head (interleaved RoPE pairs): undone on read
     split: str | None = None  # a fused attn_qkv and its layout as written
     #: whose norm offset (+1) the converter added to the stored weights ("Gemma"); "" for none
@@ -353,7 +353,7 @@ def gguf_architecture(arch: str) -> Architecture:
     if arch not in GGUF_ARCHS:
         raise UnknownArchitectureError(
             f"unknown GGUF architecture {arch!r}; supported: {', '.join(sorted(GGUF_ARCHS))}")
-    return ARCHITECTURES[GGUF_ARCHS[arch].family]
+    return ARCHITECTURES[GGUF_ARCHS[arch].architecture]
 
 
 def architecture_for(config: dict, architecture: str | None = None) -> Architecture:
@@ -488,10 +488,10 @@ def coverage_md() -> str:
         if g.permute_qk:
             how.append("Q/K rows permuted per head (undone)")
         if g.norm_offset_stored:
-            how.append(f"norm weights stored with {g.norm_offset_stored}'s +{ARCHITECTURES[g.family].norm_offset:g}")
+            how.append(f"norm weights stored with {g.norm_offset_stored}'s +{ARCHITECTURES[g.architecture].norm_offset:g}")
         if g.notes:
             how.append(g.notes)
-        lines.append(f"| `{a}` | gguf-{a} | {g.family} | {'; '.join(how)} |")
+        lines.append(f"| `{a}` | gguf-{a} | {g.architecture} | {'; '.join(how)} |")
     lines += ["", "Refused with the reason: " + "; ".join(f"`{k}` ({v})" for k, v in sorted(REFUSED.items())) + ".",
               "GGUF refused: " + "; ".join(f"`{k}` ({v})" for k, v in sorted(GGUF_REFUSED.items())) + ".",
               "", COVERAGE_END]

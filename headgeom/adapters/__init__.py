@@ -37,7 +37,7 @@ def _forced(architecture: str, fmt: str) -> Adapter | None:
         from headgeom.architectures import BY_MODEL_TYPE
 
         fam = BY_MODEL_TYPE.get(architecture, architecture)
-        return next((a for a in ADAPTERS.values() if a.fmt == fmt and a.family.name == fam), None)
+        return next((a for a in ADAPTERS.values() if a.fmt == fmt and a.architecture.name == fam), None)
     return None
 
 
@@ -85,7 +85,7 @@ def _verified(a: Adapter, config: dict) -> Adapter:
 
         from .oracle import verify
 
-        verify(a.family.resolve(config_view(config)), config)
+        verify(a.architecture.resolve(config_view(config)), config)
     return a
 
 

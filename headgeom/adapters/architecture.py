@@ -15,7 +15,7 @@ from .base import Adapter, ArchFields, detect_prefix, present
 
 class ArchitectureAdapter(Adapter):
     def __init__(self, family: Architecture):
-        self.family = family
+        self.architecture = family
         self.name = family.name
         self.model_types = family.model_types
         # the checkpoint prefix is what precedes the layers path (``model.``, ``bert.``, ``transformer.``);
@@ -32,19 +32,19 @@ class ArchitectureAdapter(Adapter):
 
     def fields(self, config, keys):
         c = config_view(config)
-        fam = self.family.resolve(c)
+        fam = self.architecture.resolve(c)
         keys = list(keys)
         first = fam.qkv or fam.q
         prefix = detect_prefix(keys, f"{self._layers}.0.{first}.")
         # a config-dependent layout is recorded (the manifest then says which one it read); a fixed one is not
-        layout = _layout_key(fam) if self.family.variant is not None else ""
+        layout = _layout_key(fam) if self.architecture.variant is not None else ""
         return ArchFields(adapter=self.name, norm_type=fam.norm_type, norm_position="post" if fam.post_ln else "pre",
                           prefix=prefix, layout=layout, **fam.shapes(c))
 
     def resolved(self, f: ArchFields) -> Architecture:
-        if self.family.variant is None:
-            return self.family
-        for v in _variants(self.family):
+        if self.architecture.variant is None:
+            return self.architecture
+        for v in _variants(self.architecture):
             if _layout_key(v) == f.layout:
                 return v
         raise ValueError(f"{self.name}: unknown layout {f.layout!r} in the manifest")

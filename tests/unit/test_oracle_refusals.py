@@ -171,4 +171,4 @@ def test_full_size_configs_are_checked_and_pass(config):
     from headgeom.architectures import architecture_for
 
     assert oracle.verdict(architecture_for(config), config)["ok"] is True
-    assert adapter_for(config).family.name == architecture_for(config).name
+    assert adapter_for(config).architecture.name == architecture_for(config).name
