@@ -1,4 +1,4 @@
-"""Scoped designs (issue 13 item 1): `--configfile config/models.yaml config/paper.yaml` schedules
+"""Per-model designs (issue 13 item 1): `--configfile config/models.yaml config/paper.yaml` schedules
 exactly each paper's design. Small synthetic checkpoints stand in for Qwen3-235B-A22B (writing
 spaces of every layer, nulls on writing spaces at layer 46 only, 3 samples, nothing else null, no
 cross-layer comparison) and Qwen2.5-7B (O/Q/K/V pairs, Q and K within-layer nulls at every layer,
