@@ -138,7 +138,7 @@ BLAS1 = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS":
 
 
 def _config(out: Path, ckpt: Path, ceiling: float) -> Path:
-    """The model under config/paper.yaml's design (its scope for qwen2.5-7b: Q and K within-layer
+    """The model under config/paper.yaml's design (its design for qwen2.5-7b: Q and K within-layer
     nulls, cross-layer nulls) and paper 1's per-layer jobs at that paper's settings, read from the
     local checkpoint; no activation stage (a 7B forward pass needs 28 GB); the fan-out
     ceiling lowered so that the cross-layer parts run in minutes (each part is still requested at
@@ -150,7 +150,7 @@ def _config(out: Path, ckpt: Path, ceiling: float) -> Path:
                            "notes": "bench/fullwidth.py: random weights, Qwen2.5-7B's attention shapes"}},
         "active_models": [MODEL],
         "activation": {"enabled": False},
-        "scopes": {MODEL: {"stages": ["pk", "paper1"]}},
+        "designs": {MODEL: {"stages": ["pk", "paper1"]}},
         "fanout": {"max_job_minutes": ceiling},
     }
     path = out / "bench-config.yaml"
@@ -248,8 +248,8 @@ def run_one(work: Path, cfg: Path, target: str, rule: str, period: float = 0.2) 
 def _chosen(requests: dict, kinds, fields: dict, config: dict) -> list[tuple[str, dict]]:
     """One job of each per-layer kind (layer 0, block 0); of a fanned-out kind (block 0) the part
     that reads the most layers (its memory) and the one with the fewest layer pairs."""
-    from headgeom.jobs import fanout
-    from headgeom.jobs.families import JOBS
+    from headgeom.schedule import fanout
+    from headgeom.schedule.families import JOBS
 
     out = []
     for kind in kinds:
@@ -286,7 +286,7 @@ def bounds(m: dict, floor: int) -> str:
 
 
 def run(out: Path, ckpt: Path, kinds, ceiling: float, result: Path) -> list[dict]:
-    from headgeom.jobs.costs import MIN_RUNTIME
+    from headgeom.schedule.costs import MIN_RUNTIME
 
     work = out / ("run" if ckpt.name == "ckpt" else f"run-{ckpt.name}")
     work.mkdir(parents=True, exist_ok=True)
@@ -298,9 +298,10 @@ def run(out: Path, ckpt: Path, kinds, ceiling: float, result: Path) -> list[dict
         rows.append({"job": "fetch", "output": manifest, **req, **run_one(work, cfg, manifest, "fetch")})
         print(_line(rows[-1], MIN_RUNTIME), flush=True)
     requests = _requests(work, cfg)
-    from headgeom.jobs import plan, scopes
+    from headgeom.tools import plan
+    from headgeom.schedule import designs
 
-    config = scopes.model_config(plan.load_config([ROOT / "config/paper.yaml", cfg]), MODEL)
+    config = designs.model_config(plan.load_config([ROOT / "config/paper.yaml", cfg]), MODEL)
     fields = json.loads((work / manifest).read_text())["fields"]
     for o, j in _chosen(requests, [k for k in kinds if k != "fetch"], fields, config):
         rows.append({"job": j["rule"], "output": o, **{k: j[k] for k in ("mem_mb", "runtime", "pairs", "layers_read")

@@ -12,7 +12,7 @@ import resource
 import sys
 import time
 
-from headgeom.jobs import pk as jobs
+from headgeom.jobs import pk_paper as jobs
 
 store, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 p = {"rank_rtol": 1e-6, "cross_kinds": ["K"], "types": ["reassign"]}

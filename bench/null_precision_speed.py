@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from headgeom.core.seeds import rng_for  # noqa: E402
 from headgeom.methods.nulls import null_factors  # noqa: E402
-from headgeom.methods.pk import factor_stack, orthonormal_bases, pk_within  # noqa: E402
+from headgeom.methods.overlap import factor_stack, orthonormal_bases, pk_within  # noqa: E402
 from tools import baselines as hb  # noqa: E402
 
 f = hb.synthetic_layer(**hb.QWEN25_7B, seed=200)

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from headgeom.core.seeds import rng_for  # noqa: E402
 from headgeom.io.store import TensorStore  # noqa: E402
 from headgeom.methods import nulls as N  # noqa: E402
-from headgeom.methods import pk  # noqa: E402
+from headgeom.methods import overlap  # noqa: E402
 
 
 def previous(S, rng, mm):
@@ -36,11 +36,11 @@ def main(store_dir: str, layer: int, samples: int = 6) -> None:
     store = TensorStore(store_dir)
     model = store.manifest["model"]
     f = store.layer_factors(layer)
-    iso = pk.isotropic_rho(f.d_head, f.d_model)
+    iso = overlap.isotropic_rho(f.d_head, f.d_model)
     np_mm = lambda a, b: a @ b  # noqa: E731
     t_mm = lambda a, b: (torch.from_numpy(np.ascontiguousarray(a)) @ torch.from_numpy(np.ascontiguousarray(b))).numpy()  # noqa: E731
     for kind in ("O", "Q", "K", "V"):
-        X = pk.factor_stack(f, kind)
+        X = overlap.factor_stack(f, kind)
         if X.shape[0] < 2:
             continue
         for s in range(samples):
@@ -50,8 +50,8 @@ def main(store_dir: str, layer: int, samples: int = 6) -> None:
             for name, Xn in (("prev", N.unstack(previous(N.stack(X), rng(), np_mm), X.shape[0])),
                              ("prev_mkl", N.unstack(previous(N.stack(X), rng(), t_mm), X.shape[0])),
                              ("new", N.null_factors(X, "rotation", rng()))):
-                r = pk.pk_within(*pk.orthonormal_bases(Xn))
-                st[name] = pk.layer_stats(r["rho"], r["min_angle_deg"], iso)
+                r = overlap.pk_within(*overlap.orthonormal_bases(Xn))
+                st[name] = overlap.layer_stats(r["rho"], r["min_angle_deg"], iso)
 
             def rel(a, k):
                 return abs(st[a][k] - st["prev"][k]) / abs(st["prev"][k])

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))  # the tools package
 
 JOB = r"""
 import json, resource, sys, time
-from headgeom.jobs import pk as jobs
+from headgeom.jobs import pk_paper as jobs
 store, kind, out = sys.argv[1], sys.argv[2], sys.argv[3]
 p = {"rank_rtol": 1e-6, "kinds": ["O", "Q", "K", "V"], "cross_kinds": ["Q", "K", "V"],
      "types": ["rotation", "reassign"], "self_permutations": 10000}

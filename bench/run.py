@@ -197,7 +197,7 @@ def bench_closure(args) -> dict:
 def bench_pk(args) -> dict:
     import scipy.linalg
 
-    from headgeom.methods.pk import cross_blocks, cross_pairs, layer_spaces, stacked
+    from headgeom.methods.overlap import cross_blocks, cross_pairs, layer_spaces, stacked
 
     shape = hb.QWEN25_7B
     D, d, H, G, L = (shape[k] for k in ("d_model", "d_head", "n_heads", "n_kv", "n_layers"))
@@ -309,7 +309,7 @@ def bench_pk(args) -> dict:
 
 def bench_nulls(args) -> dict:
     from headgeom.methods.nulls import null_factors
-    from headgeom.methods.pk import factor_stack, orthonormal_bases, pk_within, stacked_heads
+    from headgeom.methods.overlap import factor_stack, orthonormal_bases, pk_within, stacked_heads
     from headgeom.core.seeds import rng_for
 
     out = {"what": "one within-layer null sample of a layer = null_factors + orthonormal_bases + pk_within for each "
@@ -411,7 +411,7 @@ def null_sample_flops(null: str, n: int, D: int, d: int, pairs: str = "within") 
 def bench_stages(args) -> dict:
     """Each heavy stage's FLOP rate over numpy matmul's, timed interleaved in this process."""
     from headgeom.methods.nulls import null_factors
-    from headgeom.methods.pk import cross_pairs, factor_stack, orthonormal_bases, pk_within, stacked, stacked_heads
+    from headgeom.methods.overlap import cross_pairs, factor_stack, orthonormal_bases, pk_within, stacked, stacked_heads
     from headgeom.core.seeds import rng_for
 
     s7, s235 = hb.QWEN25_7B, hb.QWEN3_235B
@@ -692,7 +692,7 @@ def _timed_run(cmd, env, work) -> dict:
     res = {"command": " ".join(cmd), "returncode": r.returncode, "wall_s": wall,
            "jobs": int(steps[-1][1]) if steps else None, "workdir": str(work)}
     try:
-        from headgeom.jobs.timings import render, timings
+        from headgeom.tools.timings import render, timings
 
         rows, runlog = timings(work)
         res["rules"] = rows
@@ -718,7 +718,7 @@ def capacity_rule(args, tensors=None) -> dict | None:
     cap) and after (paper.yaml's capacity settings as they are): SVD count, CPU time and Cap_hat of
     each, in one run. None without the layer's tensor store."""
     from headgeom.io.store import TensorStore
-    from headgeom.jobs.plan import load_config
+    from headgeom.tools.plan import load_config
     from headgeom.methods.paper1 import capacity_layer
 
     model, layer = CAPACITY_RULE_LAYER

@@ -87,10 +87,10 @@ class Model:
         return self._att.adapter.layer_factors(self._att.get, self.fields, layer)
 
     def params(self, job: str) -> dict:
-        """The params the pipeline passes job ``job`` (headgeom.jobs.families.JOBS) for this
+        """The params the pipeline passes job ``job`` (headgeom.schedule.families.JOBS) for this
         model: the config values its registry entry names."""
-        from headgeom.jobs.families import JOBS
-        from headgeom.jobs.scopes import lookup
+        from headgeom.schedule.families import JOBS
+        from headgeom.schedule.designs import lookup
 
         if job not in JOBS:
             raise HeadgeomError(f"no job {job!r} (known: {', '.join(JOBS)})")
@@ -98,7 +98,7 @@ class Model:
 
     def _params_of(self, family: str) -> dict:
         """The params of the job writing shard family ``family`` (the rows computed here are its)."""
-        from headgeom.jobs.families import family as _family
+        from headgeom.schedule.families import family as _family
 
         return self.params(_family(family).job)
 
@@ -119,14 +119,14 @@ class Model:
 
     def pk_within(self, layers=None, *, as_pandas: bool = False):
         """Per layer, every same-kind head pair (kinds ``pk.kinds``): the pk shard columns."""
-        from headgeom.jobs.pk import pk_rows
+        from headgeom.jobs.pk_paper import pk_rows
 
         p = self._params_of("pk")
         return self._table([pk_rows(self.factors(l), self.name, l, p)[0] for l in self._layers(layers)], as_pandas)
 
     def pk_self(self, layers=None, *, as_pandas: bool = False):
         """Per layer, the self-head overlap tests (``pk.self_permutations``): the pk_self shard columns."""
-        from headgeom.jobs.pk import pk_rows
+        from headgeom.jobs.pk_paper import pk_rows
 
         p = self._params_of("pk")
         return self._table([pk_rows(self.factors(l), self.name, l, p, self_overlap=True)[2]
@@ -136,7 +136,7 @@ class Model:
         """Writer heads (O) of layer ``writer`` against the reader heads (``pk.cross_kinds``) of
         layer ``reader``: the pk_cross shard columns (``layer`` is the writer). ``writer`` None:
         every writer layer; ``reader`` None: every layer after the writer."""
-        from headgeom.jobs.pk import pk_cross_rows
+        from headgeom.jobs.pk_paper import pk_cross_rows
 
         L = self.n_layers
         writers = range(L - 1) if writer is None else [self._layer(writer)]
@@ -213,8 +213,8 @@ def _default_name(entry: dict) -> str:
 def _config(config) -> dict:
     """config/config.yaml with ``config`` merged over it, checked against the schema."""
     from headgeom.core.config import check_config
-    from headgeom.jobs.plan import ROOT, load_config
-    from headgeom.jobs.scopes import merge
+    from headgeom.tools.plan import ROOT, load_config
+    from headgeom.schedule.designs import merge
 
     if not (ROOT / "config" / "config.yaml").exists():
         raise ConfigError(f"{ROOT / 'config' / 'config.yaml'} is missing: headgeom.api reads the pipeline's "

@@ -1,6 +1,6 @@
 """Architecture families: where each transformer family keeps its attention pieces (docs/methods.md §0).
 
-One ``Family`` per transformers ``model_type`` group says, in transformers' own module names
+One ``Architecture`` per transformers ``model_type`` group says, in transformers' own module names
 (relative to one decoder/encoder layer of the base model, ``AutoModel``):
 
   layers      path of the ModuleList of layers in the base model (``layers``, ``h``, ``decoder.layers``)
@@ -29,8 +29,8 @@ heads, d = d_head):
   codegen      (4, 3, H d / 4) in the order q, v, k      CodeGen (mp_num = 4)
 
 A family that a config selects by ``model_type`` can be forced with a model's ``architecture:``
-key (``family_for``). Config-dependent layouts (Falcon's three, BigCode's MQA switch, OPT's
-post-LN variant) are resolved by ``Family.resolve(config)``, which returns the family as that
+key (``architecture_for``). Config-dependent layouts (Falcon's three, BigCode's MQA switch, OPT's
+post-LN variant) are resolved by ``Architecture.resolve(config)``, which returns the family as that
 config builds it. This module is the single place that names architectures; the adapters
 (``headgeom.adapters``), the activation hooks and base/instruct read it. A safetensors family,
 named or derived, is used only once transformers' own attention module, as the checkpoint's config
@@ -50,7 +50,7 @@ SPLITS = ("concat", "per_head", "grouped", "codegen")
 
 
 @dataclass(frozen=True)
-class Family:
+class Architecture:
     name: str
     model_types: tuple[str, ...]
     layers: str = "layers"
@@ -86,7 +86,7 @@ class Family:
     variant: Callable[[dict], dict] | None = field(default=None, compare=False, repr=False)
     notes: str = ""
 
-    def resolve(self, config: dict) -> "Family":
+    def resolve(self, config: dict) -> "Architecture":
         """The family as ``config`` builds it (variant layouts applied)."""
         if self.variant is None:
             return self
@@ -194,62 +194,62 @@ _BERT = dict(layers="encoder.layer", attn="attention", q="attention.self.query",
 _GPT2_NAMES = dict(d_model_keys=("n_embd", "hidden_size"), heads_keys=("n_head", "num_attention_heads"),
                    layers_keys=("n_layer", "num_hidden_layers"), kv_keys=(), head_dim_keys=())
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (
+ARCHITECTURES: dict[str, Architecture] = {f.name: f for f in (
     # separate q/k/v/o projections, RMSNorm input_layernorm: the llama layout
-    Family("llama", ("llama", "mistral")),
-    Family("mixtral", ("mixtral",), moe=True),
-    Family("gemma3", ("gemma3_text", "gemma3", "gemma2", "gemma"), norm_offset=1.0, qk_norm="per_head",
+    Architecture("llama", ("llama", "mistral")),
+    Architecture("mixtral", ("mixtral",), moe=True),
+    Architecture("gemma3", ("gemma3_text", "gemma3", "gemma2", "gemma"), norm_offset=1.0, qk_norm="per_head",
            post_norm="post_attention_layernorm", post_norm_offset=1.0, variant=_gemma,
            notes="(1 + w) RMSNorms; Gemma-1 has no q/k or post norm, Gemma-2 no q/k norm"),
-    Family("qwen2", ("qwen2",)),
-    Family("qwen2_moe", ("qwen2_moe",), moe=True),
-    Family("qwen3", ("qwen3",), qk_norm="per_head"),
-    Family("qwen3_moe", ("qwen3_moe",), qk_norm="per_head", moe=True),
-    Family("smollm3", ("smollm3",)),
-    Family("granite", ("granite",), notes="scalar multipliers not folded"),
-    Family("granitemoe", ("granitemoe",), moe=True, notes="scalar multipliers not folded"),
-    Family("cohere", ("cohere", "cohere2"), parallel=True, variant=_cohere, **_LN,
+    Architecture("qwen2", ("qwen2",)),
+    Architecture("qwen2_moe", ("qwen2_moe",), moe=True),
+    Architecture("qwen3", ("qwen3",), qk_norm="per_head"),
+    Architecture("qwen3_moe", ("qwen3_moe",), qk_norm="per_head", moe=True),
+    Architecture("smollm3", ("smollm3",)),
+    Architecture("granite", ("granite",), notes="scalar multipliers not folded"),
+    Architecture("granitemoe", ("granitemoe",), moe=True, notes="scalar multipliers not folded"),
+    Architecture("cohere", ("cohere", "cohere2"), parallel=True, variant=_cohere, **_LN,
            notes="CohereLayerNorm: mean-centred, no bias"),
-    Family("olmo", ("olmo",), norm_weight=False, norm_eps=1e-5, **_LN,
+    Architecture("olmo", ("olmo",), norm_weight=False, norm_eps=1e-5, **_LN,
            notes="non-parametric LayerNorm (gain 1); OlmoLayerNorm calls layer_norm with eps=1e-5"),
-    Family("olmo2", ("olmo2",), norm=None, norm_type="none", post_norm="post_attention_layernorm",
+    Architecture("olmo2", ("olmo2",), norm=None, norm_type="none", post_norm="post_attention_layernorm",
            qk_norm="full", notes="no pre-attention norm; RMSNorm on the attention output"),
-    Family("olmoe", ("olmoe",), qk_norm="full", moe=True),
-    Family("phimoe", ("phimoe",), moe=True, **_LN),
-    Family("stablelm", ("stablelm",), variant=_stablelm, **_LN),
-    Family("starcoder2", ("starcoder2",), **_LN),
-    Family("gpt_oss", ("gpt_oss",), moe=True, notes="attention sinks (a per-head logit) not in the factors"),
-    Family("minimax_m2", ("minimax_m2",), qk_norm="full", moe=True),
-    Family("nemotron", ("nemotron",), norm_offset=1.0, **_LN, notes="LayerNorm1P: gain (1 + w)"),
-    Family("phi", ("phi",), o="self_attn.dense", parallel=True, **_LN),
-    Family("phi3", ("phi3",), q=None, k=None, v=None, qkv="self_attn.qkv_proj", split="concat"),
-    Family("opt", ("opt",), layers="decoder.layers", q="self_attn.q_proj", k="self_attn.k_proj",
+    Architecture("olmoe", ("olmoe",), qk_norm="full", moe=True),
+    Architecture("phimoe", ("phimoe",), moe=True, **_LN),
+    Architecture("stablelm", ("stablelm",), variant=_stablelm, **_LN),
+    Architecture("starcoder2", ("starcoder2",), **_LN),
+    Architecture("gpt_oss", ("gpt_oss",), moe=True, notes="attention sinks (a per-head logit) not in the factors"),
+    Architecture("minimax_m2", ("minimax_m2",), qk_norm="full", moe=True),
+    Architecture("nemotron", ("nemotron",), norm_offset=1.0, **_LN, notes="LayerNorm1P: gain (1 + w)"),
+    Architecture("phi", ("phi",), o="self_attn.dense", parallel=True, **_LN),
+    Architecture("phi3", ("phi3",), q=None, k=None, v=None, qkv="self_attn.qkv_proj", split="concat"),
+    Architecture("opt", ("opt",), layers="decoder.layers", q="self_attn.q_proj", k="self_attn.k_proj",
            v="self_attn.v_proj", o="self_attn.out_proj", norm="self_attn_layer_norm", variant=_opt,
            kv_keys=(), head_dim_keys=(), norm_eps=1e-5, notes="nn.LayerNorm with its default eps 1e-5", **_LN),
-    Family("gpt_neo", ("gpt_neo",), layers="h", attn="attn", q="attn.attention.q_proj", k="attn.attention.k_proj",
+    Architecture("gpt_neo", ("gpt_neo",), layers="h", attn="attn", q="attn.attention.q_proj", k="attn.attention.k_proj",
            v="attn.attention.v_proj", o="attn.attention.out_proj", norm="ln_1", kv_keys=(), head_dim_keys=(),
            heads_keys=("num_heads",), layers_keys=("num_layers",), **_LN),
-    Family("gptj", ("gptj",), layers="h", attn="attn", q="attn.q_proj", k="attn.k_proj", v="attn.v_proj",
+    Architecture("gptj", ("gptj",), layers="h", attn="attn", q="attn.q_proj", k="attn.k_proj", v="attn.v_proj",
            o="attn.out_proj", norm="ln_1", parallel=True, **{**_GPT2_NAMES, **_LN}),
-    Family("codegen", ("codegen",), layers="h", attn="attn", q=None, k=None, v=None, qkv="attn.qkv_proj",
+    Architecture("codegen", ("codegen",), layers="h", attn="attn", q=None, k=None, v=None, qkv="attn.qkv_proj",
            split="codegen", o="attn.out_proj", norm="ln_1", parallel=True, **{**_GPT2_NAMES, **_LN}),
-    Family("gpt2", ("gpt2",), layers="h", attn="attn", q=None, k=None, v=None, qkv="attn.c_attn", split="concat",
+    Architecture("gpt2", ("gpt2",), layers="h", attn="attn", q=None, k=None, v=None, qkv="attn.c_attn", split="concat",
            o="attn.c_proj", conv1d=True, norm="ln_1", **{**_GPT2_NAMES, **_LN}),
-    Family("gpt_bigcode", ("gpt_bigcode",), layers="h", attn="attn", q=None, k=None, v=None, qkv="attn.c_attn",
+    Architecture("gpt_bigcode", ("gpt_bigcode",), layers="h", attn="attn", q=None, k=None, v=None, qkv="attn.c_attn",
            o="attn.c_proj", norm="ln_1", variant=_bigcode, **{**_GPT2_NAMES, **_LN}),
-    Family("gpt_neox", ("gpt_neox",), attn="attention", q=None, k=None, v=None, qkv="attention.query_key_value",
+    Architecture("gpt_neox", ("gpt_neox",), attn="attention", q=None, k=None, v=None, qkv="attention.query_key_value",
            split="per_head", o="attention.dense", kv_keys=(), head_dim_keys=(), **_LN),
-    Family("bloom", ("bloom",), layers="h", attn="self_attention", q=None, k=None, v=None,
+    Architecture("bloom", ("bloom",), layers="h", attn="self_attention", q=None, k=None, v=None,
            qkv="self_attention.query_key_value", split="per_head", o="self_attention.dense",
            heads_keys=("n_head", "num_attention_heads"), layers_keys=("n_layer", "num_hidden_layers"),
            kv_keys=(), head_dim_keys=(), **_LN),
-    Family("falcon", ("falcon",), layers="h", attn="self_attention", q=None, k=None, v=None,
+    Architecture("falcon", ("falcon",), layers="h", attn="self_attention", q=None, k=None, v=None,
            qkv="self_attention.query_key_value", o="self_attention.dense", parallel=True, variant=_falcon,
            head_dim_keys=(), **_LN),
-    Family("mpt", ("mpt",), layers="blocks", attn="attn", q=None, k=None, v=None, qkv="attn.Wqkv", split="concat",
+    Architecture("mpt", ("mpt",), layers="blocks", attn="attn", q=None, k=None, v=None, qkv="attn.Wqkv", split="concat",
            o="attn.out_proj", norm="norm_1", d_model_keys=("d_model",), heads_keys=("n_heads",),
            layers_keys=("n_layers",), kv_keys=(), head_dim_keys=(), **_LN),
-    Family("bert", ("bert", "roberta"), **_BERT),
+    Architecture("bert", ("bert", "roberta"), **_BERT),
 )}
 
 # MQA layouts whose KV-head count is not a config key
@@ -263,7 +263,7 @@ def config_view(config: dict) -> dict:
 
 
 #: model_type -> family name
-BY_MODEL_TYPE = {mt: f.name for f in FAMILIES.values() for mt in f.model_types}
+BY_MODEL_TYPE = {mt: f.name for f in ARCHITECTURES.values() for mt in f.model_types}
 
 #: the family whose layout a derived type is read with (and whose cuts size its oracle instance)
 DERIVED_LAYOUT = "llama"
@@ -298,7 +298,7 @@ class GGUFArch:
     is ``[q | k | v]`` (``concat``: Falcon's groups and BLOOM's per-head interleave are reordered,
     GPT-2's Conv1D transposed)."""
 
-    family: str  # a FAMILIES key: norm type and offset, q/k and post norms
+    architecture: str  # an ARCHITECTURES key: norm type and offset, q/k and post norms
     permute_qk: bool = False  # Q/K rows permuted within each head (interleaved RoPE pairs): undone on read
     split: str | None = None  # a fused attn_qkv and its layout as written
     #: whose norm offset (+1) the converter added to the stored weights ("Gemma"); "" for none
@@ -345,7 +345,7 @@ GGUF_REFUSED = {
 }
 
 
-def gguf_family(arch: str) -> Family:
+def gguf_architecture(arch: str) -> Architecture:
     """The family of a GGUF ``general.architecture`` (or its adapter name ``gguf-<arch>``)."""
     arch = arch.removeprefix("gguf-")
     if arch in GGUF_REFUSED:
@@ -353,19 +353,19 @@ def gguf_family(arch: str) -> Family:
     if arch not in GGUF_ARCHS:
         raise UnknownArchitectureError(
             f"unknown GGUF architecture {arch!r}; supported: {', '.join(sorted(GGUF_ARCHS))}")
-    return FAMILIES[GGUF_ARCHS[arch].family]
+    return ARCHITECTURES[GGUF_ARCHS[arch].architecture]
 
 
-def family_for(config: dict, architecture: str | None = None) -> Family:
+def architecture_for(config: dict, architecture: str | None = None) -> Architecture:
     """The family of an HF config dict (by ``model_type``), resolved for that config; a given
     ``architecture`` (a model's ``architecture:`` key) forces the family, and must exist."""
     if architecture is not None:
-        fam = FAMILIES.get(architecture) or FAMILIES.get(BY_MODEL_TYPE.get(architecture, ""))
+        fam = ARCHITECTURES.get(architecture) or ARCHITECTURES.get(BY_MODEL_TYPE.get(architecture, ""))
         if fam is None and architecture.startswith("gguf-") and architecture[5:] in GGUF_ARCHS:
-            fam = gguf_family(architecture)
+            fam = gguf_architecture(architecture)
         if fam is None:
             raise UnknownArchitectureError(
-                f"architecture {architecture!r} is not a known family; known: {', '.join(sorted(FAMILIES))}")
+                f"architecture {architecture!r} is not a known family; known: {', '.join(sorted(ARCHITECTURES))}")
         return fam.resolve(config_view(config))
     mt = config.get("model_type")
     if mt in REFUSED:
@@ -373,10 +373,10 @@ def family_for(config: dict, architecture: str | None = None) -> Family:
     name = BY_MODEL_TYPE.get(mt)
     if name is None:
         return derive(config_view(config))
-    return FAMILIES[name].resolve(config_view(config))
+    return ARCHITECTURES[name].resolve(config_view(config))
 
 
-def hook_map(fam: Family) -> dict:
+def hook_map(fam: Architecture) -> dict:
     """Module paths the activation stage hooks, relative to one layer of the base model:
     o (its input is z), attn (its first output is the attention block's output), q/k/v or qkv
     (weight check), norm (pre-attention; None: post-LN or none) with what it computes (norm_type,
@@ -393,7 +393,7 @@ def hook_map(fam: Family) -> dict:
 _GGUF_EPS = ("attention.layer_norm_rms_epsilon", "attention.layer_norm_epsilon")
 
 
-def config_eps(config: dict, fam: Family | None = None) -> float | None:
+def config_eps(config: dict, fam: Architecture | None = None) -> float | None:
     """The pre-attention norm's epsilon a checkpoint's config declares (an HF config dict with its
     family ``fam``, or GGUF metadata, as a tensor store's manifest records it); the family's code
     constant where its norm has one (OLMo); None when the family has no pre-attention norm or the
@@ -416,7 +416,7 @@ def config_eps(config: dict, fam: Family | None = None) -> float | None:
 
 def o_proj_names() -> tuple[str, ...]:
     """Output-projection module names of every family (plus GGUF's ``attn_output``)."""
-    return tuple(sorted({f.o for f in FAMILIES.values()} | {"attn_output"}))
+    return tuple(sorted({f.o for f in ARCHITECTURES.values()} | {"attn_output"}))
 
 
 # ---- the coverage table of docs/models.md (generated; `headgeom docs --check`) ------------------
@@ -424,7 +424,7 @@ COVERAGE_BEGIN = "<!-- begin generated by `headgeom docs` from headgeom/architec
 COVERAGE_END = "<!-- end generated -->"
 
 
-def _layout(f: Family) -> str:
+def _layout(f: Architecture) -> str:
     if f.qkv:
         rule = f.split or "config-dependent (concat / per_head / grouped)"
         if f.name == "falcon":
@@ -435,7 +435,7 @@ def _layout(f: Family) -> str:
     return "separate q/k/v"
 
 
-def _folded(f: Family) -> str:
+def _folded(f: Architecture) -> str:
     if f.norm is None:
         return "nothing (post-LN)" if f.post_ln else "nothing (no pre-attention norm)"
     s = {"layernorm": "LayerNorm: P_c, gain", "rmsnorm": "RMSNorm gain"}[f.norm_type]
@@ -449,12 +449,12 @@ def _folded(f: Family) -> str:
 
 
 def coverage_md() -> str:
-    """Family x stage x verified, from FAMILIES (tests/unit/test_architectures_oracle.py runs the
+    """Family x stage x verified, from ARCHITECTURES (tests/unit/test_architectures_oracle.py runs the
     forward-pass oracle on every model_type listed here)."""
     lines = [COVERAGE_BEGIN, "",
              "| family | model_type | layout | folded into reading spaces | other | weight stages | activation | "
              "verified by the forward-pass oracle |", "|---|---|---|---|---|---|---|---|"]
-    for f in sorted(FAMILIES.values(), key=lambda f: f.name):
+    for f in sorted(ARCHITECTURES.values(), key=lambda f: f.name):
         other = ", ".join(x for x in (
             f.qk_norm and f"q/k norm ({f.qk_norm})", f.post_norm and f"post-attention norm `{f.post_norm}`",
             f.parallel and "parallel attention", f.moe and "MoE", f.variant and f.name in ("stablelm", "cohere")
@@ -488,10 +488,10 @@ def coverage_md() -> str:
         if g.permute_qk:
             how.append("Q/K rows permuted per head (undone)")
         if g.norm_offset_stored:
-            how.append(f"norm weights stored with {g.norm_offset_stored}'s +{FAMILIES[g.family].norm_offset:g}")
+            how.append(f"norm weights stored with {g.norm_offset_stored}'s +{ARCHITECTURES[g.architecture].norm_offset:g}")
         if g.notes:
             how.append(g.notes)
-        lines.append(f"| `{a}` | gguf-{a} | {g.family} | {'; '.join(how)} |")
+        lines.append(f"| `{a}` | gguf-{a} | {g.architecture} | {'; '.join(how)} |")
     lines += ["", "Refused with the reason: " + "; ".join(f"`{k}` ({v})" for k, v in sorted(REFUSED.items())) + ".",
               "GGUF refused: " + "; ".join(f"`{k}` ({v})" for k, v in sorted(GGUF_REFUSED.items())) + ".",
               "", COVERAGE_END]
@@ -508,7 +508,7 @@ def with_coverage(text: str) -> str:
 
 def preflight(model: str, entry: dict) -> str | None:
     """One console line when a configured model's architecture is known not to be supported
-    (headgeom.jobs.preflight checks the whole run when the workflow loads; this is the architecture
+    (headgeom.tools.check checks the whole run when the workflow loads; this is the architecture
     alone): a forced ``architecture:`` that names no
     family, or a local checkpoint whose ``config.json`` has an unsupported ``model_type``.
     None when nothing is known to be wrong (hub and package models are checked at fetch)."""
@@ -526,23 +526,23 @@ def preflight(model: str, entry: dict) -> str | None:
                 return None  # the fetch reports an unreadable config with its own message
     if arch is None and model_type is None:
         return None
-    if arch is not None and (arch in FAMILIES or arch in BY_MODEL_TYPE or (arch.startswith("gguf-") and arch[5:] in GGUF_ARCHS)):
+    if arch is not None and (arch in ARCHITECTURES or arch in BY_MODEL_TYPE or (arch.startswith("gguf-") and arch[5:] in GGUF_ARCHS)):
         return None
     try:
-        family_for({"model_type": model_type}, arch)
+        architecture_for({"model_type": model_type}, arch)
     except UnknownArchitectureError as e:
         where = f"architecture: {arch!r}" if arch is not None else f"model_type {model_type!r}"
         return (f"headgeom: model {model!r} ({where}) cannot run the weight-space or activation stages: {e}")
     return None
 
 
-def derive(config: dict) -> Family:
-    """A family for a ``model_type`` not in FAMILIES, read from transformers' own modules: the
+def derive(config: dict) -> Architecture:
+    """A family for a ``model_type`` not in ARCHITECTURES, read from transformers' own modules: the
     model skeleton is built from the config on the meta device (no weights, no remote code) and
     accepted when a layer has the llama layout (``self_attn.{q,k,v,o}_proj`` and an
     ``input_layernorm`` whose class is an RMSNorm or LayerNorm); the norm's ``(1 + w)`` form is
     read from its forward's source. Anything else is refused with what was found. This reads the
-    structure only: ``headgeom.adapters.oracle.derived_family`` (what ``adapter_for`` calls) accepts
+    structure only: ``headgeom.adapters.oracle.derived_architecture`` (what ``adapter_for`` calls) accepts
     the family only when transformers' own module reproduces it on a tiny random instance."""
     import inspect
 
@@ -568,7 +568,7 @@ def derive(config: dict) -> Family:
     if missing:
         raise UnknownArchitectureError(
             f"architecture {mt!r} is not in headgeom.architectures and its layers lack the llama layout "
-            f"({', '.join(missing)} not found); it needs a Family entry")
+            f"({', '.join(missing)} not found); it needs a Architecture entry")
     norm = _getattr(layer, "input_layernorm")
     cls = type(norm).__name__
     if "RMSNorm" in cls:
@@ -586,7 +586,7 @@ def derive(config: dict) -> Family:
     qk = "per_head" if _has(attn, "q_norm") else None
     post = "post_attention_layernorm" if _has(layer, "post_feedforward_layernorm") and _has(
         layer, "pre_feedforward_layernorm") else None
-    return Family(mt, (mt,), layers=layers, norm_type=norm_type, norm_offset=offset, qk_norm=qk, post_norm=post,
+    return Architecture(mt, (mt,), layers=layers, norm_type=norm_type, norm_offset=offset, qk_norm=qk, post_norm=post,
                   notes=f"derived from transformers' {type(layer).__name__} ({cls})")
 
 

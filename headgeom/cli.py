@@ -116,7 +116,7 @@ def _diff(args) -> int:
 
 def _timings(args) -> int:
     from headgeom.core.errors import TimingsError
-    from headgeom.jobs.timings import render, timings
+    from headgeom.tools.timings import render, timings
 
     try:
         rows, log = timings(args.directory, args.log)
@@ -178,15 +178,15 @@ def _summary(args) -> int:
 
 def _plan(args) -> int:
     from headgeom.core.errors import HeadgeomError
-    from headgeom.jobs import plan as P
+    from headgeom.tools import plan as P
 
     try:
         shapes = dict(s.split("=", 1) for s in args.shape or [])
         cfg = P.load_config(args.configfile or [])
-        if args.unscoped:
-            from headgeom.jobs.scopes import unscoped
+        if args.global_design:
+            from headgeom.schedule.designs import global_design
 
-            cfg = unscoped(cfg)
+            cfg = global_design(cfg)
         from headgeom.verify.sensitivity import planned_jobs
 
         p = P.plan(cfg, args.directory, shapes, args.models, more_jobs=planned_jobs)
@@ -202,8 +202,8 @@ def _plan(args) -> int:
 
 def _costs(args) -> int:
     from headgeom.core.errors import HeadgeomError
-    from headgeom.jobs import efficiency
-    from headgeom.jobs.plan import load_config
+    from headgeom.tools import efficiency
+    from headgeom.tools.plan import load_config
 
     try:
         res = efficiency.compare(args.report, args.directory, load_config(args.configfile or []))
@@ -215,14 +215,14 @@ def _costs(args) -> int:
 
 
 def _check(args) -> int:
-    """The check the workflow runs when it loads (headgeom.jobs.preflight.check: the config
+    """The check the workflow runs when it loads (headgeom.tools.check.check: the config
     against the schema and the registries, and the inputs): exit 0 when nothing is wrong, 2 with
     one line per problem."""
     import os
 
     from headgeom.core.cliguard import not_a_config_file
     from headgeom.core.errors import HeadgeomError
-    from headgeom.jobs.preflight import check, load, report
+    from headgeom.tools.check import check, load, report
 
     files = [str(Path(f).absolute()) for f in args.configfile or []]
     bad = [ln for ln in map(not_a_config_file, args.configfile or []) if ln]
@@ -344,8 +344,8 @@ def main(argv=None) -> int:
     p.add_argument("--cores", nargs="+", type=int, help="core counts to estimate wall-clock for")
     p.add_argument("--nodes", nargs="+", type=int, help="node counts (x --cores-per-node)")
     p.add_argument("--cores-per-node", type=int, default=64)
-    p.add_argument("--unscoped", action="store_true",
-                   help="ignore the config's per-model scopes: the global design on every model and layer "
+    p.add_argument("--global-design", "--unscoped", dest="global_design", action="store_true",
+                   help="ignore the config's per-model designs: the global design on every model and layer "
                         "(e.g. the full null suite on every Qwen3-235B layer, which the PK paper could not afford)")
     p.set_defaults(func=_plan)
 
@@ -391,7 +391,7 @@ def main(argv=None) -> int:
                        description="Read the Snakemake log of a run (default: the latest under .snakemake/log) "
                                    "and each job's log, and print per rule the jobs, their summed and mean wall "
                                    "time, the job functions' own time (work) and the rest (start-up), as a "
-                                   "Markdown table (headgeom/jobs/timings.py).")
+                                   "Markdown table (headgeom/tools/timings.py).")
     t.add_argument("-d", "--directory", default=".", help="work directory of the run")
     t.add_argument("--log", help="a Snakemake run log (default: the latest in DIR/.snakemake/log)")
     t.set_defaults(func=_timings)

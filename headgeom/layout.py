@@ -14,7 +14,7 @@ TENSORS = f"{TENSORS_DIR}/tensors.safetensors"
 # the forward pass's per-layer activations of one model, corpus and window shape
 ACTIVATIONS = "results/activations/{model}/{corpus}/{nwin}x{win}"
 
-# shards of a family (headgeom.jobs.families), one pattern per scope
+# shards of a family (headgeom.schedule.families), one pattern per grain (headgeom.schedule.families.GRAINS)
 SHARDS_ROOT = "results/shards"
 SHARD = {
     "layer": "layer{layer}.parquet",
@@ -57,9 +57,9 @@ def tensors(model: str) -> str:
     return TENSORS.format(model=model)
 
 
-def shard(family: str, scope: str) -> str:
-    """A family's shard pattern (wildcards: model and the scope's)."""
-    return f"{SHARDS_ROOT}/{family}/{{model}}/{SHARD[scope]}"
+def shard(family: str, grain: str) -> str:
+    """A family's shard pattern (wildcards: model and the grain's)."""
+    return f"{SHARDS_ROOT}/{family}/{{model}}/{SHARD[grain]}"
 
 
 def activations(model: str, corpus: str, n_windows, window) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from headgeom import layout
 from headgeom.core.errors import ConfigError
-from headgeom.jobs import scopes
-from headgeom.jobs.families import activation_models
-from headgeom.jobs.preflight import shared_lineage_members
+from headgeom.schedule import designs
+from headgeom.schedule.families import activation_models
+from headgeom.core.config import shared_lineage_members
 from headgeom.outputs import OUTPUTS
 
 # the tables the claims rules write themselves (workflow/rules/claims.smk, sensitivity.smk), in build order
@@ -47,10 +47,10 @@ def output_models(config: dict) -> dict[str, list[str]]:
 
 
 def builder_models(out, config: dict) -> list[str]:
-    """The models an output's builder covers: the active models whose scope runs its paper's
-    stage (headgeom.jobs.scopes), or (activation, lineage outputs) the models of that kind."""
+    """The models an output's builder covers: the active models whose design runs its paper's
+    stage (headgeom.schedule.designs), or (activation, lineage outputs) the models of that kind."""
     if out.builder_models == "active":
-        return scopes.stage_models(config, config["active_models"], "pk" if out.paper == "PK paper" else "paper1")
+        return designs.stage_models(config, config["active_models"], "pk" if out.paper == "PK paper" else "paper1")
     return output_models(config)[out.builder_models]
 
 

@@ -277,7 +277,7 @@ def rho_from_angles(theta: np.ndarray, dim: int) -> float:
 
 def random_bases(n: int, D: int, d: int, seed: int, dtype=np.float64) -> np.ndarray:
     """n orthonormal bases of random d-dim subspaces of R^D, as heads of one stacked matrix."""
-    from headgeom.methods.pk import orthonormal_bases
+    from headgeom.methods.overlap import orthonormal_bases
 
     X = np.random.default_rng(seed).standard_normal((n, D, d))
     B, _ = orthonormal_bases(X)

@@ -120,9 +120,9 @@ def tiny_config(shape: Shape, vocab: int):
     d_model = H·8 / ratio."""
     import transformers
 
-    from headgeom.architectures import BY_MODEL_TYPE, FAMILIES
+    from headgeom.architectures import BY_MODEL_TYPE, ARCHITECTURES
 
-    fam = FAMILIES[BY_MODEL_TYPE[shape.model_type]]
+    fam = ARCHITECTURES[BY_MODEL_TYPE[shape.model_type]]
     d_model = round(shape.heads * D_HEAD / shape.ratio)
     kw = dict(vocab_size=vocab, max_position_embeddings=1024, n_positions=1024, intermediate_size=32, n_inner=32,
               pad_token_id=None, bos_token_id=1, eos_token_id=None, tie_word_embeddings=False, **shape.extra)

@@ -1,18 +1,18 @@
 """Registry of architecture adapters. ``adapter_for(config, fmt)`` picks one or raises
 UnknownArchitectureError naming every supported architecture.
 
-Every adapter is read from ``headgeom.architectures``: one ``FamilyAdapter`` per family of
-``FAMILIES`` (safetensors; named as the family, the name tensor-store manifests record) and one
+Every adapter is read from ``headgeom.architectures``: one ``ArchitectureAdapter`` per family of
+``ARCHITECTURES`` (safetensors; named as the family, the name tensor-store manifests record) and one
 ``GGUFAdapter`` per architecture of ``GGUF_ARCHS`` (named ``gguf-<general.architecture>``)."""
 
 from __future__ import annotations
 
 from headgeom.core.errors import UnknownArchitectureError
 from .base import Adapter, ArchFields
-from .family import FamilyAdapter, family_adapters
+from .architecture import ArchitectureAdapter, architecture_adapters
 from .gguf import GGUFAdapter, gguf_adapters
 
-ADAPTERS: dict[str, Adapter] = {a.name: a for a in (*family_adapters(skip=set()), *gguf_adapters())}
+ADAPTERS: dict[str, Adapter] = {a.name: a for a in (*architecture_adapters(skip=set()), *gguf_adapters())}
 
 
 def register(adapter: Adapter) -> Adapter:
@@ -37,7 +37,7 @@ def _forced(architecture: str, fmt: str) -> Adapter | None:
         from headgeom.architectures import BY_MODEL_TYPE
 
         fam = BY_MODEL_TYPE.get(architecture, architecture)
-        return next((a for a in ADAPTERS.values() if a.fmt == fmt and a.family.name == fam), None)
+        return next((a for a in ADAPTERS.values() if a.fmt == fmt and a.architecture.name == fam), None)
     return None
 
 
@@ -66,10 +66,10 @@ def adapter_for(config: dict, fmt: str = "safetensors", architecture: str | None
         if a.fmt == fmt and arch in a.model_types:
             return _verified(a, config)
     if fmt == "safetensors" and arch:  # a llama-layout family transformers knows: derived from its modules
-        from .oracle import derived_family
+        from .oracle import derived_architecture
 
         try:
-            return FamilyAdapter(derived_family(config))
+            return ArchitectureAdapter(derived_architecture(config))
         except UnknownArchitectureError as e:
             raise UnknownArchitectureError(f"{e}; supported: {', '.join(supported())}") from None
     raise UnknownArchitectureError(
@@ -85,7 +85,7 @@ def _verified(a: Adapter, config: dict) -> Adapter:
 
         from .oracle import verify
 
-        verify(a.family.resolve(config_view(config)), config)
+        verify(a.architecture.resolve(config_view(config)), config)
     return a
 
 
@@ -98,5 +98,5 @@ def by_name(name: str) -> Adapter:
         ) from None
 
 
-__all__ = ["ADAPTERS", "Adapter", "ArchFields", "FamilyAdapter", "GGUFAdapter", "adapter_for", "by_name", "register",
+__all__ = ["ADAPTERS", "Adapter", "ArchFields", "ArchitectureAdapter", "GGUFAdapter", "adapter_for", "by_name", "register",
            "supported"]

@@ -32,7 +32,7 @@ class ArchFields:
     norm_type: str  # what is folded into reading spaces: layernorm | rmsnorm | none
     norm_position: str  # pre | post
     prefix: str = ""  # key prefix found in the checkpoint ("", "model.", "bert.", ...)
-    layout: str = ""  # a family's config-dependent layout (headgeom.adapters.family); "" for the others
+    layout: str = ""  # a family's config-dependent layout (headgeom.adapters.architecture); "" for the others
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from headgeom.architectures import FAMILIES, GGUF_ARCHS, GGUF_NAMES, GGUFArch, split_fused
+from headgeom.architectures import ARCHITECTURES, GGUF_ARCHS, GGUF_NAMES, GGUFArch, split_fused
 from headgeom.core.factors import LayerFactors, gqa_map, split_cols, split_rows
 from .base import Adapter, ArchFields, present
 
@@ -55,15 +55,15 @@ class GGUFAdapter(Adapter):
     def __init__(self, arch: str, spec: GGUFArch | None = None):
         self.arch = arch
         self.spec = spec or GGUF_ARCHS[arch]
-        self.family = FAMILIES[self.spec.family]
+        self.architecture = ARCHITECTURES[self.spec.architecture]
         self.name = f"gguf-{arch}"
         self.model_types = (arch,)
         n = GGUF_NAMES
         proj = [n["qkv"]] if self.spec.split else [n["q"], n["k"], n["v"]]
         pats = [rf"blk\.{{L}}\.({'|'.join(proj + [n['o']])})\.(weight|bias)"]
-        if self.family.norm and self.family.norm_weight:
+        if self.architecture.norm and self.architecture.norm_weight:
             pats.append(rf"blk\.{{L}}\.({'|'.join(self.spec.norm)})\.(weight|bias)")
-        if self.family.qk_norm:
+        if self.architecture.qk_norm:
             pats.append(rf"blk\.{{L}}\.({n['q_norm']}|{n['k_norm']})\.weight")
         self.wanted_patterns = tuple(pats)
 
@@ -73,13 +73,13 @@ class GGUFAdapter(Adapter):
         H = int(_first(config, [f"{a}.attention.head_count"]))
         G = int(_first(config, [f"{a}.attention.head_count_kv"], H))
         d = int(_first(config, [f"{a}.attention.value_length", f"{a}.attention.key_length"], D // H))
-        fam = self.family
+        fam = self.architecture
         return ArchFields(adapter=self.name, n_layers=int(_first(config, [f"{a}.block_count"])), d_model=D, n_heads=H,
                           n_kv_heads=G, d_head=d, norm_type=fam.norm_type if fam.norm else "none",
                           norm_position="post" if fam.post_ln else "pre", prefix="")
 
     def layer_factors(self, get, f: ArchFields, layer: int) -> LayerFactors:
-        p, n, fam, g = f"blk.{layer}.", GGUF_NAMES, self.family, self.spec
+        p, n, fam, g = f"blk.{layer}.", GGUF_NAMES, self.architecture, self.spec
         H, G, d = f.n_heads, f.n_kv_heads, f.d_head
         if g.split:
             WQ, WK, WV = split_fused(get(p + n["qkv"] + ".weight"), g.split, H, G, d)

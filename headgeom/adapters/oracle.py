@@ -6,7 +6,7 @@ transformers' own module, as the checkpoint's config builds it, computes what th
 config itself with the widths cut (``cut_config``: 64 wide, 4 query heads, the KV grouping kind
 kept, 1 layer; transformers' own classes through ``from_config``: no weights, no remote code),
 float64, biases zeroed and every norm gain or constant-initialised parameter drawn at random,
-reads its factors through the family's adapter (``FamilyAdapter``, exactly as the fetch does),
+reads its factors through the family's adapter (``ArchitectureAdapter``, exactly as the fetch does),
 and compares them with the module's forward pass, read through hooks on transformers' modules
 (no headgeom code in the reference):
 
@@ -42,9 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from headgeom.architectures import DERIVED_LAYOUT, FAMILIES, Family, config_view, derive
+from headgeom.architectures import DERIVED_LAYOUT, ARCHITECTURES, Architecture, config_view, derive
 from headgeom.core.errors import UnknownArchitectureError
-from .family import FamilyAdapter
+from .architecture import ArchitectureAdapter
 
 #: bumped whenever what the oracle checks changes (old verdicts are then recomputed)
 ORACLE_VERSION = 1
@@ -70,7 +70,7 @@ def _first(c: dict, keys):
     return next((c[k] for k in keys if c.get(k) is not None), None)
 
 
-def cut_config(config: dict, fam: Family) -> dict:
+def cut_config(config: dict, fam: Architecture) -> dict:
     """The config of the tiny instance: ``config`` (its text config) with the family's width,
     head, KV-head, head-dim and layer keys cut (MHA, GQA or MQA kept), per-layer lists cut to the
     first layer, and the sizes of ``SMALL``; every other key as the config has it."""
@@ -138,7 +138,7 @@ def _get(obj, dotted):
 
 
 # ---- V/O and the pre-attention norm -----------------------------------------------------------
-def reference(model, fam: Family, H: int, d: int) -> dict:
+def reference(model, fam: Architecture, H: int, d: int) -> dict:
     """Per layer: n (attention input), x / nout / eps (the pre-attention norm's input, output and
     epsilon) and y (the output projection's output with only head b kept in batch copy b); one token."""
     import torch
@@ -187,7 +187,7 @@ def _forward(model, ids, handles, **kw) -> None:
             h.remove()
 
 
-def oracle_errors(lf, r: dict, fam: Family) -> dict:
+def oracle_errors(lf, r: dict, fam: Architecture) -> dict:
     """Relative errors of the factors against one layer's captured forward (``reference``)."""
     H = lf.n_heads
     pred = np.stack([lf.W_O[b] @ (lf.W_V[lf.kv_group[b]] @ r["n"][b]) for b in range(H)])
@@ -204,7 +204,7 @@ def oracle_errors(lf, r: dict, fam: Family) -> dict:
 
 
 # ---- Q and K through the logits ---------------------------------------------------------------
-def qk_reference(model, fam: Family, D: int, draws: int = 4) -> dict:
+def qk_reference(model, fam: Architecture, D: int, draws: int = 4) -> dict:
     """Q and K through the model's attention logits: two tokens, both at position 0 (RoPE is the
     identity there), the attention input replaced by chosen vectors [a, c] in batch copies
     0..draws-1 and [a', c] in copies draws..2 draws-1. Per layer the inputs and z of the second
@@ -263,7 +263,7 @@ def qk_residual(lf, r) -> tuple[float, float]:
 
 
 # ---- the module tree --------------------------------------------------------------------------
-def undescribed(model, fam: Family) -> list[str]:
+def undescribed(model, fam: Architecture) -> list[str]:
     """What the family does not describe inside the attention block of layer 0: every submodule
     that runs before the output projection, other than the family's projections (and their
     parts), dropout, rotary embeddings and, where the family has one, its q/k norm; each named
@@ -347,7 +347,7 @@ def undescribed(model, fam: Family) -> list[str]:
 
 
 # ---- the check and its cache ------------------------------------------------------------------
-def check(fam: Family, config: dict) -> dict:
+def check(fam: Architecture, config: dict) -> dict:
     """The oracle's verdict for the family ``fam`` (resolved for ``config``) on a tiny instance of
     ``config``: ``{"ok", "reason", "errors"}``; ``ok`` None when transformers cannot build the
     instance (nothing to check against). Uncached."""
@@ -368,7 +368,7 @@ def check(fam: Family, config: dict) -> dict:
     if absent:
         return dict(ok=False, errors={}, reason=f"{mt}: the family {fam.name!r} names modules that transformers' "
                     f"{type(model).__name__} does not have ({', '.join(absent)})")
-    adapter = FamilyAdapter(fam)
+    adapter = ArchitectureAdapter(fam)
     cfg = config_view(model.config.to_dict())
     try:
         tree = undescribed(model, fam)
@@ -420,13 +420,13 @@ def _transformers_version() -> str | None:
     return m.group(1)
 
 
-def cache_key(config: dict, fam: Family | None) -> dict:
+def cache_key(config: dict, fam: Architecture | None) -> dict:
     """What a verdict depends on: the oracle's version, transformers' version, the family as
     resolved (None: derived) and the tiny instance's config less the keys that change no module
     (identifiers, dtype, token ids, dropout, epsilons, RoPE base)."""
     desc = None if fam is None else {k: v for k, v in asdict(fam).items() if k not in ("variant", "notes")}
-    cut = cut_config(config, fam or FAMILIES[DERIVED_LAYOUT])
-    eps = set((fam or FAMILIES[DERIVED_LAYOUT]).eps_keys)
+    cut = cut_config(config, fam or ARCHITECTURES[DERIVED_LAYOUT])
+    eps = set((fam or ARCHITECTURES[DERIVED_LAYOUT]).eps_keys)
     layout = {k: v for k, v in sorted(cut.items()) if k not in _NOT_LAYOUT and k not in eps and "dropout" not in k
               and not k.endswith(("_pdrop", "token_id", "token_ids"))}
     return dict(oracle=ORACLE_VERSION, model_type=cut.get("model_type"), transformers=_transformers_version(),
@@ -457,7 +457,7 @@ def _store(key: dict, verdict: dict) -> None:
         pass  # an unwritable cache costs the check again next time, nothing else
 
 
-def verdict(fam: Family | None, config: dict) -> dict:
+def verdict(fam: Architecture | None, config: dict) -> dict:
     """The cached verdict of ``fam`` (None: the family ``derive`` reads from transformers' modules)
     for ``config``; computed and stored when absent. A derived verdict carries the family's fields."""
     key = cache_key(config, fam)
@@ -467,7 +467,7 @@ def verdict(fam: Family | None, config: dict) -> dict:
     t0 = time.perf_counter()
     if fam is None:
         try:
-            found = derive(cut_config(config, FAMILIES[DERIVED_LAYOUT]))
+            found = derive(cut_config(config, ARCHITECTURES[DERIVED_LAYOUT]))
         except UnknownArchitectureError as e:
             v = dict(ok=False, errors={}, reason=str(e), derived=None)
         except Exception as e:  # transformers' modules are not what derive() can read
@@ -486,7 +486,7 @@ def verdict(fam: Family | None, config: dict) -> dict:
 _DERIVED = ("layers", "norm_type", "norm_offset", "qk_norm", "post_norm", "notes")
 
 
-def verify(fam: Family, config: dict) -> None:
+def verify(fam: Architecture, config: dict) -> None:
     """Refuse (UnknownArchitectureError) a named family whose transformers module, for ``config``,
     computes something the family does not describe; nothing when it agrees or when transformers
     cannot build the config's ``model_type`` offline (nothing to check against)."""
@@ -496,7 +496,7 @@ def verify(fam: Family, config: dict) -> None:
                                        f"on a tiny random instance)")
 
 
-def derived_family(config: dict) -> Family:
+def derived_architecture(config: dict) -> Architecture:
     """The family of a ``model_type`` that no family names, read from transformers' modules
     (``headgeom.architectures.derive``) and accepted only when the oracle passes."""
     v = verdict(None, config)
@@ -505,4 +505,4 @@ def derived_family(config: dict) -> Family:
         raise UnknownArchitectureError(v["reason"] if v.get("derived") is None else
                                        f"{v['reason']} (checked against transformers' own attention module on a "
                                        "tiny random instance)")
-    return Family(mt, (mt,), **v["derived"])
+    return Architecture(mt, (mt,), **v["derived"])

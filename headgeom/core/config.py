@@ -32,11 +32,38 @@ def unknown_model_keys(config: dict, schema: dict) -> None:
                 raise ConfigError(f"config: models.{_name(name)}: unknown key {str(key)!r}{hint}")
 
 
+# config keys with a new name: (old, new). The old key is still read, under the new one
+# (headgeom.schedule.designs.design_of), and the config check warns about it on stderr.
+RENAMED_KEYS = (("scopes", "designs"), ("models.<m>.scope", "models.<m>.design"))
+_warned: set[str] = set()
+
+
+def renamed_keys_used(config: dict) -> list[tuple[str, str]]:
+    """The (old, new) pairs of RENAMED_KEYS whose old key the config uses."""
+    if not isinstance(config, dict):
+        return []
+    models = config.get("models") if isinstance(config.get("models"), dict) else {}
+    used = {"scopes": bool(config.get("scopes")),
+            "models.<m>.scope": any(isinstance(e, dict) and "scope" in e for e in models.values())}
+    return [(old, new) for old, new in RENAMED_KEYS if used[old]]
+
+
+def warn_renamed_keys(config: dict, out=None) -> None:
+    """One stderr line per old key the config uses, naming the new one (once per process)."""
+    import sys
+
+    for old, new in renamed_keys_used(config):
+        if old not in _warned:
+            _warned.add(old)
+            print(f"headgeom: config key '{old}' is now '{new}'; the old key still works", file=out or sys.stderr)
+
+
 def check_config(config: dict, schema_path) -> None:
-    """Stop on a schema violation with one line naming the key."""
+    """Stop on a schema violation with one line naming the key (and warn about renamed keys)."""
     import jsonschema
     import yaml
 
+    warn_renamed_keys(config)
     with open(schema_path) as fh:
         schema = yaml.safe_load(fh)
     unknown_model_keys(config, schema)
@@ -126,3 +153,16 @@ def _set(config: dict, key, raw) -> None:
             _set(config[key], k, v)
     else:
         config[key] = _typed(raw)
+
+
+def shared_lineage_members(config: dict) -> list[str]:
+    """One line per model that two ``paper1.lineages`` name (a checkpoint is in at most one)."""
+    owner: dict[str, str] = {}
+    out = []
+    for name, members in ((config.get("paper1") or {}).get("lineages") or {}).items():
+        for m in members or []:
+            if m in owner:
+                out.append(f"config: paper1.lineages: model {m!r} is in both {owner[m]!r} and {name!r}")
+            else:
+                owner[m] = name
+    return out

@@ -80,7 +80,7 @@ class SafetensorsDir:
         read with pread(2) into memory of their own, not served from a memory map of the file: a
         mapped file's pages that were read stay resident while any tensor of it lives, so the
         fetch's peak grew with the file layout (a 1.6 GB file added its whole size); read this
-        way it is the tensors the fetch keeps (jobs.costs.fetch)."""
+        way it is the tensors the fetch keeps (schedule.costs.fetch)."""
         from safetensors import safe_open
 
         by_file: dict[Path, list[str]] = {}

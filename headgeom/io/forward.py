@@ -40,9 +40,9 @@ from ..core.errors import ModelRunError
 # of the model's family (o: the output projection whose input is z; attn: the module whose first
 # output is the attention block's output; q/k/v or a fused qkv: the weight check; norm: the
 # pre-attention norm, None for post-LN or no norm).
-from ..architectures import BY_MODEL_TYPE, FAMILIES, hook_map, split_fused  # noqa: E402
+from ..architectures import BY_MODEL_TYPE, ARCHITECTURES, hook_map, split_fused  # noqa: E402
 
-HOOK_MAPS = {mt: hook_map(FAMILIES[name]) for mt, name in BY_MODEL_TYPE.items()}
+HOOK_MAPS = {mt: hook_map(ARCHITECTURES[name]) for mt, name in BY_MODEL_TYPE.items()}
 
 
 @dataclass
@@ -170,11 +170,11 @@ def _gguf_loader(parsed=None):
 
 def _hooks_for(cfg, mt, architecture=None):
     """The hook map of the model's family (forced by ``architecture``), resolved for its config."""
-    from ..architectures import family_for
+    from ..architectures import architecture_for
     from ..core.errors import UnknownArchitectureError
 
     try:
-        return hook_map(family_for(cfg.to_dict(), architecture))
+        return hook_map(architecture_for(cfg.to_dict(), architecture))
     except UnknownArchitectureError as e:
         raise ModelRunError(str(e)) from e
 
@@ -220,10 +220,10 @@ def _load_in(where, kw: dict, path: Path, model_name: str, device, architecture=
                             f"(a test sentence gives no tokens; add the tokenizer files to {path}); "
                             "the weight-space stages still run")
     model.eval().to(device)
-    from ..architectures import config_view, family_for
+    from ..architectures import config_view, architecture_for
 
     c = config_view(cfg.to_dict())
-    sh = family_for(c, architecture).shapes(c)
+    sh = architecture_for(c, architecture).shapes(c)
     files = tokenizer_files(Path(where), tok, path if kw.get("gguf_file") else None)
     return model, tok, mt, hooks, sh["n_heads"], sh["n_kv_heads"], sh["d_head"], files
 

@@ -27,7 +27,7 @@ from headgeom.io.files import current_umask, sha256_file, write_json
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
 from headgeom.io.texts import load_corpus, make_windows, text_summary
-from headgeom.jobs.common import shard_provenance, with_keys
+from headgeom.jobs.common import shard_provenance, store_dir, with_keys
 
 META = "headgeom"
 FORWARD_SUMMARY = "forward.json"
@@ -219,17 +219,17 @@ def windows_job(src_dir, out_dir, n_windows: int, log=print) -> dict:
 
 def _store_eps(store: TensorStore, architecture=None) -> float | None:
     """The pre-attention norm epsilon the store's checkpoint config declares (None: none named)."""
-    from headgeom.architectures import config_eps, family_for
+    from headgeom.architectures import config_eps, architecture_for
 
     cfg = store.manifest.get("config") or {}
-    return config_eps(cfg, None if "general.architecture" in cfg else family_for(cfg, architecture))
+    return config_eps(cfg, None if "general.architecture" in cfg else architecture_for(cfg, architecture))
 
 
 def _post_ln(store: TensorStore) -> bool:
     """The store's family is post-LN (the attention output is normed after the residual add)."""
-    from headgeom.architectures import FAMILIES, config_view
+    from headgeom.architectures import ARCHITECTURES, config_view
 
-    fam = FAMILIES.get(store.manifest.get("adapter"))
+    fam = ARCHITECTURES.get(store.manifest.get("adapter"))
     if fam is None:
         return False
     return fam.resolve(config_view(store.manifest.get("config") or {})).post_ln
@@ -325,7 +325,7 @@ def _given_blocks(out, names: list, fields, layer: int, kinds) -> tuple[dict, di
     import pyarrow.parquet as pq
 
     from headgeom.io.shards import verify_shard
-    from headgeom.jobs.pk import heads_of_kind
+    from headgeom.jobs.pk_paper import heads_of_kind
 
     hit = (_REUSE or {}).get(str(Path(out).resolve()))
     if hit is None:
@@ -408,3 +408,14 @@ def read_paths_job(store_dir, act_dir, layer: int, out, params: dict, log=print)
 
 __all__ = ["forward_job", "windows_job", "natural_return_job", "read_paths_job", "read_layer", "layer_file", "keep_reader_terms",
            "reuse_columns"]
+
+
+# ------------------------------------------------------------------ entry points (the registry's ``run``)
+
+
+def run_activation_natural_return(inputs, outputs, wildcards, params, log):
+    natural_return_job(store_dir(inputs), inputs["acts"], int(wildcards["layer"]), outputs["shard"], params, log=log)
+
+
+def run_activation_read_paths(inputs, outputs, wildcards, params, log):
+    read_paths_job(store_dir(inputs), inputs["acts"], int(wildcards["layer"]), outputs["shard"], params, log=log)

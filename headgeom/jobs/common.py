@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from headgeom.core.provenance import code_version
@@ -26,3 +28,8 @@ def with_keys(cols: dict, model: str, layer: int, key: str = "layer") -> dict:
     columns."""
     n = len(next(iter(cols.values()))) if cols else 0
     return {"model": np.array([model] * n, dtype=object), key: np.full(n, layer, dtype=np.int64), **cols}
+
+
+def store_dir(inputs) -> Path:
+    """The tensor store of a job's model: the directory of its ``manifest`` input."""
+    return Path(inputs["manifest"]).parent

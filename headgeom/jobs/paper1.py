@@ -5,10 +5,11 @@ atomically with provenance (headgeom.io.shards.write_shard)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
-from headgeom.jobs.common import shard_provenance, with_keys
+from headgeom.jobs.common import shard_provenance, store_dir, with_keys
 from headgeom.jobs.logs import progress_of
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
@@ -66,3 +67,15 @@ def capacity_job(store_dir, final_store_dir, layer: int, out, params: dict, log=
     log(f"[paper1_capacity {model} L{layer}] groups from {final_model}: {int(cols['is_strong'].sum())} strong, "
         f"{int(cols['is_matched'].sum())} matched, {int(cols['is_sample'].sum())} sample; "
         f"{params['restarts']} restarts x {params['iters']} iters, {time.perf_counter() - t0:.2f}s")
+
+
+# ------------------------------------------------------------------ entry points (the registry's ``run``)
+
+
+def run_paper1_heads(inputs, outputs, wildcards, params, log):
+    heads_job(store_dir(inputs), int(wildcards["layer"]), outputs["heads"], outputs["pairs"], params, log=log)
+
+
+def run_paper1_capacity(inputs, outputs, wildcards, params, log):
+    capacity_job(store_dir(inputs), Path(inputs["final_manifest"]).parent, int(wildcards["layer"]), outputs["shard"],
+                 params, log=log)

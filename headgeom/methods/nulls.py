@@ -17,8 +17,8 @@ from typing import Callable
 
 import numpy as np
 
-from headgeom.methods.pk import heads_of as unstack  # (D, n d) layer matrix -> (n, D, d) heads (a view)
-from headgeom.methods.pk import stacked as stack  # (n, D, d) per-head factors -> (D, n d) layer matrix
+from headgeom.methods.overlap import heads_of as unstack  # (D, n d) layer matrix -> (n, D, d) heads (a view)
+from headgeom.methods.overlap import stacked as stack  # (n, D, d) per-head factors -> (D, n d) layer matrix
 
 
 def haar_stiefel(m: int, r: int, rng: np.random.Generator, dtype=np.float64) -> np.ndarray:

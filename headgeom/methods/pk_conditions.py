@@ -15,7 +15,7 @@ from headgeom.core.groupby import row_groups
 from headgeom.core.seeds import rng_for
 from headgeom.core.stats import empirical_p
 from headgeom.methods.nulls import NULL_MODELS, haar_stiefel
-from headgeom.methods.pk import isotropic_rho, layer_stats
+from headgeom.methods.overlap import isotropic_rho, layer_stats
 
 #: the key columns of a condition in the within-layer and cross-layer null shards
 WITHIN_KEY = ("model", "layer", "kind")

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .pk import orthonormal_bases, reading_matrix, stacked
+from .overlap import orthonormal_bases, reading_matrix, stacked
 
 WRITE_POINTS = ("residual", "pre_norm")
 #: the columns a reader without a pre-attention norm leaves undefined (NaN + flags)

@@ -10,7 +10,7 @@ A builder declares itself with a decorator beside its function (``headgeom.outpu
         \"\"\"**PK paper, Table 5.** Writing spaces within one layer: ...\"\"\"
 
 The entry says what the output is (name, kind, paper), which shard families it reads (see
-headgeom.jobs.families), which config keys it takes as params (param name -> config dpath) and its
+headgeom.schedule.families), which config keys it takes as params (param name -> config dpath) and its
 caption: the builder's docstring (reST; Jinja with ``snakemake.params``). The builder takes named
 keyword parameters, each given when its signature names it:
 

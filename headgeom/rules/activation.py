@@ -3,7 +3,7 @@ workflow/rules/sensitivity.smk: sensitivity_forward, the same pass under an alte
 cutting): cost, GPUs, the longer pass whose first windows a job takes, the corpus file.
 
 The per-layer analysis jobs and the tables/figures of the activation stage are in the registries
-(headgeom.jobs.families, headgeom.outputs); only the forward pass is a rule of its own."""
+(headgeom.schedule.families, headgeom.outputs); only the forward pass is a rule of its own."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 from snakemake.ioutils import lookup
 
 from headgeom import layout
-from headgeom.jobs.activation_costs import gpus
-from headgeom.jobs.families import FORWARD, forward_source
+from headgeom.schedule.activation_costs import gpus
+from headgeom.schedule.families import FORWARD, forward_source
 
 
 def forward_threads(config: dict) -> int:
@@ -22,7 +22,7 @@ def forward_threads(config: dict) -> int:
 
 
 def forward_cost(config: dict, key: str):
-    """The forward step's cost model (headgeom.jobs.families.STEPS)."""
+    """The forward step's cost model (headgeom.schedule.families.STEPS)."""
     return lambda wc, input: FORWARD.cost(input.manifest, config, wc)[key]
 
 
@@ -51,7 +51,7 @@ def forward_resources(config: dict) -> dict:
 def longer_pass(config: dict):
     """Input function: the longer forward pass whose first windows this one's are (under the
     alternative's root for sensitivity_forward), or none: the job then runs the model
-    (headgeom.jobs.families.forward_source)."""
+    (headgeom.schedule.families.forward_source)."""
 
     def inner(wc):
         n = forward_source(config, wc.corpus, wc.nwin, wc.win)

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 from headgeom.core.provenance import code_version
-from headgeom.jobs import costs
-from headgeom.jobs.families import FETCH, JOBS
+from headgeom.schedule import costs
+from headgeom.schedule.families import FETCH, JOBS
 
 #: the keys of a ``models[...]`` entry that locate its checkpoint (headgeom.io.sources.open_source
 #: reads them): the fetch's and the forward passes' params, so that editing a model's notes,
@@ -27,7 +27,7 @@ def checkpoint_entry(config: dict):
 
 
 def fetch_cost(config: dict, key: str):
-    """The fetch's mem_mb / runtime from the model's shape (headgeom.jobs.costs.fetch), times the
+    """The fetch's mem_mb / runtime from the model's shape (headgeom.schedule.costs.fetch), times the
     attempt as the per-layer jobs' (headgeom.rules.jobs.job_cost)."""
     return lambda wildcards, attempt: costs.grow(FETCH.cost(None, config, wildcards), attempt)[key]
 

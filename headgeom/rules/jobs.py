@@ -1,4 +1,4 @@
-"""The per-layer jobs (workflow/rules/jobs.smk: one rule per job of headgeom.jobs.families.JOBS):
+"""The per-layer jobs (workflow/rules/jobs.smk: one rule per job of headgeom.schedule.families.JOBS):
 their inputs, params and resources, and the shards one family has for a set of models.
 
 Layer counts come from the fetched manifests: ``fetch`` is a checkpoint, so an input function that
@@ -11,8 +11,8 @@ import json
 from snakemake.ioutils import lookup
 
 from headgeom import layout, targets
-from headgeom.jobs import costs, fanout, scopes
-from headgeom.jobs.families import FAMILIES, activation_dir
+from headgeom.schedule import costs, designs, fanout
+from headgeom.schedule.families import SHARD_FAMILIES, activation_dir
 from headgeom.rules.fetch import cache_key, cache_on
 
 
@@ -23,17 +23,17 @@ def model_fields(checkpoints, model: str) -> dict:
         return json.load(fh)["fields"]
 
 
-def family_shards(config: dict, checkpoints, name: str, models: list[str], scoped: bool = True):
-    """Input function: every shard of one family (headgeom.jobs.families) for the models, model by
-    model, as each model's scope schedules them (headgeom.jobs.scopes; ``scoped=False``: the global
-    design, every layer, whatever the scope says)."""
-    cfg = config if scoped else scopes.unscoped(config)
+def family_shards(config: dict, checkpoints, name: str, models: list[str], by_design: bool = True):
+    """Input function: every shard of one family (headgeom.schedule.families) for the models, model by
+    model, as each model's design schedules them (headgeom.schedule.designs; ``by_design=False``: the global
+    design, every layer, whatever the design says)."""
+    cfg = config if by_design else designs.global_design(config)
 
     def inner(wildcards):
         paths = []
         for m in models:
-            if scopes.runs(FAMILIES[name].job, cfg, m):
-                paths += scopes.shard_paths(name, cfg, m, model_fields(checkpoints, m))
+            if designs.runs(SHARD_FAMILIES[name].job, cfg, m):
+                paths += designs.shard_paths(name, cfg, m, model_fields(checkpoints, m))
         return paths
 
     return inner
@@ -46,11 +46,11 @@ def layer_of(wildcards) -> int | None:
 
 def job_cost(config: dict, job, key: str):
     """mem_mb / runtime of one job from the model's shape (the job's cost model in
-    headgeom.jobs.families; docs/costs.md), times the attempt: a job that died for memory or
+    headgeom.schedule.families; docs/costs.md), times the attempt: a job that died for memory or
     time is retried (profile `retries`) with twice, three times, ... the request."""
 
     def inner(wildcards, input, attempt):
-        mc = scopes.model_config(config, wildcards.model, layer_of(wildcards))
+        mc = designs.model_config(config, wildcards.model, layer_of(wildcards))
         return costs.grow(job.cost(input.manifest, mc, wildcards), attempt)[key]
 
     return inner
@@ -99,27 +99,27 @@ def job_inputs(config: dict, job) -> dict:
     return store
 
 
-def scoped_param(config: dict, dpath: str):
-    """A ``pk/...`` config value as the job's model sees it (its scope; the global value
+def design_param(config: dict, dpath: str):
+    """A ``pk/...`` config value as the job's model sees it (its design; the global value
     when the model has none)."""
-    return lambda wildcards: scopes.lookup(config, wildcards.model, dpath, layer_of(wildcards))
+    return lambda wildcards: designs.lookup(config, wildcards.model, dpath, layer_of(wildcards))
 
 
 def block_samples(config: dict, which: str):
-    """A block's sample indices are its params (from the model's scope): growing the sample
+    """A block's sample indices are its params (from the model's design): growing the sample
     count adds blocks and leaves the finished ones untouched."""
-    return lambda wildcards: scopes.samples(which, config, wildcards.model, int(wildcards.block),
+    return lambda wildcards: designs.samples(which, config, wildcards.model, int(wildcards.block),
                                             layer_of(wildcards))
 
 
 def pair_segments(config: dict, job):
-    """The layer pairs of one part (headgeom.jobs.fanout): params, so that a changed ceiling
+    """The layer pairs of one part (headgeom.schedule.fanout): params, so that a changed ceiling
     or sample block size reruns exactly the parts whose pairs changed."""
 
     def inner(wildcards, input):
         with open(input.manifest) as fh:
             f = json.load(fh)["fields"]
-        mc = scopes.model_config(config, wildcards.model)
+        mc = designs.model_config(config, wildcards.model)
         return [list(s) for s in fanout.part(job, f, mc, int(wildcards.part))]
 
     return inner
@@ -127,10 +127,10 @@ def pair_segments(config: dict, job):
 
 def job_params(workflow, config: dict, job) -> dict:
     """The config values the job reads (and nothing else: editing another key reruns nothing);
-    ``pk/...`` keys as the model's scope resolves them (headgeom.jobs.scopes); its sample block,
+    ``pk/...`` keys as the model's design resolves them (headgeom.schedule.designs); its sample block,
     lineage's final checkpoint, layer pairs and cache key where it has them; its name."""
     params = {
-        k: scoped_param(config, d) if d.startswith("pk/") else lookup(dpath=d, within=config)
+        k: design_param(config, d) if d.startswith("pk/") else lookup(dpath=d, within=config)
         for k, d in job.params.items()
     }
     if job.blocks:

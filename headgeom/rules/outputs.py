@@ -9,18 +9,18 @@ from snakemake.io import report
 from snakemake.ioutils import lookup
 
 from headgeom import layout, targets
-from headgeom.jobs import scopes
+from headgeom.schedule import designs
 from headgeom.rules.jobs import family_shards
 from headgeom.rules.start import reporting
 
 
 def output_inputs(config: dict, checkpoints, out) -> dict:
     """The shard families the output's entry names, for the models whose shards it reads (the
-    activation outputs read closure shards of every layer, whatever a scope says), and the
+    activation outputs read closure shards of every layer, whatever a design says), and the
     manifests of the active models and of those."""
     models = targets.output_models(config)[out.shard_models]
     return {
-        **{fam: family_shards(config, checkpoints, fam, models, scoped=out.shard_models != "activation")
+        **{fam: family_shards(config, checkpoints, fam, models, by_design=out.shard_models != "activation")
            for fam in out.families},
         "manifests": [layout.manifest(m) for m in dict.fromkeys(list(config["active_models"]) + models)],
     }
@@ -43,8 +43,8 @@ def output_files(out) -> dict:
 
 def base_instruct_pairs(config: dict) -> list[tuple[str, str]]:
     """Declared base/instruct pairs (models[x].pair = y) with both sides active and running
-    the PK stage (headgeom.jobs.scopes)."""
-    pk_models = scopes.stage_models(config, list(config["active_models"]), "pk")
+    the PK stage (headgeom.schedule.designs)."""
+    pk_models = designs.stage_models(config, list(config["active_models"]), "pk")
     return sorted({tuple(sorted((m, config["models"][m]["pair"])))
                    for m in pk_models if config["models"][m].get("pair") in pk_models})
 

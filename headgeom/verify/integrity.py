@@ -93,26 +93,3 @@ def shards_to_rebuild(workdir: str | Path = ".", say=print, threads: int = 2) ->
                     say(f"headgeom: {p} is missing (listed in {prov.relative_to(workdir)}): its job reruns")
                     out[p] = None
     return list(out)
-
-
-def force_rebuild(workflow, paths: list[str]) -> None:
-    """Make this Snakemake run rebuild ``paths`` (as ``--forcerun PATH ...`` would: their jobs
-    rerun, and every job downstream of them). The command line's DAG settings reach the workflow
-    only after the Snakefile is read, so they are extended when they are set."""
-    import dataclasses
-
-    if not paths:
-        return
-    extra = frozenset(paths)
-    base = type(workflow)
-
-    class _Forcing(base):
-        def __setattr__(self, name, value):
-            if name == "dag_settings" and value is not None:
-                value = dataclasses.replace(value, forcerun=frozenset(value.forcerun) | extra)
-            super().__setattr__(name, value)
-
-    _Forcing.__name__ = _Forcing.__qualname__ = base.__name__
-    workflow.__class__ = _Forcing
-    if workflow.dag_settings is not None:  # already set (an API caller that set it first)
-        workflow.dag_settings = workflow.dag_settings

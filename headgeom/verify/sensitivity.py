@@ -45,7 +45,7 @@ from pathlib import Path
 from headgeom import layout
 from headgeom.core.errors import ConfigError
 from headgeom.jobs.activation import FORWARD_SUMMARY, forward_job, windows_job
-from headgeom.jobs.families import FAMILIES, FORWARD, JOBS, forward_shapes
+from headgeom.schedule.families import SHARD_FAMILIES, FORWARD, JOBS, forward_shapes
 from headgeom.core.provenance import code_version
 from headgeom.io.files import sha256_file, write_json, write_set, write_text
 from headgeom.outputs import TABLES
@@ -138,7 +138,7 @@ class Alternative:
 
 
 def _forward_shapes(config: dict, model: str) -> list[tuple]:
-    """The forward passes of one model (headgeom.jobs.families.forward_shapes), with the model."""
+    """The forward passes of one model (headgeom.schedule.families.forward_shapes), with the model."""
     return [(model, *shape) for shape in forward_shapes(config)]
 
 
@@ -181,9 +181,9 @@ def alternative_cost(alt: Alternative, manifests: dict, config: dict) -> dict:
     path or fields, for the models whose shards it recomputes). A table switch rebuilds tables
     (``TABLES_COST``); a shard or forward switch also recomputes its families' shards of every
     activation model in that one job, layer after layer: the per-layer jobs' own cost models
-    (headgeom.jobs.families), summed; the forward passes are jobs of their own (the forward step's cost)."""
-    from headgeom.jobs import scopes
-    from headgeom.jobs.families import FAMILIES, JOBS
+    (headgeom.schedule.families), summed; the forward passes are jobs of their own (the forward step's cost)."""
+    from headgeom.schedule import designs
+    from headgeom.schedule.families import SHARD_FAMILIES, JOBS
 
     mem, minutes = TABLES_COST["mem_mb"], float(TABLES_COST["runtime"])
     work_s = 60 * minutes  # the tables' rebuild: as requested (not modelled)
@@ -192,9 +192,9 @@ def alternative_cost(alt: Alternative, manifests: dict, config: dict) -> dict:
     for model, manifest in manifests.items():
         fields = manifest if isinstance(manifest, dict) else json.loads(Path(manifest).read_text())["fields"]
         for fam in alt.families:
-            job = JOBS[FAMILIES[fam].job]
+            job = JOBS[SHARD_FAMILIES[fam].job]
             for layer in range(int(fields["n_layers"])):
-                r = job.cost(fields, scopes.model_config(config, model, layer), {"model": model, "layer": str(layer)})
+                r = job.cost(fields, designs.model_config(config, model, layer), {"model": model, "layer": str(layer)})
                 # the layers' work, not their jobs' runtime floors (one process does them all)
                 mem, minutes = max(mem, int(r["mem_mb"])), minutes + float(r.get("work_min", r["runtime"]))
                 work_s += float(r.get("work_s", 60 * r["runtime"]))
@@ -234,11 +234,11 @@ def _shard_records(aggs: list, families) -> dict[str, dict]:
 
 def unchanged_columns(families, changes: str) -> tuple:
     """The columns of ``families`` that read nothing of what a switch ``changes`` ("acts": the forward
-    pass; else the job param's name), by their job's ``column_reads`` (headgeom.jobs.families): a
+    pass; else the job param's name), by their job's ``column_reads`` (headgeom.schedule.families): a
     recomputation takes them from the run's shard instead of computing them again, bit for bit the same."""
     cols = set()
     for f in families:
-        reads = JOBS[FAMILIES[f].job].column_reads or {}
+        reads = JOBS[SHARD_FAMILIES[f].job].column_reads or {}
         cols |= {c for c, r in reads.items() if changes not in r}
     return tuple(sorted(cols))
 
@@ -556,7 +556,7 @@ def forward_alternative_job(alt_id: str, model: str, corpus: str, n_windows, win
     """Rule ``sensitivity_forward``: the run's forward pass of (model, corpus, windows) rerun with
     the forward switch's alternative into out_dir (results/sensitivity/<alt>/results/activations/...);
     ``source``: the alternative's longer pass of the same corpus and window length, whose first
-    windows are this one's (jobs.activation.windows_job; headgeom.jobs.families.forward_source)."""
+    windows are this one's (jobs.activation.windows_job; headgeom.schedule.families.forward_source)."""
     sw, value = _forward_switch(alt_id)
     rel = layout.activations(model, corpus, n_windows, window)
     if source is not None:
@@ -586,8 +586,8 @@ def aggregate_job(ledger_path, models_run: list[str], alternatives: list[str], r
 def planned_jobs(config: dict, fields: dict[str, dict]) -> list:
     """The choice sensitivity's jobs (workflow/rules/sensitivity.smk) for the models of ``fields``
     (model -> shape): one per alternative, and the forward passes window cutting reruns."""
-    from headgeom.jobs.families import FORWARD, activation_models
-    from headgeom.jobs.plan import PlannedJob
+    from headgeom.schedule.families import FORWARD, activation_models
+    from headgeom.tools.plan import PlannedJob
     from headgeom.targets import built_tables
 
     act = [m for m in activation_models(config) if m in fields]

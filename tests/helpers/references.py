@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from headgeom.methods.linalg import mT, tr_prod
-from headgeom.methods.pk import pack_slab, packed_length, projector_slabs, rho_of_pk
+from headgeom.methods.overlap import pack_slab, packed_length, projector_slabs, rho_of_pk
 from headgeom.methods.read_paths import norm_stats, write_factors
 
 # ---------------------------------------------------------------- closure (docs/methods.md §1.1)

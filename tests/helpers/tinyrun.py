@@ -95,8 +95,8 @@ def sensitivity_jobs(cfg: dict, reruns: set, ledger_tables) -> set:
     tables ``ledger_tables``, the tables it rebuilds) or one of its forward passes does (after the
     run's own forward pass of that model, corpus and windows); the aggregate when any of them does
     (workflow/rules/claims.smk)."""
-    from headgeom.jobs.families import activation_models
-    from headgeom.jobs.plan import load_config
+    from headgeom.schedule.families import activation_models
+    from headgeom.tools.plan import load_config
     from headgeom.targets import built_tables
     from headgeom.verify.sensitivity import planned
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from headgeom.jobs.common import shard_provenance, with_keys
-from headgeom.jobs.families import Job, register
+from headgeom.schedule.families import Job, register
 
 
 def run(inputs, outputs, wildcards, params, log):

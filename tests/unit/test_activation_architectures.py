@@ -25,7 +25,7 @@ from headgeom.core.errors import ModelRunError
 from headgeom.jobs import activation as act_jobs
 from headgeom.outputs.pk import read_paths
 from headgeom.jobs.activation import forward_job, read_layer, read_paths_job
-from headgeom.jobs.families import FORWARD
+from headgeom.schedule.families import FORWARD
 from headgeom.methods.read_paths import NORM_COLUMNS
 from headgeom.io.texts import make_windows
 from headgeom.io.fetch import fetch_model
@@ -138,11 +138,11 @@ def test_post_norm_writes_sum_to_what_the_layer_adds(mt, tmp_path):
 
 def test_gemma1_has_no_post_attention_norm():
     """Gemma-1's post_attention_layernorm is its pre-MLP norm: writes are the o-projection's."""
-    from headgeom.architectures import family_for
+    from headgeom.architectures import architecture_for
 
-    assert family_for({"model_type": "gemma"}).post_norm is None
-    assert family_for({"model_type": "gemma3_text"}).post_norm == "post_attention_layernorm"
-    assert family_for({"model_type": "gemma2"}).post_norm == "post_attention_layernorm"
+    assert architecture_for({"model_type": "gemma"}).post_norm is None
+    assert architecture_for({"model_type": "gemma3_text"}).post_norm == "post_attention_layernorm"
+    assert architecture_for({"model_type": "gemma2"}).post_norm == "post_attention_layernorm"
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import torch
 from headgeom.methods.natural_return import head_return, layer_return, population
 from headgeom.methods.read_paths import composition, jvp, norm_stats, read_path_pair
 from headgeom.core.factors import LayerFactors, gqa_map
-from headgeom.methods.pk import reading_matrix
+from headgeom.methods.overlap import reading_matrix
 from references import pair_terms_direct
 
 

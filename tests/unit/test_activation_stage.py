@@ -15,7 +15,7 @@ from headgeom.outputs.paper1.activations import p1_activations_natural_return, p
 from headgeom.outputs.pk import read_paths
 from headgeom.io.forward import device_for, open_model
 from headgeom.jobs.activation import forward_job, natural_return_job, read_layer, read_paths_job
-from headgeom.jobs.families import FORWARD
+from headgeom.schedule.families import FORWARD
 from headgeom.io.texts import load_corpus, make_windows
 from headgeom.io.fetch import fetch_model
 from headgeom.io.shards import read_shards, write_shard
@@ -507,7 +507,7 @@ def test_the_first_windows_of_a_longer_pass_are_the_shorter_pass_byte_for_byte(s
 def test_a_forward_pass_takes_its_windows_from_the_longest_of_its_corpus_and_window_length():
     """forward_source: the largest window count of the same corpus and window length, when larger;
     another corpus or window length runs the model; the cost model prices the taking as a copy."""
-    from headgeom.jobs.families import FORWARD, forward_shapes, forward_source
+    from headgeom.schedule.families import FORWARD, forward_shapes, forward_source
 
     cfg = {"activation": {"paper1": {"corpus": "a", "n_windows": 4, "window": 256},
                           "read_paths": {"corpus": "a", "n_windows": 8, "window": 256}}}

@@ -37,7 +37,7 @@ import transformers
 from headgeom.adapters import ADAPTERS
 from headgeom.adapters.oracle import (TOL, cut_config, oracle_errors, qk_reference, qk_residual, randomize,
                                       reference)
-from headgeom.architectures import BY_MODEL_TYPE, DERIVED_TESTED, FAMILIES, config_view, family_for
+from headgeom.architectures import BY_MODEL_TYPE, DERIVED_TESTED, ARCHITECTURES, config_view, architecture_for
 from headgeom.io.checkpoint import open_checkpoint
 from headgeom.io.store import TensorStore, extract
 from headgeom.outputs.pk.base_instruct import O_PROJ
@@ -45,9 +45,9 @@ from headgeom.outputs.pk.base_instruct import O_PROJ
 T = transformers
 
 # one case per model_type, plus the config-dependent layouts, plus llama-layout model_types that
-# no Family names (derived from transformers' modules: headgeom.architectures.derive)
+# no Architecture names (derived from transformers' modules: headgeom.architectures.derive)
 DERIVED = list(DERIVED_TESTED)
-CASES = [(mt, {}) for f in FAMILIES.values() for mt in f.model_types if mt != "gemma3"] + [(mt, {}) for mt in DERIVED] + [
+CASES = [(mt, {}) for f in ARCHITECTURES.values() for mt in f.model_types if mt != "gemma3"] + [(mt, {}) for mt in DERIVED] + [
     ("falcon", {"new_decoder_architecture": True, "num_kv_heads": 2}),
     ("falcon", {"multi_query": False}),
     ("gpt_bigcode", {"multi_query": False}),
@@ -60,7 +60,7 @@ IDS = [mt + "".join(f"-{k}" for k in extra) for mt, extra in CASES]
 def tiny_config(mt: str, extra: dict):
     """The oracle's cut of the config (headgeom.adapters.oracle.cut_config), then ``extra`` over it."""
     c = {"model_type": mt, **extra}
-    fam = FAMILIES[BY_MODEL_TYPE[mt]].resolve(config_view(c)) if mt in BY_MODEL_TYPE else FAMILIES["llama"]
+    fam = ARCHITECTURES[BY_MODEL_TYPE[mt]].resolve(config_view(c)) if mt in BY_MODEL_TYPE else ARCHITECTURES["llama"]
     kw = {**cut_config(c, fam), **extra}
     return T.AutoConfig.for_model(mt, **{k: v for k, v in kw.items() if k != "model_type"})
 
@@ -91,7 +91,7 @@ def built(tmp_path_factory):
         if i not in cache:
             mt, extra = CASES[i]
             model, cfg, store = build(mt, extra, tmp_path_factory.mktemp(IDS[i]))
-            fam = family_for(cfg.to_dict())
+            fam = architecture_for(cfg.to_dict())
             rec = reference(model, fam, store.fields.n_heads, store.fields.d_head)
             cache[i] = (store, fam, rec)
         return cache[i]
@@ -211,15 +211,15 @@ def test_architecture_key_forces_a_family_or_errors():
     from headgeom.core.errors import HeadgeomError
 
     assert adapter_for({"model_type": "mistral"}, architecture="mixtral").name == "mixtral"
-    assert family_for({"model_type": "llama"}, "falcon").split in ("concat", "grouped", "per_head")
+    assert architecture_for({"model_type": "llama"}, "falcon").split in ("concat", "grouped", "per_head")
     with pytest.raises(HeadgeomError, match="not a known family"):
         adapter_for({"model_type": "llama"}, architecture="no-such-family")
     with pytest.raises(HeadgeomError, match="not a known family"):
-        family_for({"model_type": "llama"}, "no-such-family")
+        architecture_for({"model_type": "llama"}, "no-such-family")
     with pytest.raises(HeadgeomError, match="latent attention"):
         adapter_for({"model_type": "deepseek_v3"})
     with pytest.raises(HeadgeomError, match="unknown architecture 'mamba_x'"):
-        family_for({"model_type": "mamba_x"})
+        architecture_for({"model_type": "mamba_x"})
 
 
 def test_preflight_line_names_model_family_and_stage(tmp_path):

@@ -9,7 +9,7 @@ from headgeom.core.errors import ConfigError, HeadgeomError
 from headgeom.core.factors import LayerFactors, gqa_map
 from headgeom.methods.grams import LayerGrams
 from headgeom.methods.nulls import null_factors
-from headgeom.methods.pk import cross_pairs, orthonormal_bases, pk_within
+from headgeom.methods.overlap import cross_pairs, orthonormal_bases, pk_within
 
 TORCH = Backend("torch", "cpu")
 

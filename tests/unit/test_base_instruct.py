@@ -17,7 +17,7 @@ from safetensors.numpy import load_file, save_file
 
 from headgeom.io.fetch import fetch_model
 from headgeom.io.shards import read_shards
-from headgeom.jobs.pk import pk_job
+from headgeom.jobs.pk_paper import pk_job
 from headgeom.outputs.pk.base_instruct import pk_sec5_5_base_instruct_pairs as table_pairs
 from tools.synth import write_llama
 
@@ -26,7 +26,7 @@ THETA = 0.7
 
 
 def _rho_explicit(WO, i, j):
-    """ρ of heads i, j from explicit D x D projectors (independent of headgeom.methods.pk)."""
+    """ρ of heads i, j from explicit D x D projectors (independent of headgeom.methods.overlap)."""
     A, B = WO[:, i * DH:(i + 1) * DH], WO[:, j * DH:(j + 1) * DH]
     Pa, Pb = A @ np.linalg.pinv(A), B @ np.linalg.pinv(B)
     return float(np.trace(Pa @ Pb)) / DH

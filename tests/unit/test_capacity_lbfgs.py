@@ -137,7 +137,7 @@ def test_an_unknown_ascent_is_an_error_naming_the_choices():
 
 
 def test_the_cost_model_prices_the_lbfgs_step_and_its_memory():
-    from headgeom.jobs import costs
+    from headgeom.schedule import costs
 
     f = {"d_model": 4096, "d_head": 128, "n_heads": 64, "n_kv_heads": 4, "n_layers": 94}
     g = costs.paper1_resources("capacity", f, 8, 100, "gradient")

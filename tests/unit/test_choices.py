@@ -216,11 +216,11 @@ def test_planned_alternatives_follow_the_config_and_share_forward_passes():
 
 def test_alternative_costs_sum_the_per_layer_jobs_they_recompute():
     """A shard switch recomputes its family on every layer of every activation model in one job:
-    the per-layer jobs' costs (headgeom.jobs.activation_costs, called here directly) summed, beside
+    the per-layer jobs' costs (headgeom.schedule.activation_costs, called here directly) summed, beside
     the table rebuild; a table switch costs the rebuild alone; ``headgeom plan`` lists them and the
     forward reruns at the forward step's cost."""
-    from headgeom.jobs import activation_costs as AC
-    from headgeom.jobs import plan as P
+    from headgeom.schedule import activation_costs as AC
+    from headgeom.tools import plan as P
 
     cfg = P.load_config(overrides={"active_models": ["m"], "activation": {"enabled": True, "models": ["m"]}})
     f = {"n_layers": 5, "d_model": 64, "n_heads": 4, "n_kv_heads": 2, "d_head": 16}

@@ -10,7 +10,7 @@ import pytest
 
 from headgeom.methods.closure import closure_layer
 from headgeom.io.fetch import fetch_model
-from headgeom.methods.pk import pk_layer
+from headgeom.methods.overlap import pk_layer
 from headgeom.io.store import TensorStore
 
 EMBEDDED = {

@@ -1,4 +1,4 @@
-"""Fan-out of the cross-layer null stage (headgeom.jobs.fanout): parts cover every layer pair
+"""Fan-out of the cross-layer null stage (headgeom.schedule.fanout): parts cover every layer pair
 once, stay under the runtime ceiling, and give the same draws bit for bit whatever the packing."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from headgeom.core.errors import ConfigError
-from headgeom.jobs import costs, fanout
-from headgeom.jobs.families import JOBS, shard_paths
+from headgeom.schedule import costs, fanout
+from headgeom.schedule.families import JOBS, shard_paths
 
 QWEN25_7B = {"n_layers": 28, "d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
 QWEN3_235B = {"n_layers": 94, "d_model": 4096, "d_head": 128, "n_heads": 64, "n_kv_heads": 4}
@@ -118,7 +118,7 @@ def test_two_fanouts_give_bitwise_identical_draws(tmp_path):
     bit, whether all pairs run in one job, one pair per job or packed writer blocks; and the
     rows of one part holding every pair are the unsplit job's rows in its order."""
     from headgeom.io.fetch import fetch_model
-    from headgeom.jobs.pk import pk_null_cross_job
+    from headgeom.jobs.pk_paper import pk_null_cross_job
     from tools.synth import write_llama
 
     L = 4
@@ -159,7 +159,7 @@ def test_two_fanouts_give_bitwise_identical_draws(tmp_path):
 def test_cross_parts_give_the_per_writer_rows_bitwise(tmp_path):
     """pk_cross_layer: packed or split parts hold exactly the rows of one job per writer layer."""
     from headgeom.io.fetch import fetch_model
-    from headgeom.jobs.pk import pk_cross_job
+    from headgeom.jobs.pk_paper import pk_cross_job
     from tools.synth import write_llama
 
     L = 4
@@ -183,9 +183,9 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     """`headgeom costs`: rule and wildcards from the plugin's comment string, the cost model's
     request recomputed from the manifest, jobs over their request flagged."""
     from headgeom.cli import main
-    from headgeom.jobs import efficiency
-    from headgeom.jobs.plan import load_config
-    from headgeom.jobs.scopes import per_job
+    from headgeom.tools import efficiency
+    from headgeom.tools.plan import load_config
+    from headgeom.schedule.designs import per_job
 
     model = "qwen_7b-x"  # underscores in a model name: the trailing integers are the wildcards
     d = tmp_path / "results" / "tensors" / model
@@ -225,7 +225,7 @@ def test_spilled_writer_bases_give_bitwise_identical_rows(tmp_path, monkeypatch)
     """pk_null_cross keeps writer bases in memory up to WRITER_CACHE_MB and spills the rest to
     disk: every writer spilled gives the same rows, bit for bit, in the same order."""
     from headgeom.io.fetch import fetch_model
-    from headgeom.jobs import pk as pkjobs
+    from headgeom.jobs import pk_paper as pkjobs
     from tools.synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=4)
@@ -234,10 +234,10 @@ def test_spilled_writer_bases_give_bitwise_identical_rows(tmp_path, monkeypatch)
     spilled = []
     real_save = np.save
     monkeypatch.setattr(np, "save", lambda path, *a, **k: (spilled.append(path), real_save(path, *a, **k)))
-    monkeypatch.setattr(pkjobs, "WRITER_CACHE_MB", 1e6)
+    monkeypatch.setattr(costs, "WRITER_CACHE_MB", 1e6)
     pkjobs.pk_null_cross_job(tmp_path / "store", [0, 1], tmp_path / "mem.parquet", p, log=lambda *_: None)
     assert spilled == []
-    monkeypatch.setattr(pkjobs, "WRITER_CACHE_MB", 0)
+    monkeypatch.setattr(costs, "WRITER_CACHE_MB", 0)
     pkjobs.pk_null_cross_job(tmp_path / "store", [0, 1], tmp_path / "disk.parquet", p, log=lambda *_: None)
     assert len(spilled) == 2 * 2 * 3  # nulls x samples x writer layers
     assert _rows([tmp_path / "mem.parquet"]) == _rows([tmp_path / "disk.parquet"])
@@ -257,8 +257,8 @@ def test_pk_cross_computes_each_reader_layer_once_and_recomputes_beyond_the_memo
     layer's spaces are computed once, and with no memo (every reader recomputed for every
     writer) the rows are the same, bit for bit, in the same order."""
     from headgeom.io.fetch import fetch_model
-    from headgeom.jobs import pk as pkjobs
-    from headgeom.methods import pk as pkm
+    from headgeom.jobs import pk_paper as pkjobs
+    from headgeom.methods import overlap as pkm
     from tools.synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=5)
@@ -271,7 +271,7 @@ def test_pk_cross_computes_each_reader_layer_once_and_recomputes_beyond_the_memo
     pkjobs.pk_cross_job(tmp_path / "store", 0, tmp_path / "memo.parquet", p, segments=segments, log=lambda *_: None)
     assert calls.count(("Q", "K", "V")) == 4 and calls.count(("O",)) == 4  # readers 1..4 once, writers 0..3 once
     calls.clear()
-    monkeypatch.setattr(pkjobs, "READER_CACHE_MB", 0)
+    monkeypatch.setattr(costs, "READER_CACHE_MB", 0)
     pkjobs.pk_cross_job(tmp_path / "store", 0, tmp_path / "none.parquet", p, segments=segments, log=lambda *_: None)
     assert calls.count(("Q", "K", "V")) == 4 + 3 + 2 + 1  # every writer's readers recomputed
     memo, none = (pq.read_table(tmp_path / f"{n}.parquet").to_pydict() for n in ("memo", "none"))
@@ -287,7 +287,7 @@ def test_pk_cross_lets_each_layers_mapped_tensors_go(tmp_path, monkeypatch):
 
     from headgeom.io.fetch import fetch_model
     from headgeom.io.store import TensorStore
-    from headgeom.jobs import pk as pkjobs
+    from headgeom.jobs import pk_paper as pkjobs
     from tools.synth import write_llama
 
     def rss_file_kib():

@@ -1,5 +1,5 @@
 """The fetch's memory: what it holds is the tensors it keeps, whatever the checkpoint's file
-layout, and its request is sized from the model's shape (headgeom.jobs.costs.fetch)."""
+layout, and its request is sized from the model's shape (headgeom.schedule.costs.fetch)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from headgeom.io.checkpoint import SafetensorsDir
-from headgeom.jobs import costs
-from headgeom.jobs.families import FETCH
+from headgeom.schedule import costs
+from headgeom.schedule.families import FETCH
 
 
 def _rss_file_kib() -> int:

@@ -27,7 +27,7 @@ import transformers
 import tests.unit.test_architectures_oracle as oracle
 from headgeom.adapters import adapter_for
 from headgeom.adapters.gguf import permute_llama_rows
-from headgeom.architectures import BY_MODEL_TYPE, FAMILIES, GGUF_ARCHS, GGUF_REFUSED
+from headgeom.architectures import BY_MODEL_TYPE, ARCHITECTURES, GGUF_ARCHS, GGUF_REFUSED
 from headgeom.core.errors import UnknownArchitectureError
 from headgeom.io.checkpoint import open_checkpoint
 from headgeom.io.store import TensorStore, extract
@@ -130,7 +130,7 @@ def _write(path, arch, cfg, f, tensors):
 
 def _build(mt, extra, root):
     torch.manual_seed(0)
-    cfg = oracle.tiny_config(mt, {**extra, FAMILIES[BY_MODEL_TYPE[mt]].layers_keys[0]: 2})
+    cfg = oracle.tiny_config(mt, {**extra, ARCHITECTURES[BY_MODEL_TYPE[mt]].layers_keys[0]: 2})
     model = T.AutoModelForCausalLM.from_config(cfg).float().eval()
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
@@ -150,7 +150,7 @@ def test_gguf_factors_equal_safetensors_factors(i, tmp_path):
     arch, (mt, extra) = CASES[i]
     model, cfg, store = _build(mt, extra, tmp_path)
     f = store.fields
-    fam = FAMILIES[BY_MODEL_TYPE[mt]].resolve(cfg.to_dict())
+    fam = ARCHITECTURES[BY_MODEL_TYPE[mt]].resolve(cfg.to_dict())
     tensors = _convert(arch, model, cfg, fam, f.n_heads, f.n_kv_heads, f.d_head)
     path = tmp_path / f"tiny-{arch}.gguf"
     _write(path, arch, cfg, f, tensors)

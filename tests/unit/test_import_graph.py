@@ -104,6 +104,32 @@ def test_no_import_cycle_between_packages():
     assert cycles(pg) == []
 
 
+# headgeom's packages (headgeom/X/ or headgeom/X.py), lowest layer first; a package imports only
+# packages of its own or a lower layer. A new package is slotted in here (the test fails until it is).
+LAYERS = (
+    ("headgeom", "headgeom.core", "headgeom.layout"),  # errors, config checks, paths
+    ("headgeom.architectures", "headgeom.methods", "headgeom.patches"),  # declarations, math, 3rd-party patches
+    ("headgeom.adapters",),  # checkpoint layouts -> per-head factors
+    ("headgeom.io",),  # fetch, stores, shards, forward passes
+    ("headgeom.schedule",),  # shard-family registry, designs, fan-out, cost models
+    ("headgeom.jobs", "headgeom.outputs"),  # job entry points; tables and figures
+    ("headgeom.targets",),  # what a run builds
+    ("headgeom.tools",),  # plan, check, timings, efficiency
+    ("headgeom.verify",),  # audit, claims, integrity
+    ("headgeom.api", "headgeom.cli"),  # entry points for people
+    ("headgeom.rules",),  # what the rule files call (nothing else imports it)
+)
+
+
+def test_every_package_imports_only_its_own_or_lower_layers():
+    layer = {p: i for i, ps in enumerate(LAYERS) for p in ps}
+    g = graph()
+    assert {package_of(m) for m in g} <= set(layer), sorted({package_of(m) for m in g} - set(layer))
+    up = sorted((a, b) for a, targets in g.items() for b in targets
+                if layer[package_of(b)] > layer[package_of(a)])
+    assert not up, up
+
+
 def test_outputs_never_import_verify():
     bad = {(a, b) for a, targets in graph().items() if a.startswith("headgeom.outputs")
            for b in targets if b.startswith("headgeom.verify")}

@@ -21,11 +21,11 @@ import scipy.linalg as sla
 from headgeom.core import stats as S
 from headgeom.methods import closure as C
 from headgeom.methods import nulls as N
-from headgeom.methods import pk as PK
+from headgeom.methods import overlap as PK
 from headgeom.outputs.pk import cross_layer
 from headgeom.core.factors import LayerFactors, gqa_map
 from headgeom.io.fetch import fetch_model
-from headgeom.jobs.pk import pk_cross_job
+from headgeom.jobs.pk_paper import pk_cross_job
 from headgeom.io.shards import read_shards
 from head_grams import grams
 from references import closure_weighted_form, weighted_inner

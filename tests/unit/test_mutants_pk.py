@@ -1,4 +1,4 @@
-"""headgeom.methods.pk against independent computations, for the mutants that survived the
+"""headgeom.methods.overlap against independent computations, for the mutants that survived the
 first mutation run (issue 11; classification in docs/mutation/pk.md).
 
 Expected values come from full SVDs of the factors, explicit D x D projectors and their traces,
@@ -6,7 +6,7 @@ scipy.linalg.subspace_angles, np.linalg.matrix_rank, exact constructions (coordi
 subspaces at a planted angle) and closed-form moments; never from the code under test. Heads
 are random and non-symmetric, some rank-deficient, and the layers are GQA (several query heads
 per KV group). Each test names the mutants it was written against (mutmut names, without the
-``headgeom.methods.pk.x_`` prefix)."""
+``headgeom.methods.overlap.x_`` prefix)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from scipy import stats as sps
 
 from headgeom.core.backend import Backend
 from headgeom.core.factors import LayerFactors
-from headgeom.methods import pk as PK
+from headgeom.methods import overlap as PK
 
 
 def svd_proj(X: np.ndarray, rtol: float = 1e-6) -> tuple[np.ndarray, int]:

@@ -9,7 +9,8 @@ import pytest
 from scipy.linalg import subspace_angles
 
 from headgeom.io.shards import read_shard
-from headgeom.methods import pk
+from headgeom.methods import overlap
+from headgeom.schedule import costs
 from references import cross_rho_projectors, packed_projectors, projector_pk
 
 
@@ -19,7 +20,7 @@ def _bases(n, D, d, seed, drop=()):
     X = np.random.default_rng(seed).standard_normal((n, D, d))
     for h in drop:
         X[h, :, -1] = X[h, :, 0]  # rank d - 1
-    return pk.orthonormal_bases(X)
+    return overlap.orthonormal_bases(X)
 
 
 @pytest.mark.parametrize("D,d,nw,nr", [(24, 5, 3, 4), (40, 8, 2, 5), (17, 3, 4, 1)])
@@ -28,7 +29,7 @@ def test_projector_pk_is_the_sum_of_squared_principal_cosines(D, d, nw, nr):
     Br, rr = _bases(nr, D, d, 2)
     got = projector_pk(packed_projectors(Bw, twice_upper=True), packed_projectors(Br))
     assert rw[0] == d - 1
-    np.testing.assert_allclose(pk.projector_gram([Bw], [Br]), got, rtol=1e-14)  # slab by slab: the same terms
+    np.testing.assert_allclose(overlap.projector_gram([Bw], [Br]), got, rtol=1e-14)  # slab by slab: the same terms
     for i in range(nw):
         for j in range(nr):
             U, V = Bw[i][:, :rw[i]], Br[j][:, :rr[j]]
@@ -42,16 +43,16 @@ def test_packed_slabs_are_the_projector_rows_with_the_writer_weights(monkeypatch
     """Each slab a..b of a head's packing is the rectangle (U U^T)[a:b, a:], read off an explicit
     projector; the writer's (twice_upper) has the entries right of the slab's diagonal block doubled.
     The slabs tile the rows 0..D in order."""
-    monkeypatch.setattr(pk, "SLAB_ELEMS", 40)
-    pk.projector_slabs.cache_clear()
+    monkeypatch.setattr(overlap, "SLAB_ELEMS", 40)
+    overlap.projector_slabs.cache_clear()
     try:
         D = 37
         B, _ = _bases(3, D, 4, 4)
-        slabs = pk.projector_slabs(D)
-        assert slabs[0][:2] == (0, pk.SLAB_ROWS_MIN) and slabs[-1][1] == D and len(slabs) > 1
+        slabs = overlap.projector_slabs(D)
+        assert slabs[0][:2] == (0, overlap.SLAB_ROWS_MIN) and slabs[-1][1] == D and len(slabs) > 1
         assert all(s[1] == t[0] for s, t in zip(slabs, slabs[1:]))
         P, P2 = packed_projectors(B), packed_projectors(B, twice_upper=True)
-        assert P.shape == (3, pk.packed_length(D))
+        assert P.shape == (3, overlap.packed_length(D))
         for h in range(3):
             full = B[h] @ B[h].T
             for a, b, off in slabs:
@@ -61,7 +62,7 @@ def test_packed_slabs_are_the_projector_rows_with_the_writer_weights(monkeypatch
                 np.testing.assert_array_equal(got2[:, :b - a], got[:, :b - a])
                 np.testing.assert_allclose(got2[:, b - a:], 2 * full[a:b, b:], rtol=1e-13, atol=1e-15)
     finally:
-        pk.projector_slabs.cache_clear()
+        overlap.projector_slabs.cache_clear()
 
 
 @pytest.mark.parametrize("D,d,nw,nr,dtype", [(96, 8, 6, 9, np.float64), (257, 16, 5, 7, np.float64),
@@ -69,28 +70,28 @@ def test_packed_slabs_are_the_projector_rows_with_the_writer_weights(monkeypatch
 def test_projector_gram_is_the_explicit_projector_trace(D, d, nw, nr, dtype):
     """projector_gram over lists of layers (several slabs) against tr(P_w P_r) from explicit D x D
     projectors: 1e-12 relative in float64; in float32 within the bound stated in docs/methods.md
-    (pk.FLOAT32_RHO_BOUND on rho = PK / d)."""
+    (overlap.FLOAT32_RHO_BOUND on rho = PK / d)."""
     Bw, rw = _bases(nw, D, d, 7, drop=(1,))
     Br, rr = _bases(nr, D, d, 8)
-    assert len(pk.projector_slabs(D)) > 1 or D < 100
+    assert len(overlap.projector_slabs(D)) > 1 or D < 100
     want = np.array([[np.trace((Bw[i] @ Bw[i].T) @ (Br[j] @ Br[j].T)) for j in range(nr)] for i in range(nw)])
     W = [Bw[:2].astype(dtype), Bw[2:].astype(dtype)]
     R = [Br[:4].astype(dtype), Br[4:5].astype(dtype), Br[5:].astype(dtype)]
-    got = pk.projector_gram(W, R)
+    got = overlap.projector_gram(W, R)
     assert got.dtype == np.float64 and got.shape == (nw, nr)
     if dtype == np.float64:
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
     else:
-        assert np.abs(got - want).max() <= pk.float32_pk_bound(d)
+        assert np.abs(got - want).max() <= overlap.float32_pk_bound(d)
         assert np.abs(got - want).max() > 1e-10  # it is float32 arithmetic
 
 
 def test_cross_rho_projectors_equals_the_blocks_path_with_nan_heads():
     X = np.random.default_rng(3).standard_normal((4, 30, 6))
     X[2, 0, 0] = np.nan  # non-finite head: rank -1, its pairs NaN
-    Bw, rw = pk.orthonormal_bases(X)
+    Bw, rw = overlap.orthonormal_bases(X)
     Br, rr = _bases(3, 30, 6, 5, drop=(1,))
-    blocks = pk.cross_pairs(Bw, rw, Br, rr, angles=False)["rho"]
+    blocks = overlap.cross_pairs(Bw, rw, Br, rr, angles=False)["rho"]
     proj = cross_rho_projectors(packed_projectors(Bw, twice_upper=True), rw, packed_projectors(Br), rr)
     assert proj.shape == (4, 3)
     proj = proj.ravel()
@@ -103,26 +104,26 @@ def test_cross_rho_projectors_equals_the_blocks_path_with_nan_heads():
 def test_projectors_pay_by_counted_flops_and_bytes():
     """The route: projector Grams at the papers' shapes and the embedded models'; blocks where
     D d^2 is below the projector's D^2 / 2 per pair, or with no pairs."""
-    assert pk.projectors_pay(28, 3584, 128, 28, 4)  # Qwen2.5-7B
-    assert pk.projectors_pay(64, 4096, 128, 94, 4)  # Qwen3-235B
-    assert pk.projectors_pay(9, 576, 64, 30, 3)  # SmolLM2-135M
-    assert not pk.projectors_pay(12, 768, 16, 12)  # D d^2 well below D^2 / 2: blocks are cheaper per pair
-    assert not pk.projectors_pay(9, 576, 64, 1, 3)  # no pairs
-    t = pk.null_cross_route_seconds(3584, 128, 28, 36, 28)
+    assert overlap.projectors_pay(28, 3584, 128, 28, 4)  # Qwen2.5-7B
+    assert overlap.projectors_pay(64, 4096, 128, 94, 4)  # Qwen3-235B
+    assert overlap.projectors_pay(9, 576, 64, 30, 3)  # SmolLM2-135M
+    assert not overlap.projectors_pay(12, 768, 16, 12)  # D d^2 well below D^2 / 2: blocks are cheaper per pair
+    assert not overlap.projectors_pay(9, 576, 64, 1, 3)  # no pairs
+    t = overlap.null_cross_route_seconds(3584, 128, 28, 36, 28)
     # the counts behind it: blocks 2 D d^2 a pair, the slab products 2 L_p a pair (L_p ~ D (D + 1) / 2)
-    speed = pk.GEMM_FLOPS
-    assert t["blocks"] == pytest.approx(2 * 3584 * 128**2 * 28 * 36 / (speed * pk.ROUTE_RATES["blocks"]))
-    assert t["gram"] == pytest.approx(2 * pk.packed_length(3584) * 28 * 36 / (speed * pk.ROUTE_RATES["gram"]))
-    assert 3584 * 3585 // 2 < pk.packed_length(3584) < 1.05 * 3584 * 3585 / 2
+    speed = overlap.GEMM_FLOPS
+    assert t["blocks"] == pytest.approx(2 * 3584 * 128**2 * 28 * 36 / (speed * overlap.ROUTE_RATES["blocks"]))
+    assert t["gram"] == pytest.approx(2 * overlap.packed_length(3584) * 28 * 36 / (speed * overlap.ROUTE_RATES["gram"]))
+    assert 3584 * 3585 // 2 < overlap.packed_length(3584) < 1.05 * 3584 * 3585 / 2
     assert t["projectors"] == pytest.approx(t["gram"] + t["pack"] + t["stream"])
     # packing shared by more partners costs less per pair: float32 halves a head's memory
-    assert pk.heads_per_call(3584, 128, 28, 27, 4) > pk.heads_per_call(3584, 128, 28, 27, 8)
+    assert overlap.heads_per_call(3584, 128, 28, 27, 4) > overlap.heads_per_call(3584, 128, 28, 27, 8)
 
 
 @pytest.mark.parametrize("by_projectors", [True, False])
 def test_null_cross_job_gives_the_same_rows_by_either_path(tmp_path, monkeypatch, by_projectors):
     from headgeom.io.fetch import fetch_model
-    from headgeom.jobs.pk import pk_null_cross_job
+    from headgeom.jobs.pk_paper import pk_null_cross_job
     from tools.synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=3)
@@ -130,7 +131,7 @@ def test_null_cross_job_gives_the_same_rows_by_either_path(tmp_path, monkeypatch
     p = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "K", "V"]}
     outs = {}
     for path in (True, False):
-        monkeypatch.setattr(pk, "projectors_pay", lambda *_a, _p=path, **_k: _p)
+        monkeypatch.setattr(overlap, "projectors_pay", lambda *_a, _p=path, **_k: _p)
         outs[path] = tmp_path / f"{path}.parquet"
         pk_null_cross_job(tmp_path / "store", [0, 1], outs[path], p, log=lambda *_: None)
     (a, prov), (b, _) = read_shard(outs[by_projectors]), read_shard(outs[not by_projectors])
@@ -153,21 +154,20 @@ def test_null_cross_grouped_products_are_the_per_layer_pair_products_bit_for_bit
     per-pair products), with every layer in one call, and with the writers spilled to disk (read back
     memory-mapped), the shard is the same bit for bit, for the whole pair list and for a fan-out part
     that starts mid-model."""
-    import headgeom.jobs.pk as jobs_pk
     from headgeom.io.fetch import fetch_model
-    from headgeom.jobs.pk import pk_null_cross_job
+    from headgeom.jobs.pk_paper import pk_null_cross_job
     from tools.synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=5)
     fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
-    monkeypatch.setattr(pk, "projectors_pay", lambda *_a, **_k: True)
+    monkeypatch.setattr(overlap, "projectors_pay", lambda *_a, **_k: True)
     p = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "K", "V"]}
     budgets = {"one layer each": (1e-9, 512), "all at once": (1e6, 512), "spilled": (1e6, 1e-9)}
     for segments in (None, [(1, 3, 5), (2, 3, 4)]):
         shards = {}
         for name, (side_mb, cache_mb) in budgets.items():
-            monkeypatch.setattr(pk, "NULL_CROSS_SIDE_MB", side_mb)
-            monkeypatch.setattr(jobs_pk, "WRITER_CACHE_MB", cache_mb)
+            monkeypatch.setattr(overlap, "NULL_CROSS_SIDE_MB", side_mb)
+            monkeypatch.setattr(costs, "WRITER_CACHE_MB", cache_mb)
             out = tmp_path / f"{name}-{segments is None}.parquet"
             pk_null_cross_job(tmp_path / "store", [0, 1], out, p, segments=segments, log=lambda *_: None)
             shards[name] = read_shard(out)[0].to_pydict()
@@ -185,13 +185,13 @@ def test_null_cross_grouped_products_are_the_per_layer_pair_products_bit_for_bit
 
 
 def test_layer_groups_cover_the_layers_in_order():
-    from headgeom.jobs.pk import layer_groups
+    from headgeom.jobs.pk_paper import layer_groups
 
     assert layer_groups([3, 4, 5, 6, 7], 2) == [[3, 4], [5, 6], [7]]
     assert layer_groups([3, 4], 0) == [[3], [4]]  # at least one layer a call
     assert layer_groups(list(range(5)), 10**6) == [[0, 1, 2, 3, 4]]
     assert layer_groups([], 2) == []
     # a call's layers: whole layers whose bases and slab rows fit the side's budget
-    per_head = pk.head_mib(576, 64)
-    assert pk.layers_per_call(576, 64, 15, budget_mb=15 * per_head * 3.5) == 3
-    assert pk.layers_per_call(576, 64, 15, budget_mb=1.0) == 1
+    per_head = overlap.head_mib(576, 64)
+    assert overlap.layers_per_call(576, 64, 15, budget_mb=15 * per_head * 3.5) == 3
+    assert overlap.layers_per_call(576, 64, 15, budget_mb=1.0) == 1

@@ -20,7 +20,7 @@ import pytest
 
 from headgeom.core.backend import Backend
 from headgeom.methods import nulls as N
-from headgeom.methods import pk
+from headgeom.methods import overlap
 
 TORCH = Backend("torch", "cpu")
 
@@ -76,7 +76,7 @@ def test_rotation_draw_equals_the_formed_haar_product(D, n, d):
 def test_within_null_statistics_equal_the_previous_path(D, n, d):
     """What a pk_null_within row holds (layer statistics and the sorted rho), new path vs old."""
     X = _layer(n, D, d, seed=3 * D + n)
-    iso = pk.isotropic_rho(d, D)
+    iso = overlap.isotropic_rho(d, D)
     for null in ("rotation", "reassign"):
         Xn = N.null_factors(X, null, np.random.default_rng(11))
         if null == "rotation":
@@ -84,29 +84,29 @@ def test_within_null_statistics_equal_the_previous_path(D, n, d):
         else:
             Xo = N.null_factors(X, null, np.random.default_rng(11))
             np.testing.assert_array_equal(Xn, Xo)  # reassignment: unchanged, bit for bit
-        Bn, rn = pk.orthonormal_bases(Xn)
-        Bo, ro = pk.orthonormal_bases(Xo)
+        Bn, rn = overlap.orthonormal_bases(Xn)
+        Bo, ro = overlap.orthonormal_bases(Xo)
         np.testing.assert_array_equal(rn, ro)
-        new = pk.pk_within(Bn, rn)
+        new = overlap.pk_within(Bn, rn)
         # the previous pk_within: blocks from one GEMM per head, sigma_max by the same eigvalsh
         C = _old_upper_blocks(Bo)
         pko = np.einsum("pij,pij->p", C, C)
         iu, ju = np.triu_indices(n, 1)
         rho_o = pko / np.minimum(ro[iu], ro[ju])
-        ang_o = np.degrees(np.arccos(np.clip(pk.sigma_max(C), -1, 1)))
+        ang_o = np.degrees(np.arccos(np.clip(overlap.sigma_max(C), -1, 1)))
         assert _rel(new["rho"], rho_o) <= 1e-12
         if null == "reassign" and d % 8 == 0:
             # same factors: the blocks and the pair sums add in the same order (einsum's SIMD order
             # also depends on the alignment of each block row; rows of 8k doubles, as every model's
             # d_head, leave only the base pointer, which numpy's large allocations share)
             np.testing.assert_array_equal(new["rho"], rho_o)
-            np.testing.assert_array_equal(new["min_angle_deg"], np.degrees(np.arccos(np.clip(pk.sigma_max(C), -1, 1))))
+            np.testing.assert_array_equal(new["min_angle_deg"], np.degrees(np.arccos(np.clip(overlap.sigma_max(C), -1, 1))))
         # the angle through its cosine (sigma_max) to 1e-12; in degrees arccos near 1 magnifies the
         # last bits of sigma_max (relative 1/theta^2: about 1.4e-12 at 1.4 degrees, where the sine
         # form has not taken over), so degrees agree to 1e-11 absolute
         assert _rel(np.cos(np.radians(new["min_angle_deg"])), np.cos(np.radians(ang_o))) <= 1e-12
         assert np.max(np.abs(new["min_angle_deg"] - ang_o)) <= 1e-11
-        sn, so = pk.layer_stats(new["rho"], new["min_angle_deg"], iso), pk.layer_stats(rho_o, ang_o, iso)
+        sn, so = overlap.layer_stats(new["rho"], new["min_angle_deg"], iso), overlap.layer_stats(rho_o, ang_o, iso)
         for k in sn:
             tol = 1e-11 if k == "min_angle_deg" else 1e-12 * abs(so[k])
             assert abs(sn[k] - so[k]) <= tol, (null, k, sn[k], so[k])
@@ -116,12 +116,12 @@ def test_within_null_statistics_equal_the_previous_path(D, n, d):
 def test_cross_null_rho_equals_the_previous_path(D, n, d):
     """pk_null_cross: rotated writer and reader draws, then the stacked-basis cross blocks."""
     Xw, Xr = _layer(n, D, d, seed=5), _layer(max(2, n // 2), D, d, seed=6)
-    rw_new = pk.orthonormal_bases(N.null_factors(Xw, "rotation", np.random.default_rng(1)))
-    rr_new = pk.orthonormal_bases(N.null_factors(Xr, "rotation", np.random.default_rng(2)))
-    rw_old = pk.orthonormal_bases(N.unstack(_old_rotate(N.stack(Xw), np.random.default_rng(1)), n))
-    rr_old = pk.orthonormal_bases(N.unstack(_old_rotate(N.stack(Xr), np.random.default_rng(2)), Xr.shape[0]))
-    a = pk.cross_pairs(*rw_new, *rr_new, angles=False)
-    b = pk.cross_pairs(*rw_old, *rr_old, angles=False)
+    rw_new = overlap.orthonormal_bases(N.null_factors(Xw, "rotation", np.random.default_rng(1)))
+    rr_new = overlap.orthonormal_bases(N.null_factors(Xr, "rotation", np.random.default_rng(2)))
+    rw_old = overlap.orthonormal_bases(N.unstack(_old_rotate(N.stack(Xw), np.random.default_rng(1)), n))
+    rr_old = overlap.orthonormal_bases(N.unstack(_old_rotate(N.stack(Xr), np.random.default_rng(2)), Xr.shape[0]))
+    a = overlap.cross_pairs(*rw_new, *rr_new, angles=False)
+    b = overlap.cross_pairs(*rw_old, *rr_old, angles=False)
     assert _rel(a["rho"], b["rho"]) <= 1e-12
 
 
@@ -129,16 +129,16 @@ def test_cross_null_rho_equals_the_previous_path(D, n, d):
 @pytest.mark.parametrize("strip_mb", [None, 1e-9])  # one strip; one head per strip
 def test_upper_blocks_equal_one_gemm_per_head(n, D, d, strip_mb, monkeypatch):
     if strip_mb is not None:
-        monkeypatch.setattr(pk, "UPPER_STRIP_MB", strip_mb)
+        monkeypatch.setattr(overlap, "UPPER_STRIP_MB", strip_mb)
     B = np.random.default_rng(n * D).standard_normal((n, D, d))
-    new, old = pk.upper_blocks(B), _old_upper_blocks(B)
+    new, old = overlap.upper_blocks(B), _old_upper_blocks(B)
     assert new.shape == old.shape == (n * (n - 1) // 2, d, d)
     assert np.max(np.abs(new - old)) <= 1e-12 * np.max(np.abs(old))
     # and each block is U_i^T U_j, explicitly
     iu, ju = np.triu_indices(n, 1)
     for p in (0, len(iu) // 2, len(iu) - 1):
         np.testing.assert_allclose(new[p], B[iu[p]].T @ B[ju[p]], rtol=1e-12, atol=1e-12)
-    t = pk.upper_blocks(B, TORCH)
+    t = overlap.upper_blocks(B, TORCH)
     assert np.max(np.abs(t - old)) <= 1e-12 * np.max(np.abs(old))
 
 
@@ -148,7 +148,7 @@ def test_torch_rotation_equals_numpy(D, n, d):
     a = N.null_factors(X, "rotation", np.random.default_rng(4), backend=TORCH)
     b = N.null_factors(X, "rotation", np.random.default_rng(4))
     assert np.max(np.abs(a - b)) <= 1e-12 * np.max(np.abs(b))
-    ra, rb = (pk.pk_within(*pk.orthonormal_bases(Y))["rho"] for Y in (a, b))
+    ra, rb = (overlap.pk_within(*overlap.orthonormal_bases(Y))["rho"] for Y in (a, b))
     assert _rel(ra, rb) <= 1e-12
 
 
@@ -174,18 +174,18 @@ def test_cross_pairs_with_a_prestacked_writer_is_the_same_computation():
     the strided (nw, nr, d, d) view instead of a reshaped copy. Bit for bit the previous call."""
     rng = np.random.default_rng(8)
     Xw, Xr = rng.standard_normal((5, 48, 6)), rng.standard_normal((3, 48, 6))
-    Bw, rw = pk.orthonormal_bases(Xw)
-    Br, rr = pk.orthonormal_bases(Xr)
-    a = pk.cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, Sw=pk.stacked(Bw), SXw=pk.stacked(Xw))
-    b = pk.cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr)
+    Bw, rw = overlap.orthonormal_bases(Xw)
+    Br, rr = overlap.orthonormal_bases(Xr)
+    a = overlap.cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, Sw=overlap.stacked(Bw), SXw=overlap.stacked(Xw))
+    b = overlap.cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr)
     assert a.keys() == b.keys()
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
-    C = pk.cross_blocks(Bw, Br)
-    np.testing.assert_array_equal(pk.sigma_max(C).ravel(), pk.sigma_max(C.reshape(-1, 6, 6)))
-    np.testing.assert_allclose(pk.sigma_max(C)[1, 2], np.linalg.svd(Bw[1].T @ Br[2], compute_uv=False)[0], rtol=1e-12)
+    C = overlap.cross_blocks(Bw, Br)
+    np.testing.assert_array_equal(overlap.sigma_max(C).ravel(), overlap.sigma_max(C.reshape(-1, 6, 6)))
+    np.testing.assert_allclose(overlap.sigma_max(C)[1, 2], np.linalg.svd(Bw[1].T @ Br[2], compute_uv=False)[0], rtol=1e-12)
     with pytest.raises(ValueError, match="stacked Ua"):
-        pk.cross_blocks(Bw, Br, Sa=pk.stacked(Br))
+        overlap.cross_blocks(Bw, Br, Sa=overlap.stacked(Br))
 
 
 def test_reassignment_is_the_seeded_column_permutation_c_ordered():
@@ -207,9 +207,9 @@ def test_bases_are_the_heads_of_one_stacked_matrix_with_the_bits_of_contiguous_o
     float32 (the null mode) every step runs in float32 (orthonormal_bases 98, 100: a float64
     identity in the second pass would promote its Cholesky factor)."""
     X = _layer(7, 64, 8, seed=31).astype(dtype)
-    bk = pk.NUMPY if backend is None else backend
-    B, r = pk.orthonormal_bases(X, backend=bk)
-    S = pk.stacked(B)
+    bk = overlap.NUMPY if backend is None else backend
+    B, r = overlap.orthonormal_bases(X, backend=bk)
+    S = overlap.stacked(B)
     assert np.shares_memory(S, B) and S.flags["C_CONTIGUOUS"] and S.shape == (64, 56) and B.dtype == dtype
     # the reference: the same steps with the last product into a fresh contiguous array
     G = X.swapaxes(-1, -2) @ X
@@ -226,7 +226,7 @@ def test_bases_are_the_heads_of_one_stacked_matrix_with_the_bits_of_contiguous_o
     else:
         np.testing.assert_allclose(B, ref, rtol=0, atol=1e-13 if dtype == np.float64 else 1e-5)
     np.testing.assert_array_equal(r, keep.sum(-1))
-    Bv, rv = pk.orthonormal_bases(N.unstack(N.stack(X), 7), backend=bk)  # view input: same bits
+    Bv, rv = overlap.orthonormal_bases(N.unstack(N.stack(X), 7), backend=bk)  # view input: same bits
     np.testing.assert_array_equal(Bv, B)
     np.testing.assert_array_equal(rv, r)
 
@@ -254,30 +254,30 @@ def test_null_draws_are_heads_of_the_drawn_matrix_and_a_stacked_input_is_not_cop
 
 
 def test_stacked_heads_are_a_stacked_copy_read_as_heads():
-    """pk.stacked_heads: the same values as the heads given, held as the heads of one new
+    """overlap.stacked_heads: the same values as the heads given, held as the heads of one new
     stacked (D, n d) matrix (stacking them again copies nothing; the input is not shared);
-    pk.heads_of refuses a width that does not split into the heads."""
+    overlap.heads_of refuses a width that does not split into the heads."""
     X = np.random.default_rng(4).standard_normal((3, 10, 4))
-    H = pk.stacked_heads(X)
+    H = overlap.stacked_heads(X)
     np.testing.assert_array_equal(H, X)
-    S = pk.stacked(H)
+    S = overlap.stacked(H)
     assert np.shares_memory(S, H) and S.flags["C_CONTIGUOUS"] and S.shape == (10, 12)
     assert not np.shares_memory(H, X)
-    np.testing.assert_array_equal(pk.heads_of(S, 3), X)
+    np.testing.assert_array_equal(overlap.heads_of(S, 3), X)
     with pytest.raises(ValueError, match="12 columns do not split into 5 heads"):
-        pk.heads_of(S, 5)
+        overlap.heads_of(S, 5)
 
 
 @pytest.mark.parametrize("backend", [None, TORCH])
 @pytest.mark.parametrize("shape", [(40, 3, 7), (96, 6, 16), (300, 4, 50)])
 def test_every_sampler_leaves_the_shared_layer_matrix_as_it_was(shape, backend):
-    """The null jobs hand every draw the same stacked matrix (pk.stacked_heads), so no registered
+    """The null jobs hand every draw the same stacked matrix (overlap.stacked_heads), so no registered
     sampler may write into it: S is bitwise the same after a draw of each null model."""
     D, n, d = shape
     S = N.stack(_layer(n, D, d, seed=5))
     before = S.copy()
     for model in N.NULL_MODELS.values():
-        kw = {"backend": backend or pk.NUMPY} if model.uses_backend else {}
+        kw = {"backend": backend or overlap.NUMPY} if model.uses_backend else {}
         out = model.sampler(S, np.random.default_rng(1), **kw)
         assert out.shape == S.shape and not np.shares_memory(out, S)
         np.testing.assert_array_equal(S, before)
@@ -286,11 +286,11 @@ def test_every_sampler_leaves_the_shared_layer_matrix_as_it_was(shape, backend):
 def test_rotation_draws_share_the_lq_factor_of_a_wide_layer_matrix(monkeypatch):
     """A wide S (n d > D): every rotation draw needs S's LQ factor. With ``prepared`` it is computed
     once per (null, precision, key) and every draw has the bits of an unprepared draw; a budgeted
-    store that declines to keep it (jobs.pk._Prepared) recomputes it, with the same bits."""
+    store that declines to keep it (jobs.pk_paper._Prepared) recomputes it, with the same bits."""
     from headgeom.core.seeds import rng_for
-    from headgeom.jobs.pk import _Prepared
+    from headgeom.jobs.pk_paper import _Prepared
     from headgeom.methods import nulls
-    from headgeom.methods.pk import stacked_heads
+    from headgeom.methods.overlap import stacked_heads
 
     rng = np.random.default_rng(3)
     X = stacked_heads(rng.standard_normal((4, 24, 10)))  # 4 heads of 10 in D = 24: wide (40 > 24)

@@ -19,7 +19,7 @@ import pytest
 
 from headgeom.core.seeds import rng_for
 from headgeom.methods.nulls import null_factors
-from headgeom.methods.pk import factor_stack, isotropic_rho, layer_stats, orthonormal_bases, pk_layer, pk_within
+from headgeom.methods.overlap import factor_stack, isotropic_rho, layer_stats, orthonormal_bases, pk_layer, pk_within
 
 REL_BOUND = 5e-5
 
@@ -95,7 +95,7 @@ def test_unknown_precision_is_an_error():
 
 def test_float32_bases_give_float64_statistics():
     """The PK sums of float32 blocks are accumulated in float64 (within and cross pairs)."""
-    from headgeom.methods.pk import cross_pairs
+    from headgeom.methods.overlap import cross_pairs
 
     X = np.random.default_rng(0).standard_normal((4, 40, 5))
     B, r = orthonormal_bases(X.astype(np.float32))

@@ -2,7 +2,7 @@
 
 * tiny BitNet (an RMSNorm between the heads' outputs and o_proj) and a llama-layout type made
   here whose attention block carries an extra module between V and O are refused at pre-flight
-  (``headgeom.jobs.preflight.problems``, what ``headgeom check`` and the workflow run) with
+  (``headgeom.tools.check.problems``, what ``headgeom check`` and the workflow run) with
   their reasons; the same type without the extra module passes (the control);
 * the oracle alone (BitNet taken out of ``REFUSED``) names ``attn_sub_norm``; a named family
   forced onto the extra-module type, and a config switch that adds a q/k norm the family does
@@ -23,9 +23,9 @@ from torch import nn
 from transformers.models.llama import modeling_llama as ml
 
 from headgeom.adapters import oracle
-from headgeom.architectures import FAMILIES, REFUSED
+from headgeom.architectures import ARCHITECTURES, REFUSED
 from headgeom.core.errors import UnknownArchitectureError
-from headgeom.jobs.preflight import problems
+from headgeom.tools.check import problems
 
 BETWEEN = "sits between the heads' outputs and o_proj, so the OV operator is not O V^T"
 
@@ -74,7 +74,7 @@ def own_cache(tmp_path, monkeypatch):
 
 def _save(model_type: str, path, cls=T.AutoModel):
     c = {"model_type": model_type}
-    cut = oracle.cut_config(c, FAMILIES["llama"])
+    cut = oracle.cut_config(c, ARCHITECTURES["llama"])
     cfg = T.AutoConfig.for_model(model_type, **{k: v for k, v in cut.items() if k != "model_type"})
     torch.manual_seed(0)
     cls.from_config(cfg).save_pretrained(path)
@@ -100,7 +100,7 @@ def test_bitnet_and_an_extra_module_between_v_and_o_are_refused_at_preflight(tmp
 def test_the_oracle_alone_refuses_bitnet(monkeypatch):
     monkeypatch.delitem(REFUSED, "bitnet")
     with pytest.raises(UnknownArchitectureError, match=re.escape(f"bitnet: attn_sub_norm {BETWEEN}")):
-        oracle.derived_family({"model_type": "bitnet", "hidden_size": 2560, "num_attention_heads": 20,
+        oracle.derived_architecture({"model_type": "bitnet", "hidden_size": 2560, "num_attention_heads": 20,
                                "num_key_value_heads": 5, "num_hidden_layers": 30})
 
 
@@ -119,7 +119,7 @@ def test_a_config_switch_adding_an_undescribed_qk_norm_is_refused():
 
 
 def test_verdicts_are_cached_once_per_layout(tmp_path, monkeypatch):
-    llama = FAMILIES["llama"]
+    llama = ARCHITECTURES["llama"]
     base = {"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
             "num_hidden_layers": 32, "rms_norm_eps": 1e-5, "rope_theta": 5e5, "vocab_size": 128256}
     calls = []
@@ -144,7 +144,7 @@ def test_verdicts_are_cached_once_per_layout(tmp_path, monkeypatch):
 
 def test_a_cached_refusal_is_raised_without_building(monkeypatch):
     c = {"model_type": "phi", "qk_layernorm": True}
-    fam = FAMILIES["phi"].resolve(c)
+    fam = ARCHITECTURES["phi"].resolve(c)
     with pytest.raises(UnknownArchitectureError):
         oracle.verify(fam, c)
     monkeypatch.setattr(oracle, "tiny_model", lambda cut: pytest.fail("a warm verdict built a model"))
@@ -168,7 +168,7 @@ def test_full_size_configs_are_checked_and_pass(config):
     """A paper-scale config (per-layer lists, a multimodal wrapper's text config) is cut, built and
     passes: checked (ok True), not merely unbuildable (ok None)."""
     from headgeom.adapters import adapter_for
-    from headgeom.architectures import family_for
+    from headgeom.architectures import architecture_for
 
-    assert oracle.verdict(family_for(config), config)["ok"] is True
-    assert adapter_for(config).family.name == family_for(config).name
+    assert oracle.verdict(architecture_for(config), config)["ok"] is True
+    assert adapter_for(config).architecture.name == architecture_for(config).name

@@ -6,7 +6,7 @@ from scipy.linalg import subspace_angles
 
 from headgeom.core import stats
 from headgeom.methods import nulls
-from headgeom.methods import pk
+from headgeom.methods import overlap
 from headgeom.core.seeds import rng_for
 
 rng = np.random.default_rng(2024)
@@ -15,9 +15,9 @@ rng = np.random.default_rng(2024)
 def test_cross_pairs_match_pairwise_definitions():
     D, d = 40, 5
     Xw, Xr = rng.standard_normal((3, D, d)), rng.standard_normal((4, D, d))
-    Bw, rw = pk.orthonormal_bases(Xw)
-    Br, rr = pk.orthonormal_bases(Xr)
-    out = pk.cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr)
+    Bw, rw = overlap.orthonormal_bases(Xw)
+    Br, rr = overlap.orthonormal_bases(Xr)
+    out = overlap.cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr)
     assert len(out["rho"]) == 12
     for p in range(12):
         i, j = out["head_w"][p], out["head_r"][p]
@@ -32,9 +32,9 @@ def test_cross_pairs_match_pairwise_definitions():
 def test_spectral_weighted_measure_near_one_for_gaussians():
     D, d = 300, 16
     Xw, Xr = rng.standard_normal((6, D, d)), rng.standard_normal((6, D, d))
-    Bw, rw = pk.orthonormal_bases(Xw)
-    Br, rr = pk.orthonormal_bases(Xr)
-    w = pk.cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, angles=False)["weighted"]
+    Bw, rw = overlap.orthonormal_bases(Xw)
+    Br, rr = overlap.orthonormal_bases(Xr)
+    w = overlap.cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, angles=False)["weighted"]
     assert abs(w.mean() - 1) < 0.1
 
 
@@ -42,16 +42,16 @@ def test_lower_bound_proposition():
     """max_i rho(W, U_i) >= lambda_min(S)/H for any d-dim W when the U_i span R^D."""
     D, d, H = 24, 4, 8  # H d = 32 >= D
     U = rng.standard_normal((H, D, d)) * np.linspace(0.2, 3, D)[None, :, None]
-    Bu, ru = pk.orthonormal_bases(U)
-    lam = pk.lambda_min_S(Bu)
+    Bu, ru = overlap.orthonormal_bases(U)
+    lam = overlap.lambda_min_S(Bu)
     S = sum(B @ B.T for B in Bu)  # D x D: tests only
     assert np.isclose(lam, np.linalg.eigvalsh(S)[0], rtol=1e-8)
     for _ in range(20):
-        W, rw = pk.orthonormal_bases(rng.standard_normal((1, D, d)))
-        rho = pk.rho_matrix(W, rw, Bu, ru)[0]
+        W, rw = overlap.orthonormal_bases(rng.standard_normal((1, D, d)))
+        rho = overlap.rho_matrix(W, rw, Bu, ru)[0]
         assert rho.max() >= lam / H - 1e-12
     # writers that do not span: lambda_min = 0
-    assert pk.lambda_min_S(Bu[:5]) == 0.0
+    assert overlap.lambda_min_S(Bu[:5]) == 0.0
 
 
 def test_rotation_null_keeps_spectrum_and_reassign_keeps_columns():
@@ -86,9 +86,9 @@ def test_self_overlap_exhaustive_for_groups():
     labels = np.arange(H) // 2
     m = np.full((H, G), 0.1)
     m[np.arange(H), labels] = 0.5  # own group overlaps more
-    obs, null, p, exact = pk.self_overlap_test(m, labels, rng, n_perm=10_000)
+    obs, null, p, exact = overlap.self_overlap_test(m, labels, rng, n_perm=10_000)
     assert exact and null.size == 5 and obs == 0.5 and np.isclose(p, 1 / 6)
-    obs, null, p, exact = pk.self_overlap_test(np.full((8, 8), 0.2), np.arange(8), np.random.default_rng(0), n_perm=500)
+    obs, null, p, exact = overlap.self_overlap_test(np.full((8, 8), 0.2), np.arange(8), np.random.default_rng(0), n_perm=500)
     assert not exact and null.size == 500 and p == 1.0
 
 
@@ -96,20 +96,20 @@ def test_calibration_on_gaussian_weights():
     """Random Gaussian heads: mean rho ~ d/D, SD ~ the random-subspace formula, and the nulls
     flag 'dispersion beyond every null sample' no more often than chance."""
     D, d, H = 128, 8, 8
-    iso, sd = pk.isotropic_rho(d, D), pk.isotropic_sd(d, D)
+    iso, sd = overlap.isotropic_rho(d, D), overlap.isotropic_sd(d, D)
     means, sds, exceed, n_layers, n = [], [], 0, 40, 9
     g = np.random.default_rng(11)
     for layer in range(n_layers):
         X = g.standard_normal((H, D, d))
-        B, r = pk.orthonormal_bases(X)
-        rho = pk.pk_within(B, r)["rho"]
+        B, r = overlap.orthonormal_bases(X)
+        rho = overlap.pk_within(B, r)["rho"]
         means.append(rho.mean())
         sds.append(rho.std())
         null_sds = []
         for null in ("rotation", "reassign"):
             for s in range(n):
-                Bn, rn = pk.orthonormal_bases(nulls.null_factors(X, null, rng_for("calib", layer, null, s)))
-                null_sds.append(pk.pk_within(Bn, rn)["rho"].std())
+                Bn, rn = overlap.orthonormal_bases(nulls.null_factors(X, null, rng_for("calib", layer, null, s)))
+                null_sds.append(overlap.pk_within(Bn, rn)["rho"].std())
         exceed += rho.std() > max(null_sds)
     assert abs(np.mean(means) - iso) < 4 * sd / np.sqrt(n_layers * H * (H - 1) / 2)
     assert 0.8 < np.sqrt(np.mean(np.square(sds))) / sd < 1.25
@@ -120,7 +120,7 @@ def test_calibration_on_gaussian_weights():
 def test_null_blocks_are_identical_to_one_job(tmp_path):
     """Seeds depend on (model, layer, null, kind, sample) only: any fan-out gives the same draws."""
     from headgeom.io.fetch import fetch_model
-    from headgeom.jobs.pk import pk_null_within_job
+    from headgeom.jobs.pk_paper import pk_null_within_job
     from tools.synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=1)
@@ -140,7 +140,7 @@ def test_null_job_stacks_each_kind_once_for_all_its_draws(tmp_path):
     copy per kind, not one per draw), with the values of the kind's stacked factors."""
     from headgeom.io.fetch import fetch_model
     from headgeom.io.store import TensorStore
-    from headgeom.jobs.pk import pk_null_within_job
+    from headgeom.jobs.pk_paper import pk_null_within_job
     from tools.synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=1)
@@ -162,7 +162,7 @@ def test_null_job_stacks_each_kind_once_for_all_its_draws(tmp_path):
     for k, kind in enumerate(("O", "Q")):
         first = seen[3 * k]
         assert all(S is first or (np.shares_memory(S, first) and S.shape == first.shape) for S in seen[3 * k:3 * k + 3])
-        np.testing.assert_array_equal(first, pk.stacked(pk.factor_stack(f, kind)))
+        np.testing.assert_array_equal(first, overlap.stacked(overlap.factor_stack(f, kind)))
     assert not np.shares_memory(seen[0], seen[3])
     assert len(pq.read_table(tmp_path / "o.parquet").to_pylist()) == 6
 
@@ -170,10 +170,10 @@ def test_null_job_stacks_each_kind_once_for_all_its_draws(tmp_path):
 def test_job_resources_scale_with_shape(tmp_path):
     import json
 
-    from headgeom.jobs import costs
-    from headgeom.jobs.costs import REF, SECONDS
+    from headgeom.schedule import costs
+    from headgeom.schedule.costs import REF, SECONDS
 
-    def resources(job, manifest, **kw):  # each job's cost model (headgeom.jobs.families names it)
+    def resources(job, manifest, **kw):  # each job's cost model (headgeom.schedule.families names it)
         return getattr(costs, job)(manifest, **kw)
 
     def manifest(**f):
@@ -188,7 +188,7 @@ def test_job_resources_scale_with_shape(tmp_path):
     nc = resources("pk_null_cross", ref, n_samples=1)
     # writers spill beyond the cache (measured peak 739 MB at 7 and at 28 layers by blocks, docs/performance.md);
     # projector Grams hold up to NULL_CROSS_SIDE_MB of bases and slab rows a side on top
-    from headgeom.methods.pk import NULL_CROSS_SIDE_MB
+    from headgeom.methods.overlap import NULL_CROSS_SIDE_MB
 
     assert 739 + NULL_CROSS_SIDE_MB <= nc["mem_mb"] <= 739 + 3 * NULL_CROSS_SIDE_MB
     # one sample of both nulls over all 378 layer pairs: at least the pairs' work, not the floor

@@ -14,11 +14,11 @@ SHAPE = {"n_layers": 3, "d_model": 48, "n_heads": 4, "n_kv_heads": 2, "d_head": 
 
 
 def test_plugin_job_is_registered_scheduled_and_planned(tmp_path):
-    code = ("import json, sys; from headgeom.jobs import families as F, scopes; "
-            "from headgeom.jobs.plan import load_config; c = load_config([sys.argv[1]]); "
+    code = ("import json, sys; from headgeom.schedule import families as F, designs; "
+            "from headgeom.tools.plan import load_config; c = load_config([sys.argv[1]]); "
             "print(json.dumps({'job': F.family('toy_wo_norm').job, "
-            "'wc': scopes.job_wildcards('toy_wo_norm', c, 'm', json.loads(sys.argv[2])), "
-            "'paths': scopes.shard_paths('toy_wo_norm', c, 'm', json.loads(sys.argv[2]))}))")
+            "'wc': designs.job_wildcards('toy_wo_norm', c, 'm', json.loads(sys.argv[2])), "
+            "'paths': designs.shard_paths('toy_wo_norm', c, 'm', json.loads(sys.argv[2]))}))")
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(json.dumps({"models": {"m": {"source": "local", "path": "x", "shape": SHAPE}}, "active_models": ["m"]}))
     r = subprocess.run([sys.executable, "-c", code, str(cfg), json.dumps(SHAPE)], env=plugin_env(),
@@ -35,9 +35,9 @@ def test_plugin_job_is_registered_scheduled_and_planned(tmp_path):
     assert row.split()[:5] == ["toy_wo_norm", "3", "0.2", "0.2", "600"], row
     assert "results/shards/toy_wo_norm/m/layer0.parquet" in row
 
-    # a stage the model's scope turns off drops the plugin's jobs, as it drops the built-in ones
+    # a stage the model's design turns off drops the plugin's jobs, as it drops the built-in ones
     cfg.write_text(json.dumps({"models": {"m": {"source": "local", "path": "x", "shape": SHAPE}}, "active_models": ["m"],
-                               "scopes": {"m": {"stages": ["pk"]}}}))
+                               "designs": {"m": {"stages": ["pk"]}}}))
     r = subprocess.run([sys.executable, "-c", code, str(cfg), json.dumps(SHAPE)], env=plugin_env(),
                        capture_output=True, text=True, check=True)
     assert json.loads(r.stdout)["wc"] == []
@@ -45,9 +45,9 @@ def test_plugin_job_is_registered_scheduled_and_planned(tmp_path):
 
 def test_a_plugin_clashing_with_a_registered_name_is_refused(tmp_path):
     (tmp_path / "clash.py").write_text(
-        "from headgeom.jobs.families import JOBS, Job, register\n"
+        "from headgeom.schedule.families import JOBS, Job, register\n"
         "j = JOBS['pk_layer']\n"
         "register(Job('pk_layer2', j.run, {'shard': ('pk', 'layer')}, {}, j.cost_model, 'none', 'logs/x.log'))\n")
-    r = subprocess.run([sys.executable, "-c", "import headgeom.jobs.families"], env=plugin_env("clash", tmp_path),
+    r = subprocess.run([sys.executable, "-c", "import headgeom.schedule.families"], env=plugin_env("clash", tmp_path),
                        capture_output=True, text=True)
     assert r.returncode != 0 and "already registered" in r.stderr

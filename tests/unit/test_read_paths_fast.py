@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from headgeom.core.factors import LayerFactors, gqa_map
-from headgeom.methods.pk import reading_matrix
+from headgeom.methods.overlap import reading_matrix
 from headgeom.methods.read_paths import layer_pair_terms, read_path_pair, reader_rows, writer_terms
 from references import pair_terms_direct
 

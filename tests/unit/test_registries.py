@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headgeom.jobs import families as FAM
+from headgeom.schedule import families as FAM
 from headgeom.methods import nulls as N
 from headgeom.verify import docs
 from headgeom import outputs as O
@@ -23,23 +23,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_family_has_one_job_and_a_path_with_its_wildcards():
-    for name, fam in FAM.FAMILIES.items():
+    for name, fam in FAM.SHARD_FAMILIES.items():
         job = FAM.JOBS[fam.job]
         assert fam in job.families
         assert fam.path.startswith(f"results/shards/{name}/{{model}}/")
-        want = {"model"} | {w for w in ("layer", "block", "part") if w in fam.scope}
+        want = {"model"} | {w for w in ("layer", "block", "part") if w in fam.grain}
         assert set(re.findall(r"\{(\w+)\}", fam.path)) == want
-        assert (job.blocks is not None) == ("block" in fam.scope)
-        assert (job.fanout is not None) == ("part" in fam.scope)
+        assert (job.blocks is not None) == ("block" in fam.grain)
+        assert (job.fanout is not None) == ("part" in fam.grain)
     # sibling families of one job share their wildcards (one rule writes them together)
     for job in FAM.JOBS.values():
-        assert len({f.scope for f in job.families}) == 1
+        assert len({f.grain for f in job.families}) == 1
 
 
 def test_every_output_reads_registered_families_and_has_a_caption():
     for (kind, name), out in O.OUTPUTS.items():
         assert kind in REG.KINDS and out.name == name
-        assert set(out.families) <= set(FAM.FAMILIES), (name, out.families)
+        assert set(out.families) <= set(FAM.SHARD_FAMILIES), (name, out.families)
         assert out.caption.startswith("**"), name
         assert set(out.derived) <= {"pairs"}
 

@@ -1,6 +1,6 @@
 """No module outside the registries names what a registry declares: a job or step, a null model,
 an output (table or figure) or an architecture appears as a string literal only in its registry
-(headgeom/jobs/families.py, headgeom/methods/nulls.py, the output registrations under
+(headgeom/schedule/families.py, headgeom/methods/nulls.py, the output registrations under
 headgeom/outputs/, headgeom/architectures.py); everything else (headgeom/, workflow/scripts/,
 the rule files) reaches it through them.
 
@@ -15,18 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from headgeom.architectures import FAMILIES as ARCHITECTURES
-from headgeom.jobs.families import FAMILIES, JOBS, STEPS
+from headgeom.architectures import ARCHITECTURES
+from headgeom.schedule.families import SHARD_FAMILIES, JOBS, STEPS
 from headgeom.methods.nulls import NULL_MODELS
 from headgeom.outputs.registry import OUTPUTS
 
 ROOT = Path(__file__).resolve().parents[2]
-REGISTRIES = {"headgeom/jobs/families.py", "headgeom/methods/nulls.py", "headgeom/architectures.py"}
+REGISTRIES = {"headgeom/schedule/families.py", "headgeom/methods/nulls.py", "headgeom/architectures.py"}
 REGISTRY_DIRS = ("headgeom/outputs/",)
 
 
 def registered() -> dict[str, set[str]]:
-    return {"job": (set(JOBS) | set(STEPS)) - set(FAMILIES), "null model": set(NULL_MODELS),
+    return {"job": (set(JOBS) | set(STEPS)) - set(SHARD_FAMILIES), "null model": set(NULL_MODELS),
             "output": {name for _, name in OUTPUTS}, "architecture": set(ARCHITECTURES)}
 
 
@@ -72,7 +72,7 @@ def test_the_registries_are_what_the_check_reads():
 
 def test_the_check_sees_a_name_put_back():
     names = registered()
-    src = (ROOT / "headgeom/jobs/scopes.py").read_text()
+    src = (ROOT / "headgeom/schedule/designs.py").read_text()
     n = src.count("\n") + 2
     assert literals(src, names["job"]) == []
     assert literals(src + '\nJOB_STAGE = {"pk_layer": "pk"}\n', names["job"]) == [(n, "pk_layer")]

@@ -1,4 +1,4 @@
-"""Snakemake's scheduler keeps at most one pending re-evaluation timer (headgeom/jobs/scheduler_timers.py).
+"""Snakemake's scheduler keeps at most one pending re-evaluation timer (headgeom/patches/scheduler_timers.py).
 
 A real Snakemake run of a toy workflow counts its scheduling passes: with the fix they follow the
 jobs' events and the run's seconds; with Snakemake's own method every event adds a timer chain
@@ -15,7 +15,7 @@ import time
 import pytest
 
 from headgeom.core.errors import HeadgeomError
-from headgeom.jobs import scheduler_timers
+from headgeom.patches import scheduler_timers
 
 # 16 independent jobs of 0.5 s on one core, then the target that gathers them: about 8 s of events
 # (shell jobs: a `run:` job is a Snakemake subprocess that parses the Snakefile again, seconds each)
@@ -33,7 +33,7 @@ RUNNER = textwrap.dedent("""
     import sys, time
     from snakemake.scheduling.job_scheduler import JobScheduler
     if sys.argv[1] == "fixed":
-        from headgeom.jobs import scheduler_timers
+        from headgeom.patches import scheduler_timers
         scheduler_timers.install()
     passes = [0]
     select = JobScheduler.job_selector
@@ -101,9 +101,17 @@ def test_one_pending_timer_wakes_the_loop_once_then_can_be_started_again():
     assert _wakes(s, 0.3) == 1 and _wakes(other, 0.0) == 1
 
 
-def test_another_snakemake_version_is_refused(monkeypatch):
-    monkeypatch.setattr(scheduler_timers, "SNAKEMAKE_VERSION", "0.0")
-    with pytest.raises(HeadgeomError, match="written for 0.0"):
+def test_another_snakemake_version_warns_and_a_missing_method_is_refused(monkeypatch):
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    from headgeom.patches import PinnedVersionWarning
+
+    monkeypatch.setattr(scheduler_timers, "PINNED", {"snakemake": "0.0"})
+    monkeypatch.setattr(JobScheduler, "_schedule_reevalutation", JobScheduler._schedule_reevalutation)
+    with pytest.warns(PinnedVersionWarning, match=r"written for snakemake 0\.0; .* is installed"):
+        assert scheduler_timers.install() is True
+    monkeypatch.delattr(JobScheduler, "_schedule_reevalutation")
+    with pytest.raises(HeadgeomError, match="has no _schedule_reevalutation"):
         scheduler_timers.install()
 
 

@@ -1,4 +1,4 @@
-"""Scoped designs without Snakemake (issue 13 item 1): `headgeom plan` on config/models.yaml +
+"""Per-model designs without Snakemake (issue 13 item 1): `headgeom plan` on config/models.yaml +
 config/paper.yaml at the registry shapes lists exactly the PK paper's design for Qwen3-235B-A22B
 and Qwen2.5-7B (the dry-run equivalent is tests/workflow/test_scopes.py, on stand-ins)."""
 
@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from headgeom.jobs import plan as P
+from headgeom.tools import plan as P
 
 Q3, Q7, Q7I = "qwen3-235b-a22b", "qwen2.5-7b", "qwen2.5-7b-instruct"
 
@@ -35,11 +35,11 @@ def test_qwen25_7b_reading_and_cross_nulls_no_writing_nulls_no_paper1():
     assert not any(r.startswith("paper1") for m, r in by if m == Q7)
     # the instruct twin: writing-space pairs only
     assert {r for m, r in by if m == Q7I} == {"pk_layer"} and by[(Q7I, "pk_layer")] == 28
-    assert "within nulls rotation/reassign on QK at layers 0-27, n = 30" in p["models"][Q7]["scope"]
+    assert "within nulls rotation/reassign on QK at layers 0-27, n = 30" in p["models"][Q7]["design"]
 
 
 def test_plan_cli_unscoped_prices_the_full_suite_the_paper_could_not_afford(capsys):
-    """`headgeom plan --unscoped`: the global design on every Qwen3-235B layer (nulls on every layer
+    """`headgeom plan --global-design`: the global design on every Qwen3-235B layer (nulls on every layer
     with 30 samples, cross-layer pairs and nulls), beside the paper's scoped design."""
     from headgeom.cli import main
 
@@ -51,13 +51,13 @@ def test_plan_cli_unscoped_prices_the_full_suite_the_paper_could_not_afford(caps
         return int(line.split()[1])
 
     assert null_within_jobs() == 1
-    assert null_within_jobs("--unscoped") == 94 * 3  # every layer, 30 samples in blocks of 10
+    assert null_within_jobs("--global-design") == 94 * 3  # every layer, 30 samples in blocks of 10
 
 
 def _unscoped_plan(models):
-    from headgeom.jobs.scopes import unscoped
+    from headgeom.schedule.designs import global_design
 
-    config = unscoped(P.load_config([P.ROOT / "config" / "models.yaml", P.ROOT / "config" / "paper.yaml"]))
+    config = global_design(P.load_config([P.ROOT / "config" / "models.yaml", P.ROOT / "config" / "paper.yaml"]))
     return P.plan(config, models=models), config
 
 
@@ -66,7 +66,7 @@ def test_expected_work_never_above_the_request_and_reported_per_rule(capsys):
     more than it asks for, the PK jobs expect less by the safety factor (the floor aside), and the
     rule and total lines carry both."""
     from headgeom.cli import main
-    from headgeom.jobs.costs import SAFETY
+    from headgeom.schedule.costs import SAFETY
 
     for p in (_plan([Q7]), _unscoped_plan([Q3])[0]):
         for j in p["jobs"]:
@@ -92,9 +92,9 @@ def test_expected_work_never_above_the_request_and_reported_per_rule(capsys):
 def test_cross_null_work_is_the_sum_of_its_parts_draws_and_pairs():
     """The pk_null_cross rule's expected work, recomputed from its fan-out: per sample and null, every
     part's layer pairs at the route's seconds plus one draw of each writer and reader layer it holds."""
-    from headgeom.jobs import costs, fanout
-    from headgeom.jobs.families import JOBS
-    from headgeom.jobs.scopes import model_config
+    from headgeom.schedule import costs, fanout
+    from headgeom.schedule.families import JOBS
+    from headgeom.schedule.designs import model_config
 
     p, config = _unscoped_plan([Q3])
     fields = p["models"][Q3]["fields"]
@@ -114,7 +114,7 @@ def test_cross_null_work_is_the_sum_of_its_parts_draws_and_pairs():
 def test_expected_work_meets_the_papers_budgets_with_one_cross_sample_a_job():
     """The cross-layer null parts redraw every layer they hold for each of their samples: with one
     sample a job (pk.nulls.cross_samples_per_job) the fan-out takes tiles large enough that the PK
-    paper's Qwen2.5-7B design expects <= 15 core-h of work and the unscoped Qwen3-235B suite <= 800;
+    paper's Qwen2.5-7B design expects <= 15 core-h of work and the global Qwen3-235B suite <= 800;
     in blocks of samples_per_job (10) the 235B suite's draws alone would break that budget."""
     def work_h(p):
         return sum(j.expected_s for j in p["jobs"]) / 3600

@@ -169,7 +169,7 @@ def test_self_overlap_rows_typed_when_no_test_applies():
     types of the rows where tests do: int64 permutation counts, bool exactness."""
     from types import SimpleNamespace
 
-    from headgeom.jobs.pk import _self_overlap_rows
+    from headgeom.jobs.pk_paper import _self_overlap_rows
 
     f = SimpleNamespace(n_heads=2, kv_group=np.array([0, 1]))
     rows = _self_overlap_rows(f, {"O": None}, "m", 0, 10)

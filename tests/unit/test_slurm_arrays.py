@@ -1,4 +1,4 @@
-"""Job arrays keep each task's own request (headgeom/jobs/slurm_arrays.py).
+"""Job arrays keep each task's own request (headgeom/patches/slurm_arrays.py).
 
 The end-to-end check (sacct shows array tasks with per-group ReqMem) is in
 tests/workflow/test_slurm.py; here: the grouping, and that the wrapper reaches the plugin.
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from headgeom.core.errors import HeadgeomError
-from headgeom.jobs import slurm_arrays
+from headgeom.patches import slurm_arrays
 
 
 def _job(name, threads=1, **res):
@@ -74,11 +74,23 @@ def test_install_wraps_the_plugin_executor(monkeypatch):
     assert getattr(_FakeExecutor.run_jobs, "_headgeom_watchdog", False)  # run_jobs replaced, watched
 
 
-def test_other_plugin_version_is_refused(monkeypatch):
+def test_other_plugin_version_warns_and_a_missing_method_is_refused(monkeypatch):
+    """Another installed version: one warning naming the pinned and the installed version, and the
+    patch goes in; a plugin without a method the patch replaces is refused."""
     import importlib.metadata
 
+    import snakemake_executor_plugin_slurm as plugin
+
+    from headgeom.patches import PinnedVersionWarning
+
+    assert slurm_arrays.PINNED == {"snakemake-executor-plugin-slurm": "2.8.0"}
+    fresh = type("Executor", (), {k: v for k, v in vars(_FakeExecutor).items() if not k.startswith("__")})
+    monkeypatch.setattr(plugin, "Executor", fresh)
     monkeypatch.setattr(importlib.metadata, "version", lambda name: "9.9.9")
-    with pytest.raises(HeadgeomError, match="written for 2.8.0"):
+    with pytest.warns(PinnedVersionWarning, match=r"snakemake-executor-plugin-slurm 2\.8\.0; 9\.9\.9 is installed"):
+        assert slurm_arrays.install() is True
+    delattr(fresh, "_submit_array_jobs")
+    with pytest.raises(HeadgeomError, match="has no _submit_array_jobs"):
         slurm_arrays.install()
 
 

@@ -4,8 +4,8 @@ path pattern from headgeom.layout."""
 from __future__ import annotations
 
 from headgeom import layout, targets
-from headgeom.jobs.families import FAMILIES, STEPS
-from headgeom.jobs.plan import load_config
+from headgeom.schedule.families import SHARD_FAMILIES, STEPS
+from headgeom.tools.plan import load_config
 from headgeom.outputs import OUTPUTS
 
 
@@ -28,15 +28,15 @@ def test_outputs_of_a_stage_that_does_not_run_are_not_targets():
     assert act and targets.output_models(off)["activation"] == []
     assert all(p in targets.all_targets(on) for o in act for p in o.paths().values())
     assert not any(p in targets.all_targets(off) for o in act for p in o.paths().values())
-    pk_off = load_config(overrides={"scopes": {m: {"stages": ["paper1"]} for m in on["active_models"]}})
+    pk_off = load_config(overrides={"designs": {m: {"stages": ["paper1"]} for m in on["active_models"]}})
     pk = [o for o in OUTPUTS.values() if o.paper == "PK paper" and o.builder_models == "active"]
     assert pk and not any(o.paths()["prov"] in targets.all_targets(pk_off) for o in pk)
     assert targets.built_tables(pk_off) < targets.built_tables(on)
 
 
 def test_paths_are_the_layout_patterns():
-    for fam in FAMILIES.values():
-        assert fam.path == layout.shard(fam.name, fam.scope)
+    for fam in SHARD_FAMILIES.values():
+        assert fam.path == layout.shard(fam.name, fam.grain)
     assert STEPS["fetch"].outputs == {"manifest": layout.MANIFEST, "tensors": layout.TENSORS}
     assert STEPS["activation_forward"].output(model="m", corpus="c", nwin=2, win=8) == "results/activations/m/c/2x8"
     assert layout.manifest("m") == "results/tensors/m/manifest.json"

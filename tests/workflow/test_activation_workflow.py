@@ -15,7 +15,7 @@ import re
 import pytest
 import yaml
 
-from headgeom.jobs.families import JOBS
+from headgeom.schedule.families import JOBS
 from headgeom.verify.audit import audit, render_full
 from headgeom.verify.claims import ledger_tables, load_ledger
 from headgeom.outputs import OUTPUTS
@@ -151,7 +151,7 @@ def test_paper1_window_edit_reruns_the_natural_return_only(plans, root):
 
 def test_read_paths_window_count_edit_reruns_the_passes_of_that_window_length(plans, root):
     """paper1's 2 windows of 24 are the first 2 of read_paths' pass of 24-token windows
-    (headgeom.jobs.families.forward_source): a new read-paths window count makes a new longer pass,
+    (headgeom.schedule.families.forward_source): a new read-paths window count makes a new longer pass,
     which paper1's pass is taken from again, so both sections rerun."""
     expected = {forward("4x24"), forward("2x24")} | RP | NAT
     _assert_plan(plans["rp_windows"][0], with_claims(root, expected, EDITS["rp_windows"]), "rp_windows")
@@ -238,7 +238,7 @@ def test_architecture_the_stage_cannot_run_is_named_and_weight_space_still_runs(
 def test_plan_lists_the_activation_jobs_the_workflow_runs(act_run, snakemake_bin, root):
     """`headgeom plan` (no Snakemake) and a dry run that forces the activation rules agree on
     the activation jobs (--forceall would rerun fetch, a checkpoint, and hide the per-layer jobs)."""
-    from headgeom.jobs.plan import load_config, plan
+    from headgeom.tools.plan import load_config, plan
 
     cfg = load_config([act_run / "cfg.yaml"])
     planned = {(j.rule, j.output) for j in plan(cfg, workdir=act_run)["jobs"] if j.rule.startswith("activation")}

@@ -9,8 +9,8 @@ import json
 import pytest
 import yaml
 
-from headgeom.jobs import costs, fanout
-from headgeom.jobs.families import JOBS
+from headgeom.schedule import costs, fanout
+from headgeom.schedule.families import JOBS
 from tools.synth import write_llama
 from tinyrun import CFG, snakemake
 

@@ -10,7 +10,7 @@ windows so that each model has one forward pass) with small settings, and one
 ``snakemake --keep-going`` builds every table (so every shard of every model and stage), the
 claims ledger, the choice sensitivity and the summary; not the figures, which draw a panel per
 model and would add minutes. Then, per family and stage: every shard the
-model's scope schedules exists and is non-empty, the natural-return and read-path columns are
+model's design schedules exists and is non-empty, the natural-return and read-path columns are
 finite where they are defined (NaN only with the flag that says so; never one constant value
 across heads), and the claims and summary steps ran.
 
@@ -88,9 +88,9 @@ TARGETS = _targets()
 
 
 def family_of(mt: str):
-    from headgeom.architectures import BY_MODEL_TYPE, FAMILIES
+    from headgeom.architectures import BY_MODEL_TYPE, ARCHITECTURES
 
-    return FAMILIES[BY_MODEL_TYPE[mt]]
+    return ARCHITECTURES[BY_MODEL_TYPE[mt]]
 
 
 def write_checkpoint(mt: str, path: Path) -> None:
@@ -219,8 +219,8 @@ def family_problems(w: Path, cfg: dict, mt: str) -> dict[str, list[str]]:
     """stage -> problems, for one model."""
     import json
 
-    from headgeom.jobs import scopes
-    from headgeom.jobs.families import JOBS
+    from headgeom.schedule import designs
+    from headgeom.schedule.families import JOBS
 
     manifest = w / "results" / "tensors" / mt / "manifest.json"
     if not manifest.is_file():
@@ -235,7 +235,7 @@ def family_problems(w: Path, cfg: dict, mt: str) -> dict[str, list[str]]:
     norm_free = {l for l in range(fields["n_layers"]) if store.layer_factors(l).norm_type == "none"}
     for job in JOBS.values():
         for fam in job.families:
-            paths = scopes.shard_paths(fam.name, cfg, mt, fields)
+            paths = designs.shard_paths(fam.name, cfg, mt, fields)
             if not paths:
                 out.setdefault(job.name, []).append(f"{fam.name}: no shard scheduled")
                 continue
@@ -267,7 +267,7 @@ def _failures(w: Path, cfg: dict) -> dict[str, str]:
 
 
 def test_every_family_runs_the_whole_pipeline(e2e_run):
-    from headgeom.jobs.plan import load_config
+    from headgeom.tools.plan import load_config
 
     w, r = e2e_run
     cfg = load_config([w / "cfg.yaml"])

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from headgeom.jobs import plan as P
-from headgeom.jobs.families import JOBS
+from headgeom.tools import plan as P
+from headgeom.schedule.families import JOBS
 from tools.synth import write_llama
 from tinyrun import CFG, merge, snakemake
 from tools.dryrun import dry_run_requests as _dry_run
@@ -81,9 +81,9 @@ def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bi
 
 def test_wall_clock_falls_with_cores_down_to_the_longest_job():
     config = P.load_config([P.ROOT / "config" / "models.yaml", P.ROOT / "config" / "paper.yaml"])
-    # the full (unscoped) design at Qwen3-235B's shape: enough jobs that 256 cores still help
+    # the full (global) design at Qwen3-235B's shape: enough jobs that 256 cores still help
     # (the paper's own scope, one null layer, saturates earlier: tests/unit/test_scopes_plan.py)
-    config = {**config, "scopes": {}}
+    config = {**config, "designs": {}}
     p = P.plan(config, models=["qwen3-235b-a22b"])
     longest = max(j.runtime for j in p["jobs"])
     assert longest <= p["ceiling_min"]

@@ -201,7 +201,7 @@ def test_cuda_device_asks_a_gpu_for_the_backend_null_jobs_alone(tmp_path_factory
     the dry run asks for none."""
     import re
 
-    from headgeom.jobs.families import JOBS
+    from headgeom.schedule.families import JOBS
 
     # every per-layer job rerun (--forcerun), so that the ones that must not ask for a GPU are listed too
     r = snakemake(snakemake_bin, root, tiny_run(tmp_path_factory, snakemake_bin, root), "-n",

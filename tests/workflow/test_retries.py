@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from headgeom.io.shards import read_shard
-from headgeom.jobs.families import JOBS
+from headgeom.schedule.families import JOBS
 from faults import fault_env
 from tools.synth import write_llama
 from tinyrun import CFG, snakemake

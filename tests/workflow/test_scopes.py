@@ -1,4 +1,4 @@
-"""Scoped designs (issue 13 item 1): `--configfile config/models.yaml config/paper.yaml` schedules
+"""Per-model designs (issue 13 item 1): `--configfile config/models.yaml config/paper.yaml` schedules
 exactly each paper's design. Small synthetic checkpoints stand in for Qwen3-235B-A22B (writing
 spaces of every layer, nulls on writing spaces at layer 46 only, 3 samples, nothing else null, no
 cross-layer comparison) and Qwen2.5-7B (O/Q/K/V pairs, Q and K within-layer nulls at every layer,
@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from headgeom.core.errors import ConfigError
-from headgeom.jobs import plan as P
-from headgeom.jobs import scopes
-from headgeom.jobs.families import JOBS
+from headgeom.tools import plan as P
+from headgeom.schedule import designs
+from headgeom.schedule.families import JOBS
 from tools.synth import write_llama
 from test_plan import _dry_run
 from tinyrun import snakemake
@@ -70,11 +70,11 @@ def test_plan_lists_the_same_jobs_with_the_same_resources(paper_design):
     assert planned.keys() == dry.keys()
     for o, j in planned.items():
         assert (j.rule, j.mem_mb, j.runtime) == (dry[o]["rule"], dry[o]["mem_mb"], dry[o]["runtime"]), o
-    assert "at layers 46, n = 3; no cross nulls" in p["models"][Q3]["scope"]
+    assert "at layers 46, n = 3; no cross nulls" in p["models"][Q3]["design"]
 
 
 def test_qwen3_null_job_draws_writing_spaces_only_three_samples(paper_design, snakemake_bin, root):
-    """The one null job runs with the scope's params: kind O, samples 0..2, both null types;
+    """The one null job runs with the design's params: kind O, samples 0..2, both null types;
     Table 4 then has the paper's Qwen3 row (1 condition, 3 samples per null)."""
     from headgeom.io.shards import read_shard
 
@@ -101,27 +101,27 @@ def test_qwen3_null_job_draws_writing_spaces_only_three_samples(paper_design, sn
 
 
 def test_layer_lists_and_errors():
-    assert scopes.layer_list(None, 3) == [0, 1, 2]
-    assert scopes.layer_list([5, "0-2", 1], 6) == [0, 1, 2, 5]
+    assert designs.layer_list(None, 3) == [0, 1, 2]
+    assert designs.layer_list([5, "0-2", 1], 6) == [0, 1, 2, 5]
     with pytest.raises(ConfigError, match="outside the model"):
-        scopes.layer_list([46], 10, "pk.nulls.within_layers of 'm'")
+        designs.layer_list([46], 10, "pk.nulls.within_layers of 'm'")
     with pytest.raises(ConfigError, match="empty range"):
-        scopes.layer_list(["4-2"], 10)
+        designs.layer_list(["4-2"], 10)
 
 
 def test_no_scope_is_the_global_design():
     config = P.load_config()
     fields = {"n_layers": 3, "d_model": 48, "n_heads": 4, "n_kv_heads": 2, "d_head": 12}
     m = config["active_models"][0]
-    assert scopes.model_config(config, m) is config
-    assert all(scopes.runs(j, config, m) for j in JOBS)
+    assert designs.model_config(config, m) is config
+    assert all(designs.runs(j, config, m) for j in JOBS)
     nulls = config["pk"]["nulls"]
     n_blk = -(-nulls["within_samples"] // nulls["samples_per_job"])
-    assert len(scopes.job_wildcards("pk_null_within", config, m, fields)) == 3 * n_blk
+    assert len(designs.job_wildcards("pk_null_within", config, m, fields)) == 3 * n_blk
     # a model-entry scope and the top-level scopes merge; later wins
-    config = P.load_config(overrides={"models": {m: {"scope": {"pk": {"nulls": {"within_samples": 1, "types": ["rotation"]}}}}},
-                                      "scopes": {m: {"pk": {"nulls": {"within_samples": 2}}}}})
-    n = scopes.model_config(config, m)["pk"]["nulls"]
+    config = P.load_config(overrides={"models": {m: {"design": {"pk": {"nulls": {"within_samples": 1, "types": ["rotation"]}}}}},
+                                      "designs": {m: {"pk": {"nulls": {"within_samples": 2}}}}})
+    n = designs.model_config(config, m)["pk"]["nulls"]
     assert (n["within_samples"], n["types"]) == (2, ["rotation"])
 
 
@@ -134,7 +134,7 @@ def test_by_layer_null_settings_reach_the_jobs(tmp_path, snakemake_bin, root):
     write_llama(tmp_path / "ck", n_layers=3, d_model=24, n_heads=4, n_kv=2, d_head=6, closed=())
     cfg = {"models": {"m": {"source": "local", "path": str(tmp_path / "ck")}}, "active_models": ["m"],
            "activation": {"enabled": False},
-           "scopes": {"m": {"stages": ["pk"], "pk": {"cross_kinds": [], "nulls": {
+           "designs": {"m": {"stages": ["pk"], "pk": {"cross_kinds": [], "nulls": {
                "within_kinds": ["Q", "K"], "within_samples": 2, "samples_per_job": 2,
                "by_layer": [{"layers": ["1-2"], "within_kinds": ["O"], "within_samples": 3, "samples_per_job": 3},
                             {"layers": [2], "within_samples": 0}]}}}}}

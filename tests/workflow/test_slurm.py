@@ -264,9 +264,9 @@ def test_retry_reaches_slurm_with_grown_resources(slurm_cluster, tmp_path: Path)
     import json
 
     from headgeom.io.shards import read_shard
-    from headgeom.jobs import efficiency
-    from headgeom.jobs.families import JOBS
-    from headgeom.jobs.plan import load_config
+    from headgeom.tools import efficiency
+    from headgeom.schedule.families import JOBS
+    from headgeom.tools.plan import load_config
 
     cfg = _tiny_pipeline_config(tmp_path)
     work = tmp_path / "work"
@@ -301,7 +301,7 @@ def test_retry_reaches_slurm_with_grown_resources(slurm_cluster, tmp_path: Path)
 ARRAY_SNAKEFILE = textwrap.dedent('''
     import os
 
-    from headgeom.jobs import slurm_arrays
+    from headgeom.patches import slurm_arrays
 
     slurm_arrays.install()
 
@@ -366,7 +366,7 @@ def test_job_arrays_keep_each_request(slurm_cluster, tmp_path: Path):
 STAGGERED_SNAKEFILE = textwrap.dedent('''
     import os
 
-    from headgeom.jobs import slurm_arrays
+    from headgeom.patches import slurm_arrays
 
     slurm_arrays.install()
 
@@ -435,8 +435,8 @@ def test_out_of_memory_kill_is_retried_with_grown_memory(slurm_cluster, tmp_path
     and completes; the shard records attempt 2."""
 
     from headgeom.io.shards import read_shard
-    from headgeom.jobs.families import JOBS
-    from headgeom.jobs.plan import load_config
+    from headgeom.schedule.families import JOBS
+    from headgeom.tools.plan import load_config
 
     cfg = _tiny_pipeline_config(tmp_path)
     work = tmp_path / "work"

@@ -6,7 +6,7 @@
 #                        where a longer pass of the same corpus and window length is run too, the job
 #                        takes its first n windows (input `source`) instead of loading the model again
 # The per-layer analysis jobs (activation_natural_return, activation_read_paths) are shard families
-# of headgeom.jobs.families (rules from workflow/rules/jobs.smk); their tables and figures are entries
+# of headgeom.schedule.families (rules from workflow/rules/jobs.smk); their tables and figures are entries
 # of headgeom.outputs (rules from workflow/rules/outputs.smk).
 #
 # Why the forward pass stays a rule of its own: it writes a directory of per-layer safetensors
@@ -15,7 +15,7 @@
 # tensor store) and the corpus entry; it is the one rule that may ask for a GPU; and `headgeom audit`
 # cannot recompute it from the tensor store. The registry jobs read its directory as input `acts`.
 from headgeom import layout
-from headgeom.jobs.families import FORWARD
+from headgeom.schedule.families import FORWARD
 from headgeom.rules.activation import (
     corpus_entry,
     corpus_file,

@@ -2,7 +2,7 @@
 # safetensors store and its manifest (headgeom/io/fetch.py, workflow/scripts/fetch.py):
 #   results/tensors/{model}/manifest.json, tensors.safetensors
 # A checkpoint: the per-layer jobs' counts come from the manifest (headgeom.rules.jobs.model_fields).
-from headgeom.jobs.families import FETCH
+from headgeom.schedule.families import FETCH
 from headgeom.rules.fetch import cache_on, fetch_cost, fetch_params
 
 

@@ -1,7 +1,7 @@
-# Every per-layer job, generated from the shard-family registry (headgeom.jobs.families.JOBS):
+# Every per-layer job, generated from the shard-family registry (headgeom.schedule.families.JOBS):
 # its shards, log, cost model (resources for SLURM) and the config keys it reads as params
 # (headgeom.rules.jobs). Adding a family is one job function + one registry entry; nothing here changes.
-from headgeom.jobs.families import JOBS
+from headgeom.schedule.families import JOBS
 from headgeom.rules.fetch import cache_on
 from headgeom.rules.jobs import job_inputs, job_outputs, job_params, job_resources
 

@@ -3,7 +3,7 @@ from pathlib import Path
 from headgeom.jobs.logs import to_log
 
 from headgeom.jobs.activation import forward_job, windows_job
-from headgeom.jobs.families import FORWARD
+from headgeom.schedule.families import FORWARD
 
 log = to_log(snakemake)
 wc = snakemake.wildcards

@@ -1,8 +1,8 @@
-# One per-layer job of the shard-family registry (headgeom.jobs.families.JOBS), named by params.job.
+# One per-layer job of the shard-family registry (headgeom.schedule.families.JOBS), named by params.job.
 import os
 
 from headgeom.core.provenance import set_run
-from headgeom.jobs.families import run_job
+from headgeom.schedule.families import run_job
 from headgeom.jobs.logs import to_log
 
 log = to_log(snakemake)

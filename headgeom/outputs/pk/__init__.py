@@ -21,5 +21,3 @@ every builder."""
 # registered in this order (the run summary's headlines, docs/outputs.md): Table 5's before Table 4's
 from headgeom.outputs.pk import within_layer  # noqa: F401
 from headgeom.outputs.pk import cross_layer, nulls, self_overlap, base_instruct, read_paths  # noqa: F401
-# the figures.pk_rho_layer check of the pre-flight (headgeom.jobs.preflight) imports it from here
-from headgeom.outputs.pk.within_layer import pick_layer  # noqa: F401

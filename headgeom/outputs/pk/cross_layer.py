@@ -12,7 +12,7 @@ import numpy as np
 
 from headgeom.core.groupby import group_rows, row_groups
 from headgeom.core.stats import rank_within_groups
-from headgeom.methods.pk import isotropic_rho, isotropic_sd
+from headgeom.methods.overlap import isotropic_rho, isotropic_sd
 from headgeom.methods.pk_conditions import conditions, observed_cross
 from headgeom.outputs.formats import Column, Table, pyplot
 from headgeom.outputs.pk.common import (CROSS_WITH_NULLS, FOUR_PLACES, NULL_TYPES_PARAM, READING_KINDS, TWO_PLACES,

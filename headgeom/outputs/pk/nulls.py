@@ -14,7 +14,7 @@ import numpy as np
 
 from headgeom.core.stats import ccdf_on_grid
 from headgeom.methods.nulls import NULL_MODELS
-from headgeom.methods.pk import isotropic_rho, isotropic_sd
+from headgeom.methods.overlap import isotropic_rho, isotropic_sd
 from headgeom.methods.pk_conditions import (CROSS_KEY, WITHIN_KEY, angle_against_samples, conditions, fig2_layer,
                                             null_groups, observed_cross, observed_within, random_layer_rho,
                                             random_reference)

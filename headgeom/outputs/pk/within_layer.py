@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from headgeom.core.groupby import group_rows
-from headgeom.methods.pk import isotropic_rho, isotropic_sd
+from headgeom.methods.overlap import isotropic_rho, isotropic_sd
 from headgeom.methods.pk_conditions import conditions, observed_within
 from headgeom.core.stats import finite_quantile, finite_stat
 from headgeom.outputs.formats import Column, Table, pyplot, step_ccdf

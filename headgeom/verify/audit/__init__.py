@@ -19,7 +19,7 @@ then recomputes the number twice and says whether each matches the table (equal,
 (a) from the shards: the table's aggregation job is run again on the listed shards, into a
     temporary directory, and the same cell is read back;
 (b) from the tensors: the contributing per-layer shards are recomputed from the tensor store
-    by their family's job (``headgeom.jobs.families``; every tensor read is checked against its
+    by their family's job (``headgeom.schedule.families``; every tensor read is checked against its
     manifest sha256), then aggregated the same way.
 
 ``audit`` returns the report as data (``AuditReport``; ``report.py``) and prints nothing; the

@@ -13,7 +13,7 @@ from pathlib import Path
 from headgeom import layout
 from headgeom.io.checkpoint import contained
 from headgeom.io.files import set_problems
-from headgeom.jobs.families import family_of as registry_family_of
+from headgeom.schedule.families import family_of as registry_family_of
 
 RTOL = 1e-12
 
@@ -174,7 +174,7 @@ def table_rule(workdir: Path, name: str, csv_rel: str) -> str:
 
 
 def shard_family(path: str) -> str:
-    """The name of a path's shard family (headgeom.jobs.families.family_of), as an AuditError
+    """The name of a path's shard family (headgeom.schedule.families.family_of), as an AuditError
     when no family writes it."""
     try:
         return registry_family_of(path).name

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from headgeom import layout
-from headgeom.jobs.families import FAMILIES, JOBS, run_job
+from headgeom.schedule.families import SHARD_FAMILIES, JOBS, run_job
 from headgeom.outputs import TABLES
 from headgeom.outputs.build import build_output
 from headgeom.verify.audit.read import AuditError, inside, model_name, shard_family
@@ -93,7 +93,7 @@ def activations_dir(model: str, prov: dict) -> str:
 def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, out_root: Path, log=print,
                      acts_root: Path | None = None, unchanged: tuple = ()) -> None:
     """Recompute per-layer shards from the tensor store into out_root/<same relative path>, each
-    by its family's job in the registry (headgeom.jobs.families), with the params its
+    by its family's job in the registry (headgeom.schedule.families), with the params its
     provenance records; a job that writes several families writes all of them. An activation
     shard reads the forward pass's directory its provenance names under ``acts_root`` (default
     the workdir: the run's own forward passes). ``unchanged``: columns the caller knows the
@@ -114,7 +114,7 @@ def _recompute_each(paths, provs, workdir: Path, out_root: Path, log, acts_root)
             continue
         prov = provs[p]
         inside(out_root, p, "shard to recompute")  # a path that leaves out_root is refused, never written
-        fam = FAMILIES[shard_family(p)]
+        fam = SHARD_FAMILIES[shard_family(p)]
         job, model = JOBS[fam.job], model_name(prov.get("model"), p)
         params = dict(prov.get("params", {}))
         final = model_name(params.get("final_model", model), p)

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from headgeom import layout
 from headgeom.io.files import sha256_file
 from headgeom.io.shards import shard_check
-from headgeom.jobs.families import FAMILIES, JOBS
+from headgeom.schedule.families import SHARD_FAMILIES, JOBS
 from headgeom.verify.audit.read import (NAN_BOTH, AuditError, compare, inside, load_sidecar, model_name,
                                         parse_row_filters, read_csv, rule_of, select_row, shard_family, table_paths,
                                         table_rule, verdict_word)
@@ -210,7 +210,7 @@ def _shard_provenance(check: ShardCheck, f: Path, pv: dict, workdir: Path, colum
             check.unreadable = str(e)
             integrity.append(f"{p}: unreadable ({e})")
             check.status = f"unreadable ({e})"
-    fam = FAMILIES[shard_family(p)]
+    fam = SHARD_FAMILIES[shard_family(p)]
     check.job, check.model, check.layer = pv.get("job"), pv.get("model"), pv.get("layer")
     check.code, check.params = pv.get("code", {}), pv.get("params", {})
     check.seeds = pv.get("seed_scheme") or JOBS[fam.job].seed_scheme

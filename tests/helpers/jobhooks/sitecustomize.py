@@ -5,7 +5,7 @@ so a process whose PYTHONPATH starts with this directory runs this file before a
 ``tests/helpers/faults.py`` (``fault_env``) builds that environment; Snakemake passes it on to
 every job it runs, locally and through SLURM (sbatch exports the submitting environment).
 
-With one of the variables below set, ``headgeom.jobs.families.run_job`` (what
+With one of the variables below set, ``headgeom.schedule.families.run_job`` (what
 ``workflow/scripts/job.py`` calls for every per-layer job) is wrapped as the module is imported:
 
   HEADGEOM_TEST_FAIL_FIRST_ATTEMPT=<rule>[,<rule>...]
@@ -26,7 +26,7 @@ import sys
 
 FAIL_FIRST_ATTEMPT = "HEADGEOM_TEST_FAIL_FIRST_ATTEMPT"
 MEMORY_MB = "HEADGEOM_TEST_MEMORY_MB"
-TARGET = "headgeom.jobs.families"
+TARGET = "headgeom.schedule.families"
 
 _held = []  # the memory ballast, alive until the process ends
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from headgeom import layout
 from headgeom.core.errors import ConfigError
-from headgeom.jobs.families import JOBS
+from headgeom.schedule.families import JOBS
 
 
 def parse_rule(comment: str) -> tuple[str, dict] | None:
@@ -38,7 +38,7 @@ def parse_rule(comment: str) -> tuple[str, dict] | None:
 
 def compare(report, workdir=".", config: dict | None = None) -> dict:
     """Per rule: the report's jobs beside their cost-model requests."""
-    from headgeom.jobs.plan import load_config
+    from headgeom.tools.plan import load_config
 
     config = config or load_config()
     rows = {}

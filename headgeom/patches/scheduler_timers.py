@@ -17,8 +17,9 @@ timer only where none is pending. The limiter still gets what it needs: while a 
 the loop is woken within the timespan, and the pass it wakes starts the next timer if jobs are
 still held back. Nothing else about scheduling changes.
 
-The Snakemake version is pinned (pyproject.toml) and checked here, so an upgrade that changes the
-method fails loudly instead of silently running the original.
+The Snakemake version is pinned (``PINNED``; pyproject.toml pins the same): another installed
+version is warned about (headgeom.patches.warn_unpinned) and patched if the method still exists;
+where it is gone, ``install`` refuses, so an upgrade that changes it fails loudly.
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ from __future__ import annotations
 import threading
 
 from headgeom.core.errors import HeadgeomError
+from headgeom.patches import warn_unpinned
 
-SNAKEMAKE_VERSION = "9.27.1"
+PINNED = {"snakemake": "9.27.1"}
+UPSTREAM = ("snakemake JobScheduler._schedule_reevalutation starts one threading.Timer per scheduling pass, so "
+            "timer chains accumulate and the loop runs ever more passes per --max-jobs-per-timespan")
 
 
 def schedule_once(self, delay: float) -> None:
@@ -49,19 +53,19 @@ def schedule_once(self, delay: float) -> None:
 def install() -> bool:
     """Replace Snakemake's re-evaluation timer by ``schedule_once``. Idempotent; returns True.
 
-    Raises HeadgeomError where the installed Snakemake is not the version this was written for.
+    Warns where the installed Snakemake is not the ``PINNED`` version; raises HeadgeomError where
+    it lacks the method replaced.
     """
     from importlib.metadata import version
 
     from snakemake.scheduling.job_scheduler import JobScheduler
 
-    found = version("snakemake")
-    if found != SNAKEMAKE_VERSION or not hasattr(JobScheduler, "_schedule_reevalutation"):
+    if not hasattr(JobScheduler, "_schedule_reevalutation"):
         raise HeadgeomError(
-            f"snakemake {found} is installed; headgeom's scheduler fix (headgeom/jobs/scheduler_timers.py) "
-            f"is written for {SNAKEMAKE_VERSION}. Install {SNAKEMAKE_VERSION} (pyproject.toml pins it) or check "
-            "that JobScheduler._schedule_reevalutation still starts a timer per scheduling pass, then update "
-            "SNAKEMAKE_VERSION."
+            f"snakemake {version('snakemake')} is installed; its JobScheduler has no _schedule_reevalutation, which "
+            f"headgeom's scheduler fix (headgeom/patches/scheduler_timers.py, written for {PINNED['snakemake']}) "
+            "replaces. Install that version (pyproject.toml pins it) or port the fix."
         )
+    warn_unpinned(PINNED, "headgeom/patches/scheduler_timers.py")
     JobScheduler._schedule_reevalutation = schedule_once
     return True

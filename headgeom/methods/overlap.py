@@ -459,7 +459,7 @@ ROUTE_RATES = {  # fraction of the GEMM rate: the stacked-basis blocks' GEMM, a 
     "blocks": 1.0, "pack": 0.5, "gram": 0.75,
 }
 BYTES_PER_FLOP_TIME = 1 / 6e9  # seconds per byte streamed from memory (about 6 GB/s on one thread)
-# pk_null_cross (headgeom.jobs.pk) packs whole layers together on each side of a projector_gram
+# pk_null_cross (headgeom.jobs.pk_paper) packs whole layers together on each side of a projector_gram
 # call while their orthonormal bases and slab buffers fit this many MiB per side, so that each
 # head's packing serves every partner of the call (the packing is d / (heads of the other side) of
 # the products' work)

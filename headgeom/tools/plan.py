@@ -1,7 +1,7 @@
 """``headgeom plan``: what the per-layer jobs of a config will cost, before fetching weights.
 
 For every active model the plan lists the jobs the workflow generates from the shard-family
-registry (headgeom.jobs.families: same scopes, blocks and fan-out parts as
+registry (headgeom.schedule.families: same designs, blocks and fan-out parts as
 headgeom/rules/jobs.py) with the resources the rules request (each job's cost model, the
 same call the rules make), and estimates the wall-clock on N cores by list-scheduling the jobs
 longest first (every job takes one core; fetch, then the per-layer jobs, which are
@@ -23,10 +23,10 @@ from pathlib import Path
 
 import yaml
 
-from headgeom.jobs import fanout, scopes
-from headgeom.jobs.families import FAMILIES, FETCH, FORWARD, JOBS, STEPS, activation_models, forward_shapes
-from headgeom.jobs.scopes import merge
-from headgeom.jobs.shapes import SHAPE_KEYS, model_shape, shape_from_file  # noqa: F401 (the plan's API)
+from headgeom.schedule import designs, fanout
+from headgeom.schedule.families import SHARD_FAMILIES, FETCH, FORWARD, JOBS, STEPS, activation_models, forward_shapes
+from headgeom.schedule.designs import merge
+from headgeom.schedule.shapes import SHAPE_KEYS, model_shape, shape_from_file  # noqa: F401 (the plan's API)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ class PlannedJob:
     runtime: int  # minutes
     path: str | None = None  # its first output, where the registries do not derive it (the sensitivity jobs)
     work_s: float | None = None  # the cost model's expected seconds of work (no safety factor, no runtime
-    #   floor: headgeom.jobs.costs.job_resources); None: as requested
+    #   floor: headgeom.schedule.costs.job_resources); None: as requested
 
     @classmethod
     def of(cls, rule: str, model: str, wildcards: dict, res: dict, path: str | None = None) -> PlannedJob:
@@ -60,7 +60,7 @@ class PlannedJob:
             return self.path
         if self.rule in STEPS:
             return STEPS[self.rule].output(model=self.model, **self.wildcards)
-        fam = next(f for f in FAMILIES.values() if f.job == self.rule)
+        fam = next(f for f in SHARD_FAMILIES.values() if f.job == self.rule)
         return fam.path.format(model=self.model, **self.wildcards)
 
 
@@ -74,12 +74,12 @@ def load_config(configfiles=(), overrides: dict | None = None) -> dict:
 
 def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:
     """Every per-layer job of one model, as headgeom/rules/jobs.py generates them (the
-    model's scope included: headgeom.jobs.scopes)."""
+    model's design included: headgeom.schedule.designs)."""
     out = []
     act = model in activation_models(config)
     for job in JOBS.values():
-        for wc in scopes.job_wildcards(job.name, config, model, fields):
-            mc = scopes.model_config(config, model, wc.get("layer"))
+        for wc in designs.job_wildcards(job.name, config, model, fields):
+            mc = designs.model_config(config, model, wc.get("layer"))
             r = job.cost(fields, mc, {k: str(v) for k, v in wc.items()})
             out.append(PlannedJob.of(job.name, model, wc, r))
     if act:  # the forward pass: one job per distinct (corpus, windows) of the activation sections
@@ -109,7 +109,7 @@ def plan(config: dict, workdir=".", shapes=None, models=None, more_jobs=None) ->
     per_model, jobs = {}, []
     for m in models:
         fields, src = model_shape(m, config, workdir, shapes)
-        per_model[m] = {"fields": fields, "shape_from": src, "scope": scopes.summary_line(config, m, fields)}
+        per_model[m] = {"fields": fields, "shape_from": src, "design": designs.summary_line(config, m, fields)}
         jobs += jobs_for(m, fields, config)
     if more_jobs is not None:
         jobs += more_jobs(config, {m: d["fields"] for m, d in per_model.items()})
@@ -140,7 +140,7 @@ def render(p: dict, cores=(1, 16, 64, 256, 1024)) -> str:
         f = d["fields"]
         lines.append(f"  {m}: {f['n_layers']} layers, d_model {f['d_model']}, {f['n_heads']} q / "
                      f"{f['n_kv_heads']} kv heads, d_head {f['d_head']}  (shape: {d['shape_from']})")
-        lines.append(f"    scope: {d['scope']}")
+        lines.append(f"    design: {d['design']}")
     lines += ["", "core-h: requested (the jobs' runtime: safety factor and floors included); "
                   "work: the cost model's expected work", "",
               f"{'rule':<20}{'jobs':>8}{'core-h':>11}{'work':>9}{'peak MiB/job':>14}  largest job (min)"]

@@ -1,14 +1,15 @@
-"""Scoped designs: which per-layer jobs run for which model and layer, with which null types,
-kinds and sample counts (docs/methods.md, "Scoped designs").
+"""Per-model designs: which per-layer jobs run for which model and layer, with which null types,
+kinds and sample counts (docs/methods.md, "Per-model designs").
 
-The global ``pk:`` block is the default design. A model narrows or changes it with a scope,
-given in its ``models:`` entry (``scope:``) or, for registries defined elsewhere, under the
-top-level ``scopes: {<model>: ...}`` (config/paper.yaml uses the latter so that it loads with
-or without config/models.yaml; a scope naming a model that is not configured is ignored).
-Later wins: global ``pk`` < ``models.<m>.scope`` < ``scopes.<m>``; dicts merge key by key,
-lists and scalars replace.
+The global ``pk:`` block is the default design. A model narrows or changes it with a design,
+given in its ``models:`` entry (``design:``) or, for registries defined elsewhere, under the
+top-level ``designs: {<model>: ...}`` (config/paper.yaml uses the latter so that it loads with
+or without config/models.yaml; a design naming a model that is not configured is ignored).
+Later wins: global ``pk`` < ``models.<m>.design`` < ``designs.<m>``; dicts merge key by key,
+lists and scalars replace. The keys' old names (``models.<m>.scope``, ``scopes:``) are still read,
+each under its new one (headgeom.core.config.RENAMED_KEYS; the config check warns about them).
 
-A scope holds
+A design holds
   ``stages``: which per-layer stages run for the model (``pk``, ``paper1``; default both);
   ``pk``:     any key of the global ``pk`` block, plus the layer selections
               ``pk.layers`` (the within-layer pair jobs, pk_layer) and
@@ -23,7 +24,7 @@ A scope holds
 ``model_config(config, model)`` is the config a model's jobs see (its ``pk`` block resolved);
 the rule files (job list, params, resources, fan-out) and ``headgeom plan`` all go through
 ``job_wildcards`` / ``shard_paths`` / ``lookup`` here, so the dry run and the plan agree.
-With no scopes every function returns what the global config gives (the default design)."""
+With no designs every function returns what the global config gives (the default design)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import re
 from headgeom.core.errors import ConfigError
 from headgeom.methods.nulls import per_job  # noqa: F401 (samples per null job; the rules and tests read it here)
 
-# the per-layer stages a scope turns on or off (each registry job names its stage)
+# the per-layer stages a design turns on or off (each registry job names its stage)
 STAGES = ("pk", "paper1")
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 
@@ -48,27 +49,30 @@ def merge(base, edit):
     return out
 
 
-def scope_of(config: dict, model: str) -> dict:
-    """The model's scope: ``models.<m>.scope`` merged with ``scopes.<m>`` ({} when none)."""
+def design_of(config: dict, model: str) -> dict:
+    """The model's design: ``models.<m>.design`` merged with ``designs.<m>`` ({} when none); the
+    old keys ``models.<m>.scope`` and ``scopes.<m>`` each below its new one."""
     entry = (config.get("models") or {}).get(model) or {}
-    return merge(entry.get("scope") or {}, (config.get("scopes") or {}).get(model) or {})
+    own = merge(entry.get("scope") or {}, entry.get("design") or {})
+    top = merge((config.get("scopes") or {}).get(model) or {}, (config.get("designs") or {}).get(model) or {})
+    return merge(own, top)
 
 
 def stages(config: dict, model: str) -> tuple[str, ...]:
-    st = scope_of(config, model).get("stages")
+    st = design_of(config, model).get("stages")
     if st is None:
         return STAGES
     bad = [s for s in st if s not in STAGES]
     if bad:
-        raise ConfigError(f"config: scope of {model!r}: stages {bad} unknown (known: {', '.join(STAGES)})")
+        raise ConfigError(f"config: design of {model!r}: stages {bad} unknown (known: {', '.join(STAGES)})")
     return tuple(st)
 
 
 def model_config(config: dict, model: str, layer: int | None = None) -> dict:
-    """The config one model's jobs see: ``pk`` resolved through the model's scope (a shallow
+    """The config one model's jobs see: ``pk`` resolved through the model's design (a shallow
     copy of ``config`` otherwise; the global config is not changed). With ``layer``: the
     within-layer null settings of the ``pk.nulls.by_layer`` entries naming that layer too."""
-    sc = scope_of(config, model)
+    sc = design_of(config, model)
     if not sc.get("pk") and not (layer is not None and config["pk"]["nulls"].get("by_layer")):
         return config
     out = dict(config)
@@ -119,7 +123,7 @@ def layer_list(spec, n_layers: int, where: str = "layers") -> list[int]:
 
 
 def _job(job):
-    from headgeom.jobs.families import JOBS
+    from headgeom.schedule.families import JOBS
 
     return JOBS[job] if isinstance(job, str) else job
 
@@ -128,8 +132,8 @@ def runs(job, config: dict, model: str) -> bool:
     """Whether the model has any job of this kind (a registry job or its name): its stage (if
     it has one) on and its ``when`` true of the model's ``pk`` block. ``config``: the global config. The
     activation stage's jobs run for the models of ``activation.models``
-    (headgeom.jobs.families.activation_models), not through scopes."""
-    from headgeom.jobs.families import activation_models
+    (headgeom.schedule.families.activation_models), not through designs."""
+    from headgeom.schedule.families import activation_models
 
     j = _job(job)
     if j.activations:
@@ -180,12 +184,12 @@ def samples(which: str, config: dict, model: str, block: int, layer: int | None 
 def job_wildcards(job, config: dict, model: str, fields: dict) -> list[dict]:
     """Every job of kind ``job`` (a registry job or its name) for one model (wildcards without
     ``model``), in the order of layer, block, part. ``fields``: the model's shape (n_layers, ...)."""
-    from headgeom.jobs.families import n_parts
+    from headgeom.schedule.families import n_parts
 
     j = _job(job)
     if not runs(j, config, model):
         return []
-    scope = j.families[0].scope
+    grain = j.families[0].grain
     mc = model_config(config, model)
     blk = blocks(j.blocks, config, model)
     parts = range(n_parts(j.name, fields, mc))
@@ -196,25 +200,26 @@ def job_wildcards(job, config: dict, model: str, fields: dict) -> list[dict]:
         "block": lambda: [{"block": b} for b in blk],
         "block_part": lambda: [{"block": b, "part": p} for b in blk for p in parts],
         "part": lambda: [{"part": p} for p in parts],
-    }[scope]()
+    }[grain]()
 
 
-def unscoped(config: dict) -> dict:
-    """The config without any scope (the global design for every model)."""
-    models = {m: {k: v for k, v in (e or {}).items() if k != "scope"} for m, e in (config.get("models") or {}).items()}
-    return {**config, "scopes": {}, "models": models}
+def global_design(config: dict) -> dict:
+    """The config without any per-model design (the global design for every model)."""
+    models = {m: {k: v for k, v in (e or {}).items() if k not in ("design", "scope")}
+              for m, e in (config.get("models") or {}).items()}
+    return {**config, "designs": {}, "scopes": {}, "models": models}
 
 
 def shard_paths(name: str, config: dict, model: str, fields: dict) -> list[str]:
-    """Every shard of family ``name`` the model's scope schedules."""
-    from headgeom.jobs.families import family
+    """Every shard of family ``name`` the model's design schedules."""
+    from headgeom.schedule.families import family
 
     fam = family(name)
     return [fam.path.format(model=model, **wc) for wc in job_wildcards(fam.job, config, model, fields)]
 
 
 def lookup(config: dict, model: str, dpath: str, layer: int | None = None):
-    """A config value as the model's jobs (of ``layer``) see it (``pk/...`` through the scope)."""
+    """A config value as the model's jobs (of ``layer``) see it (``pk/...`` through the design)."""
     node = model_config(config, model, layer) if dpath.startswith("pk/") else config
     for key in dpath.split("/"):
         node = node[key]
@@ -222,16 +227,16 @@ def lookup(config: dict, model: str, dpath: str, layer: int | None = None):
 
 
 def stage_models(config: dict, models, stage: str) -> list[str]:
-    """The models (in order) whose scope runs ``stage``."""
+    """The models (in order) whose design runs ``stage``."""
     return [m for m in models if stage in stages(config, m)]
 
 
 def describe(config: dict, model: str, fields: dict) -> dict:
-    """What the scope schedules for one model: jobs per kind, null kinds and samples, layers
+    """What the design schedules for one model: jobs per kind, null kinds and samples, layers
     (of the jobs writing the within-layer pairs and the two null families)."""
-    from headgeom.jobs.families import FAMILIES, JOBS
+    from headgeom.schedule.families import SHARD_FAMILIES, JOBS
 
-    pairs, within, cross = (JOBS[FAMILIES[f].job] for f in ("pk", "pk_null_within", "pk_null_cross"))
+    pairs, within, cross = (JOBS[SHARD_FAMILIES[f].job] for f in ("pk", "pk_null_within", "pk_null_cross"))
     pk = model_config(config, model)["pk"]
     out = {"stages": list(stages(config, model)),
            "jobs": {j: len(job_wildcards(j, config, model, fields)) for j in JOBS}}
@@ -261,7 +266,7 @@ def compact(layers) -> str:
 
 
 def summary_line(config: dict, model: str, fields: dict) -> str:
-    """One line: what the model's scope schedules (``headgeom plan``)."""
+    """One line: what the model's design schedules (``headgeom plan``)."""
     d = describe(config, model, fields)
     parts = [f"stages {'+'.join(d['stages']) or 'none'}"]
     if "pk" in d:

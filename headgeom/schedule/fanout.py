@@ -16,7 +16,7 @@ makes again for each of its samples) stays under the ceiling. A tile of P pairs 
 layers where a piece of a writer row draws P + 1.
 
 The draws do not depend on the fan-out: each writer / reader null draw is seeded by (model,
-null, kind, layer, sample) only (headgeom.jobs.pk.pk_null_cross_job), so any packing gives
+null, kind, layer, sample) only (headgeom.jobs.pk_paper.pk_null_cross_job), so any packing gives
 the same rows bit for bit (tests/unit/test_fanout.py)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from headgeom.core.errors import ConfigError
-from headgeom.jobs import costs
+from headgeom.schedule import costs
 
 DEFAULT_MAX_JOB_MINUTES = 120
 

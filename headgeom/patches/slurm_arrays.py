@@ -27,8 +27,10 @@ still running, it waits for them to end and then fails the held jobs with the sa
 With ``submit_every_job`` in place this never fires; it guards against a plugin whose
 collection step changes under us.
 
-The plugin version is pinned (pyproject.toml) and checked here, so an upgrade that changes
-these methods fails loudly instead of silently mis-requesting or hanging.
+The plugin version is pinned (``PINNED``; pyproject.toml pins the same): another installed
+version is warned about (headgeom.patches.warn_unpinned) and patched if the methods replaced here
+still exist; where they are gone, ``install`` refuses, so an upgrade that changes them fails
+loudly instead of silently mis-requesting or hanging.
 """
 
 from __future__ import annotations
@@ -40,8 +42,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from headgeom.core.errors import HeadgeomError
+from headgeom.patches import warn_unpinned
 
-PLUGIN_VERSION = "2.8.0"
+PINNED = {"snakemake-executor-plugin-slurm": "2.8.0"}
+UPSTREAM = ("snakemake-executor-plugin-slurm issue #473: with slurm-array-jobs, run_jobs holds back ready jobs "
+            "(leaked -j slots, the run waits forever); run_array_jobs gives every task the first job's request")
 
 # Resources that never reach sbatch, or that Snakemake derives from others (mem_mib from mem_mb,
 # disk_mib from disk_mb) and that therefore add nothing to the key.
@@ -111,7 +116,7 @@ def _held_message(held: list[Any], running: int) -> str:
         f"submitted none of them, and {state}: Snakemake counts them as running, so the run "
         f"would wait forever ({names}). This is the array collection of "
         f"snakemake-executor-plugin-slurm holding jobs back (its issue #473); headgeom's "
-        "submission (headgeom/jobs/slurm_arrays.py) should prevent it. Rerun; if it recurs, "
+        "submission (headgeom/patches/slurm_arrays.py) should prevent it. Rerun; if it recurs, "
         "set `slurm-array-jobs: none` in the profile."
     )
 
@@ -169,8 +174,9 @@ def _record(submit):
 def install() -> bool:
     """Make the slurm executor plugin submit every ready job, one array per request. Idempotent.
 
-    Returns False where the plugin is not installed (a local run needs nothing). Raises
-    HeadgeomError where an installed plugin is not the version this wrapper was written for.
+    Returns False where the plugin is not installed (a local run needs nothing). Warns where the
+    installed plugin is not the ``PINNED`` version; raises HeadgeomError where it lacks a method
+    this wrapper replaces.
     """
     try:
         import snakemake_executor_plugin_slurm as plugin
@@ -178,18 +184,17 @@ def install() -> bool:
         return False
     from importlib.metadata import version
 
-    found = version("snakemake-executor-plugin-slurm")
     executor = plugin.Executor
     needed = ("run_jobs", "_submit_job", "_submit_array_jobs", "_report_job_error_threadsafe")
-    if found != PLUGIN_VERSION or not all(hasattr(executor, m) for m in needed):
+    missing = [m for m in needed if not hasattr(executor, m)]
+    if missing:
         raise HeadgeomError(
-            f"snakemake-executor-plugin-slurm {found} is installed; headgeom's SLURM submission "
-            f"(headgeom/jobs/slurm_arrays.py) is written for {PLUGIN_VERSION}. Install "
-            f"{PLUGIN_VERSION} (pyproject.toml pins it) or check that the new version's "
-            "Executor.run_jobs, _submit_job, _submit_array_jobs and _report_job_error_threadsafe still work as described "
-            "there (and whether its array collection still holds jobs back), then update "
-            "PLUGIN_VERSION."
+            f"snakemake-executor-plugin-slurm {version('snakemake-executor-plugin-slurm')} is installed; its Executor "
+            f"has no {', '.join(missing)}, which headgeom's SLURM submission (headgeom/patches/slurm_arrays.py, "
+            f"written for {PINNED['snakemake-executor-plugin-slurm']}) replaces. Install that version (pyproject.toml "
+            "pins it) or port the patch."
         )
+    warn_unpinned(PINNED, "headgeom/patches/slurm_arrays.py")
     if getattr(executor.run_jobs, "_headgeom_watchdog", False):
         return True
     original_arrays = executor._submit_array_jobs

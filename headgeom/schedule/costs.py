@@ -1,5 +1,5 @@
 """Job resources (mem_mb, runtime in minutes) of every per-layer rule: one cost model per job,
-read by the shard-family registry (headgeom.jobs.families) and so by the rules and SLURM.
+read by the shard-family registry (headgeom.schedule.families) and so by the rules and SLURM.
 
 PK jobs and the fetch: scaled from costs measured at Qwen2.5-7B shape (d_model 3584, d_head
 128, 28 q / 4 kv heads) with one BLAS thread on this project's 2-core machines, each job run
@@ -39,6 +39,13 @@ MEM_FACTOR = {"pk_within_layer": 4.0, "pk_cross_pair": 5.5, "pk_null_within_samp
 BASE_MB = 600
 SAFETY = 1.5
 
+# memory budgets of the PK jobs' caches (headgeom.jobs.pk_paper): what a job keeps in memory at most,
+# the rest recomputed or spilled (the same bits either way); the cost models below price them
+READER_CACHE_MB = 256  # pk_cross: reader layers' spaces kept in memory up to this size, the rest recomputed
+WRITER_CACHE_MB = 256  # pk_null_cross: writer bases kept in memory up to this size, the rest spilled to $TMPDIR
+PREPARED_CACHE_MB = 256  # pk_null_cross: the null models' per-layer preparations (LQ factors) kept across samples
+FACTOR_CACHE_MB = 256  # pk_null_cross: stacked layer factors kept across samples (each read and checked once)
+
 
 def _fields(manifest) -> dict:
     """A model's shape: a manifest path, or already its ``fields`` dict (``headgeom plan``)."""
@@ -60,7 +67,7 @@ def work_ratio(f: dict) -> float:
 
 
 # Seconds of one writer->reader layer pair of a cross-layer job (before SAFETY): what the
-# fan-out (headgeom.jobs.fanout) packs into jobs under the runtime ceiling (a registry job's
+# fan-out (headgeom.schedule.fanout) packs into jobs under the runtime ceiling (a registry job's
 # pair_seconds).
 
 
@@ -80,9 +87,9 @@ def null_cross_draw_seconds(manifest) -> tuple[float, float]:
 
 def null_cross_route_pair_seconds(manifest, precision: str = "float64") -> float:
     """Seconds of the head pairs of one writer->reader layer pair, per sample and null, by the route
-    the job takes (methods.pk.projectors_pay: FLOPs and bytes counted, at rates `make bench`
+    the job takes (methods.overlap.projectors_pay: FLOPs and bytes counted, at rates `make bench`
     measures against the GEMM rate; Q, K and V readers)."""
-    from headgeom.methods.pk import null_cross_route_seconds, projectors_pay
+    from headgeom.methods.overlap import null_cross_route_seconds, projectors_pay
 
     f = _fields(manifest)
     D, H, d, G, L = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"], f["n_layers"]
@@ -125,11 +132,9 @@ def pk_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
 
 
 def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None) -> dict:
-    """A part of ``n_pairs`` layer pairs (headgeom.jobs.fanout; default: writer layer 0's row);
+    """A part of ``n_pairs`` layer pairs (headgeom.schedule.fanout; default: writer layer 0's row);
     one writer and one reader layer in memory at a time, plus the reader layers' spaces kept for
-    later writers up to headgeom.jobs.pk.READER_CACHE_MB."""
-    from headgeom.jobs.pk import READER_CACHE_MB
-
+    later writers up to READER_CACHE_MB."""
     f = _fields(manifest)
     n_pairs = max(f["n_layers"] - 1, 1) if n_pairs is None else n_pairs
     return _minutes(pk_cross_pair_seconds(f) * n_pairs,
@@ -157,11 +162,11 @@ def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2, kinds=No
 def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
                   n_writers: int | None = None, n_readers: int | None = None, precision: str = "float64") -> dict:
     """A part of ``n_pairs`` layer pairs of ``n_writers`` writer and ``n_readers`` reader layers
-    (headgeom.jobs.fanout; default: all of them). Work: null_cross_part_seconds, its pairs by the
+    (headgeom.schedule.fanout; default: all of them). Work: null_cross_part_seconds, its pairs by the
     job's route and its layers' draws, per sample and null. Memory: writer bases beyond
-    headgeom.jobs.pk.WRITER_CACHE_MB are spilled to $TMPDIR (n_writers x 8 D H d bytes of disk); by blocks, readers one layer at a time; by projector Grams
-    (methods.pk.projectors_pay) each side of a call holds up to NULL_CROSS_SIDE_MB of bases and slab
-    rows (methods.pk.layers_per_call whole layers, at most the part's). The layers' factors and the
+    WRITER_CACHE_MB are spilled to $TMPDIR (n_writers x 8 D H d bytes of disk); by blocks, readers one layer at a time; by projector Grams
+    (methods.overlap.projectors_pay) each side of a call holds up to NULL_CROSS_SIDE_MB of bases and slab
+    rows (methods.overlap.layers_per_call whole layers, at most the part's). The layers' factors and the
     nulls' preparations are kept up to FACTOR_CACHE_MB and PREPARED_CACHE_MB. Measured peak RSS at
     Qwen2.5-7B shape (blocks, reassign null, K readers, bench/null_cross_rss.py): 739 MB with 6
     writer layers; the model keeps 2.5 layer-sizes for one layer's draws on top of the caches
@@ -170,14 +175,13 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     L = f["n_layers"]
     n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
     n_writers = L if n_writers is None else n_writers
-    from headgeom.jobs import pk as jobs_pk
-    from headgeom.methods.pk import head_mib, layers_per_call, projectors_pay
+    from headgeom.methods.overlap import head_mib, layers_per_call, projectors_pay
 
     D, H, d, G = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"]
     itemsize = 4 if precision == "float32" else 8
-    factors_mib = min(jobs_pk.FACTOR_CACHE_MB + jobs_pk.PREPARED_CACHE_MB, L * 8 * D * (2 * H + 2 * G) * d / 2**20)
+    factors_mib = min(FACTOR_CACHE_MB + PREPARED_CACHE_MB, L * 8 * D * (2 * H + 2 * G) * d / 2**20)
     writer_mib = itemsize * D * H * d / 2**20
-    cache_mib = min(jobs_pk.WRITER_CACHE_MB, n_writers * writer_mib)
+    cache_mib = min(WRITER_CACHE_MB, n_writers * writer_mib)
     readers_mib = 0.0
     if projectors_pay(H, D, d, L, G, itemsize=itemsize):  # a call's two sides: bases and slab rows
         per_head = head_mib(D, d, itemsize)

@@ -7,8 +7,8 @@ SLURM resources, ``headgeom audit`` (which rule wrote a shard, how to recompute 
 docs/outputs.md read it; nothing else lists families.
 
 Each job also carries its stage and schedule (which of its wildcards exist for a model under
-the config: headgeom.jobs.scopes reads them) and, for a fanned-out job, the cost of one layer
-pair (headgeom.jobs.fanout). The two steps that are not per-layer jobs, the fetch and the forward
+the config: headgeom.schedule.designs reads them) and, for a fanned-out job, the cost of one layer
+pair (headgeom.schedule.fanout). The two steps that are not per-layer jobs, the fetch and the forward
 pass, are ``STEPS`` entries here (their outputs, log and cost), read by their rule files and by
 ``headgeom plan``.
 
@@ -27,47 +27,47 @@ from pathlib import Path
 from typing import Callable
 
 from headgeom import layout
-from headgeom.jobs import costs
+from headgeom.schedule import costs
 from headgeom.methods.read_paths import COLUMN_READS as READ_PATH_COLUMNS
 
 # which shards of a family exist for one model (n_layers from its manifest; blocks of the null
-# samples from the config): one per layer, per layer and block, per block, per block and part of the layer-pair list, or per part (headgeom.jobs.fanout:
+# samples from the config): a family's grain: one per layer, per layer and block, per block, per block and part of the layer-pair list, or per part (headgeom.schedule.fanout:
 # parts of the writer->reader layer pairs sized by the cost model under the runtime ceiling)
-SCOPES = ("layer", "layer_block", "block", "block_part", "part")
+GRAINS = ("layer", "layer_block", "block", "block_part", "part")
 
 
 @dataclass(frozen=True)
-class Family:
+class ShardFamily:
     name: str  # results/shards/<name>/...
     job: str  # the job (rule) that writes it
     output: str  # its key in that rule's output
-    scope: str  # one of SCOPES
+    grain: str  # one of GRAINS
 
     @property
     def path(self) -> str:
-        return layout.shard(self.name, self.scope)
+        return layout.shard(self.name, self.grain)
 
 
 @dataclass(frozen=True)
 class Job:
     name: str  # the rule name
-    run: Callable  # run(inputs, outputs, wildcards, params, log): the job itself
-    outputs: dict  # output key -> (family name, scope)
+    run: Callable | str  # run(inputs, outputs, wildcards, params, log): the job itself, or "module:function"
+    outputs: dict  # output key -> (family name, grain)
     params: dict  # param name -> config dpath (passed with lookup(); only what the job reads)
     cost_model: Callable  # cost_model(job, manifest path or fields, config, wildcards) -> {"mem_mb", "runtime"}
     seed_scheme: str
     log: str  # log path pattern
-    stage: str | None = None  # the scope stage it belongs to (headgeom.jobs.scopes.STAGES): a model's scope
+    stage: str | None = None  # the design stage it belongs to (headgeom.schedule.designs.STAGES): a model's design
     #   turns the job off with it; None: no stage (the activation jobs follow activation.models instead)
     when: Callable | None = None  # when(pk) -> bool: whether the model (its resolved ``pk`` block) runs it
     layers: tuple | None = None  # (dpath under ``pk`` of its layer selection, keep(pk of a layer) or None);
-    #   None: every layer (headgeom.jobs.scopes.layers)
+    #   None: every layer (headgeom.schedule.designs.layers)
     pair_seconds: Callable | None = None  # pair_seconds(fields, config): one layer pair's seconds (fanout "pairs")
     part_seconds: Callable | None = None  # part_seconds(fields, config, pairs, writers, readers): a part's
     #   seconds (fanout "tiles")
     blocks: str | None = None  # "within" / "cross": null-sample blocks (params gain `samples`)
     final_model: bool = False  # also reads the lineage's final checkpoint (params gain `final_model`)
-    fanout: str | None = None  # "pairs" / "tiles": layer pairs split into parts (headgeom.jobs.fanout; params
+    fanout: str | None = None  # "pairs" / "tiles": layer pairs split into parts (headgeom.schedule.fanout; params
     #   gain `pairs`)
     cache: bool = True  # eligible for Snakemake's between-workflow cache under --cache (docs/cluster.md)
     activations: str | None = None  # "paper1" / "read_paths": also reads that section's forward-pass activations
@@ -79,7 +79,14 @@ class Job:
     families: tuple = field(init=False, default=())
 
     def __post_init__(self):
-        object.__setattr__(self, "families", tuple(Family(f, self.name, k, s) for k, (f, s) in self.outputs.items()))
+        object.__setattr__(self, "families", tuple(ShardFamily(f, self.name, k, s) for k, (f, s) in self.outputs.items()))
+
+    def runner(self) -> Callable:
+        """The job's function (``run``, imported where it is given as "module:function")."""
+        if callable(self.run):
+            return self.run
+        module, _, name = self.run.partition(":")
+        return getattr(importlib.import_module(module), name)
 
     def cost(self, manifest, config, wildcards=None) -> dict:
         """mem_mb and runtime (minutes) of one job (manifest: a path or the model's fields)."""
@@ -102,61 +109,8 @@ class Step:
 
 
 # ------------------------------------------------------------------ job entry points
-
-
-def _store(inputs) -> Path:
-    return Path(inputs["manifest"]).parent
-
-
-def run_pk_layer(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.pk import pk_job
-
-    pk_job(_store(inputs), int(wildcards["layer"]), outputs["pairs"], params, out_self=outputs["self_overlap"], log=log)
-
-
-def run_pk_cross(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.pk import pk_cross_job
-
-    segments = params.get("pairs")  # a part of the layer-pair list (headgeom.jobs.fanout)
-    layer = None if segments else int(wildcards["layer"])
-    pk_cross_job(_store(inputs), layer, outputs["shard"], params, segments=segments, log=log)
-
-
-def run_pk_null_within(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.pk import pk_null_within_job
-
-    pk_null_within_job(_store(inputs), int(wildcards["layer"]), params["samples"], outputs["shard"], params, log=log)
-
-
-def run_pk_null_cross(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.pk import pk_null_cross_job
-
-    pk_null_cross_job(_store(inputs), params["samples"], outputs["shard"], params, segments=params["pairs"], log=log)
-
-
-def run_paper1_heads(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.paper1 import heads_job
-
-    heads_job(_store(inputs), int(wildcards["layer"]), outputs["heads"], outputs["pairs"], params, log=log)
-
-
-def run_paper1_capacity(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.paper1 import capacity_job
-
-    capacity_job(_store(inputs), Path(inputs["final_manifest"]).parent, int(wildcards["layer"]), outputs["shard"],
-                 params, log=log)
-
-
-def run_activation_natural_return(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.activation import natural_return_job
-
-    natural_return_job(_store(inputs), inputs["acts"], int(wildcards["layer"]), outputs["shard"], params, log=log)
-
-
-def run_activation_read_paths(inputs, outputs, wildcards, params, log):
-    from headgeom.jobs.activation import read_paths_job
-
-    read_paths_job(_store(inputs), inputs["acts"], int(wildcards["layer"]), outputs["shard"], params, log=log)
+# A job's ``run`` is "module:function", imported when the job runs (the entry points live in
+# headgeom.jobs, which reads the cost models here; the registry names them without importing them).
 
 
 # ------------------------------------------------------------------ cost models
@@ -178,7 +132,7 @@ def _pk_cost(model, writers: bool = False, kinds: str | None = None):
         nulls = config["pk"]["nulls"]
         extra, wc = ({"kinds": nulls[kinds]} if kinds else {}), wildcard_values(wildcards)
         if job.fanout and "part" in wc:
-            from headgeom.jobs import fanout
+            from headgeom.schedule import fanout
 
             seg = fanout.part(job, costs._fields(manifest), config, int(wc["part"]))
             extra = {"n_pairs": fanout.n_pairs(seg)}
@@ -275,7 +229,7 @@ def forward_source(config, corpus: str, n_windows, window) -> int | None:
 
 def _activation_cost(kind):
     def cost(job, manifest, config, wildcards=None):
-        from headgeom.jobs import activation_costs as act_costs
+        from headgeom.schedule import activation_costs as act_costs
 
         if kind == "natural_return":
             return act_costs.natural_return_resources(manifest, activation_tokens(config, "paper1"))
@@ -293,7 +247,7 @@ JOBS = {
     j.name: j
     for j in (
         Job(
-            "pk_layer", run_pk_layer,
+            "pk_layer", "headgeom.jobs.pk_paper:run_pk_layer",
             outputs={"pairs": ("pk", "layer"), "self_overlap": ("pk_self", "layer")},
             params={"kinds": "pk/kinds", "rank_rtol": "rank_rtol", "self_permutations": "pk/self_permutations"},
             cost_model=_pk_cost(costs.pk_layer),
@@ -302,7 +256,7 @@ JOBS = {
             stage="pk", when=lambda pk: bool(pk["kinds"]), layers=("layers", None),
         ),
         Job(
-            "pk_cross_layer", run_pk_cross,
+            "pk_cross_layer", "headgeom.jobs.pk_paper:run_pk_cross",
             outputs={"shard": ("pk_cross", "part")},
             params={"cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol"},
             cost_model=_pk_cost(costs.pk_cross_layer),
@@ -313,7 +267,7 @@ JOBS = {
             pair_seconds=lambda fields, config: costs.pk_cross_pair_seconds(fields),
         ),
         Job(
-            "pk_null_within", run_pk_null_within,
+            "pk_null_within", "headgeom.jobs.pk_paper:run_pk_null_within",
             outputs={"shard": ("pk_null_within", "layer_block")},
             params={"types": "pk/nulls/types", "kinds": "pk/nulls/within_kinds", "rank_rtol": "rank_rtol",
                     "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
@@ -325,7 +279,7 @@ JOBS = {
             stage="pk", when=_any_within_nulls, layers=("nulls/within_layers", _within_nulls),
         ),
         Job(
-            "pk_null_cross", run_pk_null_cross,
+            "pk_null_cross", "headgeom.jobs.pk_paper:run_pk_null_cross",
             outputs={"shard": ("pk_null_cross", "block_part")},
             params={"types": "pk/nulls/types", "cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol",
                     "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
@@ -340,7 +294,7 @@ JOBS = {
             part_seconds=_null_part_seconds,
         ),
         Job(
-            "paper1_heads", run_paper1_heads,
+            "paper1_heads", "headgeom.jobs.paper1:run_paper1_heads",
             outputs={"heads": ("paper1_heads", "layer"), "pairs": ("paper1_pairs", "layer")},
             params={"identity_rtol": "closure/identity_rtol", "rank_rtol": "rank_rtol",
                     "scramble_draws": "paper1/scramble_draws", "haar_draws": "paper1/haar_draws",
@@ -351,7 +305,7 @@ JOBS = {
             stage="paper1",
         ),
         Job(
-            "paper1_capacity", run_paper1_capacity,
+            "paper1_capacity", "headgeom.jobs.paper1:run_paper1_capacity",
             outputs={"shard": ("paper1_capacity", "layer")},
             params={"rank_rtol": "rank_rtol", "strong_threshold": "tables/strong_threshold",
                     "scramble_draws": "paper1/scramble_draws", "sv_rtol": "paper1/sv_rtol",
@@ -367,7 +321,7 @@ JOBS = {
         # activation stage (docs/methods.md §3; headgeom.jobs.activation, headgeom.methods.natural_return, headgeom.methods.read_paths): per-layer analysis of the forward pass's
         # activations (the forward job itself is workflow/rules/activation.smk's activation_forward)
         Job(
-            "activation_natural_return", run_activation_natural_return,
+            "activation_natural_return", "headgeom.jobs.activation:run_activation_natural_return",
             outputs={"shard": ("activation_natural_return", "layer")},
             params={"endpoint": "activation/paper1/endpoint"},
             cost_model=_activation_cost("natural_return"),
@@ -377,7 +331,7 @@ JOBS = {
             activations="paper1",
         ),
         Job(
-            "activation_read_paths", run_activation_read_paths,
+            "activation_read_paths", "headgeom.jobs.activation:run_activation_read_paths",
             outputs={"shard": ("activation_read_paths", "layer")},
             params={"kinds": "activation/read_paths/kinds", "eps_exact": "activation/read_paths/eps_exact",
                     "write_point": "activation/read_paths/write_point", "rank_rtol": "rank_rtol"},
@@ -391,16 +345,16 @@ JOBS = {
     )
 }
 
-FAMILIES = {f.name: f for j in JOBS.values() for f in j.families}
+SHARD_FAMILIES = {f.name: f for j in JOBS.values() for f in j.families}
 
 
 def register(job: Job) -> Job:
     """Add a job (and its families) to the registry: what a plugin module calls."""
-    clash = [f.name for f in job.families if f.name in FAMILIES]
+    clash = [f.name for f in job.families if f.name in SHARD_FAMILIES]
     if job.name in JOBS or job.name in STEPS or clash:
         raise ValueError(f"job {job.name!r}: the name or families {clash} are already registered")
     JOBS[job.name] = job
-    FAMILIES.update({f.name: f for f in job.families})
+    SHARD_FAMILIES.update({f.name: f for f in job.families})
     return job
 
 
@@ -412,7 +366,7 @@ def _fetch_cost(fields, config, wildcards=None):
     entry = (config.get("models") or {}).get(model) or {}
     if fields is None and model is not None:
         from headgeom.core.errors import ConfigError
-        from headgeom.jobs.shapes import model_shape
+        from headgeom.schedule.shapes import model_shape
 
         try:
             fields = model_shape(model, config)[0]
@@ -422,7 +376,7 @@ def _fetch_cost(fields, config, wildcards=None):
 
 
 def _forward_cost(fields, config, wildcards):
-    from headgeom.jobs.activation_costs import forward_resources, windows_resources
+    from headgeom.schedule.activation_costs import forward_resources, windows_resources
 
     wc = wildcard_values(wildcards)
     n, w = int(wc["nwin"]), int(wc["win"])
@@ -443,18 +397,18 @@ STEPS = {
 FETCH, FORWARD = STEPS["fetch"], STEPS["activation_forward"]
 
 
-def family(name: str) -> Family:
+def family(name: str) -> ShardFamily:
     try:
-        return FAMILIES[name]
+        return SHARD_FAMILIES[name]
     except KeyError:
-        raise KeyError(f"no shard family {name!r} (known: {', '.join(FAMILIES)})") from None
+        raise KeyError(f"no shard family {name!r} (known: {', '.join(SHARD_FAMILIES)})") from None
 
 
 def n_parts(job: str, fields: dict, config: dict) -> int:
     """How many parts a fanned-out job has for one model (1 for the others)."""
     if not JOBS[job].fanout:
         return 1
-    from headgeom.jobs import fanout
+    from headgeom.schedule import fanout
 
     return len(fanout.parts(JOBS[job], fields, config))
 
@@ -466,30 +420,30 @@ def shard_paths(name: str, model: str, n_layers: int, blocks: dict[str, range] |
     fam = family(name)
     blk = (blocks or {}).get(JOBS[fam.job].blocks, range(0))
     fmt = lambda **kw: fam.path.format(model=model, **kw)  # noqa: E731
-    if fam.scope == "layer":
+    if fam.grain == "layer":
         return [fmt(layer=l) for l in range(n_layers)]
-    if fam.scope == "layer_block":
+    if fam.grain == "layer_block":
         return [fmt(layer=l, block=b) for l in range(n_layers) for b in blk]
-    if fam.scope == "block_part":
+    if fam.grain == "block_part":
         return [fmt(block=b, part=p) for b in blk for p in range(parts)]
-    if fam.scope == "part":
+    if fam.grain == "part":
         return [fmt(part=p) for p in range(parts)]
     return [fmt(block=b) for b in blk]
 
 
-def family_of(path: str) -> Family:
+def family_of(path: str) -> ShardFamily:
     """The family of a shard path (results/shards/<family>/...)."""
     root = Path(layout.SHARDS_ROOT).parts
     parts = Path(path).parts
-    if len(parts) > len(root) and parts[:len(root)] == root and parts[len(root)] in FAMILIES:
-        return FAMILIES[parts[len(root)]]
+    if len(parts) > len(root) and parts[:len(root)] == root and parts[len(root)] in SHARD_FAMILIES:
+        return SHARD_FAMILIES[parts[len(root)]]
     raise KeyError(f"{path}: not a shard of a known family ({layout.SHARDS_ROOT}/<family>/; known: "
-                   f"{', '.join(FAMILIES)})")
+                   f"{', '.join(SHARD_FAMILIES)})")
 
 
 def run_job(name: str, inputs: dict, outputs: dict, wildcards: dict, params: dict, log=print) -> None:
     """Run job ``name`` (what workflow/scripts/job.py and ``headgeom audit`` call)."""
-    JOBS[name].run(inputs, outputs, wildcards, params, log)
+    JOBS[name].runner()(inputs, outputs, wildcards, params, log)
 
 
 # plugin modules (HEADGEOM_PLUGINS=mod[,mod...]): each registers its jobs when imported; the

@@ -25,6 +25,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from headgeom.core.config import shared_lineage_members
 from headgeom.core.errors import HeadgeomError
 
 #: files any of which gives transformers a tokenizer for an HF-layout directory
@@ -196,12 +197,12 @@ def _architecture(entry: dict, m: _Model) -> str | None:
             return None
         if arch in ADAPTERS or f"gguf-{arch}" in ADAPTERS:
             return None
-        from headgeom.architectures import BY_MODEL_TYPE, FAMILIES
+        from headgeom.architectures import BY_MODEL_TYPE, ARCHITECTURES
 
-        if arch in FAMILIES or arch in BY_MODEL_TYPE:
+        if arch in ARCHITECTURES or arch in BY_MODEL_TYPE:
             return None
         return (f"architecture {arch!r} is not a known family; known: "
-                f"{', '.join(sorted(set(FAMILIES) | {a for a in ADAPTERS if a.startswith('gguf-')}))}")
+                f"{', '.join(sorted(set(ARCHITECTURES) | {a for a in ADAPTERS if a.startswith('gguf-')}))}")
     try:
         adapter_for(m.config, m.fmt, arch)
     except HeadgeomError as e:
@@ -213,10 +214,10 @@ def _activation(entry: dict, m: _Model) -> list[str]:
     """What the forward pass needs beyond the weight stages: the family's hooks, a tokenizer."""
     out = []
     if m.fmt == "safetensors" and m.config is not None:
-        from headgeom.architectures import family_for, hook_map
+        from headgeom.architectures import architecture_for, hook_map
 
         try:
-            hook_map(family_for(m.config, entry.get("architecture")))
+            hook_map(architecture_for(m.config, entry.get("architecture")))
         except HeadgeomError as e:
             out.append(f"no activation hooks: {_msg(e)}")
     if m.tokenizer_known or m.path is None:
@@ -295,7 +296,7 @@ def problems(config: dict, shapes: dict | None = None) -> list[Problem]:
     """Every problem of the configured run's inputs (empty: nothing known to be wrong).
     ``shapes`` (optional) gets each model's layer count where its header or registry entry
     gives it (``n_layers``)."""
-    from headgeom.jobs.families import FETCH, activation_models
+    from headgeom.schedule.families import FETCH, activation_models
 
     shapes = {} if shapes is None else shapes
     out: list[Problem] = []
@@ -338,7 +339,7 @@ def _n_layers(name: str, entry: dict, m: _Model) -> int | None:
     """The model's layer count before any fetch: its fetched manifest, its registry ``shape:``,
     or the checkpoint header the pre-flight read (config.json, GGUF ``<arch>.block_count``)."""
     from headgeom import layout
-    from headgeom.jobs.shapes import LAYER_KEYS
+    from headgeom.schedule.shapes import LAYER_KEYS
 
     try:
         return int(json.loads(Path(layout.manifest(name)).read_text())["fields"]["n_layers"])
@@ -355,19 +356,6 @@ def _n_layers(name: str, entry: dict, m: _Model) -> int | None:
     return None
 
 
-def shared_lineage_members(config: dict) -> list[str]:
-    """One line per model that two ``paper1.lineages`` name (a checkpoint is in at most one)."""
-    owner: dict[str, str] = {}
-    out = []
-    for name, members in ((config.get("paper1") or {}).get("lineages") or {}).items():
-        for m in members or []:
-            if m in owner:
-                out.append(f"config: paper1.lineages: model {m!r} is in both {owner[m]!r} and {name!r}")
-            else:
-                owner[m] = name
-    return out
-
-
 def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
     """Every config value checked against the registries: a model in two ``paper1.lineages``
     (``shared_lineage_members``), null types wherever they are named
@@ -376,10 +364,10 @@ def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
     per-layer job selects (``pk.layers``, ``by_layer`` layer lists) and the figures' layer
     indices (``figures.pk_rho_layer``)."""
     from headgeom.core.errors import ConfigError
-    from headgeom.jobs import scopes
-    from headgeom.jobs.families import JOBS
+    from headgeom.schedule import designs
+    from headgeom.schedule.families import JOBS
     from headgeom.methods.nulls import NULL_MODELS
-    from headgeom.outputs.pk import pick_layer
+    from headgeom.outputs.pk.within_layer import pick_layer
 
     out: list[Problem] = []
 
@@ -393,15 +381,15 @@ def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
     said: set = set()
     for model in [None, *active]:
         try:
-            nulls = (scopes.model_config(config, model) if model else config)["pk"]["nulls"]
+            nulls = (designs.model_config(config, model) if model else config)["pk"]["nulls"]
         except (ConfigError, KeyError, TypeError, ValueError) as e:
-            bad(f"config: the scope of {model!r}: {e}")
+            bad(f"config: the design of {model!r}: {e}")
             continue
-        where = f"the scope of {model!r}: " if model else ""
+        where = f"the design of {model!r}: " if model else ""
         for key, types in [("pk.nulls.types", nulls.get("types"))] + [
                 (f"pk.nulls.by_layer[{i}].types", e.get("types")) for i, e in enumerate(nulls.get("by_layer") or [])]:
             unknown = [t for t in types or [] if t not in NULL_MODELS]
-            if unknown and (key, tuple(unknown)) not in said:  # a scope repeating the global setting: once
+            if unknown and (key, tuple(unknown)) not in said:  # a design repeating the global setting: once
                 said.add((key, tuple(unknown)))
                 bad(f"config: {where}{key} names {unknown}, which are not null models (known: {sorted(NULL_MODELS)})")
     if out:
@@ -412,8 +400,8 @@ def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
             continue
         try:
             for job in JOBS.values():
-                if scopes.runs(job.name, config, model):
-                    scopes.layers(job.name, config, model, n)
+                if designs.runs(job.name, config, model):
+                    designs.layers(job.name, config, model, n)
             pick_layer(((config.get("figures") or {}).get("pk_rho_layer", "middle")), n)
         except ConfigError as e:
             bad(f"{e} ({model!r} has {n} layers)")
@@ -427,7 +415,7 @@ def check(config: dict) -> list[Problem]:
     violates it), then the registries (``registry_problems``), then the inputs (``problems``)."""
     from headgeom.core.config import check_config
     from headgeom.core.errors import ConfigError
-    from headgeom.jobs.plan import ROOT
+    from headgeom.tools.plan import ROOT
 
     try:
         check_config(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
@@ -463,7 +451,7 @@ def load(configfiles=(), overrides=(), checked: bool = True) -> dict:
     from snakemake.cli import parse_config
 
     from headgeom.core.config import check_config, typed_cli_config
-    from headgeom.jobs.plan import ROOT, load_config
+    from headgeom.tools.plan import ROOT, load_config
 
     cli = parse_config(list(overrides))
     cfg = load_config(configfiles, cli)

@@ -8,14 +8,14 @@ import re
 
 import numpy as np
 
-from headgeom.architectures import FAMILIES, Family, config_view, split_fused
+from headgeom.architectures import ARCHITECTURES, Architecture, config_view, split_fused
 from headgeom.core.factors import LayerFactors, gqa_map, split_cols, split_rows
 from .base import Adapter, ArchFields, detect_prefix, present
 
 
-class FamilyAdapter(Adapter):
-    def __init__(self, family: Family):
-        self.family = family
+class ArchitectureAdapter(Adapter):
+    def __init__(self, family: Architecture):
+        self.architecture = family
         self.name = family.name
         self.model_types = family.model_types
         # the checkpoint prefix is what precedes the layers path (``model.``, ``bert.``, ``transformer.``);
@@ -32,19 +32,19 @@ class FamilyAdapter(Adapter):
 
     def fields(self, config, keys):
         c = config_view(config)
-        fam = self.family.resolve(c)
+        fam = self.architecture.resolve(c)
         keys = list(keys)
         first = fam.qkv or fam.q
         prefix = detect_prefix(keys, f"{self._layers}.0.{first}.")
         # a config-dependent layout is recorded (the manifest then says which one it read); a fixed one is not
-        layout = _layout_key(fam) if self.family.variant is not None else ""
+        layout = _layout_key(fam) if self.architecture.variant is not None else ""
         return ArchFields(adapter=self.name, norm_type=fam.norm_type, norm_position="post" if fam.post_ln else "pre",
                           prefix=prefix, layout=layout, **fam.shapes(c))
 
-    def resolved(self, f: ArchFields) -> Family:
-        if self.family.variant is None:
-            return self.family
-        for v in _variants(self.family):
+    def resolved(self, f: ArchFields) -> Architecture:
+        if self.architecture.variant is None:
+            return self.architecture
+        for v in _variants(self.architecture):
             if _layout_key(v) == f.layout:
                 return v
         raise ValueError(f"{self.name}: unknown layout {f.layout!r} in the manifest")
@@ -87,11 +87,11 @@ class FamilyAdapter(Adapter):
                             norm_gain=gain, norm_type=fam.norm_type if fam.norm else "none", notes=notes)
 
 
-def _layout_key(fam: Family) -> str:
+def _layout_key(fam: Architecture) -> str:
     return "|".join(str(x) for x in (fam.split, fam.norm, fam.norm_type, fam.kv_keys))
 
 
-def _variants(fam: Family) -> list[Family]:
+def _variants(fam: Architecture) -> list[Architecture]:
     """Every layout a config can give the family (for the tensors it may need)."""
     if fam.variant is None:
         return [fam]
@@ -105,5 +105,5 @@ def _variants(fam: Family) -> list[Family]:
     return list(out.values())
 
 
-def family_adapters(skip) -> list[FamilyAdapter]:
-    return [FamilyAdapter(f) for n, f in FAMILIES.items() if n not in skip]
+def architecture_adapters(skip) -> list[ArchitectureAdapter]:
+    return [ArchitectureAdapter(f) for n, f in ARCHITECTURES.items() if n not in skip]

@@ -1,5 +1,8 @@
 """The PK paper's per-layer jobs: pk, pk_cross, pk_null_within, pk_null_cross (run through the
-shard-family registry, headgeom.jobs.families); they hold no math."""
+shard-family registry, headgeom.schedule.families). They hold no math (headgeom.methods.overlap)
+and no cost figures: what they add is reading a layer, writing its shard, and the bounded caches
+that keep a layer's spaces, bases and factors across pairs and samples, each within its memory
+budget (``*_CACHE_MB`` in headgeom.schedule.costs, where the cost model prices them)."""
 
 from __future__ import annotations
 
@@ -11,13 +14,14 @@ from headgeom.core.backend import backend_from
 from headgeom.core.provenance import code_version
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
-from headgeom.jobs.common import shard_provenance, with_keys
+from headgeom.jobs.common import shard_provenance, store_dir, with_keys
 from headgeom.jobs.logs import progress_of
+from headgeom.schedule import costs
 
 
 def _self_overlap_rows(f, spaces, model: str, layer: int, n_perm: int) -> dict:
     """Self-head overlap tests of one layer (PK paper, Appendix H)."""
-    from headgeom.methods.pk import rho_matrix, self_overlap_test
+    from headgeom.methods.overlap import rho_matrix, self_overlap_test
     from headgeom.core.seeds import rng_for
 
     rows = {k: [] for k in ("test", "observed", "null_mean", "null_min", "null_max", "p", "n_null", "exact")}
@@ -50,7 +54,7 @@ def pk_rows(f, model: str, layer: int, params: dict, self_overlap: bool = False)
     """The rows of one layer's pk shard, key columns first, its layer facts (provenance), and
     with ``self_overlap`` the rows of its pk_self shard (else None): what pk_job writes and
     headgeom.api returns."""
-    from headgeom.methods.pk import pk_layer
+    from headgeom.methods.overlap import pk_layer
 
     cols, facts, spaces = pk_layer(f, kinds=tuple(params.get("kinds", ("O", "Q", "K", "V"))),
                                    rank_rtol=params.get("rank_rtol", 1e-6), return_spaces=True)
@@ -74,9 +78,6 @@ def pk_job(store_dir, layer: int, out, params: dict, out_self=None, log=print) -
     if out_self is not None:
         write_shard(out_self, rows, {**prov, "job": "pk_self"})
     log(f"[pk {model} L{layer}] {len(cols['pk'])} pairs, {time.perf_counter() - t0:.2f}s")
-
-
-READER_CACHE_MB = 256  # pk_cross: reader layers' spaces kept in memory up to this size, the rest recomputed
 
 
 class _BoundedMemo:
@@ -112,7 +113,7 @@ def pk_cross_rows(layer_factors, model: str, n_layers: int, segments, params: di
     each writer layer; ``layer_factors(l)`` gives a layer's LayerFactors (a tensor store's, or
     headgeom.api's). Rows come writer, reader, kind: what pk_cross_job writes and headgeom.api
     returns."""
-    from headgeom.methods.pk import cross_pairs, lambda_min_S, layer_spaces, stacked
+    from headgeom.methods.overlap import cross_pairs, lambda_min_S, layer_spaces, stacked
 
     segments = pair_segments(segments, n_layers)
     if not segments:
@@ -121,7 +122,7 @@ def pk_cross_rows(layer_factors, model: str, n_layers: int, segments, params: di
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
     keys = ("layer_r", "kind", "head_w", "head_r", "pk", "rho", "min_angle_deg", "weighted", "dim_w", "dim_r", "lambda_min_S")
     blocks, lams = [], {}
-    readers = _BoundedMemo(READER_CACHE_MB)  # a reader layer's spaces, computed once for all its writers
+    readers = _BoundedMemo(costs.READER_CACHE_MB)  # a reader layer's spaces, computed once for all its writers
     for w, r0, r1 in segments:
         Xw, Bw, rw = layer_spaces(layer_factors(w), ("O",), rtol)["O"]
         lam = lams[w] = lambda_min_S(Bw)
@@ -147,7 +148,7 @@ def pk_cross_rows(layer_factors, model: str, n_layers: int, segments, params: di
 def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) -> None:
     """Writer heads (O) against the reader heads (Q/K/V) of later layers. ``segments``: the
     part of the layer-pair list this job covers, ``[(writer, reader_start, reader_stop), ...]``
-    (headgeom.jobs.fanout); default: writer ``layer`` against every later layer. Rows come
+    (headgeom.schedule.fanout); default: writer ``layer`` against every later layer. Rows come
     writer, reader, kind: a part's rows are its writers' unsplit rows in order."""
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
@@ -174,9 +175,6 @@ def pk_cross_job(store_dir, layer, out, params: dict, segments=None, log=print) 
     write_shard(out, cols, prov)
     log(f"[pk_cross {model} writers {writers}] {len(cols['rho'])} pairs, "
         + ", ".join(f"lambda_min(S)[{w}]={v:.3g}" for w, v in lams.items()) + f", {time.perf_counter() - t0:.2f}s")
-
-
-WRITER_CACHE_MB = 256  # pk_null_cross: writer bases kept in memory up to this size, the rest spilled to $TMPDIR
 
 
 class _SpillingCache:
@@ -228,8 +226,6 @@ class _SpillingCache:
         return (np.asarray(np.load(path, mmap_mode="r", allow_pickle=False)), *rest)
 
 
-PREPARED_CACHE_MB = 256  # pk_null_cross: the null models' per-layer preparations (LQ factors) kept across samples
-FACTOR_CACHE_MB = 256  # pk_null_cross: stacked layer factors kept across samples (each read and checked once)
 
 
 class _Factors:
@@ -242,7 +238,7 @@ class _Factors:
         self.store, self.budget, self.used, self.kept = store, budget_mb * 2**20, 0, {}
 
     def get(self, kind: str, layer: int):
-        from headgeom.methods.pk import factor_stack, stacked_heads
+        from headgeom.methods.overlap import factor_stack, stacked_heads
 
         X = self.kept.get((kind, layer))
         if X is None:
@@ -279,14 +275,14 @@ def _null_stats_row(rows, stats, **keys):
 def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=print) -> None:
     """The given null sample indices of every kind's within-layer pairs, both nulls."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
-    from headgeom.methods.pk import isotropic_rho, layer_stats, orthonormal_bases, pk_within, stacked_heads
+    from headgeom.methods.overlap import isotropic_rho, layer_stats, orthonormal_bases, pk_within, stacked_heads
     from headgeom.core.seeds import rng_for
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
     model = store.manifest["model"]
     f = store.layer_factors(layer)
-    from headgeom.methods.pk import factor_stack
+    from headgeom.methods.overlap import factor_stack
 
     iso = isotropic_rho(f.d_head, f.d_model)
     samples = [int(x) for x in samples]
@@ -325,7 +321,7 @@ def heads_of_kind(fields, kind: str) -> int:
 
 
 def layer_groups(layers, per_call: int) -> list[list[int]]:
-    """Consecutive layers in groups of ``per_call`` (methods.pk.layers_per_call; at least one): the
+    """Consecutive layers in groups of ``per_call`` (methods.overlap.layers_per_call; at least one): the
     writer or reader layers of one projector_gram call."""
     per = max(1, int(per_call))
     return [list(layers[i:i + per]) for i in range(0, len(layers), per)]
@@ -337,7 +333,7 @@ def _projector_call_stats(writers, readers, group, chunk, writers_of: dict, kind
     group of reader layers from one projector_gram call: ``writers`` the spilling cache of writer
     draws, ``readers`` (reader layer, kind) -> the group's draws. Each head is packed once for all
     its partners in the call; writers of the chunk without a partner in the group are left out."""
-    from headgeom.methods.pk import layer_stats, projector_gram, rho_of_pk
+    from headgeom.methods.overlap import layer_stats, projector_gram, rho_of_pk
 
     needed = [lw for lw in chunk if any(lw in writers_of[lr] for lr in group)]
     if not needed:
@@ -367,19 +363,19 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     layer l' are drawn independently, seeded by (model, null, [kind,] layer, sample) only.
 
     ``segments``: the part of the pair list this job covers, ``[(writer, reader_start,
-    reader_stop), ...]`` (headgeom.jobs.fanout); default every pair. Each layer's factors are read
+    reader_stop), ...]`` (headgeom.schedule.fanout); default every pair. Each layer's factors are read
     once per job (kept up to FACTOR_CACHE_MB, with what the null models' draws of them share,
     PREPARED_CACHE_MB); writer draws are made once per sample and kept, in memory up to
     WRITER_CACHE_MB and spilled to $TMPDIR beyond it (so peak memory does not grow with the layer
     count). Pairs come from projector Grams where the shape makes them cheaper
-    (methods.pk.projectors_pay, a cost model of FLOPs and bytes): reader layers in groups and writer
-    layers in chunks of methods.pk.layers_per_call (bases and slab buffers within
-    NULL_CROSS_SIDE_MB a side), one methods.pk.projector_gram per (group, chunk); from stacked-basis
+    (methods.overlap.projectors_pay, a cost model of FLOPs and bytes): reader layers in groups and writer
+    layers in chunks of methods.overlap.layers_per_call (bases and slab buffers within
+    NULL_CROSS_SIDE_MB a side), one methods.overlap.projector_gram per (group, chunk); from stacked-basis
     blocks otherwise (reader layers one at a time, each writer read once per reader layer). Rows
     come null, sample, reader, kind, writer: with every pair in one part they are the rows of the
     unsplit job, and any fan-out (or budget) gives the same row per pair, bit for bit."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
-    from headgeom.methods.pk import (cross_pairs, isotropic_rho, layer_stats, layers_per_call, orthonormal_bases,
+    from headgeom.methods.overlap import (cross_pairs, isotropic_rho, layer_stats, layers_per_call, orthonormal_bases,
                                      projectors_pay, stacked)
     from headgeom.core.seeds import rng_for
 
@@ -416,15 +412,15 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     else:
         groups = [[lr] for lr in sorted(writers_of)]
 
-    prepared = _Prepared(PREPARED_CACHE_MB)  # per (kind, layer): what its draws of every sample share
+    prepared = _Prepared(costs.PREPARED_CACHE_MB)  # per (kind, layer): what its draws of every sample share
 
     def spaces(X, rng, key):  # one draw's (bases, ranks)
         return orthonormal_bases(null_factors(X, null, rng, precision, bk, prepared, key), rtol, bk)
 
-    factors = _Factors(store, FACTOR_CACHE_MB)  # per (kind, layer): its stacked factors, read once for every sample
+    factors = _Factors(store, costs.FACTOR_CACHE_MB)  # per (kind, layer): its stacked factors, read once for every sample
     rows: dict = {}
     buffers: dict = {}  # projector_gram's slab buffers, reused by every call of the same size
-    with _SpillingCache(WRITER_CACHE_MB) as writers:
+    with _SpillingCache(costs.WRITER_CACHE_MB) as writers:
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
                 writers.clear()
@@ -473,3 +469,24 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     write_shard(out, cols, prov)
     log(f"[pk_null_cross {model}] samples {samples[0]}..{samples[-1]}, {len(segments)} segments, "
         f"{time.perf_counter() - t0:.2f}s")
+
+
+# ------------------------------------------------------------------ entry points (the registry's ``run``)
+
+
+def run_pk_layer(inputs, outputs, wildcards, params, log):
+    pk_job(store_dir(inputs), int(wildcards["layer"]), outputs["pairs"], params, out_self=outputs["self_overlap"], log=log)
+
+
+def run_pk_cross(inputs, outputs, wildcards, params, log):
+    segments = params.get("pairs")  # a part of the layer-pair list (headgeom.schedule.fanout)
+    layer = None if segments else int(wildcards["layer"])
+    pk_cross_job(store_dir(inputs), layer, outputs["shard"], params, segments=segments, log=log)
+
+
+def run_pk_null_within(inputs, outputs, wildcards, params, log):
+    pk_null_within_job(store_dir(inputs), int(wildcards["layer"]), params["samples"], outputs["shard"], params, log=log)
+
+
+def run_pk_null_cross(inputs, outputs, wildcards, params, log):
+    pk_null_cross_job(store_dir(inputs), params["samples"], outputs["shard"], params, segments=params["pairs"], log=log)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from headgeom.jobs.costs import job_resources
+from headgeom.schedule.costs import job_resources
 
 SAFETY = 2.0
 BASE_MB = 1500  # python + torch + transformers imported

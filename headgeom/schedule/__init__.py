@@ -1,0 +1,3 @@
+"""What runs where and what it costs: the shard-family registry (families), the per-model
+designs (designs), the fan-out of the cross-layer stages (fanout), the cost models (costs,
+activation_costs) and model shapes before any fetch (shapes)."""
