@@ -46,14 +46,14 @@ test: $(GUARD)
 test-fast: $(GUARD)
 	$(BIN)/python -m pytest -q -m "not slow"
 
-# Property/fuzz tests (tests/unit/test_fuzz.py) with many more examples than `make test` runs
+# Property/fuzz tests (tests/unit/io/test_fuzz.py) with many more examples than `make test` runs
 # (hypothesis profile "fuzz": 3000 examples per target instead of 40); about 15 minutes.
 # The run is capped at FUZZ_MEM_MB of address space (ulimit -v): an allocation driven by a
 # claimed size fails there as a MemoryError (a test failure) instead of swapping the machine.
 FUZZ_MEM_MB ?= 4096
 fuzz: $(STAMP)
 	ulimit -v $$(( $(FUZZ_MEM_MB) * 1024 )) && HYPOTHESIS_PROFILE=fuzz \
-	  $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/test_fuzz.py tests/unit/test_fuzz_hub.py
+	  $(BIN)/python -m pytest -q -p no:cacheprovider tests/unit/io/test_fuzz.py tests/unit/io/test_fuzz_hub.py
 
 # Mutation testing of the math modules ([tool.mutmut] in pyproject.toml lists them and the fast
 # unit tests it runs). CPU heavy: niced, one BLAS thread per worker, MUTMUT_CHILDREN workers.

@@ -269,7 +269,7 @@ BY_MODEL_TYPE = {mt: f.name for f in ARCHITECTURES.values() for mt in f.model_ty
 DERIVED_LAYOUT = "llama"
 
 #: llama-layout model_types that no family names, run through the forward-pass oracle end to end by
-#: tests/unit/test_architectures_oracle.py (any other is derived and checked at first use the same way)
+#: tests/unit/adapters/test_architectures_oracle.py (any other is derived and checked at first use the same way)
 DERIVED_TESTED = ("arcee", "ernie4_5", "glm", "helium", "ministral", "seed_oss")
 
 #: refused with the reason (architectures transformers builds but whose attention is not
@@ -449,7 +449,7 @@ def _folded(f: Architecture) -> str:
 
 
 def coverage_md() -> str:
-    """Family x stage x verified, from ARCHITECTURES (tests/unit/test_architectures_oracle.py runs the
+    """Family x stage x verified, from ARCHITECTURES (tests/unit/adapters/test_architectures_oracle.py runs the
     forward-pass oracle on every model_type listed here)."""
     lines = [COVERAGE_BEGIN, "",
              "| family | model_type | layout | folded into reading spaces | other | weight stages | activation | "
@@ -474,14 +474,14 @@ def coverage_md() -> str:
               "forward-pass oracle must pass on a tiny random instance of the config before anything is read; "
               "weight stages and activation alike):", "",
               "| model_type | verified |", "|---|---|"]
-    lines += [f"| `{mt}` | at first use, and end to end in tests/unit/test_architectures_oracle.py (V/O per head, "
+    lines += [f"| `{mt}` | at first use, and end to end in tests/unit/adapters/test_architectures_oracle.py (V/O per head, "
               "norm, Q/K via logits, activation hooks) |" for mt in DERIVED_TESTED]
     lines += ["| any other llama-layout `model_type` transformers builds offline | at first use (V/O per head, norm, "
               "Q/K via logits where linear, module tree); refused with what could not be modelled otherwise |"]
     lines += ["", "GGUF (llama.cpp's converter; every architecture transformers' GGUF loader reads), read by the "
               "adapter `gguf-<architecture>` from the family above and tensors `blk.{L}.attn_q` / `attn_k` / `attn_v` "
               "(or `attn_qkv`), `attn_output`, `attn_norm`; verified against the family's safetensors factors and, "
-              "where it reads the file, transformers' GGUF loader (tests/unit/test_gguf_families.py):", "",
+              "where it reads the file, transformers' GGUF loader (tests/unit/adapters/test_gguf_families.py):", "",
               "| GGUF `general.architecture` | adapter | family | as the converter writes it |", "|---|---|---|---|"]
     for a, g in sorted(GGUF_ARCHS.items()):
         how = [f"fused `attn_qkv`: {g.split}" if g.split else "separate q/k/v"]

@@ -1,5 +1,5 @@
 """The capacity search as it was before batching (one projected ascent per head, the trial
-point's log P computed apart from its gradient): the reference for tests/unit/test_capacity_batch.py
+point's log P computed apart from its gradient): the reference for tests/unit/methods/test_capacity_batch.py
 and the `capacity` stage of bench/run.py."""
 
 import numpy as np

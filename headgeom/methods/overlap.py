@@ -403,7 +403,7 @@ def pack_slab(bases, a: int, b: int, out: np.ndarray, twice_upper: bool = False)
 
 # float32 projector Grams (pk.nulls.precision: float32): slab products in float32, summed over slabs in
 # float64. Stated bound on rho = PK / min dim against float64 on the same bases: 1e-5. Measured
-# (tests/unit/test_null_cross_projectors.py, bench/run.py null_cross): 5e-9 between random subspaces
+# (tests/unit/methods/test_null_cross_projectors.py, bench/run.py null_cross): 5e-9 between random subspaces
 # at the 7B and 235B shapes, 1.3e-7 between equal subspaces (PK = d) at D = 3584 (rounding of
 # entries of size up to 1 summed over ~D^2 / 2 terms); below the float32 null statistics' own bound
 # (docs/performance.md, 5e-5).

@@ -4,7 +4,7 @@ workflow, as plain functions of ``config`` (and of the Snakemake object a functi
 
 The Snakefile calls ``start.start(workflow, config)`` once and includes one rule file per stage;
 each rule file imports by name what it uses from here and reads no name another rule file or the
-Snakefile defines (tests/unit/test_rule_files.py). One module per stage:
+Snakefile defines (tests/unit/rules/test_rule_files.py). One module per stage:
 
 * ``start``       what runs once when the workflow loads: the config checks (headgeom.tools.check),
                   schema defaults, damaged shards to rebuild, the Snakemake/SLURM patches, the

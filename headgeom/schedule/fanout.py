@@ -17,7 +17,7 @@ layers where a piece of a writer row draws P + 1.
 
 The draws do not depend on the fan-out: each writer / reader null draw is seeded by (model,
 null, kind, layer, sample) only (headgeom.jobs.pk_paper.pk_null_cross_job), so any packing gives
-the same rows bit for bit (tests/unit/test_fanout.py)."""
+the same rows bit for bit (tests/unit/schedule/test_fanout.py)."""
 
 from __future__ import annotations
 

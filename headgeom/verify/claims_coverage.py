@@ -104,7 +104,7 @@ def inventory_numbers(inv: dict) -> list[dict]:
 
 
 # Why a quantified statement without digits has no ledger row checking it: every statement's
-# `reason` starts with one of these (tests/unit/test_claims_statements.py).
+# `reason` starts with one of these (tests/unit/verify/test_claims_statements.py).
 STATEMENT_REASONS = (
     "theory",
     "a setting of the study",

@@ -8,7 +8,7 @@
   (workflow/schemas/config.schema.yaml).
 * docs/models.md: the architecture coverage block (headgeom/architectures.py).
 
-``headgeom docs --check`` (and tests/unit/test_registries.py) fails when any of them is stale.
+``headgeom docs --check`` (and tests/unit/outputs/test_registries.py) fails when any of them is stale.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A shard family added through the registry alone (README, "Recipes"): the per-head Frobenius
 norm of W_O, one shard per layer. Registered when this module is imported, i.e. when
-HEADGEOM_PLUGINS names it (tests/unit/test_plugin_family.py, tests/workflow/test_plugin_family_workflow.py)."""
+HEADGEOM_PLUGINS names it (tests/unit/adapters/test_plugin_family.py, tests/workflow/test_plugin_family_workflow.py)."""
 
 from __future__ import annotations
 

@@ -90,7 +90,7 @@ def test_ledger_reads_columns_the_pipeline_writes(tmp_path_factory, snakemake_bi
         if "table" not in e:
             continue
         if TABLES[e["table"]].shard_models == "activation":
-            continue  # no activation stage on the tiny run: tests/unit/test_activation_stage.py checks these
+            continue  # no activation stage on the tiny run: tests/unit/jobs/test_activation_stage.py checks these
         path = run / f"results/tables/{e['table']}.csv"
         assert path.exists(), (e["id"], e["table"])
         header = next(csv.reader(open(path)))

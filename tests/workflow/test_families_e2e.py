@@ -1,4 +1,4 @@
-"""Every family of the forward-pass oracle (tests/unit/test_architectures_oracle.py) through the
+"""Every family of the forward-pass oracle (tests/unit/adapters/test_architectures_oracle.py) through the
 default pipeline end to end, activation stage included, in one Snakemake run.
 
 Per model_type the oracle's own config builder (``tiny_config``: hidden 64, 4 query heads, 2 KV
@@ -48,7 +48,7 @@ KNOWN_BROKEN: dict[str, str] = {}
 
 
 def _oracle():
-    """tests/unit/test_architectures_oracle.py, its config builders (one module object, whether
+    """tests/unit/adapters/test_architectures_oracle.py, its config builders (one module object, whether
     pytest collected it in this session or not)."""
     name = "test_architectures_oracle"
     if name not in sys.modules:

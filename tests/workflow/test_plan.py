@@ -82,7 +82,7 @@ def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bi
 def test_wall_clock_falls_with_cores_down_to_the_longest_job():
     config = P.load_config([P.ROOT / "config" / "models.yaml", P.ROOT / "config" / "paper.yaml"])
     # the full (global) design at Qwen3-235B's shape: enough jobs that 256 cores still help
-    # (the paper's own scope, one null layer, saturates earlier: tests/unit/test_scopes_plan.py)
+    # (the paper's own scope, one null layer, saturates earlier: tests/unit/schedule/test_designs_plan.py)
     config = {**config, "designs": {}}
     p = P.plan(config, models=["qwen3-235b-a22b"])
     longest = max(j.runtime for j in p["jobs"])

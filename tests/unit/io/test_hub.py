@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helpers"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "helpers"))
 
 from tools.hubserver import FakeHub, isolate_hub_client  # noqa: E402
 

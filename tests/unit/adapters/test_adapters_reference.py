@@ -40,7 +40,7 @@ from headgeom.core.factors import gqa_map  # noqa: E402
 from headgeom.io.store import TensorStore, extract  # noqa: E402
 
 T = transformers
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TIGHT = 1e-10  # float64 end to end
 LOOSE = 1e-5  # through a norm the model computes in float32
 

@@ -30,7 +30,7 @@ from headgeom.io.checkpoint import (SafetensorsDir, check_safetensors_header, co
 from headgeom.core.config import check_config
 from headgeom.core.errors import CheckpointError, ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 import fuzzprofiles  # noqa: E402,F401  (tests/helpers: the "ci" / "fuzz" hypothesis profiles)

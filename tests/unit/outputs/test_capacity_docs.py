@@ -13,7 +13,7 @@ import yaml
 from headgeom.methods import closure
 from headgeom.methods.paper1 import capacity as C
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 METHODS = " ".join((ROOT / "docs" / "methods.md").read_text().split(" "))  # line breaks kept for sections
 COSTS = " ".join((ROOT / "docs" / "costs.md").read_text().split())
 ROUTE = {"lbfgs": "L-BFGS", "gradient": "gradient"}

@@ -16,7 +16,7 @@ from headgeom.verify.claims_coverage import (coverage, coverage_line, inventory_
                                       numbers_in, token_audit)
 from headgeom.cli import main as cli_main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # the paper texts ship in docs/papers (sha256 recorded in the inventory), or where HEADGEOM_PAPERS says
 PAPERS = Path(os.environ.get("HEADGEOM_PAPERS", ROOT / "docs" / "papers"))
 needs_papers = pytest.mark.skipif(not (PAPERS / "read-write-spaces-pk-ja.txt").exists(),

@@ -20,7 +20,7 @@ from headgeom.schedule.families import SHARD_FAMILIES, JOBS, STEPS
 from headgeom.methods.nulls import NULL_MODELS
 from headgeom.outputs.registry import OUTPUTS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 REGISTRIES = {"headgeom/schedule/families.py", "headgeom/methods/nulls.py", "headgeom/architectures.py"}
 REGISTRY_DIRS = ("headgeom/outputs/",)
 

@@ -10,7 +10,7 @@ import pytest
 from headgeom.verify import docs
 from headgeom.outputs.formats import Column, Table
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CAPTIONS = sorted(p for p in (ROOT / "workflow" / "report").rglob("*.rst") if p.name != "workflow.rst")
 
 

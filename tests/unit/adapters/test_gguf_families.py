@@ -24,7 +24,7 @@ import pytest
 import torch
 import transformers
 
-import tests.unit.test_architectures_oracle as oracle
+import tests.unit.adapters.test_architectures_oracle as oracle
 from headgeom.adapters import adapter_for
 from headgeom.adapters.gguf import permute_llama_rows
 from headgeom.architectures import BY_MODEL_TYPE, ARCHITECTURES, GGUF_ARCHS, GGUF_REFUSED

@@ -230,7 +230,7 @@ def test_ledger_reads_of_the_per_layer_tables_find_their_rows(tmp_path):
               "pk_fig3_fig9_conditions": nulls.pk_fig3_fig9_conditions(data, fields, [m], TYPES)}
     for name, t in tables.items():
         (tmp_path / f"{name}.csv").write_text(t.csv())
-    ledger = [e for e in load_ledger(Path(__file__).resolve().parents[2] / "config/claims.yaml")
+    ledger = [e for e in load_ledger(Path(__file__).resolve().parents[3] / "config/claims.yaml")
               if e["id"] in NEW_READS]
     assert {e["id"] for e in ledger} == set(NEW_READS)
     rows = {r["id"]: r for r in build_rows(ledger, tmp_path, [m, "qwen3-235b-a22b", "gpt2-124m"])[0]}
@@ -274,7 +274,7 @@ def test_edge_layer_and_distance_band_reads(tmp_path):
     from headgeom.verify.claims import build_rows, load_ledger
 
     ids = ("pk.appE.qwen235b.blocks.small_first", "pk.appE.qwen235b.blocks.small_last", "pk.appF.distance.far_from")
-    ledger = [e for e in load_ledger(Path(__file__).resolve().parents[2] / "config/claims.yaml") if e["id"] in ids]
+    ledger = [e for e in load_ledger(Path(__file__).resolve().parents[3] / "config/claims.yaml") if e["id"] in ids]
     assert {e["id"] for e in ledger} == set(ids)
 
     def run(small_layers, near_dev, n_layers=20, out_at=None):

@@ -1,6 +1,6 @@
 """Per-model designs without Snakemake (issue 13 item 1): `headgeom plan` on config/models.yaml +
 config/paper.yaml at the registry shapes lists exactly the PK paper's design for Qwen3-235B-A22B
-and Qwen2.5-7B (the dry-run equivalent is tests/workflow/test_scopes.py, on stand-ins)."""
+and Qwen2.5-7B (the dry-run equivalent is tests/workflow/test_designs.py, on stand-ins)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import pytest
 
 from headgeom.verify.claims import AGREES, DIFFERS, agrees, build_rows, load_ledger, reduce_values, rule_of
 
-LEDGER = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"
+LEDGER = Path(__file__).resolve().parents[3] / "config" / "claims.yaml"
 
 # (the paper's sentence, the ledger's value, tol, the rule, a pipeline value that agrees, one that differs)
 SENTENCES = [

@@ -81,7 +81,7 @@ def test_synthetic_end_to_end(synth, tmp_path):
     # every column and row key the claims ledger reads from these tables is in them
     from headgeom.verify.claims import load_ledger
 
-    ledger = [e for e in load_ledger(Path(__file__).resolve().parents[2] / "config/claims.yaml")
+    ledger = [e for e in load_ledger(Path(__file__).resolve().parents[3] / "config/claims.yaml")
               if e.get("table") in tables]
     assert len(ledger) > 40
     for e in ledger:

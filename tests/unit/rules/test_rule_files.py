@@ -22,7 +22,7 @@ import snakemake.ioflags
 import snakemake.ioutils
 from snakemake.parser import parse
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def rule_files(root: Path = ROOT) -> list[Path]:

@@ -19,7 +19,7 @@ from headgeom.outputs import registry as REG
 from headgeom.outputs.formats import Column, Table
 from tools.synth import write_llama
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_every_family_has_one_job_and_a_path_with_its_wildcards():

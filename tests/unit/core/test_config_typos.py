@@ -10,7 +10,7 @@ import yaml
 from headgeom.core.config import check_config
 from headgeom.core.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 

@@ -72,7 +72,7 @@ def test_apply_picks_the_alternative_columns_and_default_is_identity():
 
 def _anchor_workdir(root, c=0.74):
     """A workdir holding the p1_anchors table (with its sidecar) built from the shards of one
-    planted layer (tests/unit/test_figs_tables.py::_membership_layer): three exactly closed siblings
+    planted layer (tests/unit/outputs/test_figs_tables.py::_membership_layer): three exactly closed siblings
     in group 0 (a band pair under every reading) and in group 1 a strong pair with F_34 ≈ 0.886,
     F_43 = 1 (in the band at τ ≤ 0.85 and under membership 'strong', not at the default τ = 0.9)."""
     import json
