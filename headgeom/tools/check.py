@@ -24,6 +24,7 @@ import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from headgeom.core.config import shared_lineage_members
 from headgeom.core.errors import HeadgeomError
@@ -356,34 +357,45 @@ def _n_layers(name: str, entry: dict, m: _Model) -> int | None:
     return None
 
 
-def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
-    """Every config value checked against the registries: a model in two ``paper1.lineages``
-    (``shared_lineage_members``), null types wherever they are named
-    (``pk.nulls.types`` and each ``pk.nulls.by_layer`` entry, globally and in every model's
-    scope), and, for each active model whose layer count ``shapes`` knows, the layers every
-    per-layer job selects (``pk.layers``, ``by_layer`` layer lists) and the figures' layer
-    indices (``figures.pk_rho_layer``)."""
+#: The config's checks against the registries, in order: each is ``check(config, shapes)`` yielding one
+#: line per problem (``shapes``: each active model's layer count where known). A check registered with
+#: ``only_if_clean`` runs only when those before it found nothing (its premises hold). Adding a check is
+#: one function with ``@config_check`` above it; ``headgeom check`` and the workflow's load check run it.
+CONFIG_CHECKS: list[tuple[Callable, bool]] = []
+
+
+def config_check(fn: Callable | None = None, *, only_if_clean: bool = False):
+    """Register a config check (a decorator, bare or with ``only_if_clean=True``)."""
+    def add(f: Callable) -> Callable:
+        CONFIG_CHECKS.append((f, only_if_clean))
+        return f
+    return add(fn) if fn is not None else add
+
+
+def _active(config: dict) -> list[str]:
+    return [m for m in config.get("active_models") or [] if m in (config.get("models") or {})]
+
+
+@config_check
+def lineages_disjoint(config: dict, shapes: dict) -> list[str]:
+    """A checkpoint is in at most one ``paper1.lineages`` entry."""
+    return shared_lineage_members(config)
+
+
+@config_check
+def null_types_known(config: dict, shapes: dict):
+    """Null types wherever they are named (``pk.nulls.types`` and each ``pk.nulls.by_layer``
+    entry, globally and in every active model's design) are null models (methods.nulls)."""
     from headgeom.core.errors import ConfigError
-    from headgeom.schedule import designs
-    from headgeom.schedule.families import JOBS
     from headgeom.methods.nulls import NULL_MODELS
-    from headgeom.outputs.pk.within_layer import pick_layer
+    from headgeom.schedule import designs
 
-    out: list[Problem] = []
-
-    def bad(message):
-        if not any(p.message == message for p in out):
-            out.append(Problem("config", "", "load", message))
-
-    for line in shared_lineage_members(config):
-        bad(line)
-    active = [m for m in config.get("active_models") or [] if m in (config.get("models") or {})]
     said: set = set()
-    for model in [None, *active]:
+    for model in [None, *_active(config)]:
         try:
             nulls = (designs.model_config(config, model) if model else config)["pk"]["nulls"]
         except (ConfigError, KeyError, TypeError, ValueError) as e:
-            bad(f"config: the design of {model!r}: {e}")
+            yield f"config: the design of {model!r}: {e}"
             continue
         where = f"the design of {model!r}: " if model else ""
         for key, types in [("pk.nulls.types", nulls.get("types"))] + [
@@ -391,10 +403,20 @@ def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
             unknown = [t for t in types or [] if t not in NULL_MODELS]
             if unknown and (key, tuple(unknown)) not in said:  # a design repeating the global setting: once
                 said.add((key, tuple(unknown)))
-                bad(f"config: {where}{key} names {unknown}, which are not null models (known: {sorted(NULL_MODELS)})")
-    if out:
-        return out
-    for model in active:
+                yield f"config: {where}{key} names {unknown}, which are not null models (known: {sorted(NULL_MODELS)})"
+
+
+@config_check(only_if_clean=True)
+def layers_exist(config: dict, shapes: dict):
+    """For each active model whose layer count is known: the layers every per-layer job selects
+    (``pk.layers``, ``by_layer`` layer lists) and the figures' layer index
+    (``figures.pk_rho_layer``) exist."""
+    from headgeom.core.errors import ConfigError
+    from headgeom.outputs.pk.within_layer import pick_layer
+    from headgeom.schedule import designs
+    from headgeom.schedule.families import JOBS
+
+    for model in _active(config):
         n = shapes.get(model)
         if n is None:
             continue
@@ -404,7 +426,18 @@ def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
                     designs.layers(job.name, config, model, n)
             pick_layer(((config.get("figures") or {}).get("pk_rho_layer", "middle")), n)
         except ConfigError as e:
-            bad(f"{e} ({model!r} has {n} layers)")
+            yield f"{e} ({model!r} has {n} layers)"
+
+
+def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
+    """Every registered config check (``CONFIG_CHECKS``) in order, each line once."""
+    out: list[Problem] = []
+    for check_fn, only_if_clean in CONFIG_CHECKS:
+        if only_if_clean and out:
+            continue
+        for message in check_fn(config, shapes):
+            if not any(p.message == message for p in out):
+                out.append(Problem("config", "", "load", message))
     return out
 
 
