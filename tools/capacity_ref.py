@@ -4,13 +4,13 @@ and the `capacity` stage of bench/run.py."""
 
 import numpy as np
 
-from headgeom.core.seeds import rng_for
 from headgeom.methods import closure as C
 from headgeom.methods import paper1 as P1
 from headgeom.methods.grams import LayerGrams
 from headgeom.methods.linalg import fro2
-from headgeom.methods.paper1.common import CAPACITY, coords, valid_heads
-from headgeom.methods.paper1.scramble import haar_orthogonal, scramble_draws, sv_relerr
+from headgeom.methods.paper1.capacity import capacity_starts
+from headgeom.methods.paper1.common import coords, valid_heads
+from headgeom.methods.paper1.scramble import scramble_draws, sv_relerr
 
 
 
@@ -40,12 +40,8 @@ def ref_projected_ascent(X0, D, sigma, iters, step0=0.1):
 
 def ref_feasible_capacity(K, D, model, layer, head, restarts, iters):
     d = K.shape[-1]
-    sigma = np.linalg.svd(K, compute_uv=False)
-    starts = [K]
-    for r in range(1, restarts):
-        rng = rng_for(model, layer, head, r, CAPACITY)
-        starts.append((haar_orthogonal(rng, d) * sigma[None, :]) @ haar_orthogonal(rng, d))
-    starts = np.stack(starts)
+    # the restarts are the package's (the deterministic starts are not what this reference checks)
+    starts, sigma = capacity_starts(K, model, layer, head, restarts)
     n = starts.shape[0]
     X, P = ref_projected_ascent(starts, np.ascontiguousarray(np.broadcast_to(D, (n, d))),
                                  np.ascontiguousarray(np.broadcast_to(sigma, (n, d))), iters)

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from headgeom.methods import closure as C
-from headgeom.core.factors import LayerFactors
-from head_grams import grams
+from head_grams import grams, toy_factors
 from references import closure_weighted_form
 from tools.synth import closed_head
 
@@ -132,12 +131,6 @@ def test_zero_head_gives_nan_and_flag():
     assert und and np.isnan(P)
 
 
-def _factors(H=4, G=2, D=24, d=6, seed=0):
-    r = np.random.default_rng(seed)
-    return LayerFactors(W_Q=r.standard_normal((H, d, D)), W_K=r.standard_normal((G, d, D)),
-                        W_V=r.standard_normal((G, d, D)), W_O=r.standard_normal((H, D, d)),
-                        kv_group=np.arange(H) // (H // G), norm_gain=np.ones(D), norm_type="rmsnorm")
-
 
 def test_wrong_v_cyclic_by_group():
     assert C.wrong_v_groups(np.arange(5), 5).tolist() == [1, 2, 3, 4, 0]  # MHA: V_{h+1}
@@ -146,7 +139,7 @@ def test_wrong_v_cyclic_by_group():
 
 
 def test_closure_layer_flags_rank_deficient_and_zero_heads_and_continues():
-    f = _factors()
+    f = toy_factors()
     f.W_O[1] = 0.0  # zero head
     f.W_O[2][:, -1] = f.W_O[2][:, 0]  # rank-deficient O
     out = C.closure_layer(f)
@@ -159,7 +152,7 @@ def test_closure_layer_flags_rank_deficient_and_zero_heads_and_continues():
 
 
 def test_closure_layer_nan_weights_flagged_not_crashing():
-    f = _factors()
+    f = toy_factors()
     f.W_O[3][0, 0] = np.nan
     out = C.closure_layer(f)
     assert np.isnan(out["P"][3]) and "nonfinite" in out["flags"][3]
@@ -167,6 +160,6 @@ def test_closure_layer_nan_weights_flagged_not_crashing():
 
 
 def test_mqa_wrong_v_is_nan_and_flagged():
-    f = _factors(H=4, G=1)
+    f = toy_factors(H=4, G=1)
     out = C.closure_layer(f)
     assert np.all(np.isnan(out["P_wrong_v"])) and all("wrong_v_undefined_G1" in x for x in out["flags"])

@@ -11,24 +11,18 @@ import pytest
 from scipy.linalg import subspace_angles
 
 from headgeom.core.errors import ConfigError
-from headgeom.core.factors import LayerFactors
 from headgeom.methods import closure as C
 from headgeom.methods.paper1.factorial import contrasts
 from headgeom.outputs.choices import DEFAULTS, apply
+from head_grams import toy_factors
 from headgeom.verify import sensitivity as CH
 
-
-def _factors(H=4, G=2, D=24, d=6, seed=0):
-    r = np.random.default_rng(seed)
-    return LayerFactors(W_Q=r.standard_normal((H, d, D)), W_K=r.standard_normal((G, d, D)),
-                        W_V=r.standard_normal((G, d, D)), W_O=r.standard_normal((H, D, d)),
-                        kv_group=np.arange(H) // (H // G), norm_gain=np.ones(D), norm_type="rmsnorm")
 
 
 def test_isotropy_min_max_from_principal_angles():
     """I_D_minmax = cos(largest principal angle) / cos(smallest) between span O_h and span V_g
     (scipy's subspace angles, not headgeom's principal coordinates)."""
-    f = _factors()
+    f = toy_factors()
     out = C.closure_layer(f)
     for h in range(4):
         ang = subspace_angles(f.W_O[h], f.W_V[f.kv_group[h]].T)
