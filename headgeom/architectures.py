@@ -449,7 +449,7 @@ def _folded(f: Architecture) -> str:
 
 
 def coverage_md() -> str:
-    """Family x stage x verified, from ARCHITECTURES (tests/unit/adapters/test_architectures_oracle.py runs the
+    """Architecture x stage x verified, from ARCHITECTURES (tests/unit/adapters/test_architectures_oracle.py runs the
     forward-pass oracle on every model_type listed here)."""
     lines = [COVERAGE_BEGIN, "",
              "| family | model_type | layout | folded into reading spaces | other | weight stages | activation | "

@@ -1,4 +1,4 @@
-"""Family job functions of the activation stage (plain functions; workflow scripts call them).
+"""The job functions of the activation stage's shard families (plain functions; workflow scripts call them).
 
   forward_job          one per (model, corpus): windows -> transformers forward pass -> one
                        activation shard per layer (safetensors, float32: z (N, H, d_head) and
