@@ -4,7 +4,7 @@
 #
 # One rule file per stage (workflow/rules/); each imports what it uses by name from
 # headgeom.rules and reads no name another rule file or this file defines
-# (tests/unit/test_rule_files.py).
+# (tests/unit/rules/test_rule_files.py).
 import sys
 import time
 from pathlib import Path

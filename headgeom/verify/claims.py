@@ -21,7 +21,7 @@ from headgeom.outputs.formats import POOLED_MODELS, Column, Table
 REDUCERS = ("one", "each", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct", "sumden", "median", "count", "countfrac", "rows", "list")
 
 # Why a number stays "not computed": every such entry's reason starts "not computed: " and then one
-# of these (tests/unit/test_claims.py checks the ledger against this list).
+# of these (tests/workflow/test_claims.py checks the ledger against this list).
 NOT_COMPUTED_REASONS = (
     "a setting of the study",
     "the paper's in-house run",
