@@ -162,6 +162,11 @@ def projected_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 
         if trace is not None:
             trace.append(f.copy())
         done = stop.update(t, f, done)
+    return _finished(X, f, stats, n_svd, steps)
+
+
+def _finished(X, f, stats, n_svd: int, steps):
+    """An ascent's end: the iterates and their P (f is log P), its SVD count and steps in ``stats``."""
     if stats is not None:
         stats["svd"] = stats.get("svd", 0) + n_svd
         stats["steps"] = steps
@@ -363,10 +368,7 @@ def lbfgs_ascent(X0, D, sigma, iters: int, step0: float = 0.1, tol: float = 0.0,
         if trace is not None:
             trace.append(f.copy())
         done = stop.update(t, f, done)
-    if stats is not None:
-        stats["svd"] = stats.get("svd", 0) + n_svd
-        stats["steps"] = steps
-    return X, np.exp(f)
+    return _finished(X, f, stats, n_svd, steps)
 
 
 ASCENTS = {"gradient": projected_ascent, "lbfgs": lbfgs_ascent}
