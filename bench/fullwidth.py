@@ -298,7 +298,7 @@ def run(out: Path, ckpt: Path, kinds, ceiling: float, result: Path) -> list[dict
         rows.append({"job": "fetch", "output": manifest, **req, **run_one(work, cfg, manifest, "fetch")})
         print(_line(rows[-1], MIN_RUNTIME), flush=True)
     requests = _requests(work, cfg)
-    from headgeom.tools import plan
+    from headgeom.commands import plan
     from headgeom.schedule import designs
 
     config = designs.model_config(plan.load_config([ROOT / "config/paper.yaml", cfg]), MODEL)

@@ -692,7 +692,7 @@ def _timed_run(cmd, env, work) -> dict:
     res = {"command": " ".join(cmd), "returncode": r.returncode, "wall_s": wall,
            "jobs": int(steps[-1][1]) if steps else None, "workdir": str(work)}
     try:
-        from headgeom.tools.timings import render, timings
+        from headgeom.commands.timings import render, timings
 
         rows, runlog = timings(work)
         res["rules"] = rows
@@ -718,7 +718,7 @@ def capacity_rule(args, tensors=None) -> dict | None:
     cap) and after (paper.yaml's capacity settings as they are): SVD count, CPU time and Cap_hat of
     each, in one run. None without the layer's tensor store."""
     from headgeom.io.store import TensorStore
-    from headgeom.tools.plan import load_config
+    from headgeom.commands.plan import load_config
     from headgeom.methods.paper1 import capacity_layer
 
     model, layer = CAPACITY_RULE_LAYER

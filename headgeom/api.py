@@ -213,7 +213,7 @@ def _default_name(entry: dict) -> str:
 def _config(config) -> dict:
     """config/config.yaml with ``config`` merged over it, checked against the schema."""
     from headgeom.core.config import check_config
-    from headgeom.tools.plan import ROOT, load_config
+    from headgeom.commands.plan import ROOT, load_config
     from headgeom.schedule.designs import merge
 
     if not (ROOT / "config" / "config.yaml").exists():

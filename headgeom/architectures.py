@@ -508,7 +508,7 @@ def with_coverage(text: str) -> str:
 
 def preflight(model: str, entry: dict) -> str | None:
     """One console line when a configured model's architecture is known not to be supported
-    (headgeom.tools.check checks the whole run when the workflow loads; this is the architecture
+    (headgeom.commands.check checks the whole run when the workflow loads; this is the architecture
     alone): a forced ``architecture:`` that names no
     family, or a local checkpoint whose ``config.json`` has an unsupported ``model_type``.
     None when nothing is known to be wrong (hub and package models are checked at fetch)."""

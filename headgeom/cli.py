@@ -116,7 +116,7 @@ def _diff(args) -> int:
 
 def _timings(args) -> int:
     from headgeom.core.errors import TimingsError
-    from headgeom.tools.timings import render, timings
+    from headgeom.commands.timings import render, timings
 
     try:
         rows, log = timings(args.directory, args.log)
@@ -178,7 +178,7 @@ def _summary(args) -> int:
 
 def _plan(args) -> int:
     from headgeom.core.errors import HeadgeomError
-    from headgeom.tools import plan as P
+    from headgeom.commands import plan as P
 
     try:
         shapes = dict(s.split("=", 1) for s in args.shape or [])
@@ -202,8 +202,8 @@ def _plan(args) -> int:
 
 def _costs(args) -> int:
     from headgeom.core.errors import HeadgeomError
-    from headgeom.tools import efficiency
-    from headgeom.tools.plan import load_config
+    from headgeom.commands import efficiency
+    from headgeom.commands.plan import load_config
 
     try:
         res = efficiency.compare(args.report, args.directory, load_config(args.configfile or []))
@@ -215,14 +215,14 @@ def _costs(args) -> int:
 
 
 def _check(args) -> int:
-    """The check the workflow runs when it loads (headgeom.tools.check.check: the config
+    """The check the workflow runs when it loads (headgeom.commands.check.check: the config
     against the schema and the registries, and the inputs): exit 0 when nothing is wrong, 2 with
     one line per problem."""
     import os
 
     from headgeom.core.cliguard import not_a_config_file
     from headgeom.core.errors import HeadgeomError
-    from headgeom.tools.check import check, load, report
+    from headgeom.commands.check import check, load, report
 
     files = [str(Path(f).absolute()) for f in args.configfile or []]
     bad = [ln for ln in map(not_a_config_file, args.configfile or []) if ln]
@@ -391,7 +391,7 @@ def main(argv=None) -> int:
                        description="Read the Snakemake log of a run (default: the latest under .snakemake/log) "
                                    "and each job's log, and print per rule the jobs, their summed and mean wall "
                                    "time, the job functions' own time (work) and the rest (start-up), as a "
-                                   "Markdown table (headgeom/tools/timings.py).")
+                                   "Markdown table (headgeom/commands/timings.py).")
     t.add_argument("-d", "--directory", default=".", help="work directory of the run")
     t.add_argument("--log", help="a Snakemake run log (default: the latest in DIR/.snakemake/log)")
     t.set_defaults(func=_timings)

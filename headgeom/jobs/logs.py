@@ -26,7 +26,7 @@ def error_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
-TIMING = "headgeom timing: "  # the prefix of a job's last log line (read by headgeom.tools.timings)
+TIMING = "headgeom timing: "  # the prefix of a job's last log line (read by headgeom.commands.timings)
 
 
 def process_age() -> float | None:

@@ -6,7 +6,7 @@ The Snakefile calls ``start.start(workflow, config)`` once and includes one rule
 each rule file imports by name what it uses from here and reads no name another rule file or the
 Snakefile defines (tests/unit/rules/test_rule_files.py). One module per stage:
 
-* ``start``       what runs once when the workflow loads: the config checks (headgeom.tools.check),
+* ``start``       what runs once when the workflow loads: the config checks (headgeom.commands.check),
                   schema defaults, damaged shards to rebuild, the Snakemake/SLURM patches, the
                   ``--cache`` and ``--report`` modes; and the wildcard patterns every stage shares
 * ``fetch``       the fetch checkpoint: the model entry's locating keys, cost, cache key

@@ -74,7 +74,7 @@ def start(workflow, config: dict, argv: list[str] | None = None) -> None:
 
     1. ``--config`` values nested in ``{...}`` / ``[...]`` typed as a config file types them;
     2. every config error and every problem of the inputs, one line each, before any job: the
-       check ``headgeom check`` prints (headgeom.tools.check.workflow_check);
+       check ``headgeom check`` prints (headgeom.commands.check.workflow_check);
     3. the config validated against workflow/schemas/config.schema.yaml (its defaults filled in);
     4. damaged or missing shards marked for rebuilding (``rebuild_damaged_shards``);
     5. the patches of Snakemake's and the SLURM plugin's internals installed (one job array per
@@ -86,7 +86,7 @@ def start(workflow, config: dict, argv: list[str] | None = None) -> None:
     from headgeom.core.config import typed_cli_config
     from headgeom.core.provenance import code_version
     from headgeom.patches import scheduler_timers, slurm_arrays
-    from headgeom.tools.check import workflow_check
+    from headgeom.commands.check import workflow_check
     from headgeom.rules.fetch import widen_bare_cache
 
     cmd = command_line(argv)

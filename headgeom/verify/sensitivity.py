@@ -587,7 +587,7 @@ def planned_jobs(config: dict, fields: dict[str, dict]) -> list:
     """The choice sensitivity's jobs (workflow/rules/sensitivity.smk) for the models of ``fields``
     (model -> shape): one per alternative, and the forward passes window cutting reruns."""
     from headgeom.schedule.families import FORWARD, activation_models
-    from headgeom.tools.plan import PlannedJob
+    from headgeom.commands.plan import PlannedJob
     from headgeom.targets import built_tables
 
     act = [m for m in activation_models(config) if m in fields]

@@ -114,7 +114,7 @@ LAYERS = (
     ("headgeom.schedule",),  # shard-family registry, designs, fan-out, cost models
     ("headgeom.jobs", "headgeom.outputs"),  # job entry points; tables and figures
     ("headgeom.targets",),  # what a run builds
-    ("headgeom.tools",),  # plan, check, timings, efficiency
+    ("headgeom.commands",),  # plan, check, timings, efficiency
     ("headgeom.verify",),  # audit, claims, integrity
     ("headgeom.api", "headgeom.cli"),  # entry points for people
     ("headgeom.rules",),  # what the rule files call (nothing else imports it)

@@ -1,6 +1,6 @@
 """Every config error before any job, in one place: each bad config below stops the workflow
 with its one problem line before any job runs (nothing fetched, no results, no incomplete
-marker), and ``headgeom check`` prints the same line (both call headgeom.tools.check.check)."""
+marker), and ``headgeom check`` prints the same line (both call headgeom.commands.check.check)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from headgeom.core.errors import ConfigError
-from headgeom.tools import plan as P
+from headgeom.commands import plan as P
 from headgeom.schedule import designs
 from headgeom.schedule.families import JOBS
 from tools.synth import write_llama

@@ -105,7 +105,7 @@ def test_malformed_config_one_clear_error_naming_the_key(bad_config_runs, case):
     key = BAD_CONFIGS[case][1]
     assert rc != 0, out
     lines = out.splitlines()
-    # the workflow's load check (headgeom.tools.check.check) ahead of Snakemake's validate()
+    # the workflow's load check (headgeom.commands.check.check) ahead of Snakemake's validate()
     one_line = [ln for ln in lines if ln.startswith("headgeom: ") and "found before any job ran" not in ln]
     if one_line:
         assert len(one_line) == 1 and key in one_line[0], out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from headgeom.tools import plan as P
+from headgeom.commands import plan as P
 from headgeom.schedule.families import JOBS
 from tools.synth import write_llama
 from tinyrun import CFG, merge, snakemake

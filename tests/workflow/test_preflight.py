@@ -144,16 +144,16 @@ def test_headgeom_check_of_one_good_model(tmp_path):
 
 
 def test_hub_model_offline_without_a_cache_is_named(tmp_path, monkeypatch):
-    from headgeom.tools.check import problems
-    from headgeom.tools.plan import load_config
+    from headgeom.commands.check import problems
+    from headgeom.commands.plan import load_config
 
     cfg = load_config([], {"models": {"g": {"source": "hf", "repo_id": "org/none", "revision": "main"}},
                            "active_models": ["g"]})
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr("headgeom.tools.check._offline", lambda: False)
+    monkeypatch.setattr("headgeom.commands.check._offline", lambda: False)
     assert problems(cfg) == []  # online: the hub is asked at fetch, never when the workflow loads
-    monkeypatch.setattr("headgeom.tools.check._offline", lambda: True)
+    monkeypatch.setattr("headgeom.commands.check._offline", lambda: True)
     [p] = problems(cfg)
     assert p.name == "g" and "HF_HUB_OFFLINE is set" in p.line() and str(tmp_path / "hub") in p.line()
 
@@ -262,7 +262,7 @@ def test_nested_config_values_are_typed_as_yaml():
 
     from headgeom.core.config import typed_cli_config
     from headgeom.core.errors import ConfigError
-    from headgeom.tools.plan import load_config
+    from headgeom.commands.plan import load_config
 
     cli = parse_config(["pk={nulls: {types: [rotation], within_samples: 4}}", "active_models=[minilm-l6]",
                         "activation={enabled: false}", "rank_rtol=1e-7"])

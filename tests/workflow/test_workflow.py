@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from headgeom.io.shards import read_shard
-from headgeom.tools.timings import timings
+from headgeom.commands.timings import timings
 from tools.synth import write_llama
 
 pytestmark = pytest.mark.slow

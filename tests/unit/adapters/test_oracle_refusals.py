@@ -2,7 +2,7 @@
 
 * tiny BitNet (an RMSNorm between the heads' outputs and o_proj) and a llama-layout type made
   here whose attention block carries an extra module between V and O are refused at pre-flight
-  (``headgeom.tools.check.problems``, what ``headgeom check`` and the workflow run) with
+  (``headgeom.commands.check.problems``, what ``headgeom check`` and the workflow run) with
   their reasons; the same type without the extra module passes (the control);
 * the oracle alone (BitNet taken out of ``REFUSED``) names ``attn_sub_norm``; a named family
   forced onto the extra-module type, and a config switch that adds a q/k norm the family does
@@ -25,7 +25,7 @@ from transformers.models.llama import modeling_llama as ml
 from headgeom.adapters import oracle
 from headgeom.architectures import ARCHITECTURES, REFUSED
 from headgeom.core.errors import UnknownArchitectureError
-from headgeom.tools.check import problems
+from headgeom.commands.check import problems
 
 BETWEEN = "sits between the heads' outputs and o_proj, so the OV operator is not O V^T"
 

@@ -15,9 +15,9 @@ import pytest
 from headgeom import targets
 from headgeom.core.errors import ConfigError
 from headgeom.schedule.families import JOBS
-from headgeom.tools.plan import load_config
+from headgeom.commands.plan import load_config
 from headgeom.core.config import shared_lineage_members
-from headgeom.tools.check import check
+from headgeom.commands.check import check
 from headgeom.outputs import OUTPUTS
 from headgeom.rules import fetch, outputs, sensitivity, start
 from headgeom.rules.claims import claims_ledger

@@ -11,7 +11,7 @@ import pytest
 
 from headgeom.core import config as C
 from headgeom.schedule import designs
-from headgeom.tools import plan as P
+from headgeom.commands import plan as P
 
 SCHEMA = P.ROOT / "workflow" / "schemas" / "config.schema.yaml"
 

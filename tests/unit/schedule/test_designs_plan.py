@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from headgeom.tools import plan as P
+from headgeom.commands import plan as P
 
 Q3, Q7, Q7I = "qwen3-235b-a22b", "qwen2.5-7b", "qwen2.5-7b-instruct"
 

@@ -183,8 +183,8 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     """`headgeom costs`: rule and wildcards from the plugin's comment string, the cost model's
     request recomputed from the manifest, jobs over their request flagged."""
     from headgeom.cli import main
-    from headgeom.tools import efficiency
-    from headgeom.tools.plan import load_config
+    from headgeom.commands import efficiency
+    from headgeom.commands.plan import load_config
     from headgeom.schedule.designs import per_job
 
     model = "qwen_7b-x"  # underscores in a model name: the trailing integers are the wildcards

@@ -18,7 +18,7 @@ from headgeom.io.checkpoint import open_checkpoint
 from headgeom.io.store import TensorStore, extract
 from tools import standins
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 MODELS = yaml.safe_load((ROOT / "config" / "models.yaml").read_text())["models"]
 LINEAGES = {  # config/paper.yaml's Table 3 lineages (commented out there)

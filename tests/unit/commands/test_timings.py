@@ -9,7 +9,7 @@ import pytest
 
 from headgeom.cli import main
 from headgeom.core.errors import TimingsError
-from headgeom.tools import timings
+from headgeom.commands import timings
 
 RUN_LOG = """\
 Building DAG of jobs...
@@ -101,7 +101,7 @@ def test_cli_latest_log_and_errors(tmp_path, capsys):
 
 
 def test_process_age_is_the_age_of_the_process():
-    code = "import time; time.sleep(0.6); from headgeom.tools.timings import process_age; print(process_age())"
+    code = "import time; time.sleep(0.6); from headgeom.commands.timings import process_age; print(process_age())"
     age = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     assert 0.6 <= age < 5.0
     assert timings.process_age() > 0  # this test process started before the test

@@ -448,7 +448,7 @@ def check(config: dict) -> list[Problem]:
     violates it), then the registries (``registry_problems``), then the inputs (``problems``)."""
     from headgeom.core.config import check_config
     from headgeom.core.errors import ConfigError
-    from headgeom.tools.plan import ROOT
+    from headgeom.commands.plan import ROOT
 
     try:
         check_config(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
@@ -484,7 +484,7 @@ def load(configfiles=(), overrides=(), checked: bool = True) -> dict:
     from snakemake.cli import parse_config
 
     from headgeom.core.config import check_config, typed_cli_config
-    from headgeom.tools.plan import ROOT, load_config
+    from headgeom.commands.plan import ROOT, load_config
 
     cli = parse_config(list(overrides))
     cfg = load_config(configfiles, cli)

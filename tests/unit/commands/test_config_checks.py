@@ -1,12 +1,12 @@
-"""The config checks are a registry (headgeom.tools.check.CONFIG_CHECKS): one decorated function is
+"""The config checks are a registry (headgeom.commands.check.CONFIG_CHECKS): one decorated function is
 one more line of `headgeom check` and of the workflow's load check."""
 
 from __future__ import annotations
 
 import pytest
 
-from headgeom.tools import check as C
-from headgeom.tools.plan import load_config
+from headgeom.commands import check as C
+from headgeom.commands.plan import load_config
 
 
 @pytest.fixture
