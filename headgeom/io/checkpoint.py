@@ -266,8 +266,10 @@ def read_weight_map(raw: bytes, where: str) -> dict[str, str]:
     return wm
 
 
-SAFETENSORS_ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
-                        "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1}
+#: bits per element of every dtype the safetensors format defines (its parser refuses any other name)
+SAFETENSORS_BITS = {"F64": 64, "F32": 32, "F16": 16, "BF16": 16, "I64": 64, "I32": 32, "I16": 16, "I8": 8,
+                    "U64": 64, "U32": 32, "U16": 16, "U8": 8, "BOOL": 8, "C64": 64, "F8_E4M3": 8, "F8_E5M2": 8,
+                    "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "F6_E2M3": 6, "F6_E3M2": 6, "F4": 4}
 MAX_SAFETENSORS_HEADER = 100 << 20
 
 
@@ -310,9 +312,12 @@ def check_safetensors_header(raw: bytes, file_size: int | None, where: str) -> d
         n = 1
         for s in shape:
             n *= s  # exact: Python ints never overflow
-        item = SAFETENSORS_ITEMSIZE.get(dtype)
-        if item is not None and n * item != e - b:
-            raise CheckpointError(f"{where}: {k} is {dtype}{shape} = {n * item} bytes but spans {e - b}")
+        bits = SAFETENSORS_BITS.get(dtype)
+        if bits is None:  # a damaged header (every entry, read or not: the file is what is checked)
+            raise CheckpointError(f"{where}: header entry {k!r} has dtype {dtype!r}, which safetensors does not "
+                                  f"define (known: {', '.join(SAFETENSORS_BITS)})")
+        if n * bits != 8 * (e - b):
+            raise CheckpointError(f"{where}: {k} is {dtype}{shape} = {n * bits / 8:g} bytes but spans {e - b}")
         out[k] = (dtype, tuple(shape), b, e)
         spans.append((b, e, k))
     spans.sort()

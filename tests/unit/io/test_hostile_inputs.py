@@ -153,6 +153,25 @@ def test_bad_header_entries_are_checkpoint_errors(entry):
         check_safetensors_header(raw, file_size=8 + len(raw) + 8, where="x")
 
 
+def test_a_dtype_safetensors_does_not_define_is_refused_and_sub_byte_spans_are_checked():
+    """Every entry of the header is checked, also one whose tensor is never read; safetensors' own
+    parser is the reference for which names are dtypes."""
+    from safetensors.numpy import load
+
+    entry = {"dtype": " 32", "shape": [2], "data_offsets": [0, 8]}
+    raw = json.dumps({"w": entry}).encode()
+    blob = len(raw).to_bytes(8, "little") + raw + bytes(8)
+    with pytest.raises(Exception):
+        load(blob)
+    with pytest.raises(CheckpointError, match="does not define"):
+        check_safetensors_header(raw, file_size=len(blob), where="x")
+    ok = json.dumps({"w": {"dtype": "F4", "shape": [4], "data_offsets": [0, 2]}}).encode()  # 4 x 4 bits
+    assert check_safetensors_header(ok, file_size=8 + len(ok) + 2, where="x")["w"][0] == "F4"
+    bad = json.dumps({"w": {"dtype": "F4", "shape": [4], "data_offsets": [0, 4]}}).encode()
+    with pytest.raises(CheckpointError, match="spans 4"):
+        check_safetensors_header(bad, file_size=8 + len(bad) + 4, where="x")
+
+
 def test_span_past_eof_is_refused_and_unknown_size_is_not_trusted():
     raw = json.dumps({"w": {"dtype": "U8", "shape": [10**12], "data_offsets": [0, 10**12]}}).encode()
     with pytest.raises(CheckpointError, match="outside"):
