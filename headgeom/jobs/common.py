@@ -30,6 +30,7 @@ def with_keys(cols: dict, model: str, layer: int, key: str = "layer") -> dict:
     return {"model": np.array([model] * n, dtype=object), key: np.full(n, layer, dtype=np.int64), **cols}
 
 
-def store_dir(inputs) -> Path:
-    """The tensor store of a job's model: the directory of its ``manifest`` input."""
-    return Path(inputs["manifest"]).parent
+def store_dir(inputs, manifest: str = "manifest") -> Path:
+    """The tensor store of a job's model (or, ``manifest="final_manifest"``, of its lineage's final
+    checkpoint): the directory of that manifest input."""
+    return Path(inputs[manifest]).parent

@@ -5,7 +5,6 @@ atomically with provenance (headgeom.io.shards.write_shard)."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -77,5 +76,5 @@ def run_paper1_heads(inputs, outputs, wildcards, params, log):
 
 
 def run_paper1_capacity(inputs, outputs, wildcards, params, log):
-    capacity_job(store_dir(inputs), Path(inputs["final_manifest"]).parent, int(wildcards["layer"]), outputs["shard"],
+    capacity_job(store_dir(inputs), store_dir(inputs, "final_manifest"), int(wildcards["layer"]), outputs["shard"],
                  params, log=log)
