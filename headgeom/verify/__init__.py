@@ -1,6 +1,6 @@
 """Checking the outputs: tools that read what headgeom.outputs built, never the other way round.
 
-  audit.py            one number down to the tensors, recomputed (``rebuild_table``: a table from its shards)
+  audit/             one number down to the tensors, recomputed (``rebuild_table``: a table from its shards)
   sensitivity.py      the claims ledger under every alternative of each reconstructed choice
   claims.py           the claims ledger: the papers' numbers beside the pipeline's
   claims_coverage.py  every number the papers print against the ledger

@@ -253,11 +253,11 @@ def _recompute(workdir: Path, recs: dict[str, dict], root: Path, say, params: di
         recs = {p: {**prov, "params": {**(prov.get("params") or {}), **params}} for p, prov in recs.items()}
     n, done = len(recs), [0]
 
-    def one(line):
+    def one(path):
         done[0] += 1
-        say(f"shard {done[0]}/{n}:{line.replace('    recomputed', '')}")
+        say(f"shard {done[0]}/{n}: {path}")
 
-    audit.recompute_shards(list(recs), recs, workdir, root, log=one, acts_root=acts_root, unchanged=unchanged)
+    audit.recompute_shards(list(recs), recs, workdir, root, on_shard=one, acts_root=acts_root, unchanged=unchanged)
 
 
 def _forward_dirs(aggs: list) -> dict[str, tuple[str, str]]:

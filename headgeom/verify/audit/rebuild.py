@@ -90,7 +90,7 @@ def activations_dir(model: str, prov: dict) -> str:
     return layout.activations(model, act.get("corpus"), win.get("n_windows"), win.get("window"))
 
 
-def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, out_root: Path, log=print,
+def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, out_root: Path, on_shard=None,
                      acts_root: Path | None = None, unchanged: tuple = ()) -> None:
     """Recompute per-layer shards from the tensor store into out_root/<same relative path>, each
     by its family's job in the registry (headgeom.schedule.families), with the params its
@@ -98,15 +98,16 @@ def recompute_shards(paths: list[str], provs: dict[str, dict], workdir: Path, ou
     shard reads the forward pass's directory its provenance names under ``acts_root`` (default
     the workdir: the run's own forward passes). ``unchanged``: columns the caller knows the
     recomputation cannot change (its family's ``column_reads``), which a job that can take them
-    from the run's own shard (workdir/<path>) takes instead of computing them again."""
+    from the run's own shard (workdir/<path>) takes instead of computing them again. ``on_shard``
+    (optional) is called with each shard's path once it is recomputed (progress, the audit's list)."""
     from headgeom.jobs.activation import keep_reader_terms, reuse_columns
 
     reuse = {Path(out_root) / p: (Path(workdir) / p, tuple(unchanged)) for p in paths} if unchanged else {}
     with keep_reader_terms(), reuse_columns(reuse):  # a reader layer's terms built once for all its writer layers
-        _recompute_each(paths, provs, workdir, out_root, log, acts_root)
+        _recompute_each(paths, provs, workdir, out_root, on_shard, acts_root)
 
 
-def _recompute_each(paths, provs, workdir: Path, out_root: Path, log, acts_root) -> None:
+def _recompute_each(paths, provs, workdir: Path, out_root: Path, on_shard, acts_root) -> None:
     quiet = lambda *a, **k: None  # noqa: E731
     done: set[str] = set()
     for p in paths:
@@ -132,7 +133,8 @@ def _recompute_each(paths, provs, workdir: Path, out_root: Path, log, acts_root)
             outputs[f.output] = str(target)
             done.add(rel)
         run_job(job.name, inputs, outputs, {"model": model, "layer": prov.get("layer")}, params, log=quiet)
-        log(f"    recomputed {p}")
+        if on_shard:
+            on_shard(p)
 
 
 def verify_tensors(prov: dict, manifest: dict) -> list[tuple[str, str, str]]:

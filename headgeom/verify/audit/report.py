@@ -357,8 +357,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
 
     recomputed: list[str] = []
 
-    def recomputed_one(line: str) -> None:
-        p = line.strip().removeprefix("recomputed ")
+    def recomputed_one(p: str) -> None:
         recomputed.append(p)
         if progress:
             progress(f"recomputed {p} ({len(recomputed)} of {len(contributing)} shards)")
@@ -379,7 +378,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
             sub_groups = OrderedDict((key, [p for p in ps if p in feeding]) for key, ps in agg.groups.items())
 
             def make():
-                recompute_shards(contributing, provs, workdir, root, log=recomputed_one)
+                recompute_shards(contributing, provs, workdir, root, on_shard=recomputed_one)
                 return rebuild_table(agg, workdir, tmp / "from_tensors_table", root, groups=sub_groups,
                                      models=sub_models)
 

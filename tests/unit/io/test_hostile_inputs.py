@@ -205,7 +205,7 @@ def test_audit_recompute_cannot_write_outside_its_root(tmp_path):
     p = f"results/shards/paper1_heads/../../../{rel}"  # normalizes to ../escaped/x.parquet
     provs = {p: {"job": "paper1_heads", "model": "tiny", "layer": 0, "params": {}}}
     with pytest.raises(AUD.AuditError, match="leaves"):
-        AUD.recompute_shards([p], provs, tmp_path / "work", tmp_path / "out", log=lambda *a: None)
+        AUD.recompute_shards([p], provs, tmp_path / "work", tmp_path / "out")
     assert not escape.exists()
 
 
@@ -214,7 +214,7 @@ def test_audit_model_names_from_prov_cannot_leave_the_store_root(tmp_path, model
     p = "results/shards/paper1_heads/tiny/layer0.parquet"
     provs = {p: {"job": "paper1_heads", "model": model, "layer": 0, "params": {}}}
     with pytest.raises(AUD.AuditError, match="model"):
-        AUD.recompute_shards([p], provs, tmp_path / "work", tmp_path / "out", log=lambda *a: None)
+        AUD.recompute_shards([p], provs, tmp_path / "work", tmp_path / "out")
 
 
 def test_audit_refuses_sidecar_inputs_outside_the_workdir(tmp_path):
