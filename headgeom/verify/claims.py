@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import csv
 import math
+import numbers
 import re
 import statistics
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
+from headgeom.core.errors import ConfigError
 from headgeom.io.files import sha256_file, write_set, write_text
 from headgeom.core.provenance import code_version
 from headgeom.outputs.formats import POOLED_MODELS, Column, Table
 
-REDUCERS = ("one", "each", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct", "sumden", "median", "count", "countfrac", "rows", "list")
+REDUCERS = ("one", "each", "range", "min", "max", "sum", "sumfrac", "sumfrac_pct", "sumden", "median", "count", "countfrac", "rows",
+            "list", "ratio", "sharecount", "countof")
+PER_REDUCERS = ("ratio", "sharecount", "countof")  # read a second column, the entry's `per`
 
 # Why a number stays "not computed": every such entry's reason starts "not computed: " and then one
 # of these (tests/workflow/test_claims.py checks the ledger against this list).
@@ -47,6 +51,11 @@ AGREES, DIFFERS, NOT_RUN, PARTIAL, NO_ROW, NOT_COMPUTED, NOT_BUILT, NOT_COMPARAB
 # ------------------------------------------------------------------ the ledger
 
 
+class LedgerError(ConfigError, ValueError):
+    """The ledger (config/claims.yaml) cannot be read as written: a malformed entry, or a value
+    whose form no rule reads."""
+
+
 def load_ledger(path) -> list[dict]:
     """Read config/claims.yaml into a flat list of entries (paper filled in, checked)."""
     return _load_one(path)
@@ -69,26 +78,39 @@ def _load_one(path) -> list[dict]:
             e.setdefault("paper", paper)
             cid = e.get("id")
             if not cid:
-                raise ValueError(f"{path}: a claim under {paper!r} has no id: {e}")
+                raise LedgerError(f"{path}: a claim under {paper!r} has no id: {e}")
             if cid in seen:
-                raise ValueError(f"{path}: duplicate claim id {cid!r}")
+                raise LedgerError(f"{path}: duplicate claim id {cid!r}")
             seen.add(cid)
             if ("model" in e) == ("models" in e):
-                raise ValueError(f"{path}: claim {cid}: give exactly one of model / models")
-            if "table" in e:
+                raise LedgerError(f"{path}: claim {cid}: give exactly one of model / models")
+            if "derive" in e:
+                from headgeom.verify.claims_derive import DERIVATIONS
+
+                if e["derive"] not in DERIVATIONS or "table" in e or "value" not in e or not e.get("note"):
+                    raise LedgerError(f"{path}: claim {cid}: derive names one of {sorted(DERIVATIONS)}, with a value, "
+                                      "a note saying the derivation and no table")
+            elif "table" in e:
                 if ("values" in e) == ("column" in e):
-                    raise ValueError(f"{path}: claim {cid}: give either column + value or values")
+                    raise LedgerError(f"{path}: claim {cid}: give either column + value or values")
                 if "column" in e and "value" not in e:
-                    raise ValueError(f"{path}: claim {cid}: column without value")
+                    raise LedgerError(f"{path}: claim {cid}: column without value")
             elif ("value" in e) == ("values" in e) or not e.get("reason"):
-                raise ValueError(f"{path}: claim {cid}: without a table it needs value (or values) and reason")
+                raise LedgerError(f"{path}: claim {cid}: without a table it needs value (or values) and reason")
             for flt in [e.get("row") or {}] + list(e.get("rows") or []):
                 if any(not isinstance(k, str) for k in flt):  # YAML reads a bare `null:` key as None
-                    raise ValueError(f"{path}: claim {cid}: a row filter key is not a column name "
+                    raise LedgerError(f"{path}: claim {cid}: a row filter key is not a column name "
                                      f"({sorted(map(repr, flt))}; quote \"null\")")
             red = e.get("reduce", "one")
             if red not in REDUCERS:
-                raise ValueError(f"{path}: claim {cid}: reduce {red!r} not in {REDUCERS}")
+                raise LedgerError(f"{path}: claim {cid}: reduce {red!r} not in {REDUCERS}")
+            if "nan" in e and (not str(e["nan"]).startswith(("exclude:", "fail")) or
+                               str(e["nan"]).startswith("exclude:") and not nan_rule(e)):
+                raise LedgerError(f"{path}: claim {cid}: nan must be 'fail' or 'exclude: <why>', not {e['nan']!r}")
+            for col, val, _, tol in (_expand(e) if "table" in e or "derive" in e else ()):  # the judged values
+                why = unreadable(val, tol)
+                if why:
+                    raise LedgerError(f"{path}: claim {cid}{'.' + col if 'values' in e else ''}: cannot read {val!r}: {why}")
             out.append(e)
     return out
 
@@ -101,7 +123,7 @@ def ledger_tables(ledger: list[dict]) -> list[str]:
 
 
 def _num(s):
-    """float of a cell or claim value, or None."""
+    """float of a cell or claim value (NaN and ±inf as written: "nan", "inf"), or None."""
     if s is None:
         return None
     if isinstance(s, bool):
@@ -118,10 +140,37 @@ def _num(s):
         return None
 
 
+def _finite(x) -> bool:
+    """A number a verdict can rest on: a real number, not NaN, not ±inf, not None or a bool."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _whole(x) -> bool:
+    """A finite whole number (an int, or a float with no fractional part)."""
+    return _finite(x) and float(x) == int(x)
+
+
+def _integer(x) -> bool:
+    """A count as the reducers make one: an integer (not a bool, not a float)."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
 _NPREPR = re.compile(r"^np\.\w+\((.*)\)$")
-_RANGE = re.compile(r"^\s*(\S+)\s*(?:–|—|-(?=\s)|to)\s*(\S+)\s*$")
+_NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+# a range: two numbers joined by an en or em dash, "--" (LaTeX), a hyphen (with or without spaces) or "to"
+_RANGE = re.compile(rf"^\s*({_NUMBER})\s*(?:–|—|--|-|\bto\b)\s*({_NUMBER})\s*$")
 _FRAC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+_OF = re.compile(r"^\s*(\d+)\s+of\s+(\d+)\s*$")  # "13 of 18": k of n, as "13/18"
 _BOUND = re.compile(r"^\s*(<=|>=|<|>|≤|≥)\s*(\S+)\s*$")
+_PERCENT = re.compile(r"\s*%")
+
+
+def canonical(claim) -> str:
+    """A claim as the rules read it: percent signs dropped (the ledger's numbers are in the
+    paper's units: "98.6%" and "98.6 %" are 98.6), "k of n" as "k/n", spaces trimmed."""
+    c = _PERCENT.sub("", str(claim)).strip()
+    m = _OF.match(c)
+    return f"{m.group(1)}/{m.group(2)}" if m else c
 
 
 def _half_unit(text: str) -> float:
@@ -201,7 +250,7 @@ def _quantifier(c: str):
 
 def rule_of(claim, tol=None) -> str:
     """The name of the rule that judges a claim written this way (the kinds listed above)."""
-    c = str(claim).strip()
+    c = canonical(claim)
     if _quantifier(c):
         return "quantified"
     if _SET.match(c):
@@ -214,15 +263,60 @@ def rule_of(claim, tol=None) -> str:
         return "bound"
     if _FRAC.match(c):
         return "fraction"
-    m = _RANGE.match(c)
-    if m and _num(m.group(1)) is not None:
+    if _RANGE.match(c):
         return "range"
     return "value"
 
 
-def _agree_number(claim: str, x: float, tol) -> bool:
+def _readable_number(text: str) -> bool:
+    return _finite(_num(text))
+
+
+def _range_ends(text: str):
+    """The two ends of a printed range as written ("0.842 – 0.886" -> ("0.842", "0.886")), or None."""
+    m = _RANGE.match(canonical(text))
+    return (m.group(1), m.group(2)) if m and _readable_number(m.group(1)) and _readable_number(m.group(2)) else None
+
+
+def unreadable(claim, tol=None) -> str | None:
+    """Why the rules cannot read a claim as written, or None when they can. A value must be a
+    finite number, a list of numbers (reduce: list) or a truth ("True"); a form the parser cannot
+    read is refused when the ledger loads, not kept as a value that can never agree."""
+    c = canonical(claim)
+    rule = rule_of(c, tol)
+    if rule == "quantified":
+        q, k, n, pred = _quantifier(c)
+        if k is not None and not 0 <= k <= n:
+            return f"{k} of {n}: k must lie in 0 .. n"
+        try:
+            _predicate(pred, tol)
+        except ValueError as err:
+            return str(err)
+        return None
+    if rule == "set":
+        return None if _set_of(c) is not None else "a set of numbers ({a, b, ...}) with a part that is not a number"
+    if rule == "within":
+        inner = _WITHIN.match(c).group(1)
+        return None if _set_of(inner) is not None or _range_ends(inner) else f"'within' needs a range or a set, not {inner!r}"
+    if rule == "near":
+        m = _NEAR.match(c)
+        v = _num(m.group(2)) if m else _num(c)
+        return None if _finite(v) and v != 0 else "'near' / 'of order' needs a finite nonzero number"
+    if rule == "bound":
+        return None if _readable_number(_BOUND.match(_bound_form(c)).group(2)) else "a bound needs a finite number"
+    if rule in ("fraction", "range"):
+        return None if rule == "fraction" or _range_ends(c) else "a range needs two finite numbers"
+    if _readable_number(c) or c in ("True", "False", "true", "false"):
+        return None
+    parts = [x.strip() for x in c.split(",")]
+    if len(parts) > 1 and all(_readable_number(x) for x in parts):
+        return None  # a list of numbers, as reduce: list shows the cells ("7, 9")
+    return "not a number, range, bound, fraction, set or quantified statement the rules read"
+
+
+def _agree_number(claim: str, x, tol) -> bool:
     v = _num(claim)
-    if v is None or x is None or math.isnan(x):
+    if not _finite(v) or not _finite(x):
         return False
     if tol in LOG_WIDTHS:
         return _near(v, x, LOG_WIDTHS[tol])
@@ -231,33 +325,34 @@ def _agree_number(claim: str, x: float, tol) -> bool:
     return abs(x - v) <= _half_unit(claim) * (1 + 1e-9) + 1e-12 * abs(v)
 
 
-def _near(v: float, x: float, width: float) -> bool:
-    """Symmetric on a log scale: x within `width` decades of v either way (same sign, both nonzero)."""
-    if x is None or math.isnan(x) or v == 0 or x == 0 or (v > 0) != (x > 0):
+def _near(v, x, width: float) -> bool:
+    """Symmetric on a log scale: x within `width` decades of v either way (same sign, both nonzero, finite)."""
+    if not _finite(v) or not _finite(x) or v == 0 or x == 0 or (v > 0) != (x > 0):
         return False
     return abs(math.log10(x / v)) <= width * (1 + 1e-12)
 
 
 def _values_of(got) -> list[float] | None:
     """Every value read, as numbers: a list (reduce: each / list), a (lo, hi) range, a number, or a
-    ", "-joined string of numbers."""
+    ", "-joined string of numbers; None when any of them is missing, NaN or ±inf (a verdict needs
+    finite evidence)."""
     if isinstance(got, str):
         parts = [p for p in (x.strip() for x in got.split(",")) if p]
         vals = [_num(p) if _num(p) is not None else (None if _truth(p) is None else float(_truth(p))) for p in parts]
-        return None if any(v is None for v in vals) else vals
-    if isinstance(got, (list, tuple)):
+    elif isinstance(got, (list, tuple)):
         vals = [_num(v) if not isinstance(v, bool) else float(v) for v in got]
-        return None if any(v is None for v in vals) else vals
-    if isinstance(got, (int, float)) and not isinstance(got, bool):
-        return [float(got)]
-    return None
+    elif isinstance(got, (int, float)) and not isinstance(got, bool):
+        vals = [float(got)]
+    else:
+        return None
+    return vals if vals and all(_finite(v) for v in vals) else None
 
 
-def _in_range(text: str, v: float) -> bool:
-    m = _RANGE.match(text)
-    if not m or _num(m.group(1)) is None or _num(m.group(2)) is None:
+def _in_range(text: str, v) -> bool:
+    ends = _range_ends(text)
+    if not ends or not _finite(v):
         return False
-    lo, hi = m.group(1), m.group(2)
+    lo, hi = ends
     return _num(lo) - _half_unit(lo) * (1 + 1e-9) <= v <= _num(hi) + _half_unit(hi) * (1 + 1e-9)
 
 
@@ -266,48 +361,65 @@ def _set_of(text: str) -> set[float] | None:
     if not m:
         return None
     vals = [_num(x) for x in m.group(1).split(",") if x.strip()]
-    return None if any(v is None for v in vals) else set(vals)
+    return None if not vals or not all(_finite(v) for v in vals) else set(vals)
 
 
 def _predicate(pred: str, tol):
-    """A test of one value for a quantified claim's predicate ("> 0", "near 0.012", "within a – b",
-    "positive", "true"; "" or "true": nonzero)."""
-    p = pred.strip()
+    """A test of one (finite) value for a quantified claim's predicate ("> 0", "near 0.012",
+    "within a – b", "positive", "true"; "" or "true": nonzero)."""
+    p = canonical(pred)
     if p in ("", "true", "hold", "holds"):
-        return lambda v: v is not None and not math.isnan(v) and v != 0
+        return lambda v: v != 0
     if p == "false":
         return lambda v: v == 0
     if p == "positive":
-        return lambda v: v is not None and v > 0
+        return lambda v: v > 0
     if p == "negative":
-        return lambda v: v is not None and v < 0
+        return lambda v: v < 0
     m = _WITHIN.match(p)
     if m:
         s = _set_of(m.group(1))
-        return (lambda v: v in s) if s is not None else (lambda v: _in_range(m.group(1), v))
+        if s is not None:
+            return lambda v: v in s
+        if _range_ends(m.group(1)):
+            return lambda v: _in_range(m.group(1), v)
+        raise ValueError(f"claims: cannot read the predicate {pred!r}")
     m = _NEAR.match(p)
-    if m:
+    if m and _finite(_num(m.group(2))):
         width = LOG_WIDTHS["order" if m.group(1) == "of order" else (tol if tol in LOG_WIDTHS else "near")]
         v0 = _num(m.group(2))
         return lambda v: _near(v0, v, width)
     b = _BOUND.match(_bound_form(p))
-    if b:
+    if b and _readable_number(b.group(2)):
         return lambda v: _bound_holds(b.group(1), _num(b.group(2)), v)
-    if _num(p) is not None:
+    if _readable_number(p):
         return lambda v: _agree_number(p, v, tol)
     raise ValueError(f"claims: cannot read the predicate {pred!r}")
 
 
-def _bound_holds(op: str, b: float, x: float) -> bool:
-    if x is None or math.isnan(x):
+def _bound_holds(op: str, b, x) -> bool:
+    if not _finite(b) or not _finite(x):
         return False
     return {"<": x < b, "<=": x <= b, "≤": x <= b, ">": x > b, ">=": x >= b, "≥": x >= b}[op]
 
 
+def _count(got):
+    """(k, n) of a "k/n" count: two integers with 0 ≤ k ≤ n, else None (a float, even 13.0, is
+    not a count: a (lo, hi) range read from a cell must not pass for one)."""
+    if isinstance(got, tuple) and len(got) == 2 and all(_integer(v) for v in got) and 0 <= got[0] <= got[1]:
+        return int(got[0]), int(got[1])
+    return None
+
+
 def _quantified(c: str, got, tol) -> bool:
+    """The quantifier over how many values hold the predicate. Every value must be finite: a NaN,
+    ±inf or missing value is not "does not hold", it makes the statement unjudged (no agreement)."""
     q, k0, n0, pred = _quantifier(c)
-    if not pred and isinstance(got, tuple) and len(got) == 2 and all(isinstance(v, int) for v in got):
-        k, n = got  # a "k/n" count read as k of n
+    if not pred and isinstance(got, tuple) and len(got) == 2:
+        kn = _count(got)  # a "k/n" count read as k of n; a fractional or non-finite count is no count
+        if kn is None:
+            return False
+        k, n = kn
     else:
         vals = _values_of(got)
         if vals is None:
@@ -333,8 +445,12 @@ def agrees(claim, got, tol=None) -> bool:
     """Does the pipeline's value agree with the claim as printed? (the rule: rule_of)
 
     claim: the paper's value as the ledger writes it (above); got: the pipeline's value (float,
-    (lo, hi) for a range, (k, n) for a fraction, a list for reduce: each, or a cell string)."""
-    c = str(claim).strip()
+    (lo, hi) for a range, (k, n) for a fraction, a list for reduce: each, or a cell string). A
+    verdict needs finite evidence: None, NaN or ±inf, alone or among the values, never agrees,
+    and a fraction's or count's k and n must be whole numbers."""
+    c = canonical(claim)
+    if got is None:
+        return False
     rule = rule_of(c, tol)
     if rule == "quantified":
         return _quantified(c, got, tol)
@@ -345,42 +461,41 @@ def agrees(claim, got, tol=None) -> bool:
         vals = _values_of(got)
         inner = _WITHIN.match(c).group(1)
         s = _set_of(inner)
-        return bool(vals) and all((v in s) if s is not None else _in_range(inner, v) for v in vals)
+        return vals is not None and all((v in s) if s is not None else _in_range(inner, v) for v in vals)
     if isinstance(got, list):
         return False  # a list of values is judged only by the rules above
     if isinstance(got, str):
         got_s = got.strip()
-        if got_s == c or re.sub(r"\s+", "", got_s) == re.sub(r"\s+", "", c):
-            return True
         m = _FRAC.match(got_s)
         if m:
             got = (int(m.group(1)), int(m.group(2)))
-        else:
+        elif _RANGE.match(got_s):
             m = _RANGE.match(got_s)
-            if m and _num(m.group(1)) is not None and _num(m.group(2)) is not None:
-                got = (_num(m.group(1)), _num(m.group(2)))
-            elif _num(got_s) is not None:
-                got = _num(got_s)
-            else:
-                return False
+            got = (_num(m.group(1)), _num(m.group(2)))
+        elif _num(got_s) is not None:
+            got = _num(got_s)
+        elif rule == "value" and _num(c) is None:  # a list of cells as reduce: list shows it ("7, 9")
+            return re.sub(r"\s+", "", got_s) == re.sub(r"\s+", "", c) and _values_of(got_s) is not None
+        else:
+            return False
     if rule == "near":
         m = _NEAR.match(c)
         v0 = _num(m.group(2)) if m else _num(c)
         width = LOG_WIDTHS["order" if (m and m.group(1) == "of order") else (tol if tol in LOG_WIDTHS else "near")]
-        return isinstance(got, (int, float)) and _near(v0, float(got), width)
+        return isinstance(got, (int, float)) and _near(v0, got, width)
     if rule == "bound":
         m = _BOUND.match(_bound_form(c))
-        return isinstance(got, (int, float)) and _bound_holds(m.group(1), _num(m.group(2)), float(got))
+        return isinstance(got, (int, float)) and _bound_holds(m.group(1), _num(m.group(2)), got)
     if rule == "fraction":
         m = _FRAC.match(c)
-        return isinstance(got, tuple) and tuple(int(v) for v in got) == (int(m.group(1)), int(m.group(2)))
+        return _count(got) == (int(m.group(1)), int(m.group(2)))
     if rule == "range":
-        m = _RANGE.match(c)
+        lo, hi = _range_ends(c)
         if not (isinstance(got, tuple) and len(got) == 2):
             return False
-        return _agree_number(m.group(1), float(got[0]), tol) and _agree_number(m.group(2), float(got[1]), tol)
+        return _agree_number(lo, got[0], tol) and _agree_number(hi, got[1], tol)
     if isinstance(got, (int, float)):
-        return _agree_number(c, float(got), tol)
+        return _agree_number(c, got, tol)
     return False
 
 
@@ -395,13 +510,32 @@ def _truth(cell) -> int | None:
     return None if v is None or math.isnan(v) else int(v != 0)
 
 
+def _is_nan_cell(cell) -> bool:
+    v = _num(cell)
+    return v is not None and math.isnan(v)
+
+
+def nan_rule(entry: dict) -> str | None:
+    """Why an entry leaves NaN cells out of its reduction (``nan: "exclude: <why>"``), or None: by
+    default a NaN cell is kept and the entry cannot agree."""
+    rule = str(entry.get("nan") or "").strip()
+    return rule[len("exclude:"):].strip() if rule.startswith("exclude:") else None
+
+
 def _frac_of(cell: str):
     m = _FRAC.match(cell or "")
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def reduce_values(cells: list[str], how: str):
-    """Combine the cells of several rows; returns (value for agreement, display string)."""
+    """Combine the cells of several rows; returns (value for agreement, display string).
+
+    NaN cells ("nan") are never dropped here: min, max, sum, median and range of cells with a NaN
+    are NaN (shown with how many cells were NaN), one is NaN, each and list keep the NaN (which no
+    rule agrees with), count, countfrac, sumfrac, sumfrac_pct and sumden read no value from a NaN
+    cell (None), and rows counts the rows read whatever they hold. An entry that means to leave
+    NaN cells out says so and why (``nan: "exclude: <why>"``, nan_rule); the row's note then
+    says how many it excluded."""
     if how == "sumden":  # the denominators of "k/n" cells added: how many the fractions count
         fr = [_frac_of(c) for c in cells]
         if any(f is None for f in fr):
@@ -441,23 +575,51 @@ def reduce_values(cells: list[str], how: str):
     nums = [_num(c) for c in cells]
     if any(v is None for v in nums):
         return None, "; ".join(cells)
-    fin = [v for v in nums if not math.isnan(v)]
-    if not fin:
-        return float("nan"), "nan"
+    nan = sum(1 for v in nums if math.isnan(v))
+    if nan:  # no silent default: a NaN cell makes the reduction NaN (an entry may exclude them: nan_rule)
+        shown = f"nan ({nan} of {len(nums)} cells NaN)"
+        return ((float("nan"), float("nan")) if how == "range" else float("nan")), shown
     if how == "range":
-        lo, hi = min(fin), max(fin)
+        lo, hi = min(nums), max(nums)
         return (lo, hi), f"{_fmt(lo)} – {_fmt(hi)}"
     if how == "min":
-        return min(fin), _fmt(min(fin))
+        return min(nums), _fmt(min(nums))
     if how == "max":
-        return max(fin), _fmt(max(fin))
+        return max(nums), _fmt(max(nums))
     if how == "sum":
-        s = sum(fin)
+        s = sum(nums)
         return s, _fmt(s)
     if how == "median":
-        med = statistics.median(fin)
+        med = statistics.median(nums)
         return med, _fmt(med)
     raise ValueError(how)
+
+
+def reduce_per(cells: list[str], per: list[str], how: str):
+    """The reducers that read a second column, the entry's ``per``, from the same rows:
+
+    ratio       the column's cells added over per's added (58,432 draws / 7,304 heads: draws per head)
+    countof     (k, n): the column's counts added, of per's added (pairs below every null value, of pairs)
+    sharecount  (k, n): share × per in each row (a share of pairs as the count it is of), added
+
+    NaN in either column makes a ratio NaN and a count None; a count must come out whole (a share
+    that is not k/n of its rows is no count); a cell that is not a number gives None."""
+    num, den = [_num(c) for c in cells], [_num(c) for c in per]
+    if not num or len(num) != len(den) or any(v is None for v in num + den):
+        return None, "; ".join(cells)
+    if any(math.isnan(v) for v in num + den):
+        return (float("nan"), "nan") if how == "ratio" else (None, "nan")
+    if how == "ratio":
+        if sum(den) == 0:
+            return None, "; ".join(cells)
+        r = sum(num) / sum(den)
+        return r, f"{_fmt(r)} ({_fmt(sum(num))}/{_fmt(sum(den))})"
+    ks = [a * b for a, b in zip(num, den)] if how == "sharecount" else num
+    ks = [round(k) if _finite(k) and abs(k - round(k)) <= 1e-6 * max(1.0, abs(k)) else None for k in ks]
+    if any(k is None for k in ks) or not all(_whole(n) for n in den):
+        return None, "; ".join(cells)
+    k, n = int(sum(ks)), int(sum(den))
+    return (k, n), f"{k}/{n}"
 
 
 # ------------------------------------------------------------------ tables
@@ -546,7 +708,9 @@ def build_rows(ledger: list[dict], tables_dir, models_run) -> tuple[list[dict], 
                 "paper_value": _fmt(claim), "pipeline": "–", "status": "", "note": e.get("note", ""),
                 "read": f"{table}: {col}" if table else "",
             }
-            if not table:
+            if e.get("derive"):
+                _derive_claim(rec, e, claim, tol)
+            elif not table:
                 rec["status"] = NOT_COMPUTED
                 rec["note"] = "; ".join(x for x in (e.get("reason", ""), rec["note"]) if x)
             elif not run:
@@ -557,6 +721,36 @@ def build_rows(ledger: list[dict], tables_dir, models_run) -> tuple[list[dict], 
                 _read_claim(rec, e, t, col, claim, tol, models, run)
             rows.append(rec)
     return rows, tabs.read
+
+
+def _reduce_read(rec, e, how, cells, dens):
+    """The entry's reduction of the cells read, by its NaN rule: NaN cells excluded where the entry
+    says so and why (the note counts them), else kept (the reduction cannot agree; the note says
+    how many were NaN). ``rows`` counts rows whatever they hold."""
+    nan = [i for i, c in enumerate(cells) if _is_nan_cell(c) or (dens and _is_nan_cell(dens[i]))]
+    why = nan_rule(e)
+    if nan and how != "rows":
+        if why is not None:
+            keep = [i for i in range(len(cells)) if i not in set(nan)]
+            cells, dens = [cells[i] for i in keep], [dens[i] for i in keep] if dens else dens
+            text = f"{len(nan)} of {len(nan) + len(cells)} cells NaN, excluded: {why}"
+        else:
+            text = f"{len(nan)} of {len(cells)} cells NaN: no verdict"
+        rec["note"] = "; ".join(x for x in (text, rec["note"]) if x)
+    if not cells:
+        return None, "–"
+    if how in PER_REDUCERS:
+        return reduce_per(cells, dens, how)
+    return reduce_values(cells, how)
+
+
+def _derive_claim(rec, e, claim, tol):
+    """A number the papers derive (claims_derive.DERIVATIONS), computed from the papers' settings."""
+    from headgeom.verify.claims_derive import derived
+
+    value, where = derived(e)
+    rec["pipeline"], rec["value"], rec["read"] = _fmt(value), value, where
+    rec["status"] = AGREES if agrees(claim, value, tol) else DIFFERS
 
 
 def _is_pooled_label(v) -> bool:
@@ -604,13 +798,20 @@ def _read_claim(rec, e, t, col, claim, tol, models, run):
                 f"the pipeline's pooled row pools {', '.join(sorted(pooled)) or 'nothing'}, not the claim's models",
                 rec["note"]) if x)
             return
-    cells, missing = [], []
+    per = e.get("per") if e.get("reduce") in PER_REDUCERS else None
+    if per is not None and per not in cols:
+        rec["status"] = NO_ROW
+        rec["note"] = "; ".join(x for x in (f"the table has no column {per!r}", rec["note"]) if x)
+        return
+    cells, dens, missing = [], [], []
     for f in filters:
         hits = [r for r in trows if _match(r, f)]
         if e.get("over_rows") and hits:
             cells += [r[col] for r in hits]
+            dens += [r[per] for r in hits] if per else []
         elif len(hits) == 1:
             cells.append(hits[0][col])
+            dens += [hits[0][per]] if per else []
         else:
             missing.append(", ".join(f"{k}={v}" for k, v in f.items()) + ("" if not hits else f" ({len(hits)} rows)"))
     rec["read"] = f"{e['table']}[{'; '.join(', '.join(f'{k}={v}' for k, v in f.items()) for f in filters[:3])}" \
@@ -620,7 +821,8 @@ def _read_claim(rec, e, t, col, claim, tol, models, run):
         rec["note"] = "; ".join(x for x in ("no row " + "; ".join(missing), rec["note"]) if x)
         return
     how = e.get("reduce", "one")
-    value, shown = reduce_values(cells, how)
+    n_read = len(cells)
+    value, shown = _reduce_read(rec, e, how, cells, dens)
     rec["pipeline"] = shown
     rec["value"] = value  # unformatted, for the macros (headgeom.verify.macros); not a column of the table
     if missing:
@@ -628,7 +830,7 @@ def _read_claim(rec, e, t, col, claim, tol, models, run):
     if len(run) < len(models):
         rec["status"] = f"{PARTIAL} ({len(run)} of {len(models)} models run)"
     elif missing:
-        rec["status"] = f"{PARTIAL} ({len(cells)} of {len(filters)} rows)"
+        rec["status"] = f"{PARTIAL} ({n_read} of {len(filters)} rows)"
     else:
         rec["status"] = AGREES if value is not None and agrees(claim, value, tol) else DIFFERS
 

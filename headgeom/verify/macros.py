@@ -79,6 +79,8 @@ def pipeline_text(paper_value: str, value, shown: str) -> str:
     range end by end, a fraction as k/n; else (a bound, a list, a percentage) as the claims
     table shows it."""
     pv = str(paper_value).strip()
+    if not _has_value(value):  # NaN, ±inf or nothing: no value, as for an entry not run
+        return NO_VALUE
     if isinstance(value, tuple) and len(value) == 2:
         m = _RANGE.match(pv)
         if m and not all(isinstance(v, int) for v in value):
@@ -92,6 +94,16 @@ def pipeline_text(paper_value: str, value, shown: str) -> str:
         if s:
             return s
     return tex_escape(shown) if shown not in ("", "–") else NO_VALUE
+
+
+def _has_value(value) -> bool:
+    """A value a macro can print: a finite number, a tuple of them, or text (a list of cells);
+    None, NaN and ±inf are no value."""
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(_has_value(v) for v in value)
+    if isinstance(value, str):
+        return value.strip() not in ("", "–", "-") and value.strip().lower() not in ("nan", "inf", "-inf", "+inf")
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _line(name: str, body: str, comment: str = "") -> str:
@@ -148,14 +160,16 @@ def _cell(tables_dir: Path, spec: dict) -> str:
 
 def cell_macros(specs: list[dict], tables_dir, config_sha256: str) -> str:
     """The text of cell_macros.tex: one macro per ``claims.macros`` entry, its cell formatted by
-    ``format`` (a Python format spec, default ".4g"; a cell that is not a number as written)."""
+    ``format`` (a Python format spec, default ".4g"; a cell that is not a number as written; an
+    empty, NaN or ±inf cell ``--``, as the ledger macros write no value)."""
     lines = _header("Table cells named in the config (claims.macros) as macros", config_sha256)
     for s in specs:
         cell = _cell(Path(tables_dir), s)
         try:
-            body = format(float(cell), s.get("format", ".4g"))
+            x = float(cell)
+            body = format(x, s.get("format", ".4g")) if math.isfinite(x) else NO_VALUE
         except ValueError:
-            body = tex_escape(cell)
+            body = tex_escape(cell) if cell.strip() not in ("", "–", "-") else NO_VALUE  # an empty cell: no value
         where = ", ".join(f"{k}={v}" for k, v in (s.get("row") or {}).items())
         lines.append(_line(s["name"], body, f"{s['table']}[{where}].{s['column']}"))
     _unique([s["name"] for s in specs])

@@ -28,8 +28,9 @@ def test_every_statement_is_printed_and_checked_or_reasoned():
 def test_every_qualitative_entry_checks_a_statement():
     ledger, rows, inv = _shipped()
     claimed = {c for s in inventory_statements(inv) for c in s["claims"]}
-    qual = [e["id"] for e in ledger if e.get("kind") == "qualitative"]
-    assert len(qual) >= 12 and set(qual) <= claimed
+    qual = [e for e in ledger if e.get("kind") == "qualitative"]
+    qual_rows = {e["id"] + (f".{c}" if "values" in e else "") for e in qual for c in (e.get("values") or [None])}
+    assert len(qual) >= 12 and qual_rows <= claimed
     # a qualitative entry reads a table (a statement without one has a reason instead)
     assert all(e.get("table") for e in ledger if e.get("kind") == "qualitative")
 
