@@ -403,10 +403,12 @@ def _bound_holds(op: str, b, x) -> bool:
     return {"<": x < b, "<=": x <= b, "≤": x <= b, ">": x > b, ">=": x >= b, "≥": x >= b}[op]
 
 
-def _count(got):
-    """(k, n) of a "k/n" count: two integers with 0 ≤ k ≤ n, else None (a float, even 13.0, is
-    not a count: a (lo, hi) range read from a cell must not pass for one)."""
-    if isinstance(got, tuple) and len(got) == 2 and all(_integer(v) for v in got) and 0 <= got[0] <= got[1]:
+def _count(got, of: bool = True):
+    """(k, n) of a "k/n" count: two integers, 0 ≤ k ≤ n where k counts n's members (of), else None
+    (a float, even 13.0, is not a count: a (lo, hi) range read from a cell must not pass for one).
+    A printed fraction may also be a pair of counts ("28 / 4": query heads / KV heads): of=False."""
+    if isinstance(got, tuple) and len(got) == 2 and all(_integer(v) for v in got) and 0 <= got[0] \
+            and (got[0] <= got[1] or not of):
         return int(got[0]), int(got[1])
     return None
 
@@ -488,7 +490,7 @@ def agrees(claim, got, tol=None) -> bool:
         return isinstance(got, (int, float)) and _bound_holds(m.group(1), _num(m.group(2)), got)
     if rule == "fraction":
         m = _FRAC.match(c)
-        return _count(got) == (int(m.group(1)), int(m.group(2)))
+        return _count(got, of=False) == (int(m.group(1)), int(m.group(2)))
     if rule == "range":
         lo, hi = _range_ends(c)
         if not (isinstance(got, tuple) and len(got) == 2):

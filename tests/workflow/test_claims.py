@@ -56,7 +56,9 @@ def test_order_of_magnitude_and_reducers():
     assert not agrees("1e-10", 4.2e-10, tol="order") and not agrees("1e-10", 2.9e-11, tol="order")
     assert reduce_values(["1/2", "3/4"], "sumfrac") == ((4, 6), "4/6")
     assert reduce_values(["1/2", "3/4"], "sumfrac_pct")[0] == pytest.approx(400 / 6)
-    assert reduce_values(["0.2", "0.1", "nan"], "range") == ((0.1, 0.2), "0.1 – 0.2")
+    lo_hi, shown = reduce_values(["0.2", "0.1", "nan"], "range")  # a NaN cell is not dropped silently
+    assert all(x != x for x in lo_hi) and shown == "nan (1 of 3 cells NaN)" and not agrees("0.1 – 0.2", lo_hi)
+    assert reduce_values(["0.2", "0.1"], "range") == ((0.1, 0.2), "0.1 – 0.2")
     assert reduce_values(["2", "3"], "sum") == (5.0, "5")
     assert reduce_values(["np.float64(25.0)"], "one")[0] == 25.0
 
@@ -108,11 +110,13 @@ def test_ledger_reads_columns_the_pipeline_writes(tmp_path_factory, snakemake_bi
 def test_claims_table_on_the_tiny_run(tmp_path_factory, snakemake_bin, root):
     run = tiny_run(tmp_path_factory, snakemake_bin, root)
     # the shipped ledger: the tiny model is none of the papers', so every claim is "not run"
-    # (or not computed by the pipeline at all)
+    # (or not computed by the pipeline at all), except the numbers derived from the papers' settings
     rows = _rows(run / "results/tables/claims.csv")
     ledger = load_ledger(root / "config/claims.yaml")
     assert len(rows) >= len(ledger)
-    assert {r["status"] for r in rows.values()} <= {"not run", "not computed by the pipeline"}
+    derived = {e["id"] for e in ledger if e.get("derive")}
+    assert {r["status"] for i, r in rows.items() if i not in derived} <= {"not run", "not computed by the pipeline"}
+    assert {rows[i]["status"] for i in derived} == {"agrees"}
     assert rows["pk.t3.qwen7b.D"]["paper_value"] == "3584" and rows["pk.t3.qwen7b.D"]["pipeline"] == "–"
     prov = json.loads((run / "results/tables/claims.prov.json").read_text())
     assert prov["ledger"]["claims"] == len(ledger) and prov["params"]["models"] == ["tiny"]

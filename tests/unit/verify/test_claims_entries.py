@@ -6,7 +6,6 @@ papers derive from their settings, each against an independent computation."""
 
 from __future__ import annotations
 
-import csv
 import functools
 import math
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from headgeom.verify.claims import AGREES, DIFFERS, build_rows, load_ledger
+from ledger_tables import judge, write_table as _write
 
 LEDGER = Path(__file__).resolve().parents[3] / "config" / "claims.yaml"
 
@@ -27,16 +27,8 @@ def _entry(cid):
     return dict(next(e for e in _ledger() if e["id"] == cid))
 
 
-def _write(tmp_path, name, rows):
-    with open(tmp_path / f"{name}.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def _judge(tmp_path, cid, models_run):
-    rows, _ = build_rows([_entry(cid)], tmp_path, models_run)
-    return {r["id"]: r["status"] for r in rows}
+    return judge(_entry(cid), tmp_path, models_run)
 
 
 @pytest.mark.parametrize("share, status", [(0.0, AGREES), (8 / 2016, DIFFERS), (0.004, DIFFERS), (0.4, DIFFERS),

@@ -5,12 +5,12 @@ a form no rule reads is an error when the ledger loads), and the macros write ``
 
 from __future__ import annotations
 
-import csv
 import math
 
 import pytest
 
 from headgeom.core.errors import ConfigError
+from ledger_tables import write_table
 from headgeom.verify.claims import (AGREES, DIFFERS, LedgerError, agrees, build_rows, canonical, load_ledger,
                                     reduce_per, reduce_values, rule_of, unreadable)
 
@@ -67,7 +67,7 @@ def test_the_issue_cases():
 
 
 @pytest.mark.parametrize("got", [(13.7, 18.2), (13.5, 18), (13, 18.5), "13 – 18", (13.0, 18.0), (NAN, 18), (13, INF),
-                                 (13, None), (-1, 18), (19, 18)])
+                                 (13, None), (-1, 18), (19, 18), (True, 18)])
 def test_fractions_and_counts_are_whole_numbers(got):
     assert not agrees("13/18", got)
     assert not agrees("13 of 18", got)
@@ -75,6 +75,8 @@ def test_fractions_and_counts_are_whole_numbers(got):
         for q in ("all", "most", "none", "less than half"):
             assert not agrees(q, (18.5, 18.5) if q == "all" else got), (q, got)
     assert agrees("13/18", (13, 18)) and agrees("13 of 18", "13/18")
+    assert agrees("28 / 4", (28, 4)) and agrees("28 / 4", "28 / 4")  # a pair of counts (query heads / KV heads)
+    assert not agrees("28 / 4", (28.0, 4.0)) and not agrees("most", (28, 4))  # k of n needs k ≤ n
 
 
 def test_fractional_counts_make_no_quantified_verdict():
@@ -177,10 +179,7 @@ def test_per_reducers():
 
 
 def _write(tmp_path, rows):
-    with open(tmp_path / "t.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_table(tmp_path, "t", rows)
 
 
 def test_an_entry_states_its_nan_rule(tmp_path):
@@ -196,14 +195,11 @@ def test_an_entry_states_its_nan_rule(tmp_path):
     assert "1 of 2 cells NaN, excluded: a model with one KV group has no control" in r["note"]
 
 
-def test_a_nan_rule_must_say_why(tmp_path):
-    p = tmp_path / "c.yaml"
-    p.write_text('claims:\n  pk:\n    - {id: a, model: m, table: t, column: x, value: 1, reduce: max, nan: "exclude:"}\n')
+@pytest.mark.parametrize("rule", ['"exclude:"', "drop", '"exclude"'])
+def test_a_nan_rule_must_say_why(tmp_path, rule):
+    (tmp_path / "c.yaml").write_text(f"claims:\n  pk:\n    - {{id: a, model: m, table: t, column: x, value: 1, reduce: max, nan: {rule}}}\n")
     with pytest.raises(LedgerError, match="nan must be"):
-        load_ledger(p)
-    p.write_text('claims:\n  pk:\n    - {id: a, model: m, table: t, column: x, value: 1, reduce: max, nan: drop}\n')
-    with pytest.raises(LedgerError, match="nan must be"):
-        load_ledger(p)
+        load_ledger(tmp_path / "c.yaml")
 
 
 # ------------------------------------------------------------------ macros

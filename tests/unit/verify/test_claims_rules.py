@@ -3,12 +3,12 @@ of reasons a number may stay "not computed"."""
 
 from __future__ import annotations
 
-import csv
 import statistics
 from pathlib import Path
 
 import pytest
 
+from ledger_tables import write_table
 from headgeom.verify.claims import (AGREES, DIFFERS, NOT_COMPARABLE, NOT_COMPUTED_REASONS, build_rows, load_ledger, reason_category,
                                      reduce_values)
 
@@ -50,10 +50,7 @@ def test_reducers_over_cells():
 
 
 def _table(tmp_path, rows):
-    with open(tmp_path / "t.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_table(tmp_path, "t", rows)
 
 
 def _status(tmp_path, entry):

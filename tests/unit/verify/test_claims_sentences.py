@@ -5,13 +5,13 @@ their sentence says."""
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
 import pytest
 
-from headgeom.verify.claims import AGREES, DIFFERS, agrees, build_rows, load_ledger, reduce_values, rule_of
+from headgeom.verify.claims import AGREES, DIFFERS, agrees, load_ledger, reduce_values, rule_of
+from ledger_tables import judge, write_table as _write
 
 LEDGER = Path(__file__).resolve().parents[3] / "config" / "claims.yaml"
 
@@ -104,16 +104,8 @@ def _entry(cid):
     return next(e for e in load_ledger(LEDGER) if e["id"] == cid)
 
 
-def _write(tmp_path, name, rows):
-    with open(tmp_path / f"{name}.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def _judge(tmp_path, cid, models_run):
-    rows, _ = build_rows([_entry(cid)], tmp_path, models_run)
-    return {r["id"]: r["status"] for r in rows}
+    return judge(_entry(cid), tmp_path, models_run)
 
 
 def test_top5_within_layers_18_to_27(tmp_path):
