@@ -863,7 +863,9 @@ def _table(rows, models_run) -> Table:
         notes=f"Run models: {', '.join(models_run) or 'none'}. {len(rows)} claims: {summary}. 'agrees': by the rule "
               "the paper's wording names (rule_of: a value at its printed precision, ranges end by end, 'near' / "
               "'of order' on a log scale, bounds, 'within', sets, k/n, quantified statements over every value "
-              "read). 'not run': the claim's model is not among the run "
+              "read; a NaN, ±inf or missing value never agrees, and a reduction over NaN cells only where the entry "
+              "excludes them, saying why; a 'derived:' read is computed from the papers' settings whatever was run). "
+              "'not run': the claim's model is not among the run "
               "models. 'partial': some of its models were run (no verdict). p1 = Feng & Li (arXiv 2609.01129); "
               "pk = the PK paper.",
     )
