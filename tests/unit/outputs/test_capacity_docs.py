@@ -140,6 +140,9 @@ def test_methods_numbers_are_the_benchs():
                    f"{r['largest_loss']:.2g}",
                    f"`--seed 0` gives higher on {rs[0]['higher']} and lower on {rs[0]['lower']} (median {rs[0]['median_gain']:.2g})",
                    f"`--seed 2` higher on {rs[2]['higher']} and lower on {rs[2]['lower']}",
-                   f"on {o['cores']:,} random 6 × 6 cores (the same command) by up to {o['max_rel_diff']:.2g} relative, "
-                   f"`exp(log P)` the smaller on {o['exp_logP_smaller']} of them"):
+                   f"on {o['cores']:,} random 6 × 6 cores (the same command) by up to "):
         assert phrase in s17, phrase
+    # the rounding figures are the last bits of an SVD and a product: another BLAS build moves
+    # them, so the doc's own statement of their range is what must hold everywhere
+    assert "within 1e-10 and about half the cores" in s17
+    assert 0 < o["max_rel_diff"] < 1e-10 and 0.3 < o["exp_logP_smaller"] / o["cores"] < 0.7
