@@ -21,8 +21,6 @@ import heapq
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from headgeom.schedule import designs, fanout
 from headgeom.schedule.families import SHARD_FAMILIES, FETCH, FORWARD, JOBS, STEPS, activation_models, forward_shapes
 from headgeom.schedule.designs import merge
