@@ -128,6 +128,11 @@ def column_matches(stored: np.ndarray, recomputed: np.ndarray, rtol: float = RTO
     return np.array([_same_value(x, y, rtol) for x, y in zip(stored.tolist(), recomputed.tolist())], dtype=bool)
 
 
+def _plain(v):
+    """A numpy scalar as the Python value it holds (printed as a number, not as np.float64(...))."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def compare_columns(stored: dict, recomputed: dict, rtol: float = RTOL) -> list[str]:
     """What differs between a stored shard's columns and its recomputation, one line per column
     (rows matched by their key columns, in stored order where the keys repeat); [] when they match."""
@@ -147,7 +152,8 @@ def compare_columns(stored: dict, recomputed: dict, rtol: float = RTOL) -> list[
         bad = np.flatnonzero(~column_matches(a, b, rtol))
         if bad.size:
             i = bad[0]
-            out.append(f"column {c!r}: {bad.size} of {ns} values differ (first: stored {a[i]!r}, recomputed {b[i]!r})")
+            out.append(f"column {c!r}: {bad.size} of {ns} values differ (first: stored {_plain(a[i])!r}, "
+                       f"recomputed {_plain(b[i])!r})")
     return out
 
 
