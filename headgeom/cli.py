@@ -7,7 +7,7 @@
     headgeom plan [--configfile F ...] [--models m1 ...] [--shape M=config.json] [--cores N ...]
     headgeom costs logs/slurm/efficiency_report_<run>.csv [-d DIR] [--configfile F ...]
     headgeom check [--configfile F ...] [--config k=v ...] [-d DIR]
-    headgeom verify [-d DIR]
+    headgeom verify [-d DIR] [--recompute K [--seed S]]
     headgeom summary [-d DIR] [--models m1 ...]
     headgeom timings [-d DIR] [--log SNAKEMAKE_LOG]
     headgeom docs [--check]
@@ -222,7 +222,7 @@ def _check(args) -> int:
 
     from headgeom.core.cliguard import not_a_config_file
     from headgeom.core.errors import HeadgeomError
-    from headgeom.commands.check import check, load, report
+    from headgeom.commands.check import check, config_file_problems, load, report, workflow_root
 
     files = [str(Path(f).absolute()) for f in args.configfile or []]
     bad = [ln for ln in map(not_a_config_file, args.configfile or []) if ln]
@@ -230,15 +230,20 @@ def _check(args) -> int:
         for ln in bad:
             print(f"headgeom check: {ln}", file=sys.stderr)
         return 2
+    root = workflow_root(args.directory)  # DIR's config/config.yaml where DIR holds one, as its workflow reads it
+    found = config_file_problems([*files, root / "config" / "config.yaml"])
+    if found:
+        print(report(found), file=sys.stderr)
+        return 2
     try:
-        cfg = load(files, args.config or [], checked=False)
+        cfg = load(files, args.config or [], checked=False, root=root)
     except (HeadgeomError, ValueError, OSError) as e:
         print(f"headgeom check: {e}", file=sys.stderr)
         return 2
     here = os.getcwd()
     os.chdir(args.directory)  # relative paths in the config are relative to the work directory
     try:
-        found = check(cfg)
+        found = check(cfg, root)
     finally:
         os.chdir(here)
     if found:
@@ -263,7 +268,32 @@ def _verify(args) -> int:
         print(f"damaged: {ln}", file=sys.stderr)
     print(f"headgeom verify: {checked} files checked in {time.perf_counter() - t0:.1f} s, "
           + (f"{len(lines)} damaged" if lines else "all match their records"))
-    return 1 if lines else 0
+    rc = 1 if lines else 0
+    if args.recompute is not None:
+        rc = max(rc, _verify_recompute(args))
+    return rc
+
+
+def _verify_recompute(args) -> int:
+    """``verify --recompute K``: a seeded sample of shards recomputed from the tensors
+    (headgeom.verify.spot_check); exit 1 when one differs or cannot be recomputed, 2 for a K
+    that is not a size."""
+    import time
+
+    from headgeom.verify.spot_check import render, spot_check
+
+    t0 = time.perf_counter()
+    try:
+        res = spot_check(args.directory, args.recompute, seed=args.seed, progress=_progress)
+    except ValueError as e:
+        print(f"headgeom verify: {e}", file=sys.stderr)
+        return 2
+    summary, problems = render(res, args.recompute, time.perf_counter() - t0)
+    for ln in problems:
+        print(f"recomputed: {ln}", file=sys.stderr)
+    for ln in summary:
+        print(ln)
+    return 1 if problems else 0
 
 
 def _docs(args) -> int:
@@ -385,6 +415,10 @@ def main(argv=None) -> int:
                                    "stores: their manifest; forward passes: their forward.json) and list every "
                                    "damaged file with the command that rebuilds it. Exit 1 if any is damaged.")
     v.add_argument("-d", "--directory", default=".", help="work directory of the run")
+    v.add_argument("--recompute", metavar="K",
+                   help="also recompute K shards drawn at random (a count, a fraction such as 0.1, or 10%%) from "
+                        "the tensors and compare them with the stored values (docs/usage.md)")
+    v.add_argument("--seed", type=int, help="with --recompute: the seed of the sample (printed; default: a fresh one)")
     v.set_defaults(func=_verify)
 
     t = sub.add_parser("timings", help="per rule: job count, wall time, work and start-up, from the run's logs",

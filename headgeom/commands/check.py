@@ -441,19 +441,46 @@ def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
     return out
 
 
-def check(config: dict) -> list[Problem]:
-    """Every config error and every problem of the run's inputs, before any job: what the
-    workflow checks when it loads and ``headgeom check`` prints (one function for both). The
-    schema first (one line for its first violation; nothing else is checked on a config that
-    violates it), then the registries (``registry_problems``), then the inputs (``problems``)."""
-    from headgeom.core.config import check_config
-    from headgeom.core.errors import ConfigError
+def workflow_root(directory) -> Path:
+    """Where the workflow run in ``directory`` reads its config/config.yaml and its schema: the
+    directory itself when it holds config/config.yaml (a copy of the workflow, whose Snakefile
+    reads the config beside it), else this package's."""
     from headgeom.commands.plan import ROOT
 
+    d = Path(directory).resolve()
+    return d if (d / "config" / "config.yaml").is_file() else ROOT
+
+
+def _schema(root: Path | None) -> Path:
+    from headgeom.commands.plan import ROOT
+
+    own = Path(root or ROOT) / "workflow" / "schemas" / "config.schema.yaml"
+    return own if own.is_file() else ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def config_file_problems(paths) -> list[Problem]:
+    """One problem per key a config file names twice in one mapping (the key and both lines;
+    headgeom.core.config.duplicate_key_lines): YAML keeps the last value silently."""
+    from headgeom.core.config import duplicate_key_lines
+
+    return [Problem("config", "", "load", line) for p in paths for line in duplicate_key_lines(Path(p).absolute())]
+
+
+def check(config: dict, root: Path | None = None) -> list[Problem]:
+    """Every config error and every problem of the run's inputs, before any job: what the
+    workflow checks when it loads and ``headgeom check`` prints (one function for both). The
+    schema first (``root``'s workflow/schemas/config.schema.yaml, default this package's; one line
+    per violation; nothing else is checked on a config that violates it), then the registries
+    (``registry_problems``), then the inputs (``problems``)."""
+    from headgeom.core.config import schema_problems
+    from headgeom.core.errors import ConfigError
+
     try:
-        check_config(config, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+        lines = schema_problems(config, _schema(root))
     except ConfigError as e:
-        return [Problem("config", "", "load", str(e))]
+        lines = [str(e)]
+    if lines:
+        return [Problem("config", "", "load", line) for line in lines]
     shapes: dict[str, int] = {}
     found = problems(config, shapes)
     return registry_problems(config, shapes) + found
@@ -476,21 +503,21 @@ def report(found: list[Problem], prefix: str = "headgeom check", keep_going: boo
     return "\n".join(lines)
 
 
-def load(configfiles=(), overrides=(), checked: bool = True) -> dict:
+def load(configfiles=(), overrides=(), checked: bool = True, root: Path | None = None) -> dict:
     """The config a ``snakemake --configfile F ... --config k=v ...`` run sees:
-    config/config.yaml, the files merged over it, the ``--config`` values (parsed as Snakemake
-    parses them, then typed as ``typed_cli_config`` types them), checked against the schema
-    (``checked``; ``check`` does so itself)."""
+    ``root``/config/config.yaml (default: this package's; ``workflow_root``), the files merged over
+    it, the ``--config`` values (parsed as Snakemake parses them, then typed as ``typed_cli_config``
+    types them), checked against the schema (``checked``; ``check`` does so itself)."""
     from snakemake.cli import parse_config
 
     from headgeom.core.config import check_config, typed_cli_config
     from headgeom.commands.plan import ROOT, load_config
 
     cli = parse_config(list(overrides))
-    cfg = load_config(configfiles, cli)
+    cfg = load_config(configfiles, cli, root=root or ROOT)
     typed_cli_config(cfg, cli)
     if checked:
-        check_config(cfg, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+        check_config(cfg, _schema(root))
     return cfg
 
 
@@ -506,7 +533,8 @@ def workflow_check(config: dict, workflow, keep_going: bool = False) -> None:
 
     if not workflow.is_main_process:
         return
-    found = check(config)
+    # the files Snakemake merged (its own loader keeps a repeated key's last value silently)
+    found = config_file_problems(workflow.configfiles) or check(config, Path(workflow.basedir))
     if not found:
         return
     keep_going = keep_going or getattr(getattr(workflow, "execution_settings", None), "keep_going", False)

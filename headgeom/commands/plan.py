@@ -21,8 +21,6 @@ import heapq
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from headgeom.schedule import designs, fanout
 from headgeom.schedule.families import SHARD_FAMILIES, FETCH, FORWARD, JOBS, STEPS, activation_models, forward_shapes
 from headgeom.schedule.designs import merge
@@ -64,11 +62,15 @@ class PlannedJob:
         return fam.path.format(model=self.model, **self.wildcards)
 
 
-def load_config(configfiles=(), overrides: dict | None = None) -> dict:
-    """config/config.yaml, then each config file merged over it (as Snakemake does)."""
-    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+def load_config(configfiles=(), overrides: dict | None = None, root: Path = ROOT) -> dict:
+    """``root``/config/config.yaml (default: this package's), then each config file merged over it
+    (as Snakemake does); a file that names a key twice in one mapping is a ConfigError naming the
+    key and both lines (headgeom.core.config.load_config_file), where Snakemake keeps the last."""
+    from headgeom.core.config import load_config_file
+
+    cfg = load_config_file(Path(root) / "config" / "config.yaml")
     for f in configfiles:
-        cfg = merge(cfg, yaml.safe_load(Path(f).read_text()) or {})
+        cfg = merge(cfg, load_config_file(f))
     return merge(cfg, overrides or {})
 
 

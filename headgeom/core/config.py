@@ -58,8 +58,10 @@ def warn_renamed_keys(config: dict, out=None) -> None:
             print(f"headgeom: config key '{old}' is now '{new}'; the old key still works", file=out or sys.stderr)
 
 
-def check_config(config: dict, schema_path) -> None:
-    """Stop on a schema violation with one line naming the key (and warn about renamed keys)."""
+def schema_problems(config: dict, schema_path) -> list[str]:
+    """One line per schema violation, each naming its key, the most telling first (jsonschema's
+    best match); [] when the config is valid. A model entry's unknown key stops first with one line
+    of its own (``unknown_model_keys``), and renamed keys are warned about."""
     import jsonschema
     import yaml
 
@@ -68,11 +70,94 @@ def check_config(config: dict, schema_path) -> None:
         schema = yaml.safe_load(fh)
     unknown_model_keys(config, schema)
     errors = list(jsonschema.Draft202012Validator(schema).iter_errors(config))
-    if errors:
-        e = jsonschema.exceptions.best_match(errors)
+    if not errors:
+        return []
+    first = jsonschema.exceptions.best_match(errors)
+    lines: list[str] = []
+    for e in [first, *(x for x in errors if x is not first)]:
         key = ".".join(_name(p) for p in e.absolute_path) or "(top level)"
-        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        raise ConfigError(f"config: {key}: {e.message}{_yaml_hint(e)}{more}")
+        line = f"config: {key}: {e.message}{_yaml_hint(e)}"
+        if line not in lines:
+            lines.append(line)
+    return lines
+
+
+def check_config(config: dict, schema_path) -> None:
+    """Stop on a schema violation with one line naming the key (and warn about renamed keys)."""
+    lines = schema_problems(config, schema_path)
+    if lines:
+        more = f" (and {len(lines) - 1} more problem(s))" if len(lines) > 1 else ""
+        raise ConfigError(lines[0] + more)
+
+
+# --------------------------------------------------------------------------- config files
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def duplicate_keys(text: str) -> list[tuple[str, int, int]]:
+    """(key path, line of its first writing, line of the repeat) of every key that a mapping of the
+    YAML (or JSON) ``text`` names twice, in document order: YAML loaders keep the last value
+    silently. Keys merged in with ``<<`` are meant to be overridden and are not counted. A text
+    that does not parse gives [] (the loader names that itself)."""
+    import yaml
+
+    out: list[tuple[str, int, int]] = []
+
+    def walk(node, path: str, active: set) -> None:
+        if id(node) in active:  # an alias of an enclosing node (a recursive document)
+            return
+        active = active | {id(node)}
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[tuple, int] = {}
+            for k, v in node.value:
+                if k.tag == _MERGE_TAG:
+                    continue
+                if isinstance(k, yaml.ScalarNode):
+                    ident, line = (k.tag, k.value), k.start_mark.line + 1
+                    name = f"{path}.{_name(k.value)}" if path else _name(k.value)
+                    if ident in seen:
+                        out.append((name, seen[ident], line))
+                    else:
+                        seen[ident] = line
+                    walk(v, name, active)
+                else:
+                    walk(v, path, active)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, x in enumerate(node.value):
+                walk(x, f"{path}[{i}]", active)
+
+    try:
+        docs = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError:
+        return []
+    for doc in docs:
+        if doc is not None:
+            walk(doc, "", set())
+    return out
+
+
+def duplicate_key_lines(path) -> list[str]:
+    """One line per key the config file at ``path`` names twice in one mapping (``duplicate_keys``),
+    naming the key and both lines; [] for a file that cannot be read (its reader names that)."""
+    try:
+        text = open(path, encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError):
+        return []
+    return [f"config: {path}: key '{key}' is written twice (lines {a} and {b}); a YAML loader would keep "
+            f"the value of line {b} silently: keep one" for key, a, b in duplicate_keys(text)]
+
+
+def load_config_file(path) -> dict:
+    """A config file as ``yaml.safe_load`` reads it (an empty file: {}), or ConfigError when it
+    names a key twice in one mapping (``duplicate_key_lines``, each line in the message)."""
+    import yaml
+
+    lines = duplicate_key_lines(path)
+    if lines:
+        raise ConfigError("; ".join(lines))
+    with open(path, encoding="utf-8") as fh:
+        return yaml.safe_load(fh) or {}
 
 
 def _yaml_hint(e) -> str:

@@ -8,5 +8,7 @@
   ledger_page.py      results/tables/claims.html: the ledger as a filterable page (vendor/tabulator)
   macros.py           the ledger and named table cells as LaTeX macros
   diff.py             headgeom diff: what moved between two runs (tables, ledger, figures, shards)
+  integrity.py        headgeom verify: every file of a results tree against its content record
+  spot_check.py       headgeom verify --recompute K: a seeded sample of shards recomputed from the tensors
   summary.py          the end-of-run summary (headline numbers read from the tables)
   docs.py             generated docs: docs/outputs.md, report captions, docs/config.md"""

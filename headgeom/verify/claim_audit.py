@@ -9,13 +9,16 @@ paper value, pipeline value and verdict, then audits every cell on one screen ea
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from headgeom import layout
 from headgeom.verify.audit import AuditError, cell_eq
-from headgeom.verify.claims import _expand, _match, _Tables, build_rows, load_ledger, row_filters
+from headgeom.verify.claims import (NO_ROW, NOT_BUILT, NOT_COMPARABLE, NOT_COMPUTED, NOT_RUN, _expand, _match,
+                                    _Tables, build_rows, load_ledger, row_filters)
 
 DEFAULT_LEDGER = Path(__file__).resolve().parents[2] / "config" / "claims.yaml"
 
@@ -49,6 +52,49 @@ def ledger_path(workdir: Path) -> Path:
         return DEFAULT_LEDGER
     p = p if p.is_absolute() else Path(workdir) / p
     return p if p.exists() else DEFAULT_LEDGER
+
+
+@lru_cache(maxsize=4)
+def _ledger_at(path: str, stamp: tuple) -> tuple:
+    return tuple(load_ledger(path))
+
+
+def ledger_entries(path) -> list[dict]:
+    """The entries of the ledger at ``path``, read (and checked) once per file version in a process."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise AuditError(f"no ledger {path} ({e.strerror})") from None
+    return list(_ledger_at(str(Path(path).resolve()), (st.st_mtime_ns, st.st_size)))
+
+
+def run_models(workdir: Path) -> list[str]:
+    """The models the run's claims table was judged for (its sidecar's params: the run's active
+    models); [] when the run has no claims table (a model then counts as run where a table has its rows)."""
+    prov = Path(workdir) / layout.table_files("claims")["prov"]
+    try:
+        models = json.loads(prov.read_text())["params"]["models"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [m for m in models if isinstance(m, str)] if isinstance(models, list) else []
+
+
+# the ledger's verdicts under which an entry reads no cell of the run (headgeom.verify.claims)
+NO_CELL = (NOT_RUN, NOT_COMPUTED, NOT_BUILT, NO_ROW, NOT_COMPARABLE)
+
+
+def claim_row(tables_dir, claim_id: str, entry: dict, models_run: list[str]) -> dict:
+    """The claims table's row of ``claim_id`` (headgeom.verify.claims.build_rows over its entry, with
+    the models the run's claims table was judged for): its verdict and note as claims.csv says them."""
+    return next(x for x in build_rows([entry], tables_dir, models_run)[0] if x["id"] == claim_id)
+
+
+def no_cell_reason(row: dict) -> str | None:
+    """The claims table's words (verdict, then note) for a row that reads no cell of the run (not
+    run, not computed, table not built, no row, not comparable); None when it reads some."""
+    if row["status"].split(" (")[0] not in NO_CELL:
+        return None
+    return "; ".join(x for x in (row["status"], row.get("note", "")) if x)
 
 
 def find_entry(ledger: list[dict], claim_id: str) -> tuple[dict, str]:
@@ -97,20 +143,25 @@ def claim_cells(tables_dir, claim_id: str, ledger: list[dict], cache: TableCache
 
 def audit_claim(workdir, claim_id: str, *, ledger=None, out=print, directory: str = ".", **audit_kw) -> bool:
     """Print the entry and audit every cell it reads (one screen each, ``render_short``);
-    True when every audit passes. AuditError when the entry reads no cell of this run (its
-    models were not run, or the pipeline does not compute it): there is no number to audit.
+    True when every audit passes. AuditError, before any table is read for cells, when the
+    ledger's verdict for the entry is one of NO_CELL (its models were not run, the pipeline does
+    not compute it, its pooled row pools other models, ...; ``no_cell_reason``: the words of
+    claims.csv), or when it reads no cell of this run: there is no number to audit.
     ``directory``: as the user named the work directory, for the printed commands."""
     from headgeom.verify.audit import audit, render_short
 
     tables = Path(workdir) / layout.TABLES_DIR
-    entries = load_ledger(ledger or ledger_path(workdir))
-    c = claim_cells(tables, claim_id, entries)
-    r = next(x for x in build_rows([c.entry], tables, [])[0] if x["id"] == claim_id)
-    out(f"Claim {c.id} ({r['paper']}, {r['where']}; {r['model']}): {r['quantity']}")
+    entries = ledger_entries(ledger or ledger_path(workdir))
+    entry, _ = find_entry(entries, claim_id)
+    r = claim_row(tables, claim_id, entry, run_models(workdir))
+    out(f"Claim {claim_id} ({r['paper']}, {r['where']}; {r['model']}): {r['quantity']}")
     out(f"  paper {r['paper_value']}   pipeline {r['pipeline']}   verdict: {r['status']}")
-    if not c.cells:
-        why = r["note"] if not c.table else f"{r['status']}; {r['note']}".strip("; ")
+    why = no_cell_reason(r)  # the ledger's verdict first: no row of another model is ever audited
+    if why:
         raise AuditError(f"{claim_id}: no cell of this run to audit ({why})")
+    c = claim_cells(tables, claim_id, [entry])
+    if not c.cells:
+        raise AuditError(f"{claim_id}: no cell of this run to audit ({r['status']}; {r['note']})".replace("; )", ")"))
     how = c.entry.get("reduce", "one")
     out(f"  reads {c.table}.{c.column}: {len(c.cells)} cell(s)" + ("" if how == "one" else f", combined by {how}"))
     for cmd in c.commands(directory):

@@ -14,7 +14,7 @@ from html import escape
 from pathlib import Path
 
 from headgeom.outputs.formats import row_anchor
-from headgeom.verify.claim_audit import TableCache, claim_cells
+from headgeom.verify.claim_audit import TableCache, claim_cells, no_cell_reason
 
 VENDOR = Path(__file__).resolve().parent / "vendor" / "tabulator"
 
@@ -50,7 +50,8 @@ ledger.on("dataFiltered", function (filters, rows) {
 def ledger_rows(ledger: list[dict], rows: list[dict], tables_dir) -> list[dict]:
     """The page's rows: the claims table's rows, each with the link to the first table row it
     reads (``href``; the table page alone when the table has no row for the claim's models) and
-    its audit command (none when there is no cell to audit)."""
+    its audit command (none when there is no cell to audit, or the ledger's verdict says the entry
+    reads none: not run, not computed, not comparable; ``headgeom audit --claim`` then exits 2)."""
     cache = TableCache(tables_dir)
     by_id = {e["id"]: e for e in ledger}
     out = []
@@ -61,7 +62,7 @@ def ledger_rows(ledger: list[dict], rows: list[dict], tables_dir) -> list[dict]:
         if entry and entry.get("table") and cache.get(entry["table"]):
             cells = claim_cells(tables_dir, r["id"], ledger=[entry], cache=cache)
             rec["href"] = f"{cells.table}.html"  # the table, when the claim's models have no row there
-            if cells.cells:
+            if cells.cells and not no_cell_reason(r):  # the audit audits nothing the ledger calls not run
                 rec["href"] += f"#{row_anchor(cells.rows[0])}"
                 rec["audit"] = f"headgeom audit --claim {r['id']}"
         out.append(rec)

@@ -192,7 +192,9 @@ def test_corrupted_shard_is_a_listed_failure_in_the_default_view(run, tmp_path):
     assert "Inputs: 2 shards checked, 1 FAILED" in out, out
     # the shard against its own content record (headgeom.io.shards), not only against the sidecar
     assert "  FAILED results/shards/paper1_heads/tiny/layer0.parquet is damaged: " in out, out
-    assert "Verdict: MISMATCH" in out, out
+    # the verdict on the one screen says DAMAGED and names the input (not MISMATCH, not only under --full)
+    assert "Verdict: DAMAGED — 1 input of this number fails its own checks (FAILED above): " \
+           "results/shards/paper1_heads/tiny/layer0.parquet (damaged (" in out, out
     # --json carries the failure, item by item
     r = subprocess.run([*_cli(), "audit", "p1_table2_strong_tail", "--row", "model=tiny", "--column", "strong", "--no-tensors",
                         "--json", "-d", str(w)], capture_output=True, text=True, timeout=300)

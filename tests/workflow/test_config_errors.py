@@ -4,6 +4,7 @@ marker), and ``headgeom check`` prints the same line (both call headgeom.command
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +40,9 @@ CASES = {
     "empty_active": ("active_models: []\n", "active_models: [] should be non-empty"),
     "shared_lineage": ("paper1:\n  lineages:\n    x: [tiny]\n    y: [tiny]\n",
                        "paper1.lineages: model 'tiny' is in both 'x' and 'y'"),
+    "duplicate_key": ("pk:\n  kinds: [O]\n  self_permutations: 10\n  kinds: [Q]\n",
+                      "duplicate_key.yaml: key 'pk.kinds' is written twice (lines 2 and 4); a YAML loader would "
+                      "keep the value of line 4 silently: keep one"),
     "slash_name": ("models:\n  a/b:\n    source: local\n    path: {w}/ckpt\nactive_models: [a/b]\n",
                    "models: 'a/b' does not match"),
 }
@@ -85,3 +89,44 @@ def test_each_config_error_is_one_line_before_any_job_and_the_same_from_check(wo
     # nothing ran: no results, no incomplete marker
     assert not (workdir / "results").exists()
     assert not list((workdir / ".snakemake").glob("incomplete/*"))
+
+
+def _copy_of_the_workflow(root: Path, d: Path) -> Path:
+    """A work directory holding a copy of the workflow: its Snakefile reads d/config/config.yaml."""
+    d.mkdir()
+    shutil.copy(root / "Snakefile", d / "Snakefile")
+    for sub in ("workflow", "config", "envs"):
+        shutil.copytree(root / sub, d / sub)
+    return d
+
+
+def test_check_d_checks_the_config_the_workflow_in_that_directory_reads(tmp_path, snakemake_bin, root):
+    d = _copy_of_the_workflow(root, tmp_path / "copy")
+    cfg = d / "config" / "config.yaml"
+    text = cfg.read_text()
+    assert "rank_rtol: 1.0e-6" in text
+    # two schema problems: each its own line, and the total counts both
+    cfg.write_text(text.replace("rank_rtol: 1.0e-6", "rank_rtol: 1e-6") + "bootsrap: 100\n")
+    for edit in ("two problems", "duplicate"):
+        if edit == "duplicate":
+            cfg.write_text(text + "backend: numpy\n")
+        wf = subprocess.run([snakemake_bin, "-n", "-c1"], cwd=d, capture_output=True, text=True, timeout=300)
+        ck = subprocess.run([sys.executable, "-m", "headgeom.cli", "check", "-d", str(d)], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+        wf_out, ck_out = wf.stdout + wf.stderr, ck.stdout + ck.stderr
+        wf_lines, ck_lines = _problem_lines(wf_out, "headgeom: "), _problem_lines(ck_out, "headgeom check: ")
+        assert wf.returncode != 0 and ck.returncode == 2, (edit, wf_out[-3000:], ck_out)
+        assert wf_lines == ck_lines, (edit, wf_lines, ck_lines)
+        n = 2 if edit == "two problems" else 1
+        assert len(wf_lines) == n, (edit, wf_lines)
+        total = f"{n} problem{'s' if n > 1 else ''} found before any job ran"
+        assert f"headgeom: {total}" in wf_out and f"headgeom check: {total}" in ck_out, (wf_out[-2000:], ck_out)
+        assert "more problem" not in wf_out + ck_out
+        if edit == "duplicate":
+            line = len(text.splitlines()) + 1
+            assert wf_lines == [f"config: {cfg}: key 'backend' is written twice (lines "
+                                f"{next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith('backend:'))} "
+                                f"and {line}); a YAML loader would keep the value of line {line} silently: keep one"]
+        else:
+            assert any("rank_rtol: '1e-6' is not of type 'number'" in ln for ln in wf_lines), wf_lines
+            assert any("'bootsrap'" in ln for ln in wf_lines), wf_lines

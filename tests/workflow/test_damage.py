@@ -85,10 +85,11 @@ def test_no_table_from_a_damaged_shard(run, tmp_path):
     text = "\n".join(render_full(res))
     assert not res.ok, text
     assert any("layer1.parquet is damaged" in x for x in res.integrity), res.integrity
-    assert "Verdict: MISMATCH" in text and "Verdict: MATCH" not in text
+    assert "Verdict: DAMAGED" in text and "Verdict: MATCH" not in text
     cli = headgeom("audit", "-d", str(w), "p1_table2_strong_tail", "--row", "model=tiny", "--column", "gT_med",
                    "--no-tensors")
-    assert cli.returncode != 0 and "MATCH —" not in cli.stdout.replace("MISMATCH —", ""), cli.stdout
+    assert cli.returncode != 0 and "Verdict: DAMAGED — " in cli.stdout and f"{FLIP} (damaged (" in cli.stdout, \
+        cli.stdout
 
 
 def test_rebuild_line_of_an_audit_works_as_printed(run, tmp_path, snakemake_bin, root):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -285,7 +286,25 @@ def _recompute(value: str, what: str, make_csv, filters: dict, column: str, wher
     return Recompute(what, v, ok, how)
 
 
-def verdict_sentence(ok: bool, nan: bool, tensors: bool) -> str:
+def damaged_inputs(inputs: Inputs) -> list[str]:
+    """The inputs that fail their own checks (one word each: the path and what failed): a shard
+    missing, damaged by its content record or unreadable, a tensor store whose file differs from
+    its manifest, a tensor a shard records that differs from the manifest. A shard that is sound
+    but not the one the sidecar recorded is not damage: the table and its shards disagree."""
+    bad = [f"{s.path} ({s.status})" for s in inputs.shards
+           if s.status == "missing" or s.damage or s.unreadable is not None]
+    bad += [f"{st.path} ({st.status})" for st in inputs.stores if st.status != "ok" and not st.computed_from]
+    bad += [f"tensor {t.tensor} of {t.model} ({t.status})" for t in inputs.tensors if t.status != "ok"]
+    return bad
+
+
+def verdict_sentence(ok: bool, nan: bool, tensors: bool, damaged: list[str] = ()) -> str:
+    if damaged:
+        one = len(damaged) == 1
+        return (f"DAMAGED — {len(damaged)} input{'' if one else 's'} of this number "
+                f"{'fails its' if one else 'fail their'} own checks (FAILED above): "
+                f"{'; '.join(damaged[:3])}{' …' if len(damaged) > 3 else ''}; rebuild "
+                f"{'it' if one else 'them'} before trusting the number")
     if nan:
         return ("NaN — the table's value is NaN (undefined) and recomputes as NaN"
                 + (" from its shards and from the tensors" if tensors else " from its shards")
@@ -356,11 +375,15 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
                 inputs.manifests.append({"path": str(mp.relative_to(workdir)), "sha256": sha256_file(mp)})
 
     recomputed: list[str] = []
+    clock = [time.perf_counter()]
 
     def recomputed_one(p: str) -> None:
         recomputed.append(p)
+        now = time.perf_counter()
         if progress:
-            progress(f"recomputed {p} ({len(recomputed)} of {len(contributing)} shards)")
+            progress(f"shard {len(recomputed)} of {len(contributing)} recomputed from the tensors: {p} "
+                     f"({now - clock[0]:.1f} s)")
+        clock[0] = now
 
     tmp_owner = None
     if tmpdir is None:
@@ -378,6 +401,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
             sub_groups = OrderedDict((key, [p for p in ps if p in feeding]) for key, ps in agg.groups.items())
 
             def make():
+                clock[0] = time.perf_counter()
                 recompute_shards(contributing, provs, workdir, root, on_shard=recomputed_one)
                 return rebuild_table(agg, workdir, tmp / "from_tensors_table", root, groups=sub_groups,
                                      models=sub_models)
@@ -390,7 +414,7 @@ def audit(workdir, table: str, row: list[str] | dict, column: str, *, tensors: b
             shutil.rmtree(tmp_owner, ignore_errors=True)
     ok = from_shards.ok and (from_tensors is None or from_tensors.ok) and not integrity
     nan = ok and from_shards.how == NAN_BOTH
-    verdict = verdict_sentence(ok, nan, tensors)
+    verdict = verdict_sentence(ok, nan, tensors, damaged_inputs(inputs))
 
     rows_behind = None
     if find_rows:

@@ -92,19 +92,22 @@ def test_full_view_renders_every_item_of_the_report(report, workdir):
 
 def test_a_failing_audit_shows_in_every_view(broken):
     rep = AUD.audit(broken, TABLE, ROW, COLUMN, tensors=False)
-    assert not rep.ok and rep.verdict == "MISMATCH"
+    # a missing input is damage: the one screen says DAMAGED and names it (not MISMATCH)
+    assert not rep.ok and rep.verdict == "DAMAGED"
+    assert rep.verdict_text.startswith(f"DAMAGED — 1 input of this number fails its own checks (FAILED above): "
+                                       f"{SHARDS[1]} (missing)")
     assert rep.integrity == [f"{SHARDS[1]} is missing"]
     assert [s.status for s in rep.inputs.shards] == ["ok", "missing"]
     short = AUD.render_short(rep)
     assert f"  FAILED {SHARDS[1]} is missing" in short
     assert short[short.index(f"  FAILED {SHARDS[1]} is missing") - 1].startswith(
         "Inputs: 2 shards checked, 1 FAILED (2 feed the row); 1 tensor store sha256 OK")
-    assert short[-2].startswith("Verdict: MISMATCH")
+    assert short[-2].startswith("Verdict: DAMAGED — ")
     full = AUD.render_full(rep)
     assert f"    rows {rep.inputs.shards[1].rows}, MISSING" in full
     assert full[full.index("Integrity problems") + 1] == f"  {SHARDS[1]} is missing"
     j = json.loads(AUD.render_json(rep))
-    assert j["ok"] is False and j["verdict"] == "MISMATCH" and j["integrity"] == rep.integrity
+    assert j["ok"] is False and j["verdict"] == "DAMAGED" and j["integrity"] == rep.integrity
     assert [(s["path"], s["status"]) for s in j["inputs"]["shards"]] == [(SHARDS[0], "ok"), (SHARDS[1], "missing")]
     assert j["verdicts"]["shards"]["ok"] is False and j["verdicts"]["tensors"] is None
 
@@ -120,7 +123,7 @@ def test_cli_exit_status_and_view(broken, workdir, capsys, view):
         assert json.loads(good)["ok"] is True
         assert json.loads(bad)["integrity"] == [f"{SHARDS[1]} is missing"]
     else:
-        assert "Verdict: MATCH" in good and "Verdict: MISMATCH" in bad and f"{SHARDS[1]} is missing" in bad
+        assert "Verdict: MATCH" in good and "Verdict: DAMAGED" in bad and f"{SHARDS[1]} is missing" in bad
     assert cli(["audit", TABLE, "--row", "model=nope", "--column", COLUMN, "-d", str(workdir), *view]) == 2
 
 
@@ -128,4 +131,6 @@ def test_cli_progress_goes_to_stderr(workdir, capsys):
     assert cli(["audit", TABLE, "--row", "model=tiny", "--column", COLUMN, "--json", "-d", str(workdir)]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["verdicts"]["tensors"]["verdict"] == "MATCH"  # stdout is the JSON alone
-    assert [line.split()[1] for line in out.err.splitlines()] == SHARDS
+    assert [line.split(": ")[1].split()[0] for line in out.err.splitlines()] == SHARDS
+    assert [line.split(":")[0] for line in out.err.splitlines()] == [
+        f"shard {k} of {len(SHARDS)} recomputed from the tensors" for k in range(1, len(SHARDS) + 1)]
