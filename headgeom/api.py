@@ -213,6 +213,7 @@ class Model:
         """The config this model's jobs are scheduled under: the pipeline's, with this model the
         active one and the activation stage on for it."""
         cfg = dict(self.config)
+        cfg["models"] = {**(cfg.get("models") or {}), self.name: (cfg.get("models") or {}).get(self.name) or {}}
         cfg["active_models"] = [self.name]
         cfg["activation"] = {**(cfg.get("activation") or {}), "enabled": True, "models": None}
         return cfg
@@ -449,6 +450,7 @@ def _output(kind: str, name: str):
 def _output_config(ms: list) -> dict:
     """The config the outputs of ``ms`` are built under: the first model's, these models active."""
     cfg = ms[0]._job_config()
+    cfg["models"] = {**cfg["models"], **{m.name: cfg["models"].get(m.name) or {} for m in ms}}
     cfg["active_models"] = [m.name for m in ms]
     return cfg
 

@@ -118,3 +118,22 @@ def test_shards_are_computed_once_per_model_and_settings(minilm, monkeypatch):
     minilm.pk_nulls("within", layers=[0, 1], samples=1)
     assert calls == ["pk_null_within"]
     assert isinstance(first, pa.Table) and first.num_rows > 0
+
+
+def test_claims_set_the_papers_numbers_beside_a_papers_model(tmp_path):
+    """A model loaded under a name of the ledger (here a tiny synthetic Llama named as a paper's
+    model): its claims are read from the tables the API built for it, not marked "not run"."""
+    from synth_hf import TEXT, write_synthetic_llama
+    from tinyrun import CFG, merge
+
+    (tmp_path / "ckpt").mkdir()
+    write_synthetic_llama(tmp_path / "ckpt")
+    (tmp_path / "text.txt").write_text(TEXT)
+    w = {"corpus": "toy", "n_windows": 2, "window": 24}
+    cfg = merge(CFG, {"texts": {"toy": {"source": "local", "path": str(tmp_path / "text.txt")}},
+                      "activation": {"paper1": dict(w), "read_paths": dict(w)}})
+    m = hg.load(tmp_path / "ckpt", name="pythia-70m", config=cfg, progress=False)
+    rows = [r for r in hg.claims([m]).to_pylist() if r["model"] == "pythia-70m"]
+    assert rows and all(r["status"] != "not run" for r in rows)
+    layers = next(r for r in rows if r["id"] == "pk.t3.pythia70m.layers")
+    assert str(layers["pipeline"]) == "2" and layers["status"] == "differs"  # 2 layers, the paper's has 6

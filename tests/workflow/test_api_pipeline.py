@@ -85,13 +85,14 @@ def run_shards(run: Path, model, family: str) -> pa.Table:
 def test_every_shard_family_equals_the_run(run, model, family):
     got, want = model.shards(family), run_shards(run, model, family)
     assert got.column_names == want.column_names
-    assert got.num_rows == want.num_rows > 0
+    assert got.num_rows == want.num_rows  # paper1_pairs of an MHA model (no KV groups shared): none
     exact = JOBS[SHARD_FAMILIES[family].job].activations is None
     for name in got.column_names:
         a, b = got.column(name).to_pylist(), want.column(name).to_pylist()
-        if exact:
+        if exact or [_bits(x) for x in a] == [_bits(x) for x in b]:
             assert [_bits(x) for x in a] == [_bits(x) for x in b], (family, name)
         else:
+            print(f"{family}.{name}: not bit for bit")
             bad = [i for i, (x, y) in enumerate(zip(a, b)) if not _close(x, y)]
             assert not bad, (family, name, bad[:5], [a[i] for i in bad[:3]], [b[i] for i in bad[:3]])
 
