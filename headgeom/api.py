@@ -456,14 +456,12 @@ def _output_config(ms: list) -> dict:
 
 
 def _output_params(out, ms: list) -> dict:
-    """The params the pipeline's rule gives the output (headgeom.rules.outputs.output_params)."""
-    from headgeom.targets import builder_models
+    """The params the pipeline's rule gives the output (as headgeom.rules.outputs.output_params gives them)."""
+    from headgeom.targets import base_instruct_pairs, builder_models
 
     cfg = _output_config(ms)
     params = {k: _dpath(cfg, d) for k, d in out.params.items()}
     if "pairs" in out.derived:
-        from headgeom.rules.outputs import base_instruct_pairs
-
         params["pairs"] = base_instruct_pairs(cfg)
     params["output"] = [out.kind, out.name]
     params["models"] = builder_models(out, cfg)

@@ -16,15 +16,15 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 import tempfile
 import weakref
+from contextlib import contextmanager
 from pathlib import Path
 
 from headgeom import layout
 from headgeom.core.errors import HeadgeomError
 
-#: the text key of the config's own corpus for an activation section
-CORPUS = None
 #: the corpus name a text given to the API runs under (layout.activations, the provenance)
 API_TEXT = "api-text"
 
@@ -89,7 +89,9 @@ class Workbench:
         if key not in self._runs:
             d = self._new_dir(job.name)
             outputs = {f.output: str(d / f"{f.name}.parquet") for f in job.families}
-            run_job(job.name, inputs, outputs, {"model": self.model.name, **wildcards}, params, log=lambda *a, **k: None)
+            with one_thread():
+                run_job(job.name, inputs, outputs, {"model": self.model.name, **wildcards}, params,
+                        log=lambda *a, **k: None)
             self._runs[key] = {f.name: Path(outputs[f.output]) for f in job.families}
         return self._runs[key]
 
@@ -124,10 +126,32 @@ class Workbench:
         if key not in self._forwards:
             out = self._new_dir("forward") / "pass"
             loaded = m._loaded_model(params["device"]) if m._entry is None else None
-            forward_job(m.name, m._entry or {"architecture": m._architecture}, self.manifest().parent, corpus, entry,
-                        out, params, log=lambda *a, **k: None, step=FORWARD.name, text=given, loaded=loaded)
+            with one_thread(int(act.get("threads", 1))):
+                forward_job(m.name, m._entry or {"architecture": m._architecture}, self.manifest().parent, corpus, entry,
+                            out, params, log=lambda *a, **k: None, step=FORWARD.name, text=given, loaded=loaded)
             self._forwards[key] = out
         return self._forwards[key]
+
+
+@contextmanager
+def one_thread(n: int = 1):
+    """BLAS (OpenBLAS, MKL: threadpoolctl) and torch on ``n`` threads while a job runs, as a
+    pipeline job runs (Snakemake sets the thread variables to the rule's ``threads``: 1 for a per-layer
+    job, ``activation.threads`` for the forward pass): sums are then taken in the pipeline's
+    order, so the numbers are its bits (eigenvalues, for one, move in the last bits with the
+    thread count)."""
+    from threadpoolctl import threadpool_limits
+
+    torch = sys.modules.get("torch")  # only when something imported it already
+    before = torch.get_num_threads() if torch is not None else None
+    try:
+        with threadpool_limits(limits=n):
+            if torch is not None:
+                torch.set_num_threads(n)
+            yield
+    finally:
+        if torch is not None:
+            torch.set_num_threads(before)
 
 
 def text_of(text) -> str:
