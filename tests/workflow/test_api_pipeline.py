@@ -78,8 +78,6 @@ def test_every_shard_family_equals_the_run(run, model, family):
         assert got.column(name).type == want.column(name).type, (family, name)
         a, b = got.column(name).to_pylist(), want.column(name).to_pylist()
         assert [_bits(x) for x in a] == [_bits(x) for x in b], (family, name)
-            bad = [i for i, (x, y) in enumerate(zip(a, b)) if not _close(x, y)]
-            assert not bad, (family, name, bad[:5], [a[i] for i in bad[:3]], [b[i] for i in bad[:3]])
 
 
 def test_every_table_has_the_runs_cells(run, model):
