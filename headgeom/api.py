@@ -1,5 +1,6 @@
-"""headgeom from Python (a notebook): one model's per-head factors and its closure and PK
-tables, computed in memory by the functions the pipeline's per-layer jobs call (docs/api.md).
+"""headgeom from Python (a notebook): one model's per-head factors, every shard family of both
+papers and their tables and figures, computed by the pipeline's own job functions and registered
+builders with the pipeline's params and seeds (docs/api.md; docs/notebook.py).
 
     import headgeom.api as hg
 
@@ -10,6 +11,9 @@ tables, computed in memory by the functions the pipeline's per-layer jobs call (
     m.closure()                              # per head: the paper1_heads shard columns
     m.pk_within(layers=[0, 1])               # per head pair: the pk shard columns
     m.pk_cross(writer=0, reader=1)           # writer -> reader pairs: the pk_cross shard columns
+    m.pk_nulls("within", samples=2)          # null samples; m.capacity(), m.natural_return(text), ...
+    m.shards("pk_null_cross")                # any shard family, as the pipeline's jobs write it
+    hg.table("pk_table4_null_summary", [m])  # a registered table; hg.figure(...), hg.claims(...)
 
 Tables are pyarrow Tables with the columns and types of the shards the pipeline writes
 (``.to_pandas()`` if pandas is installed, or ``as_pandas=True``). Settings are the pipeline's
