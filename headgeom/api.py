@@ -1,5 +1,6 @@
-"""headgeom from Python (a notebook): one model's per-head factors and its closure and PK
-tables, computed in memory by the functions the pipeline's per-layer jobs call (docs/api.md).
+"""headgeom from Python (a notebook): one model's per-head factors, every shard family of both
+papers and their tables and figures, computed by the pipeline's own job functions and registered
+builders with the pipeline's params and seeds (docs/api.md; docs/notebook.py).
 
     import headgeom.api as hg
 
@@ -10,6 +11,9 @@ tables, computed in memory by the functions the pipeline's per-layer jobs call (
     m.closure()                              # per head: the paper1_heads shard columns
     m.pk_within(layers=[0, 1])               # per head pair: the pk shard columns
     m.pk_cross(writer=0, reader=1)           # writer -> reader pairs: the pk_cross shard columns
+    m.pk_nulls("within", samples=2)          # null samples; m.capacity(), m.natural_return(text), ...
+    m.shards("pk_null_cross")                # any shard family, as the pipeline's jobs write it
+    hg.table("pk_table4_null_summary", [m])  # a registered table; hg.figure(...), hg.claims(...)
 
 Tables are pyarrow Tables with the columns and types of the shards the pipeline writes
 (``.to_pandas()`` if pandas is installed, or ``as_pandas=True``). Settings are the pipeline's
@@ -24,13 +28,13 @@ from pathlib import Path
 
 from headgeom.core.errors import CheckpointError, ConfigError, HeadgeomError
 
-__all__ = ["Model", "load"]
+__all__ = ["Model", "caption", "claims", "figure", "load", "table"]
 
 _REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
 def load(source, revision: str | None = None, *, name: str | None = None, config=None,
-         architecture: str | None = None, log=None) -> "Model":
+         architecture: str | None = None, log=None, tokenizer=None, progress: bool = True) -> "Model":
     """A model's attention tensors, read once into memory, as a ``Model``.
 
     ``source``: a transformers model object (its ``state_dict()`` and ``config``); a local
@@ -41,7 +45,9 @@ def load(source, revision: str | None = None, *, name: str | None = None, config
     (default: the folder or file name, the repo id, the package, or the model's name_or_path).
     ``config``: a dict of config keys, or config file path(s), merged over config/config.yaml.
     ``architecture``: force a family (a model's ``architecture:`` key). ``log``: a callable for
-    progress lines (default: quiet). Pickle checkpoints are refused, remote code never runs."""
+    progress lines (default: quiet). ``tokenizer``: a transformers model object's tokenizer, for the
+    activation stage's forward pass on that object. ``progress``: progress bars (tqdm) for long
+    calls. Pickle checkpoints are refused, remote code never runs."""
     from headgeom.io.checkpoint import ModelInMemory
     from headgeom.io.sources import PYPI_MODELS, open_source
     from headgeom.io.store import read_attention
@@ -53,24 +59,38 @@ def load(source, revision: str | None = None, *, name: str | None = None, config
         label = ckpt.config.get("_name_or_path") or ckpt.config.get("model_type") or ckpt.name
         name = name or str(label)
         record = {"type": "memory", "class": ckpt.name, "name_or_path": ckpt.config.get("_name_or_path")}
-        return Model(name, read_attention(ckpt, name, architecture, log), record, settings)
+        origin = {"config": ckpt.config, "files": [], "n_keys": len(ckpt.keys()), "entry": None,
+                  "architecture": architecture, "object": source, "tokenizer": tokenizer}
+        return Model(name, read_attention(ckpt, name, architecture, log), record, settings, origin, progress)
     entry = _entry(source, revision, PYPI_MODELS)
+    if architecture:
+        entry["architecture"] = architecture
     name = name or _default_name(entry)
     with open_source(entry, log=log) as (ckpt, record):
         att = read_attention(ckpt, name, architecture, log)
-    return Model(name, att, record, settings)
+        origin = {"config": ckpt.config, "files": record.get("files") or _file_records(ckpt.files()),
+                  "n_keys": len(ckpt.keys()), "entry": entry, "architecture": architecture}
+    return Model(name, att, record, settings, origin, progress)
 
 
 class Model:
     """One model's attention tensors in memory (``load``). Every table method computes with
     the function the pipeline's job calls, one layer at a time, and returns a pyarrow Table."""
 
-    def __init__(self, name: str, att, source: dict, config: dict):
+    def __init__(self, name: str, att, source: dict, config: dict, origin: dict | None = None,
+                 progress: bool = True):
+        from headgeom.api_jobs import Workbench
+
         self.name = name
         self.fields = att.fields  # n_layers, d_model, n_heads, n_kv_heads, d_head, norm, adapter
         self.source = source  # where the tensors came from (the manifest's `source` record)
         self.config = config  # the pipeline config the tables are computed under
+        self.progress = progress  # progress bars for long calls
         self._att = att
+        self._origin = origin or {"config": {}, "files": [], "n_keys": len(att.tensors), "entry": None}
+        self._entry = self._origin.get("entry")
+        self._architecture = self._origin.get("architecture")
+        self._bench = Workbench(self)
 
     def __repr__(self) -> str:
         f = self.fields
@@ -150,6 +170,154 @@ class Model:
         cols, _ = pk_cross_rows(self.factors, self.name, L, segments, self._params_of("pk_cross"))
         return self._table([cols], as_pandas)
 
+    # ---------------------------------------------------------------- every shard family
+
+    def shards(self, family: str, *, layers=None, samples: int | None = None, text=None, final=None,
+               types=None, as_pandas: bool = False):
+        """The shards of one family (``headgeom.schedule.families``: ``pk``, ``pk_self``,
+        ``pk_cross``, ``pk_null_within``, ``pk_null_cross``, ``paper1_heads``, ``paper1_pairs``,
+        ``paper1_capacity``, ``activation_natural_return``, ``activation_read_paths``) as the
+        pipeline's jobs write them for this model, concatenated in the pipeline's shard order.
+        Each job runs through its registered entry point with the params the pipeline gives it
+        (docs/api.md). ``layers``: only these layers' jobs (cross-layer families: only pairs of
+        writer and reader both in ``layers``); ``samples``: only null samples 0..samples-1;
+        ``text``: the activation stage's text (None: the config's corpus; a string; a list of
+        strings); ``final``: the lineage's final checkpoint (a Model) for ``paper1_capacity``
+        (default: this model); ``types``: null types (default ``pk.nulls.types``)."""
+        paths = self._family_paths(family, layers=layers, samples=samples, text=text, final=final, types=types)
+        return self._read(paths, as_pandas)
+
+    def pk_nulls(self, which: str = "within", *, layers=None, samples: int | None = None, types=None,
+                 as_pandas: bool = False):
+        """Null samples of the PK statistics: ``which="within"`` the ``pk_null_within`` rows (per
+        layer, kind ``pk.nulls.within_kinds``, null, sample), ``"cross"`` the ``pk_null_cross``
+        rows (per null, sample, writer -> reader layer pair and kind ``pk.cross_kinds``); the
+        config's designs and ``pk.nulls`` settings, seeds ``rng_for(model, ...)`` as the jobs'."""
+        if which not in ("within", "cross"):
+            raise HeadgeomError(f"pk_nulls: which is 'within' or 'cross', not {which!r}")
+        return self.shards(f"pk_null_{which}", layers=layers, samples=samples, types=types, as_pandas=as_pandas)
+
+    def capacity(self, layers=None, *, final=None, as_pandas: bool = False):
+        """Feasible closure capacity of the strong, matched and sampled heads: the
+        ``paper1_capacity`` rows (``paper1.capacity``: restarts, iters, method); ``final``: the
+        lineage's final checkpoint (a Model) whose closure picks the heads (default: this model)."""
+        return self.shards("paper1_capacity", layers=layers, final=final, as_pandas=as_pandas)
+
+    def natural_return(self, text=None, *, layers=None, as_pandas: bool = False):
+        """Paper 1's natural-return test on a forward pass (``activation.paper1``: windows of the
+        text): the ``activation_natural_return`` rows."""
+        return self.shards("activation_natural_return", layers=layers, text=text, as_pandas=as_pandas)
+
+    def read_paths(self, text=None, *, layers=None, as_pandas: bool = False):
+        """The PK paper's read paths on a forward pass (``activation.read_paths``): the
+        ``activation_read_paths`` rows (writer ``layer`` against every later reader layer)."""
+        return self.shards("activation_read_paths", layers=layers, text=text, as_pandas=as_pandas)
+
+    def _job_config(self) -> dict:
+        """The config this model's jobs are scheduled under: the pipeline's, with this model the
+        active one and the activation stage on for it."""
+        cfg = dict(self.config)
+        cfg["models"] = {**(cfg.get("models") or {}), self.name: (cfg.get("models") or {}).get(self.name) or {}}
+        cfg["active_models"] = [self.name]
+        cfg["activation"] = {**(cfg.get("activation") or {}), "enabled": True, "models": None}
+        return cfg
+
+    def _family_paths(self, family: str, *, layers=None, samples=None, text=None, final=None, types=None,
+                      scheduled_only: bool = False) -> list:
+        """Every shard path of ``family`` for this model (its jobs run as needed, each once);
+        ``scheduled_only``: none (no error) when the config runs none of its jobs."""
+        from headgeom.api_jobs import progress_bar
+        from headgeom.schedule.families import JOBS, SHARD_FAMILIES
+
+        if family not in SHARD_FAMILIES:
+            raise HeadgeomError(f"no shard family {family!r} (known: {', '.join(SHARD_FAMILIES)})")
+        job = JOBS[SHARD_FAMILIES[family].job]
+        if scheduled_only:
+            from headgeom.schedule.designs import runs as scheduled
+
+            if not scheduled(job, self._job_config(), self.name):
+                return []
+        runs = self._schedule(job, None if layers is None else self._layers(layers), samples, types, final)
+        inputs = {"manifest": str(self._bench.manifest()), "tensors": str(self._bench.manifest().parent / "tensors")}
+        inputs["final_manifest"] = str((final or self)._bench.manifest()) if job.final_model else inputs["manifest"]
+        paths = []
+        with progress_bar(len(runs), f"{self.name} {job.name}", self.progress) as bar:
+            if job.activations:
+                cfg = self._job_config()
+                inputs["acts"] = str(self._bench.forward(cfg["activation"][job.activations], text, cfg))
+            for wc, params in runs:
+                paths.append(self._bench.run(job, wc, params, inputs)[family])
+                bar.update()
+        return paths
+
+    def _schedule(self, job, layers, samples, types, final) -> list[tuple[dict, dict]]:
+        """(wildcards, params) of every job of ``job`` the pipeline runs for this model (the rules'
+        job_params: config values through the model's design, sample blocks, layer pairs),
+        within the limits."""
+        from headgeom.methods.nulls import NULL_MODELS
+        from headgeom.schedule import designs, fanout
+
+        cfg, fields = self._job_config(), self.fields.to_dict()
+        if final is not None and not isinstance(final, Model):
+            raise HeadgeomError(f"final: a Model (headgeom.api.load), not a {type(final).__name__}")
+        if types is not None:
+            types = [types] if isinstance(types, str) else list(types)
+            bad = [t for t in types if t not in NULL_MODELS]
+            if bad or not types:
+                raise HeadgeomError(f"unknown null type(s) {bad or types} (known: {', '.join(NULL_MODELS)})")
+        if samples is not None and (not isinstance(samples, int) or isinstance(samples, bool) or samples < 1):
+            raise HeadgeomError(f"samples: a positive number of null samples, not {samples!r}")
+        wildcards = designs.job_wildcards(job, cfg, self.name, fields)
+        if not wildcards:
+            raise HeadgeomError(f"{self.name}: the config runs no {job.name} job for this model (its design, "
+                                "pk.kinds / pk.cross_kinds / pk.nulls settings)")
+        runs = []
+        for wc in wildcards:
+            layer = wc.get("layer")
+            if layers is not None and layer is not None and layer not in layers:
+                continue
+            params = {k: designs.lookup(cfg, self.name, d, layer) for k, d in job.params.items()}
+            if job.blocks:
+                params["samples"] = designs.samples(job.blocks, cfg, self.name, int(wc["block"]), layer)
+                if samples is not None:
+                    params["samples"] = [s for s in params["samples"] if s < samples]
+                    if not params["samples"]:
+                        continue
+            if types is not None and "types" in params:
+                params["types"] = types
+            if job.final_model:
+                params["final_model"] = (final or self).name
+            if job.fanout:
+                seg = fanout.part(job, fields, designs.model_config(cfg, self.name), int(wc["part"]))
+                seg = seg if layers is None else _within(seg, layers)
+                if not seg:
+                    continue
+                params["pairs"] = [list(x) for x in seg]
+            runs.append((wc, params))
+        if not runs:
+            raise HeadgeomError(f"{self.name}: no {job.name} job within layers={layers} samples={samples}")
+        return runs
+
+    def _read(self, paths: list, as_pandas: bool):
+        from headgeom.io.shards import read_shard
+
+        import pyarrow as pa
+
+        return self._pandas(pa.concat_tables([read_shard(p)[0].replace_schema_metadata(None) for p in paths],
+                                             promote_options="default"), as_pandas)
+
+    def _loaded_model(self, device: str):
+        """The transformers object this model was loaded from, ready for the forward pass."""
+        from headgeom.io.forward import loaded_model
+
+        obj, tok = self._origin.get("object"), self._origin.get("tokenizer")
+        if obj is None:
+            raise HeadgeomError(f"{self.name}: no transformers model to run (loaded from {self.source})")
+        if tok is None:
+            raise HeadgeomError(f"{self.name}: the forward pass needs the model's tokenizer: "
+                                "hg.load(model, tokenizer=tokenizer)")
+        return loaded_model(obj, tok, self.name, device, self._architecture)
+
     # ---------------------------------------------------------------- internals
 
     def _layer(self, layer) -> int:
@@ -171,7 +339,10 @@ class Model:
 
         from headgeom.io.shards import columns_table
 
-        table = pa.concat_tables([columns_table(c) for c in parts], promote_options="default")
+        return Model._pandas(pa.concat_tables([columns_table(c) for c in parts], promote_options="default"), as_pandas)
+
+    @staticmethod
+    def _pandas(table, as_pandas: bool):
         if not as_pandas:
             return table
         try:
@@ -180,6 +351,172 @@ class Model:
             raise HeadgeomError("as_pandas=True needs pandas, which is not installed; "
                                 "use the pyarrow Table (as_pandas=False)") from None
         return table.to_pandas()
+
+
+# -------------------------------------------------------------------- the papers' tables and figures
+
+
+def table(name: str, models, *, layers=None, samples: int | None = None, text=None, as_pandas: bool = False):
+    """The registered table ``name`` (headgeom.outputs.TABLES) for the loaded ``models`` (a Model
+    or a list): built by its registered builder from the models' shards (``Model.shards``, the
+    jobs run as needed), exactly the cells of the CSV the pipeline writes, as a pyarrow Table read
+    from that CSV (metadata ``name``, ``caption``, ``notes``: ``caption(t)``)."""
+    import io
+
+    import pyarrow.csv as pacsv
+
+    made = _built("table", name, models, layers, samples, text)[0]
+    t = pacsv.read_csv(io.BytesIO(made.csv().encode()), convert_options=_csv_types())
+    t = t.replace_schema_metadata({"name": made.name, "caption": made.caption, "notes": made.notes})
+    return Model._pandas(t, as_pandas)
+
+
+#: how headgeom.api reads a built table's CSV: an empty cell is null, "nan" a float NaN
+def _csv_types():
+    import pyarrow.csv as pacsv
+
+    return pacsv.ConvertOptions(null_values=[""], strings_can_be_null=True)
+
+
+def figure(name: str, models, *, layers=None, samples: int | None = None, text=None):
+    """The registered figure ``name`` (headgeom.outputs.FIGURES) for the loaded ``models``: the
+    matplotlib Figure its builder draws (shown inline in a notebook), caption in ``caption(fig)``."""
+    made, out, params = _built("figure", name, models, layers, samples, text)
+    fig = made[0] if isinstance(made, tuple) else made
+    fig.headgeom_caption = out.caption_text(params, params["models"])
+    return fig
+
+
+def caption(obj) -> str:
+    """The caption of a table or figure from ``table`` / ``figure``."""
+    meta = getattr(getattr(obj, "schema", None), "metadata", None)
+    if meta and b"caption" in meta:
+        return meta[b"caption"].decode()
+    text = getattr(obj, "headgeom_caption", None)
+    if text is None:
+        raise HeadgeomError("caption(): a table or figure made by headgeom.api.table / figure")
+    return text
+
+
+def claims(models, *, as_pandas: bool = False):
+    """The claims ledger (config/claims.yaml) set beside these models' numbers: what the claims
+    table of a pipeline run holds, for models named as the papers' models are (the ledger's model
+    names; ``load(..., name=...)``). The ledger's tables are built for them first (``table``)."""
+    import io
+
+    import pyarrow.csv as pacsv
+
+    from headgeom.commands.plan import ROOT
+    from headgeom.outputs import TABLES
+    from headgeom.verify.claims import build_claims, ledger_tables, load_ledger
+
+    ms = _as_models(models)
+    ledger = load_ledger(ROOT / "config" / "claims.yaml")
+    named = {m for e in ledger for m in ([e["model"]] if e.get("model") else []) + list(e.get("models") or [])}
+    strangers = [m.name for m in ms if m.name not in named]
+    if strangers:
+        raise HeadgeomError(f"claims(): the ledger compares the papers' numbers for the papers' models; "
+                            f"{', '.join(strangers)} is none of them (load a paper's model under its ledger name, "
+                            f"e.g. name={sorted(named)[0]!r}; known: {', '.join(sorted(named))})")
+    bench = ms[0]._bench
+    tables = bench.root / "tables" / "_".join(sorted(m.name for m in ms))
+    tables.mkdir(parents=True, exist_ok=True)
+    for t in ledger_tables(ledger):
+        if t in TABLES:
+            made = _built("table", t, ms, None, None, None)[0]
+            made.write({ext: str(tables / f"{t}.{ext}") for ext in ("csv", "md", "tex")}
+                       | {"prov": str(tables / f"{t}.prov.json")}, [], {})
+    got = build_claims(ledger, tables, [m.name for m in ms])
+    out = pacsv.read_csv(io.BytesIO(got.csv().encode()), convert_options=_csv_types())
+    return Model._pandas(out.replace_schema_metadata({"name": "claims", "caption": got.caption,
+                                                      "notes": got.notes}), as_pandas)
+
+
+def _as_models(models) -> list:
+    ms = [models] if isinstance(models, Model) else list(models or [])
+    if not ms or not all(isinstance(m, Model) for m in ms):
+        raise HeadgeomError("models: a Model (headgeom.api.load) or a list of them")
+    names = [m.name for m in ms]
+    if len(set(names)) != len(names):
+        raise HeadgeomError(f"models: two models named alike ({names}); load(..., name=...) tells them apart")
+    return ms
+
+
+def _output(kind: str, name: str):
+    from headgeom.outputs.registry import output
+
+    try:
+        return output(kind, name)
+    except KeyError as e:
+        raise HeadgeomError(str(e.args[0])) from None
+
+
+def _output_config(ms: list) -> dict:
+    """The config the outputs of ``ms`` are built under: the first model's, these models active."""
+    cfg = ms[0]._job_config()
+    cfg["models"] = {**cfg["models"], **{m.name: cfg["models"].get(m.name) or {} for m in ms}}
+    cfg["active_models"] = [m.name for m in ms]
+    return cfg
+
+
+def _output_params(out, ms: list) -> dict:
+    """The params the pipeline's rule gives the output (as headgeom.rules.outputs.output_params gives them)."""
+    from headgeom.targets import base_instruct_pairs, builder_models
+
+    cfg = _output_config(ms)
+    params = {k: _dpath(cfg, d) for k, d in out.params.items()}
+    if "pairs" in out.derived:
+        params["pairs"] = base_instruct_pairs(cfg)
+    params["output"] = [out.kind, out.name]
+    params["models"] = builder_models(out, cfg)
+    return params
+
+
+def _dpath(config: dict, dpath: str):
+    node = config
+    for key in dpath.split("/"):
+        node = node[key]
+    return node
+
+
+def _built(kind: str, name: str, models, layers, samples, text):
+    """(the registered output built by headgeom.outputs.build.built from the models' shards, its
+    registry entry, its params). A family whose job the config does not run for a model reads no
+    shards of it, as in the pipeline."""
+    from headgeom.outputs import build
+
+    out, ms = _output(kind, name), _as_models(models)
+    params = _output_params(out, ms)
+    inputs = {fam: [p for m in ms for p in m._family_paths(fam, layers=layers, samples=samples, text=text,
+                                                           scheduled_only=True)]
+              for fam in out.families}
+    data, _ = build.read_inputs(inputs)
+    fields = build.manifest_fields([str(m._bench.manifest()) for m in ms])
+    return build.built(kind, name, build.chosen(data, params), fields, params["models"], params), out, params
+
+
+def _within(segments, layers) -> list[tuple[int, int, int]]:
+    """Layer-pair segments ``(writer, reader_start, reader_stop)`` cut down to the pairs whose
+    writer and reader are both in ``layers`` (consecutive readers stay one segment)."""
+    keep, out = set(layers), []
+    for w, r0, r1 in segments:
+        if w not in keep:
+            continue
+        start = None
+        for r in range(r0, r1 + 1):
+            inside = r < r1 and r in keep
+            if inside and start is None:
+                start = r
+            elif not inside and start is not None:
+                out.append((w, start, r))
+                start = None
+    return out
+
+
+def _file_records(files) -> list[dict]:
+    from headgeom.io.files import sha256_file
+
+    return [{"name": Path(f).name, "sha256": sha256_file(f), "size": Path(f).stat().st_size} for f in files]
 
 
 def _is_model_object(source) -> bool:

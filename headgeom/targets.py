@@ -54,6 +54,14 @@ def builder_models(out, config: dict) -> list[str]:
     return output_models(config)[out.builder_models]
 
 
+def base_instruct_pairs(config: dict) -> list[tuple[str, str]]:
+    """Declared base/instruct pairs (models[x].pair = y) with both sides active and running
+    the PK stage (headgeom.schedule.designs)."""
+    pk_models = designs.stage_models(config, list(config["active_models"]), "pk")
+    return sorted({tuple(sorted((m, config["models"][m]["pair"])))
+                   for m in pk_models if config["models"][m].get("pair") in pk_models})
+
+
 def output_targets(config: dict) -> list[str]:
     """Every file of the tables and figures this config builds (an output none of whose models
     runs its stage, or whose activation stage is off, is not built)."""

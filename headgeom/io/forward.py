@@ -200,32 +200,64 @@ def _load_in(where, kw: dict, path: Path, model_name: str, device, architecture=
         cfg = AutoConfig.from_pretrained(where, **kw)
     except Exception as e:
         raise ModelRunError(f"model {model_name!r}: transformers cannot read its config offline ({type(e).__name__}: {e})") from e
-    mt = getattr(cfg, "model_type", None)
-    hooks = _hooks_for(cfg, mt, architecture)
+    hooks = _hooks_for(cfg, getattr(cfg, "model_type", None), architecture)
     if hooks is None:
-        raise ModelRunError(f"model {model_name!r}: the activation stage has no hook map for transformers "
-                            f"model_type {mt!r} (supported: {sorted(HOOK_MAPS)}); the weight-space stages still run")
+        _no_hooks(cfg, model_name)
     try:
         model = AutoModel.from_pretrained(where, dtype=torch.float32, **kw)
         tok = AutoTokenizer.from_pretrained(where, **kw)
     except ModelRunError:
         raise
     except Exception as e:
-        raise ModelRunError(f"model {model_name!r} (model_type {mt!r}): transformers cannot load it offline "
-                            f"({type(e).__name__}: {e}); the weight-space stages still run") from e
+        raise ModelRunError(f"model {model_name!r} (model_type {getattr(cfg, 'model_type', None)!r}): transformers "
+                            f"cannot load it offline ({type(e).__name__}: {e}); the weight-space stages still run") from e
+    files = tokenizer_files(Path(where), tok, path if kw.get("gguf_file") else None)
+    return _ready(model, tok, cfg, hooks, model_name, device, architecture, f"add the tokenizer files to {path}") + (files,)
+
+
+def _no_hooks(cfg, model_name: str):
+    mt = getattr(cfg, "model_type", None)
+    raise ModelRunError(f"model {model_name!r}: the activation stage has no hook map for transformers "
+                        f"model_type {mt!r} (supported: {sorted(HOOK_MAPS)}); the weight-space stages still run")
+
+
+def _ready(model, tok, cfg, hooks, model_name: str, device, architecture, fix: str):
+    """A loaded model and tokenizer checked and on ``device``: (model, tokenizer, model_type, hooks,
+    n_heads, n_kv_heads, d_head)."""
+    mt = getattr(cfg, "model_type", None)
     # a checkpoint saved without tokenizer files loads an empty tokenizer: say so here, not later
     # as a "corpus too short: 0 tokens"
     if not tok("The attention head", add_special_tokens=False)["input_ids"]:
         raise ModelRunError(f"model {model_name!r} (model_type {mt!r}): its files hold no usable tokenizer "
-                            f"(a test sentence gives no tokens; add the tokenizer files to {path}); "
-                            "the weight-space stages still run")
+                            f"(a test sentence gives no tokens; {fix}); the weight-space stages still run")
     model.eval().to(device)
     from ..architectures import config_view, architecture_for
 
     c = config_view(cfg.to_dict())
     sh = architecture_for(c, architecture).shapes(c)
-    files = tokenizer_files(Path(where), tok, path if kw.get("gguf_file") else None)
-    return model, tok, mt, hooks, sh["n_heads"], sh["n_kv_heads"], sh["d_head"], files
+    return model, tok, mt, hooks, sh["n_heads"], sh["n_kv_heads"], sh["d_head"]
+
+
+def loaded_model(model, tokenizer, model_name: str, device: str = "cpu", architecture=None) -> LoadedModel:
+    """A LoadedModel of a transformers model object in memory and its tokenizer (headgeom.api's
+    forward pass: the hooks, checks and capture of the pipeline's, on a model nobody saved). A task
+    model (``...ForCausalLM``) runs its base model, as the pipeline's ``AutoModel`` load does."""
+    cfg = getattr(model, "config", None)
+    if cfg is None or not callable(getattr(tokenizer, "__call__", None)):
+        raise ModelRunError(f"model {model_name!r}: the forward pass needs a transformers model and its tokenizer")
+    hooks = _hooks_for(cfg, getattr(cfg, "model_type", None), architecture)
+    if hooks is None:
+        _no_hooks(cfg, model_name)
+    base = getattr(model, "base_model", model)
+    import torch
+
+    if any(p.dtype != torch.float32 for p in base.parameters()):
+        raise ModelRunError(f"model {model_name!r}: the forward pass runs float32 weights, as the pipeline loads "
+                            "them (model.float() first)")
+    m, tok, mt, hooks, H, G, d = _ready(base, tokenizer, cfg, hooks, model_name, device_for(device), architecture,
+                                        "pass the model's tokenizer")
+    source = {"type": "memory", "class": type(model).__name__, "name_or_path": getattr(cfg, "_name_or_path", None)}
+    return LoadedModel(m, tok, mt, hooks, source, H, G, d, {})
 
 
 #: files a transformers tokenizer may read besides its class's own ``vocab_files_names``

@@ -109,16 +109,26 @@ def read_attention(ckpt, model: str, architecture: str | None = None, log=print)
 
 
 def _extract(ckpt, out_dir: Path, model: str, source: dict, log, architecture=None) -> dict:
+    att = read_attention(ckpt, model, architecture, log)
+    files = source.get("files") or [{"name": Path(f).name, "sha256": sha256_file(f), "size": Path(f).stat().st_size}
+                                    for f in ckpt.files()]
+    return write_attention(att, out_dir, model, source, ckpt.config, files, len(ckpt.keys()), log)
+
+
+def write_attention(att: AttentionTensors, out_dir: Path, model: str, source: dict, config: dict, files: list,
+                    n_keys: int, log=print) -> dict:
+    """Write a store of the tensors ``read_attention`` selected (``config``: the checkpoint's
+    config; ``files``: its files' records; ``n_keys``: how many tensors it holds): what the fetch
+    writes, and what headgeom.api runs the jobs on for a model held in memory."""
     from safetensors.numpy import save_file
 
-    att = read_attention(ckpt, model, architecture, log)
     fmt, adapter, fields, tensors, nonfinite = att.fmt, att.adapter, att.fields, att.tensors, att.nonfinite
-    keys = ckpt.keys()
     entries = {
         k: {"source_dtype": att.source_dtypes[k], "dtype": str(arr.dtype), "shape": list(arr.shape),
             "sha256": sha256_bytes(arr)}
         for k, arr in tensors.items()
     }
+    out_dir = Path(out_dir)
     mpath, tpath = out_dir / MANIFEST, out_dir / TENSORS
     # Both files are written in full before either is renamed into place, and an old manifest
     # is withdrawn just before the new tensors replace the old ones: a full disk or a kill at
@@ -126,11 +136,11 @@ def _extract(ckpt, out_dir: Path, model: str, source: dict, log, architecture=No
     # the new store; never a manifest that describes other tensors.
     with atomic_path(mpath) as tmp_m, atomic_path(tpath, before_replace=lambda: mpath.unlink(missing_ok=True)) as tmp_t:
         _save(save_file, tensors, tmp_t)
-        manifest = _manifest(ckpt, model, fmt, adapter, fields, source, entries, nonfinite, tmp_t)
+        manifest = _manifest(model, fmt, adapter, fields, source, config, files, entries, nonfinite, tmp_t)
         tmp_m.write_text(json.dumps(manifest, indent=1, sort_keys=True, default=json_default) + "\n")
     log(
         f"[fetch {model}] {len(tensors)} tensors ({sum(a.nbytes for a in tensors.values()) / 2**20:.1f} MiB) "
-        f"of {len(keys)}; adapter {adapter.name}; {fields.n_layers} layers, H={fields.n_heads}, "
+        f"of {n_keys}; adapter {adapter.name}; {fields.n_layers} layers, H={fields.n_heads}, "
         f"G={fields.n_kv_heads}, d_model={fields.d_model}, d_head={fields.d_head}"
         + (f"; WARNING non-finite values in {nonfinite}" if nonfinite else "")
     )
@@ -152,7 +162,7 @@ def _save(save_file, tensors: dict, tmp: Path) -> None:
         raise OSError(code, f"{os.strerror(code)} ({e})") from e
 
 
-def _manifest(ckpt, model, fmt, adapter, fields, source, entries, nonfinite, tensors_file: Path) -> dict:
+def _manifest(model, fmt, adapter, fields, source, config, files, entries, nonfinite, tensors_file: Path) -> dict:
     return {
         "schema": STORE_SCHEMA,
         "model": model,
@@ -160,9 +170,8 @@ def _manifest(ckpt, model, fmt, adapter, fields, source, entries, nonfinite, ten
         "adapter": adapter.name,
         "fields": fields.to_dict(),
         "source": source,
-        "files": [{"name": Path(f).name, "sha256": sha256_file(f), "size": Path(f).stat().st_size} for f in ckpt.files()]
-        if not source.get("files") else source["files"],
-        "config": _jsonable(ckpt.config),
+        "files": files,
+        "config": _jsonable(config),
         "tensors": entries,
         "nonfinite_tensors": nonfinite,
         "store_sha256": sha256_file(tensors_file),

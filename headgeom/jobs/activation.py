@@ -82,18 +82,24 @@ def activation_problems(act_dir, names=None) -> list[str]:
 
 
 def forward_job(model: str, entry: dict, store_dir, corpus: str, corpus_entry: dict, out_dir, params: dict,
-                log=print, *, step: str) -> dict:
+                log=print, *, step: str, text: tuple[str, dict] | None = None, loaded=None) -> dict:
     """Run the windows of ``corpus`` through ``model`` and write ``out_dir/layer{l}.safetensors``
     plus ``out_dir/forward.json``. The directory appears whole or not at all. ``step`` is the
     registry's name of the forward step (``families.FORWARD.name``), recorded in the provenance;
-    the caller passes it because the registry imports this module."""
+    the caller passes it because the registry imports this module. headgeom.api gives the text
+    itself (``text``: (text, its record), instead of loading ``corpus_entry``) and a model in
+    memory (``loaded``: a headgeom.io.forward.LoadedModel, instead of opening ``entry``)."""
+    from contextlib import nullcontext
+
     from headgeom.io.forward import capture, open_model, weight_check, weight_mismatch
 
     t0 = time.perf_counter()
     store = TensorStore(store_dir)
-    text, crec = load_corpus(corpus, corpus_entry)
+    text, crec = text if text is not None else load_corpus(corpus, corpus_entry)
     out_dir = Path(out_dir)
-    with open_model(model, entry, device=params.get("device", "cpu"), log=log) as lm:
+    opened = nullcontext(loaded) if loaded is not None else open_model(model, entry, device=params.get("device", "cpu"),
+                                                                        log=log)
+    with opened as lm:
         t_load = time.perf_counter() - t0
         ids, wrec = make_windows(lm.tokenizer, text, corpus, int(params["n_windows"]), int(params["window"]),
                                  bos=bool(params.get("bos", True)))

@@ -76,27 +76,44 @@ def traced(data: dict, log: dict[str, set]) -> dict:
     return out
 
 
+def chosen(data: dict, params: dict) -> dict:
+    """``data`` with the ``choices:`` column selection applied to the per-head columns."""
+    if params.get("choices") and data.get(HEADS):
+        data = {**data, HEADS: apply(data[HEADS], params["choices"])}
+    return data
+
+
 def prepare(kind: str, name: str, inputs: dict[str, list[str]], manifests: list[str], params: dict):
     """(output entry, data, provenance records, fields): what a builder is given, read from the shards."""
     out = output(kind, name)
     data, provs = read_inputs({f: inputs.get(f, []) for f in out.families})
-    if params.get("choices") and data.get(HEADS):
-        data[HEADS] = apply(data[HEADS], params["choices"])
-    return out, data, provs, manifest_fields(manifests)
+    return out, chosen(data, params), provs, manifest_fields(manifests)
+
+
+def built(kind: str, name: str, data: dict, fields: dict, models: list[str], params: dict,
+          read: dict[str, set] | None = None):
+    """One registered output built from shard columns in memory (``data`` as ``read_inputs``
+    gives it, ``choices`` applied: ``chosen``): a Table, or a figure / (figure, extra provenance).
+    ``read``: family -> the columns the builder read, filled in (tables). What ``build_output``
+    writes, and what headgeom.api returns."""
+    out = output(kind, name)
+    made = out.call(traced(data, read) if read is not None and kind == "table" else data, fields, list(models), params)
+    if kind == "table":
+        made.aggregation = f"headgeom.outputs: table {name!r} ({out.module}.{out.build.__name__})"
+    return made
 
 
 def build_output(kind: str, name: str, inputs: dict[str, list[str]], manifests: list[str], models: list[str],
                  outputs: dict[str, str], params: dict) -> None:
     """Build one registered table or figure from its shards and write it with provenance."""
-    out, data, provs, fields = prepare(kind, name, inputs, manifests, params)
+    _, data, provs, fields = prepare(kind, name, inputs, manifests, params)
     read: dict[str, set] = {}
     # a table records the shard columns its builder read (sidecar columns_read): the choice
     # sensitivity leaves a table whose builder read none of a switch's columns as it is
-    built = out.call(traced(data, read) if kind == "table" else data, fields, list(models), params)
+    made = built(kind, name, data, fields, models, params, read)
     if kind == "table":
-        built.aggregation = f"headgeom.outputs: table {name!r} ({out.module}.{out.build.__name__})"
-        built.write(outputs, provs, params, columns_read={f: sorted(c) for f, c in sorted(read.items())})
+        made.write(outputs, provs, params, columns_read={f: sorted(c) for f, c in sorted(read.items())})
         return
-    fig, extra = built if isinstance(built, tuple) else (built, {})
+    fig, extra = made if isinstance(made, tuple) else (made, {})
     save(fig, outputs, {"figure": name, "params": params, "inputs": provs, **extra})
     pyplot().close(fig)

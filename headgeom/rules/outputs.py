@@ -9,7 +9,7 @@ from snakemake.io import report
 from snakemake.ioutils import lookup
 
 from headgeom import layout, targets
-from headgeom.schedule import designs
+from headgeom.targets import base_instruct_pairs
 from headgeom.rules.jobs import family_shards
 from headgeom.rules.start import reporting
 
@@ -39,14 +39,6 @@ def output_files(out) -> dict:
             labels={"name": out.name, "kind": out.kind},
         ),
     }
-
-
-def base_instruct_pairs(config: dict) -> list[tuple[str, str]]:
-    """Declared base/instruct pairs (models[x].pair = y) with both sides active and running
-    the PK stage (headgeom.schedule.designs)."""
-    pk_models = designs.stage_models(config, list(config["active_models"]), "pk")
-    return sorted({tuple(sorted((m, config["models"][m]["pair"])))
-                   for m in pk_models if config["models"][m].get("pair") in pk_models})
 
 
 def built_params(out) -> dict:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -19,36 +18,12 @@ import headgeom.api as hg
 from headgeom.core.errors import CheckpointError, ConfigError, HeadgeomError, UnknownArchitectureError
 from headgeom.io.shards import read_shard
 from headgeom.io.store import TensorStore
+from tablebits import assert_same_table
 
 FACTORS = ("W_Q", "W_K", "W_V", "W_O", "norm_gain", "kv_group")
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _bits(v):
-    """A cell with every float replaced by its 8 bytes (NaN payloads included)."""
-    if isinstance(v, float):
-        return struct.pack("<d", v)
-    if isinstance(v, (list, tuple)):
-        return [_bits(x) for x in v]
-    return v
-
-
-def _type(t):
-    """A column type, list item names aside (Parquet names them "element", pyarrow "item")."""
-    return ("list", _type(t.value_type)) if pa.types.is_list(t) else t
-
-
-def assert_same_table(got: pa.Table, want: pa.Table):
-    """Same column names, types and row order; every value bit for bit."""
-    want = want.replace_schema_metadata(None)
-    assert got.column_names == want.column_names
-    for name in got.column_names:
-        a, b = got.column(name), want.column(name)
-        assert _type(a.type) == _type(b.type), (name, a.type, b.type)
-        assert [_bits(x) for x in a.to_pylist()] == [_bits(x) for x in b.to_pylist()], name
-    assert got.num_rows == want.num_rows
 
 
 def assert_same_factors(m1, m2):

@@ -116,7 +116,7 @@ LAYERS = (
     ("headgeom.targets",),  # what a run builds
     ("headgeom.commands",),  # plan, check, timings, efficiency
     ("headgeom.verify",),  # audit, claims, integrity
-    ("headgeom.api", "headgeom.cli"),  # entry points for people
+    ("headgeom.api", "headgeom.api_jobs", "headgeom.cli"),  # entry points for people (api_jobs: the API's job runs)
     ("headgeom.rules",),  # what the rule files call (nothing else imports it)
 )
 
