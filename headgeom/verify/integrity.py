@@ -123,7 +123,7 @@ def _output_problems(workdir: Path, exp) -> list[Problem]:
         prov = workdir / files["prov"]
         probs = set_problems(prov)
         if probs:
-            what = "missing" if not (workdir / main).exists() and not prov.exists() else "; ".join(probs)
+            what = "missing" if not prov.exists() else "; ".join(probs)  # a missing sidecar: an unfinished set
             out.append(Problem(files["prov"], what, rebuild_command(_rule(kind, name), main), main))
     return out
 
