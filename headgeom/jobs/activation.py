@@ -100,7 +100,7 @@ def activation_problems(act_dir, names=None, hash_files: bool = True) -> list[st
     where = forward_where(act_dir)
     rec, problems = recorded_json(summ, None if where is None else {"where": where})
     if problems:
-        return [f"{summ} is damaged: {problems[0]}"]
+        return [f"{Path(act_dir) / problems[0]}"]  # e.g. <dir>/forward.json: its content does not match ...
     files = rec.get("files")
     if not isinstance(files, dict):
         return [f"{summ} records no files"]

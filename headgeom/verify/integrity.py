@@ -53,10 +53,23 @@ def _shard_problems(workdir: Path, exp, threads: int) -> tuple[int, list[Problem
     rels = [str(p.relative_to(workdir)) for p in paths]
     with ThreadPoolExecutor(max(1, threads)) as ex:
         found = list(ex.map(lambda i: shard_problems(paths[i], exp.shards.get(rels[i])), range(len(paths))))
-    out = [Problem(rel, "; ".join(probs), rebuild_hint(rel), rel) for rel, probs in zip(rels, found) if probs]
+    out = [Problem(rel, "; ".join(probs), *_shard_rebuild(rel)) for rel, probs in zip(rels, found) if probs]
     there = set(rels)
     out += [Problem(p, "missing", rebuild_hint(p), p) for p in exp.shards if p not in there]
     return len(paths), out
+
+
+def _shard_rebuild(rel: str) -> tuple[str, str]:
+    """(the command that rebuilds a shard, what the load check forces): its own job, or for a
+    choice-sensitivity alternative's shard (an output of that alternative's job as a directory)
+    the alternative's row."""
+    from headgeom.io.shards import rebuild_hint
+
+    parts = Path(rel).parts
+    if rel.startswith(layout.SENSITIVITY_ROOT + "/") and len(parts) > 3:
+        row = layout.sensitivity_row(parts[2])
+        return rebuild_hint(row), row
+    return rebuild_hint(rel), rel
 
 
 def _store_problems(workdir: Path, exp, budget: list[int]) -> list[Problem]:

@@ -182,7 +182,7 @@ def test_activation_layer_file_is_checked_against_its_forward_json(tmp_path):
     good = (tmp_path / FORWARD_SUMMARY).read_text()
     # forward.json edited to vouch for other bytes: its own record refuses it
     (tmp_path / FORWARD_SUMMARY).write_text(json.dumps({**json.loads(good), "files": {p.name: "0" * 64}}))
-    with pytest.raises(DamagedFileError, match=r"forward\.json is damaged: forward\.json: its content does not match"):
+    with pytest.raises(DamagedFileError, match=r"forward\.json: its content does not match its record \(an edited"):
         read_layer(tmp_path, 0)
     (tmp_path / FORWARD_SUMMARY).write_text(good)
     b = bytearray(p.read_bytes())
