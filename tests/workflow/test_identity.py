@@ -195,7 +195,10 @@ def test_a_damaged_tensor_store_with_an_old_time_stamp_is_fetched_before_any_job
     assert "headgeom: results/tensors/tiny is damaged" in out, out[-3000:]
     assert "Error in rule" not in out and "Removing output files of failed job" not in out, out[-4000:]
     jobs = [ln.split(" ", 1)[1].rstrip(":") for ln in out.splitlines()
-            if ln.startswith(("rule ", "localrule ", "checkpoint "))]
+            if ln.startswith(("rule ", "localrule ", "checkpoint ", "localcheckpoint "))]
     assert jobs and jobs[0] == "fetch", jobs[:5]
-    assert not [p for p in (w / "results/shards").rglob("*.parquet") if shard_problems(p)]
+    shards = sorted(p.relative_to(run) for p in (run / "results/shards").rglob("*.parquet"))
+    assert sorted(p.relative_to(w) for p in (w / "results/shards").rglob("*.parquet")) == shards
+    assert not [p for p in shards if shard_problems(w / p)]
     assert tables(w) == tables(run)
+    assert headgeom(w, "verify").returncode == 0
