@@ -27,9 +27,10 @@ class Expected:
     unfetched: list[str] = field(default_factory=list)  # models whose store is missing (their shards unknown)
 
 
-def job_param_values(config: dict, job, model: str, wildcards: dict, fields: dict) -> dict:
+def job_param_values(config: dict, job, model: str, wildcards: dict, fields: dict, parts=None) -> dict:
     """The params a per-layer job is given (headgeom.rules.jobs.job_params, as values: what the job
-    records in its shards' provenance; neither its name nor the cache key)."""
+    records in its shards' provenance; neither its name nor the cache key). ``parts``: the model's
+    fan-out parts of the job (headgeom.schedule.fanout.parts), when the caller has them."""
     from headgeom.schedule import designs, fanout
 
     layer = wildcards.get("layer")
@@ -41,8 +42,9 @@ def job_param_values(config: dict, job, model: str, wildcards: dict, fields: dic
     if job.final_model:
         params["final_model"] = targets.final_model(config, model)
     if job.fanout:
-        mc = designs.model_config(config, model)
-        params["pairs"] = [list(s) for s in fanout.part(job, fields, mc, int(wildcards["part"]))]
+        part = int(wildcards["part"])
+        seg = parts[part] if parts is not None else fanout.part(job, fields, designs.model_config(config, model), part)
+        params["pairs"] = [list(s) for s in seg]
     return params
 
 
@@ -66,7 +68,7 @@ def expected(config: dict, workdir: str | Path = ".") -> Expected:
     shape, known once it is fetched."""
     from headgeom.io.shards import config_digest
     from headgeom.outputs import OUTPUTS
-    from headgeom.schedule import designs
+    from headgeom.schedule import designs, fanout
     from headgeom.schedule.families import JOBS, SHARD_FAMILIES, activation_models, forward_shapes
     from headgeom.verify.sensitivity import planned
 
@@ -97,10 +99,11 @@ def expected(config: dict, workdir: str | Path = ".") -> Expected:
                     shape(targets.final_model(config, m))
                 if not designs.runs(job.name, cfg, m) or shape(m) is None:
                     continue
+                parts = fanout.parts(job, fields[m], designs.model_config(config, m)) if job.fanout else None
                 for wc in designs.job_wildcards(job.name, cfg, m, fields[m]):
                     path = SHARD_FAMILIES[fam].path.format(model=m, **wc)
                     if path not in exp.shards:  # the job's params come from the run's config (its designs)
-                        exp.shards[path] = config_digest(job_param_values(config, job, m, wc, fields[m]))
+                        exp.shards[path] = config_digest(job_param_values(config, job, m, wc, fields[m], parts))
     for t in targets.CLAIMS_TABLES:
         files = layout.table_files(t)
         exp.outputs.append(("table", t, {k: v for k, v in files.items() if k != "html"}))
