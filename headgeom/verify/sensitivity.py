@@ -539,20 +539,23 @@ def alternative_job(alt_id: str, ledger_path, workdir, models_run: list[str], ou
         "alternative": alt_id, "row": row, "models": list(models_run), "code": code_version(),
         "ledger": {"path": str(ledger_path), "sha256": sha256_file(ledger_path)},
         "inputs": [{"path": str(p.relative_to(workdir)), "sha256": sha256_file(p)} for p in read],
-    }, row_identity(alt_id, models_run, workdir))
+    }, row_identity(alt_id, models_run, sorted(only), workdir))
     return row
 
 
-def row_identity(alt_id: str, models_run, workdir=".") -> dict:
+def row_identity(alt_id: str, models_run, tables, workdir=".") -> dict:
     """What an alternative's row is: the alternative, the models and their checkpoints (tensor-store
-    sha256s of the run's stores)."""
+    sha256s of the run's stores), and the digest of its job's config values (models, tables)."""
+    from headgeom.io.shards import config_digest
+
     checkpoints = {}
     for m in models_run:
         try:
             checkpoints[m] = json.loads((Path(workdir) / layout.manifest(m)).read_text()).get("store_sha256")
         except (OSError, ValueError, AttributeError):
             checkpoints[m] = None
-    return {"alternative": alt_id, "models": list(models_run), "checkpoints": checkpoints}
+    return {"alternative": alt_id, "models": list(models_run), "checkpoints": checkpoints,
+            "config": config_digest({"models": list(models_run), "tables": list(tables)})}
 
 
 def row_problems(path, alt_id: str) -> list[str]:
