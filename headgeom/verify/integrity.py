@@ -170,26 +170,40 @@ def to_rebuild(config: dict, workdir: str | Path = ".", say=print, threads: int 
     relative to ``workdir``; one line each through ``say``): every problem of ``run_problems``
     with the large inputs hashed up to ``HASH_BUDGET``. Snakemake alone would rebuild none of them:
     a time stamp says nothing of a file's bytes or of what it is, and a missing input of an output
-    that exists is taken as an intermediate file deleted on purpose. A file that is missing and
-    that nothing built from it exists is left to Snakemake (the run builds it anyway). Nothing is
-    moved or deleted here (a dry run changes nothing); the rebuild overwrites the damaged file."""
+    that exists is taken as an intermediate file deleted on purpose. A missing file is rebuilt here
+    only when something built from it exists (a shard or row that a sidecar lists; a sidecar whose
+    table's or figure's other files exist); any other missing file the run builds as usual (a
+    model just added to the config is not a list of missing shards). Nothing is moved or deleted
+    here (a dry run changes nothing); the rebuild overwrites the damaged file."""
     _, problems = run_problems(config, workdir, threads, budget=HASH_BUDGET)
+    listed = _listed(Path(workdir)) if any(p.what == "missing" for p in problems) else set()
     out = {}
     for p in problems:
-        if p.force is None or p.force in out or (p.what == "missing" and not _built_on(workdir, p)):
+        if p.force is None or p.force in out or (p.what == "missing" and not _built_on(workdir, p, listed)):
             continue
         say(f"headgeom: {p.path} is {'missing' if p.what == 'missing' else f'damaged ({p.what})'}: its job reruns")
         out[p.force] = None
     return list(out)
 
 
-def _built_on(workdir, p: Problem) -> bool:
-    """Whether anything of the run exists that is built from the missing file of ``p`` (a shard:
-    some table or figure; a table: its other files; a row: the choice-sensitivity table)."""
-    w = Path(workdir)
-    if p.path.startswith(layout.SHARDS_ROOT + "/"):
-        return any((w / layout.TABLES_DIR).glob("*.prov.json")) or any((w / layout.FIGURES_DIR).glob("*.prov.json"))
+def _listed(workdir: Path) -> set[str]:
+    """Every input path the tables' and figures' sidecars record."""
+    import json
+
+    out = set()
+    for prov in [*(workdir / layout.TABLES_DIR).glob("*.prov.json"), *(workdir / layout.FIGURES_DIR).glob("*.prov.json")]:
+        try:
+            inputs = json.loads(prov.read_text()).get("inputs") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        out |= {r["path"] for r in inputs if isinstance(r, dict) and isinstance(r.get("path"), str)}
+    return out
+
+
+def _built_on(workdir, p: Problem, listed: set[str]) -> bool:
+    """Whether anything of the run exists that is built from the missing file of ``p`` (a shard or
+    a row: a sidecar lists it; a sidecar: its table's or figure's other files)."""
     if p.path.endswith(".prov.json"):
         stem = p.path.removesuffix(".prov.json")
-        return any(Path(w, stem + ext).exists() for ext in (".csv", ".md", ".tex", ".png", ".pdf"))
-    return (w / layout.TABLES_DIR / "choice_sensitivity.prov.json").exists()
+        return any(Path(workdir, stem + ext).exists() for ext in (".csv", ".md", ".tex", ".png", ".pdf"))
+    return p.path in listed
