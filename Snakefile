@@ -26,7 +26,7 @@ report: "workflow/report/workflow.rst"
 
 # Once, before any rule: every config error and every problem of the inputs, one line each, before
 # any job (the check `headgeom check` prints: headgeom.commands.check); the config validated
-# against workflow/schemas/config.schema.yaml; damaged shards marked for rebuilding; the patches of
+# against workflow/schemas/config.schema.yaml; damaged, misplaced or missing files marked for rebuilding; the patches of
 # Snakemake's and the SLURM plugin's internals; the --cache and --report modes (headgeom.rules.start).
 start(workflow, config)
 

@@ -7,7 +7,7 @@
     headgeom plan [--configfile F ...] [--models m1 ...] [--shape M=config.json] [--cores N ...]
     headgeom costs logs/slurm/efficiency_report_<run>.csv [-d DIR] [--configfile F ...]
     headgeom check [--configfile F ...] [--config k=v ...] [-d DIR]
-    headgeom verify [-d DIR] [--recompute K [--seed S]]
+    headgeom verify [-d DIR] [--configfile F ...] [--config k=v ...] [--recompute K [--seed S]]
     headgeom summary [-d DIR] [--models m1 ...]
     headgeom timings [-d DIR] [--log SNAKEMAKE_LOG]
     headgeom docs [--check]
@@ -256,22 +256,36 @@ def _check(args) -> int:
 
 
 def _verify(args) -> int:
-    """Every file of a results tree against its content record: exit 0 when all are sound, 1 with
-    one line per damaged file."""
+    """Every file the run of the config expects, and every shard found, against its record and what
+    it is: exit 0 when all are sound, 1 with one line per problem (headgeom.verify.integrity)."""
     import time
 
-    from headgeom.verify.integrity import results_problems
+    from headgeom.verify.integrity import run_problems
 
     t0 = time.perf_counter()
-    checked, lines = results_problems(args.directory)
-    for ln in lines:
-        print(f"damaged: {ln}", file=sys.stderr)
+    checked, problems = run_problems(_run_config(args), args.directory)
+    for p in problems:
+        print(f"{'missing' if p.what == 'missing' else 'damaged'}: {p.line()}", file=sys.stderr)
     print(f"headgeom verify: {checked} files checked in {time.perf_counter() - t0:.1f} s, "
-          + (f"{len(lines)} damaged" if lines else "all match their records"))
-    rc = 1 if lines else 0
+          + (f"{len(problems)} problem{'s' if len(problems) != 1 else ''}" if problems else
+             "all present and match their records"))
+    rc = 1 if problems else 0
     if args.recompute is not None:
         rc = max(rc, _verify_recompute(args))
     return rc
+
+
+def _run_config(args) -> dict:
+    """The config a ``snakemake --configfile ... --config ...`` run in the directory sees, its
+    schema defaults filled in as the workflow fills them."""
+    from snakemake.utils import validate
+
+    from headgeom.commands.check import _schema, load, workflow_root
+
+    root = workflow_root(args.directory)
+    cfg = load(args.configfile or (), args.config or (), root=root)
+    validate(cfg, _schema(root))
+    return cfg
 
 
 def _verify_recompute(args) -> int:
@@ -410,11 +424,15 @@ def main(argv=None) -> int:
     q.set_defaults(func=_check)
 
     v = sub.add_parser("verify", help="every shard, table, figure, tensor store and forward pass against its record",
-                       description="Check every file of a results tree against its content record (shards: the "
-                                   "record in their footer; tables and figures: their sidecar's sha256s; tensor "
-                                   "stores: their manifest; forward passes: their forward.json) and list every "
-                                   "damaged file with the command that rebuilds it. Exit 1 if any is damaged.")
+                       description="Check every file the run of the config expects (tensor stores, shards, forward "
+                                   "passes, sensitivity rows, tables and figures with their sidecars) and every shard "
+                                   "found against its content record and what it is (shards: the record and identity "
+                                   "in their footer; tables and figures: their sidecar; tensor stores: their manifest; "
+                                   "forward passes and rows: their record), and list every missing, damaged or "
+                                   "misplaced file with the command that rebuilds it. Exit 1 if there is any.")
     v.add_argument("-d", "--directory", default=".", help="work directory of the run")
+    v.add_argument("--configfile", nargs="+", help="the run's config files, merged over config/config.yaml (as snakemake)")
+    v.add_argument("--config", nargs="+", metavar="KEY=VALUE", help="the run's config values (as snakemake --config)")
     v.add_argument("--recompute", metavar="K",
                    help="also recompute K shards drawn at random (a count, a fraction such as 0.1, or 10%%) from "
                         "the tensors and compare them with the stored values (docs/usage.md)")

@@ -58,23 +58,83 @@ def write_set(outputs: dict[str, str], contents: dict[str, str], prov: dict, pro
         else:
             continue
         recorded[key] = {"name": Path(path).name, "sha256": sha256_file(path)}
-    write_json(prov_path, {**prov, "outputs": recorded})
+    write_recorded_json(prov_path, {**prov, "outputs": recorded}, output_identity(prov_path, prov))
+
+
+SIDECAR = ".prov.json"
+
+
+def output_identity(prov_path: str | Path, prov: dict) -> dict:
+    """What a table or figure is (its sidecar's ``identity``): the output (its sidecar's name), the
+    checkpoints of the shards it was built from (model -> tensor-store sha256, from their
+    provenance) and the digest of its params."""
+    checkpoints = {}
+    for rec in prov.get("inputs") or []:
+        p = rec.get("provenance") if isinstance(rec, dict) else None
+        src = p.get("model_source") if isinstance(p, dict) else None
+        if isinstance(src, dict) and src.get("store_sha256"):
+            checkpoints[str(p.get("model"))] = src["store_sha256"]
+    return {"output": Path(prov_path).name.removesuffix(SIDECAR), "checkpoints": dict(sorted(checkpoints.items())),
+            "config": hashlib.sha256(json.dumps(prov.get("params"), sort_keys=True, default=str).encode()).hexdigest()}
+
+
+RECORD = "record"  # a JSON file's own content record: the sha256 of everything else in it
+
+
+def _canonical(obj) -> bytes:
+    """``obj`` as the JSON a reader parses back, in one spelling (sorted keys, no spaces)."""
+    return json.dumps(json.loads(json.dumps(obj, default=json_default)), sort_keys=True, separators=(",", ":")).encode()
+
+
+def write_recorded_json(path: str | Path, obj: dict, identity: dict) -> None:
+    """Write ``obj`` as JSON with what it is (``identity``) and its content record (``record``:
+    the sha256 of the rest), atomically. ``recorded_json`` reads it back checked."""
+    body = {**obj, "identity": identity}
+    write_json(path, {**body, RECORD: {"sha256": hashlib.sha256(_canonical(body)).hexdigest()}})
+
+
+def recorded_json(path: str | Path, identity: dict | None = None) -> tuple[dict | None, list[str]]:
+    """(the object, why it is not the sound file asked for: [] = it is) of a JSON file written by
+    ``write_recorded_json``: it parses, carries a record that its content matches, and its
+    identity holds every key of ``identity`` with that value."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None, [f"{path.name} is missing"]
+    except (OSError, ValueError) as e:
+        return None, [f"{path.name} is unreadable ({type(e).__name__}: {e})"]
+    return obj, record_problems(obj, path.name, identity)
+
+
+def record_problems(obj, name: str, identity: dict | None = None) -> list[str]:
+    """``recorded_json``'s check of a parsed object (``name``: its file's, for the message)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get(RECORD), dict):
+        return [f"{name} has no content record (written by a headgeom that did not record one)"]
+    body = {k: v for k, v in obj.items() if k != RECORD}
+    if hashlib.sha256(_canonical(body)).hexdigest() != obj[RECORD].get("sha256"):
+        return [f"{name}: its content does not match its record (an edited value)"]
+    have = body.get("identity") if isinstance(body.get("identity"), dict) else {}
+    wrong = {k: v for k, v in (identity or {}).items() if have.get(k) != v}
+    if wrong:
+        return [f"{name} is the record of " + ", ".join(f"{k} {have.get(k)!r}" for k in wrong)
+                + ", not of " + ", ".join(f"{k} {v!r}" for k, v in wrong.items()) + " (a sound file at another's path)"]
+    return []
 
 
 def set_problems(prov_path: str | Path, prov: dict | None = None) -> list[str]:
-    """Why the files a sidecar describes are not the set it was written with ([] = complete).
-    Sidecars written before ``outputs`` was recorded are taken as they are."""
+    """Why the files a sidecar describes are not the set it was written with ([] = complete): the
+    sidecar is missing, does not match its own record or is another output's (``recorded_json``),
+    or a file it lists is missing or does not match the sha256 it records."""
     prov_path = Path(prov_path)
-    if prov is None:
-        if not prov_path.exists():
-            return [f"{prov_path.name} is missing"]
-        try:
-            prov = json.loads(prov_path.read_text())
-        except (OSError, ValueError) as e:
-            return [f"{prov_path.name} is unreadable ({e})"]
+    ident = {"output": prov_path.name.removesuffix(SIDECAR)}
+    prov, problems = recorded_json(prov_path, ident) if prov is None else \
+        (prov, record_problems(prov, prov_path.name, ident))
+    if problems:
+        return problems
     outs = prov.get("outputs") if isinstance(prov, dict) else None
     if outs is None:
-        return []
+        return [f"{prov_path.name} records no outputs"]
     if not isinstance(outs, dict):
         return [f"{prov_path.name}: 'outputs' is not an object"]
     problems = []

@@ -7,12 +7,20 @@ every data page) and, in the footer's key-value metadata under ``headgeom_conten
 sha256 of what the footer cannot vouch for by itself: every byte before the footer (the data
 pages), the provenance record and the layout (column names and types, row count). A flipped bit,
 a truncated or overwritten file, or a foreign Parquet file at a shard's path is named as damaged
-with the command that rebuilds it, never read as data."""
+with the command that rebuilds it, never read as data.
+
+The provenance also records what the shard *is* (``identity``: its family, model and layer /
+block / part, and the alternative of the choice sensitivity, read from the path it was written
+to; the checkpoint, its tensor store's sha256; the digest of the config values the job used,
+``config_digest``). ``shard_check`` compares the identity with the path the shard is read from and
+with the tensor store beside it: a sound shard at another shard's path (another layer, model,
+part, block) or of another checkpoint is damage like a flipped bit."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -108,13 +116,61 @@ def _from_buffers(v: np.ndarray):
                                                           pa.py_buffer(b"".join(data))])
 
 
+IDENTITY = "identity"  # the provenance key of what a shard is (module docstring)
+_GRAIN = re.compile(r"(layer|block|part)(\d+)")
+
+
+def shard_where(path: str | Path) -> dict | None:
+    """What the shard at ``path`` is by its place in a work directory: ``{"family", "model",
+    "layer" / "block" / "part" (ints), "alt" (under results/sensitivity/<alt>/)}`` from the
+    path's last ``results/shards/<family>/<model>/...`` (headgeom.layout.SHARD); None for a path
+    outside that layout."""
+    parts = Path(path).parts
+    at = next((i for i in range(len(parts) - 1, 0, -1) if parts[i] == "shards" and parts[i - 1] == "results"), None)
+    if at is None or len(parts) - at < 4 or not parts[-1].endswith(".parquet"):
+        return None
+    family, model, *grain = parts[at + 1:]
+    where: dict = {"family": family, "model": model}
+    for piece in grain:
+        m = _GRAIN.fullmatch(piece.removesuffix(".parquet"))
+        if m is None or m[1] in where:
+            return None
+        where[m[1]] = int(m[2])
+    if at >= 4 and parts[at - 3] == "sensitivity" and parts[at - 4] == "results":
+        where["alt"] = parts[at - 2]
+    return where
+
+
+def where_name(where: dict | None) -> str:
+    """A shard's place as a short name: ``pk_null_within/tiny/layer0/block1`` (``[alt]`` after it)."""
+    if not isinstance(where, dict):
+        return "no place (written outside results/shards)"
+    name = "/".join([str(where.get("family")), str(where.get("model"))]
+                    + [f"{k}{where[k]}" for k in ("layer", "block", "part") if k in where])
+    return name + (f" [{where['alt']}]" if "alt" in where else "")
+
+
+def config_digest(params) -> str:
+    """The digest of the config values a job used (its params, as its provenance records them)."""
+    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def shard_identity(path: str | Path, provenance: dict) -> dict:
+    """What the shard written to ``path`` with ``provenance`` is (module docstring)."""
+    source = provenance.get("model_source") or {}
+    return {"where": shard_where(path), "checkpoint": source.get("store_sha256"),
+            "config": config_digest(provenance.get("params"))}
+
+
 def write_shard(path: str | Path, columns: dict[str, np.ndarray], provenance: dict) -> None:
-    """Write one shard atomically, with page checksums and its content record (module docstring)."""
+    """Write one shard atomically, with page checksums, its content record and its identity
+    (module docstring)."""
     import pyarrow.parquet as pq
 
     table = columns_table(columns)
     from headgeom.core.provenance import run_info
 
+    provenance = {**provenance, IDENTITY: shard_identity(path, provenance)}
     if run_info():  # attempt, rule, SLURM job id of the running job
         provenance = {**provenance, "run": run_info()}
     meta = json.dumps(provenance, sort_keys=True, default=str).encode()
@@ -183,13 +239,22 @@ def rebuild_hint(path: str | Path) -> str:
     return f"snakemake -c2 {within_workdir(path)} (add your usual --configfile)"
 
 
+def rebuild_command(rule: str, target: str | Path, configfiles=()) -> str:
+    """The command that rebuilds ``target`` by rerunning ``rule`` even when Snakemake sees it as
+    up to date: the target first (``--forcerun`` takes every word after it as a rule name)."""
+    cmd = f"snakemake -c2 {target} --forcerun {rule}"
+    return cmd + (" --configfile " + " ".join(configfiles) if configfiles else "")
+
+
 NO_RECORD = "has no content record"  # the one problem of a sound shard an older headgeom wrote
 
 
-def shard_check(path: str | Path, bufsize: int = 1 << 20) -> tuple[list[str], str | None]:
-    """(problems, the file's sha256): ``problems`` is empty when the shard at ``path`` is sound: a
-    Parquet file whose footer parses, that holds headgeom provenance and a content record, and
-    whose bytes before the footer, provenance and layout hash to that record. Reads the file once
+def shard_check(path: str | Path, bufsize: int = 1 << 20, config: str | None = None) -> tuple[list[str], str | None]:
+    """(problems, the file's sha256): ``problems`` is empty when the shard at ``path`` is sound and
+    is the shard asked for: a Parquet file whose footer parses, that holds headgeom provenance and
+    a content record, whose bytes before the footer, provenance and layout hash to that record, and
+    whose identity is that of ``path`` (``identity_problems``; ``config``: the config digest the
+    caller expects). Reads the file once
     (the sha256 of the whole file comes from the same pass); does not decode the data pages (their
     checksums are verified when they are read)."""
     import pyarrow.parquet as pq
@@ -229,12 +294,67 @@ def shard_check(path: str | Path, bufsize: int = 1 << 20) -> tuple[list[str], st
         return [f"{NO_RECORD} (written by a headgeom that did not record one)"], whole.hexdigest()
     if _content_hash(h, kv[META_KEY], schema, rows) != kv[CONTENT_KEY].decode(errors="replace"):
         return ["its content does not match its record (a changed byte)"], whole.hexdigest()
-    return [], whole.hexdigest()
+    try:
+        prov = json.loads(kv[META_KEY])
+    except ValueError:
+        return ["its provenance does not parse"], whole.hexdigest()
+    return identity_problems(path, prov, config), whole.hexdigest()
 
 
-def shard_problems(path: str | Path) -> list[str]:
+NO_IDENTITY = "has no identity record"  # the one problem of a sound shard a headgeom before identities wrote
+
+
+def identity_problems(path: str | Path, provenance: dict, config: str | None = None) -> list[str]:
+    """Why a shard with ``provenance`` is not the shard at ``path`` ([] = it is): its recorded place
+    against the path's (``shard_where``), its checkpoint against the tensor store of its model in
+    the same work directory (when there is one), and with ``config`` its config digest against that
+    one (the digest this config gives the job: headgeom.verify.expected)."""
+    ident = provenance.get(IDENTITY) if isinstance(provenance, dict) else None
+    if not isinstance(ident, dict):
+        return [f"{NO_IDENTITY} (written by a headgeom that did not record what a shard is)"]
+    where = shard_where(path)
+    if where is not None and ident.get("where") != where:
+        return [f"it is the shard of {where_name(ident.get('where'))}, not of {where_name(where)} "
+                "(a sound shard at another shard's path)"]
+    expected = store_checkpoint(path)
+    if expected is not None and ident.get("checkpoint") != expected:
+        return [f"it was computed from another checkpoint (tensor store sha256 {str(ident.get('checkpoint'))[:12]}, "
+                f"the store beside it is {expected[:12]})"]
+    if config is not None and ident.get("config") != config:
+        return [f"it was computed with other config values (config digest {str(ident.get('config'))[:12]}, this "
+                f"config's is {config[:12]})"]
+    return []
+
+
+_STORES: dict = {}  # manifest path -> ((size, mtime_ns), store_sha256): each manifest parsed once per process
+
+
+def store_checkpoint(path: str | Path) -> str | None:
+    """The sha256 of the tensor store a shard at ``path`` is computed from: the manifest of its
+    model's store in the shard's work directory (a choice-sensitivity alternative's shards: the
+    run's); None where there is none (a shard outside a work directory, a store not fetched)."""
+    where = shard_where(path)
+    if where is None:
+        return None
+    parts = Path(path).parts
+    at = max(i for i in range(1, len(parts)) if parts[i] == "shards" and parts[i - 1] == "results") - 1
+    if "alt" in where:
+        at -= 3
+    manifest = Path(*parts[:at], "results", "tensors", where["model"], "manifest.json")
+    try:
+        st = manifest.stat()
+        key = (st.st_size, st.st_mtime_ns)
+        hit = _STORES.get(str(manifest))
+        if hit is None or hit[0] != key:
+            hit = _STORES[str(manifest)] = (key, json.loads(manifest.read_text()).get("store_sha256"))
+    except (OSError, ValueError, AttributeError):
+        return None
+    return hit[1] if isinstance(hit[1], str) else None
+
+
+def shard_problems(path: str | Path, config: str | None = None) -> list[str]:
     """Why the shard at ``path`` is damaged ([] = sound): ``shard_check`` without the sha256."""
-    return shard_check(path)[0]
+    return shard_check(path, config=config)[0]
 
 
 def damaged(path: str | Path, problems: list[str]) -> DamagedFileError:

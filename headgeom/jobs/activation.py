@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -23,7 +24,7 @@ import numpy as np
 
 from headgeom.core.errors import DamagedFileError, ModelRunError
 from headgeom.core.provenance import code_version
-from headgeom.io.files import current_umask, sha256_file, write_json
+from headgeom.io.files import RECORD, current_umask, sha256_file, write_recorded_json
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
 from headgeom.io.texts import load_corpus, make_windows, text_summary
@@ -61,22 +62,55 @@ def read_layer(act_dir, layer: int) -> tuple[dict, dict]:
     return arrays, meta
 
 
-def activation_problems(act_dir, names=None) -> list[str]:
+def forward_where(act_dir) -> dict | None:
+    """What the forward pass in ``act_dir`` is by its place in a work directory: model, corpus,
+    n_windows, window (and ``alt`` under results/sensitivity/<alt>/), from the directory's last
+    ``results/activations/<model>/<corpus>/<n>x<w>`` (headgeom.layout.ACTIVATIONS); None outside it."""
+    parts = Path(act_dir).parts
+    at = next((i for i in range(len(parts) - 4, 0, -1) if parts[i] == "activations" and parts[i - 1] == "results"),
+              None)
+    if at is None or len(parts) != at + 4:
+        return None
+    m = re.fullmatch(r"(\d+)x(\d+)", parts[at + 3])
+    if m is None:
+        return None
+    where = {"model": parts[at + 1], "corpus": parts[at + 2], "n_windows": int(m[1]), "window": int(m[2])}
+    if at >= 4 and parts[at - 3] == "sensitivity" and parts[at - 4] == "results":
+        where["alt"] = parts[at - 2]
+    return where
+
+
+def forward_identity(act_dir, summary: dict) -> dict:
+    """What a forward pass is (its forward.json's ``identity``): its place, its checkpoint (tensor-store
+    sha256) and the digest of its params."""
+    from headgeom.io.shards import config_digest
+
+    return {"where": forward_where(act_dir), "checkpoint": (summary.get("model_source") or {}).get("store_sha256"),
+            "config": config_digest(summary.get("params"))}
+
+
+def activation_problems(act_dir, names=None, hash_files: bool = True) -> list[str]:
     """Why the activation shards ``names`` of a forward pass's directory (default: every one its
-    forward.json records) do not match the sha256 its forward.json records ([] = they do)."""
+    forward.json records) are not the sound files of this forward pass ([] = they are): forward.json
+    matches its content record and its identity is this directory's (``forward_where``), and each
+    shard matches the sha256 it records (``hash_files=False``: each shard exists, unhashed)."""
+    from headgeom.io.files import recorded_json
+
     summ = Path(act_dir) / FORWARD_SUMMARY
-    try:
-        files = json.loads(summ.read_text())["files"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        return [f"{summ} is unreadable or records no files ({type(e).__name__})"]
-    problems = []
+    where = forward_where(act_dir)
+    rec, problems = recorded_json(summ, None if where is None else {"where": where})
+    if problems:
+        return [f"{Path(act_dir) / problems[0]}"]  # e.g. <dir>/forward.json: its content does not match ...
+    files = rec.get("files")
+    if not isinstance(files, dict):
+        return [f"{summ} records no files"]
     for name in files if names is None else names:
         p = Path(act_dir) / name
         if name not in files:
             problems.append(f"{p} is damaged: its forward.json records no sha256 for it")
         elif not p.is_file():
             problems.append(f"{p} is missing")
-        elif sha256_file(p) != files[name]:
+        elif hash_files and sha256_file(p) != files[name]:
             problems.append(f"{p} is damaged: its content does not match the sha256 its forward.json records")
     return problems
 
@@ -164,8 +198,8 @@ def _write_pass(out_dir, n_layers: int, layer, summary: dict) -> dict:
             p = layer_file(tmp, l)
             _save_layer(p, *layer(l))
             files[p.name] = sha256_file(p)
-        summary = {**summary, "files": files}
-        write_json(tmp / FORWARD_SUMMARY, summary)
+        summary = {**{k: v for k, v in summary.items() if k not in (RECORD, "identity")}, "files": files}
+        write_recorded_json(tmp / FORWARD_SUMMARY, summary, forward_identity(out_dir, summary))
         os.chmod(tmp, 0o777 & ~current_umask())
         if out_dir.exists():
             shutil.rmtree(out_dir)

@@ -58,15 +58,17 @@ def wildcard_patterns(config: dict) -> dict[str, str]:
     }
 
 
-def rebuild_damaged_shards(workflow) -> None:
-    """A shard whose content does not match its record, or that does not parse, and every shard
-    a table's sidecar lists that is missing, are rebuilt in this run with what reads them
-    (headgeom.verify.integrity; one line each). Only the main process checks (not --lint)."""
+def rebuild_damaged(workflow, config: dict) -> None:
+    """Every file of the run that is damaged, is not the file its path asks for, or is missing
+    while what is built from it exists (shards, tensor stores, forward passes, sensitivity rows,
+    tables and figures and their sidecars) is rebuilt in this run before anything reads it, with
+    what is built from it (headgeom.verify.integrity.to_rebuild; one line each). Only the main
+    process checks (not --lint)."""
     if workflow.is_main_process and not linting(workflow):
         from headgeom.patches.forcerun import force_rebuild
-        from headgeom.verify.integrity import shards_to_rebuild
+        from headgeom.verify.integrity import to_rebuild
 
-        force_rebuild(workflow, shards_to_rebuild(".", say=lambda line: print(line, file=sys.stderr)))
+        force_rebuild(workflow, to_rebuild(config, ".", say=lambda line: print(line, file=sys.stderr)))
 
 
 def start(workflow, config: dict, argv: list[str] | None = None) -> None:
@@ -76,7 +78,7 @@ def start(workflow, config: dict, argv: list[str] | None = None) -> None:
     2. every config error and every problem of the inputs, one line each, before any job: the
        check ``headgeom check`` prints (headgeom.commands.check.workflow_check);
     3. the config validated against workflow/schemas/config.schema.yaml (its defaults filled in);
-    4. damaged or missing shards marked for rebuilding (``rebuild_damaged_shards``);
+    4. damaged, misplaced or missing files marked for rebuilding (``rebuild_damaged``);
     5. the patches of Snakemake's and the SLURM plugin's internals installed (one job array per
        resource request; one pending scheduler timer);
     6. a bare ``--cache`` widened to the cacheable rules (headgeom.rules.fetch.widen_bare_cache);
@@ -93,7 +95,7 @@ def start(workflow, config: dict, argv: list[str] | None = None) -> None:
     typed_cli_config(config, workflow.config_settings.config)
     workflow_check(config, workflow, keep_going=cmd.keep_going)
     validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
-    rebuild_damaged_shards(workflow)
+    rebuild_damaged(workflow, config)
     slurm_arrays.install()
     scheduler_timers.install()
     widen_bare_cache(workflow)

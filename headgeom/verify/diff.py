@@ -75,11 +75,11 @@ def _largest_rel(a: np.ndarray, b: np.ndarray) -> str:
 def read_columns(path: Path) -> dict[str, np.ndarray]:
     """A shard's columns, verified first (headgeom.io.shards.shard_check): a damaged shard stops the
     comparison with DamagedFileError naming it. A shard written before shards carried a content
-    record (an older run) is read with its page checksums alone."""
-    from headgeom.io.shards import NO_RECORD, damaged, shard_check
+    record or an identity (an older run) is read with its page checksums alone."""
+    from headgeom.io.shards import NO_IDENTITY, NO_RECORD, damaged, shard_check
 
     problems = shard_check(path)[0]
-    if problems and not (len(problems) == 1 and problems[0].startswith(NO_RECORD)):
+    if problems and not (len(problems) == 1 and problems[0].startswith((NO_RECORD, NO_IDENTITY))):
         raise damaged(path, problems)
     try:
         with pq.ParquetFile(path, page_checksum_verification=True) as f:

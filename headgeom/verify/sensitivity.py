@@ -43,11 +43,12 @@ from functools import partial
 from pathlib import Path
 
 from headgeom import layout
-from headgeom.core.errors import ConfigError
+from headgeom.core.errors import ConfigError, DamagedFileError
 from headgeom.jobs.activation import FORWARD_SUMMARY, forward_job, windows_job
 from headgeom.schedule.families import SHARD_FAMILIES, FORWARD, JOBS, forward_shapes
 from headgeom.core.provenance import code_version
-from headgeom.io.files import sha256_file, write_json, write_set, write_text
+from headgeom.io.files import recorded_json, sha256_file, write_recorded_json, write_set, write_text
+from headgeom.io.shards import rebuild_hint
 from headgeom.outputs import TABLES
 from headgeom.outputs.registry import HEADS
 from headgeom.outputs.choices import (  # noqa: F401 (the switch types, re-exported for callers)
@@ -534,12 +535,33 @@ def alternative_job(alt_id: str, ledger_path, workdir, models_run: list[str], ou
     say(f"{row['tables']} tables rebuilt, {changed}")
     read = sorted({workdir / p for p in inputs}) if inputs is not None else \
         [tables_dir / f"{t}.csv" for t in sorted(only) if (tables_dir / f"{t}.csv").is_file()]
-    write_json(out_row, {
+    write_recorded_json(out_row, {
         "alternative": alt_id, "row": row, "models": list(models_run), "code": code_version(),
         "ledger": {"path": str(ledger_path), "sha256": sha256_file(ledger_path)},
         "inputs": [{"path": str(p.relative_to(workdir)), "sha256": sha256_file(p)} for p in read],
-    })
+    }, row_identity(alt_id, models_run, sorted(only), workdir))
     return row
+
+
+def row_identity(alt_id: str, models_run, tables, workdir=".") -> dict:
+    """What an alternative's row is: the alternative, the models and their checkpoints (tensor-store
+    sha256s of the run's stores), and the digest of its job's config values (models, tables)."""
+    from headgeom.io.shards import config_digest
+
+    checkpoints = {}
+    for m in models_run:
+        try:
+            checkpoints[m] = json.loads((Path(workdir) / layout.manifest(m)).read_text()).get("store_sha256")
+        except (OSError, ValueError, AttributeError):
+            checkpoints[m] = None
+    return {"alternative": alt_id, "models": list(models_run), "checkpoints": checkpoints,
+            "config": config_digest({"models": list(models_run), "tables": list(tables)})}
+
+
+def row_problems(path, alt_id: str) -> list[str]:
+    """Why the row at ``path`` is not the sound row of ``alt_id`` ([] = it is): its content record
+    and identity (headgeom.io.files.recorded_json)."""
+    return recorded_json(path, {"alternative": alt_id})[1]
 
 
 def _forward_switch(alt_id: str):
@@ -572,9 +594,9 @@ def aggregate_job(ledger_path, models_run: list[str], alternatives: list[str], r
     """Rule ``choice_sensitivity``: the rows of the alternative jobs, in ``alternatives`` order."""
     rows, inputs = [], []
     for i, (alt_id, p) in enumerate(zip(alternatives, row_paths, strict=True)):
-        rec = json.loads(Path(p).read_text())
-        if rec.get("alternative") != alt_id:
-            raise ConfigError(f"{p}: the row of {rec.get('alternative')!r}, expected {alt_id!r}")
+        rec, problems = recorded_json(p, {"alternative": alt_id})
+        if problems:
+            raise DamagedFileError(f"{p} is damaged: {'; '.join(problems)}; rebuild it: {rebuild_hint(p)}")
         rows.append(rec["row"])
         inputs.append({"path": str(p), "sha256": sha256_file(p)})
         _progress(progress, i + 1, len(alternatives), rec["row"])

@@ -373,3 +373,42 @@ def test_a_forward_switch_without_the_model_entries_is_a_row_saying_so(act_run, 
     assert r["changed"] is None and r["claims"].startswith("not evaluated: the config entries of model 'synth'"), r
     # only the table named is rebuilt (the paper 1 switches would rebuild every paper1_heads table)
     assert all(r["tables"] <= 1 for r in t.rows), t.rows
+
+
+def test_damaged_forward_passes_with_old_time_stamps_are_rebuilt_before_their_readers(act_run, snakemake_bin, root,
+                                                                                      tmp_path):
+    """A forward pass's layer file cut short and a choice-sensitivity forward pass's layer file with a
+    flipped byte, both with their time stamps kept: ``headgeom verify`` lists both, and the next run
+    names both and reruns their forward passes before any job reads them (no job fails, so nothing
+    intact is deleted); every table ends as before."""
+    import os
+    import subprocess
+    import sys
+
+    w = copy_run(act_run, tmp_path / "w")
+    own = w / "results/activations/synth/toy/3x24/layer1.safetensors"
+    alt = sorted((w / "results/sensitivity").glob("*/results/activations/synth/toy/*/layer0.safetensors"))[0]
+    for p, cut in ((own, True), (alt, False)):
+        st = p.stat()
+        b = bytearray(p.read_bytes())
+        if cut:
+            b = b[: len(b) // 2]
+        else:
+            b[int(len(b) * 0.8)] ^= 0x01
+        p.write_bytes(bytes(b))
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    dirs = sorted(str(p.parent.relative_to(w)) for p in (own, alt))
+    v = subprocess.run([sys.executable, "-m", "headgeom.cli", "verify", "-d", str(w), "--configfile",
+                        str(w / "cfg.yaml")], capture_output=True, text=True)
+    assert v.returncode == 1 and "2 problems" in v.stdout, v.stdout + v.stderr
+    assert sorted(ln.split(": ")[1] for ln in v.stderr.splitlines() if ln.startswith("damaged: ")) == dirs, v.stderr
+    before = {p.name: p.read_text() for p in (w / "results/tables").glob("*.csv")}
+    r = snakemake(snakemake_bin, root, w, timeout=1500)
+    out = r.stdout + r.stderr
+    for d in dirs:
+        assert f"headgeom: {d} is damaged" in out, out[-4000:]
+    assert "Error in rule" not in out and "Removing output files of failed job" not in out, out[-4000:]
+    assert {p.name: p.read_text() for p in (w / "results/tables").glob("*.csv")} == before
+    v = subprocess.run([sys.executable, "-m", "headgeom.cli", "verify", "-d", str(w), "--configfile",
+                        str(w / "cfg.yaml")], capture_output=True, text=True)
+    assert v.returncode == 0, v.stdout + v.stderr

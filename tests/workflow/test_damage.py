@@ -1,7 +1,7 @@
 """Damaged shards of a finished run (a flipped bit, a truncated file, a deleted file): the next
 ``snakemake`` names each damaged one, sets it aside and rebuilds it, and every table ends as in
 the undamaged run; a reader never uses a damaged shard (``headgeom audit``, a table build);
-``headgeom verify`` lists every damaged file; the rebuild line an audit prints works as printed."""
+``headgeom verify`` lists every damaged and missing file; the rebuild line an audit prints works as printed."""
 
 from __future__ import annotations
 
@@ -56,23 +56,25 @@ def headgeom(*args, cwd=None):
 def test_damaged_shards_named_rebuilt_and_tables_identical(run, tmp_path, snakemake_bin, root):
     w = copy_run(run, tmp_path / "w")
     damage(w)
-    # headgeom verify lists both damaged files (the deleted one is simply missing)
-    v = headgeom("verify", "-d", str(w))
+    # headgeom verify lists both damaged files and the missing one
+    v = headgeom("verify", "-d", str(w), "--configfile", str(w / "cfg.yaml"))
     assert v.returncode == 1, v.stdout + v.stderr
-    assert FLIP in v.stderr and TRUNCATE in v.stderr and DELETE not in v.stderr, v.stderr
+    assert f"damaged: {FLIP}:" in v.stderr and f"damaged: {TRUNCATE}:" in v.stderr, v.stderr
+    assert f"missing: {DELETE}: missing; rebuild: snakemake -c2 {DELETE}" in v.stderr, v.stderr
     assert "does not match its record" in v.stderr and "no Parquet footer" in v.stderr
+    assert "3 problems" in v.stdout, v.stdout
     r = snakemake(snakemake_bin, root, w)
     out = r.stdout + r.stderr
     for p, why in ((FLIP, "is damaged (its content does not match its record"),
-                   (TRUNCATE, "is damaged (no Parquet footer"), (DELETE, "is missing (listed in results/tables/")):
+                   (TRUNCATE, "is damaged (no Parquet footer"), (DELETE, "is missing: its job reruns")):
         line = next((ln for ln in out.splitlines() if ln.startswith(f"headgeom: {p} ")), "")
         assert why in line and "its job reruns" in line, out[-3000:]
     for p in (FLIP, TRUNCATE, DELETE):
         assert not shard_problems(w / p)
     assert not list((w / DELETE).parent.glob(".*.tmp-*"))  # the killed job's temp file is gone
     assert tables(w) == tables(run)
-    v = headgeom("verify", "-d", str(w))
-    assert v.returncode == 0 and "all match their records" in v.stdout, v.stdout + v.stderr
+    v = headgeom("verify", "-d", str(w), "--configfile", str(w / "cfg.yaml"))
+    assert v.returncode == 0 and "all present and match their records" in v.stdout, v.stdout + v.stderr
 
 
 def test_no_table_from_a_damaged_shard(run, tmp_path):

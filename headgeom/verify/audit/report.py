@@ -170,7 +170,7 @@ class AuditReport:
 
 
 def _cmd(rule: str, target: str, configfiles: list[str]) -> str:
-    from headgeom.verify.integrity import rebuild_command
+    from headgeom.io.shards import rebuild_command
 
     return rebuild_command(rule, target, configfiles)
 

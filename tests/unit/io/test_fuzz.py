@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 # One place for the imports of the code under test (the package layout may move).
 from headgeom.verify import audit as AUD
 from headgeom.io import hub as HUB
+from headgeom.io.files import write_recorded_json
 from headgeom.io.checkpoint import (SafetensorsDir, check_safetensors_header, contained, open_checkpoint,
                                  read_weight_map)
 from headgeom.core.config import check_config
@@ -278,7 +279,9 @@ def test_audit_sidecar_reader(tmp_path_factory, path, junk):
     w = tmp_path_factory.mktemp("sc")
     (w / "results/tables").mkdir(parents=True)
     prov = w / "results/tables/t.prov.json"
-    prov.write_text(json.dumps({"inputs": [{"path": path, "provenance": {"model": "tiny"}}], "junk": junk}))
+    # a sidecar as a table build writes it (its own record, naming its output), so only the path decides
+    write_recorded_json(prov, {"inputs": [{"path": path, "provenance": {"model": "tiny"}}], "junk": junk,
+                               "outputs": {}}, {"output": "t"})
     try:
         sc = AUD.load_sidecar(prov, w)
     except AUD.AuditError:

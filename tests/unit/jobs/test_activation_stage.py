@@ -18,6 +18,7 @@ from headgeom.jobs.activation import forward_job, natural_return_job, read_layer
 from headgeom.schedule.families import FORWARD
 from headgeom.io.texts import load_corpus, make_windows
 from headgeom.io.fetch import fetch_model
+from headgeom.io.files import write_recorded_json
 from headgeom.io.shards import read_shards, write_shard
 from headgeom.io.store import TensorStore
 from headgeom.methods.closure import closure_layer
@@ -483,7 +484,7 @@ def test_the_first_windows_of_a_longer_pass_are_the_shorter_pass_byte_for_byte(s
     for l in range(2):
         a, b = layer_file(direct, l).read_bytes(), layer_file(taken, l).read_bytes()
         assert hashlib.sha256(a).digest() == hashlib.sha256(b).digest(), l
-    assert {k for k in set(ref) | set(got) if ref.get(k) != got.get(k)} == {"seconds", "windows_of"}
+    assert {k for k in set(ref) | set(got) if ref.get(k) != got.get(k)} == {"seconds", "windows_of", "record"}
     assert got["windows_of"]["dir"] == str(long) and got["windows"]["n_windows"] == 2
     # the taken pass reads as the direct one does
     arrays, meta = read_layer(taken, 1)
@@ -496,7 +497,12 @@ def test_the_first_windows_of_a_longer_pass_are_the_shorter_pass_byte_for_byte(s
     shutil.copytree(long, bad)
     s = json.loads((bad / FORWARD_SUMMARY).read_text())
     s["windows"]["n_windows"] = 4
-    (bad / FORWARD_SUMMARY).write_text(json.dumps(s))
+    (bad / FORWARD_SUMMARY).write_text(json.dumps(s))  # edited by hand: its record refuses it
+    with pytest.raises(DamagedFileError, match="forward.json: its content does not match its record"):
+        windows_job(bad, tmp_path / "y", 2, log=lambda *_: None)
+    # the same edit with its record rewritten: the token count still disagrees with the shards
+    write_recorded_json(bad / FORWARD_SUMMARY, {k: v for k, v in s.items() if k not in ("record", "identity")},
+                        s["identity"])
     with pytest.raises(ModelRunError, match="tokens, its forward.json says 4 x 16"):
         windows_job(bad, tmp_path / "y", 2, log=lambda *_: None)
     assert not (tmp_path / "y").exists()  # nothing half written

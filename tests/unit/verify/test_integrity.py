@@ -171,14 +171,20 @@ def test_activation_layer_file_is_checked_against_its_forward_json(tmp_path):
 
     from safetensors.numpy import save_file
 
-    from headgeom.io.files import sha256_file
+    from headgeom.io.files import sha256_file, write_recorded_json
     from headgeom.jobs.activation import FORWARD_SUMMARY, layer_file, read_layer
 
     p = layer_file(tmp_path, 0)
     save_file({"z": np.arange(12, dtype=np.float32).reshape(3, 4)}, str(p), metadata={"headgeom": "{}"})
-    (tmp_path / FORWARD_SUMMARY).write_text(json.dumps({"files": {p.name: sha256_file(p)}}))
+    write_recorded_json(tmp_path / FORWARD_SUMMARY, {"files": {p.name: sha256_file(p)}}, {"where": None})
     arrays, _ = read_layer(tmp_path, 0)
     assert arrays["z"].shape == (3, 4)
+    good = (tmp_path / FORWARD_SUMMARY).read_text()
+    # forward.json edited to vouch for other bytes: its own record refuses it
+    (tmp_path / FORWARD_SUMMARY).write_text(json.dumps({**json.loads(good), "files": {p.name: "0" * 64}}))
+    with pytest.raises(DamagedFileError, match=r"forward\.json: its content does not match its record \(an edited"):
+        read_layer(tmp_path, 0)
+    (tmp_path / FORWARD_SUMMARY).write_text(good)
     b = bytearray(p.read_bytes())
     b[-1] ^= 0x01  # the last value's lowest bit
     p.write_bytes(bytes(b))
