@@ -115,9 +115,18 @@ def test_projectors_pay_by_counted_flops_and_bytes():
     assert t["blocks"] == pytest.approx(2 * 3584 * 128**2 * 28 * 36 / (speed * overlap.ROUTE_RATES["blocks"]))
     assert t["gram"] == pytest.approx(2 * overlap.packed_length(3584) * 28 * 36 / (speed * overlap.ROUTE_RATES["gram"]))
     assert 3584 * 3585 // 2 < overlap.packed_length(3584) < 1.05 * 3584 * 3585 / 2
-    assert t["projectors"] == pytest.approx(t["gram"] + t["pack"] + t["stream"])
-    # packing shared by more partners costs less per pair: float32 halves a head's memory
-    assert overlap.heads_per_call(3584, 128, 28, 27, 4) > overlap.heads_per_call(3584, 128, 28, 27, 8)
+    assert t["projectors"] == pytest.approx(t["gram"] + t["pack"])
+    # each head packed once per sample (2 d L_p FLOPs), shared by the `side` layers of a tile it meets
+    side = overlap.tile_side(3584, 128, 28, 36, 28)
+    assert t["side"] == side and 1 < side <= 27
+    Lp = overlap.packed_length(3584)
+    one_head = 2 * 128 * Lp / (speed * overlap.ROUTE_RATES["pack"]) + 8 * Lp * overlap.BYTES_PER_FLOP_TIME  # + its entries written
+    assert t["pack"] == pytest.approx(64 * one_head / side)
+    # a tile's side within the memory budget of each side of a call; float32 halves a head's memory
+    assert side * 36 * overlap.head_mib(3584, 128) <= overlap.NULL_CROSS_SIDE_MB
+    assert (side + 1) * 36 * overlap.head_mib(3584, 128) > overlap.NULL_CROSS_SIDE_MB
+    assert overlap.tile_side(3584, 128, 28, 36, 28, 4) > side
+    assert overlap.tile_side(576, 64, 9, 15, 30) == 29  # a small model: the whole triangle in one call
 
 
 @pytest.mark.parametrize("by_projectors", [True, False])
