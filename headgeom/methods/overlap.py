@@ -431,8 +431,9 @@ def projector_gram(writers, readers, buffers: dict | None = None, partners_from=
     paired with; the columns left of it are not computed (0). Writer arrays are then multiplied in
     consecutive runs of at least PRODUCT_ROWS heads, each run from its smallest start on: a tile on
     the diagonal of the layer-pair triangle (writer l, readers after l) computes about half its
-    square. Each entry is the same dot product over the slab whatever the run (equal bit for bit
-    with this project's OpenBLAS, tests). ``buffers``: a dict in which to keep the buffers for
+    square. Each entry is the same dot product over the slab whatever the run (BLAS may round a
+    thin run's product apart from the whole one's: 1e-16 relative, tests); with fewer than
+    PRODUCT_ROWS writer heads there is one run, the whole product. ``buffers``: a dict in which to keep the buffers for
     later calls of the same size (a fresh buffer costs its page faults again)."""
     writers, readers = list(writers), list(readers)
     nw, nr = sum(B.shape[0] for B in writers), sum(B.shape[0] for B in readers)
