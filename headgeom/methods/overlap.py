@@ -490,9 +490,9 @@ def product_runs(heads, partners_from, n_readers: int) -> list[tuple[int, int, i
 # orthonormal bases at the Qwen2.5-7B and Qwen3-235B shapes, one BLAS thread; docs/performance.md).
 GEMM_FLOPS = 50e9  # one thread's float64 GEMM rate this model prices in (FLOP/s; measured 50-55 here)
 ROUTE_RATES = {  # fraction of the GEMM rate: the stacked-basis blocks' GEMM, a slab's packing, the slab product
-    # (measured float64 / float32: blocks 1.02-1.03 / 0.99, packing 0.55-0.60 / 0.47-0.50, slab products
-    # at a job's call sizes 0.73-0.84 / 0.84-0.97 at the 7B and 235B shapes; the lower ends, rounded)
-    "blocks": 1.0, "pack": 0.5, "gram": 0.75,
+    # (`make bench` null_cross, float64 at the 7B / 235B shapes: blocks 1.04 / 0.95, packing 0.82 / 0.73,
+    # slab products at a part's call (its whole tile a side) 1.06 / 0.94; the lower ends, rounded down)
+    "blocks": 0.95, "pack": 0.7, "gram": 0.9,
 }
 BYTES_PER_FLOP_TIME = 1 / 6e9  # seconds per byte streamed from memory (about 6 GB/s on one thread)
 # pk_null_cross (headgeom.jobs.pk_paper) packs a part's writer layers and its reader layers (every kind)
@@ -501,7 +501,7 @@ BYTES_PER_FLOP_TIME = 1 / 6e9  # seconds per byte streamed from memory (about 6 
 # of at most ``tile_side`` layers a side, so that every head of a part is drawn and packed once per
 # sample and shared by all its partners (the packing is d / (heads of the other side) of the products'
 # work). A part larger than this (a hand-made one, or a changed budget) is done in (chunk, group) calls.
-NULL_CROSS_SIDE_MB = 4096
+NULL_CROSS_SIDE_MB = 5632
 
 
 def head_mib(D: int, d: int, itemsize: int = 8) -> float:
