@@ -199,7 +199,8 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     d = tmp_path / "results" / "tensors" / model
     d.mkdir(parents=True)
     (d / "manifest.json").write_text(json.dumps({"fields": QWEN25_7B}))
-    cfg = load_config(overrides={"pk": {"nulls": {"cross_samples_per_job": 6}}})  # 6 samples a job: parts
+    cfg = load_config(overrides={"pk": {"nulls": {"cross_samples_per_job": 6}},  # 6 samples a job under a
+                                 "fanout": {"max_job_minutes": 30}})  # 30-min ceiling: parts
     nulls = cfg["pk"]["nulls"]
     want_layer = costs.pk_layer(QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]))
     seg = fanout.part(JOBS["pk_null_cross"], QWEN25_7B, cfg, 1)
@@ -226,7 +227,7 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     nc = res["pk_null_cross"]
     assert nc["model_mem_max_mb"] == want_null["mem_mb"] and nc["mem_ratio_max"] == pytest.approx(1.5)
     assert nc["over"][0]["wildcards"] == {"model": model, "block": "0", "part": "1"}
-    (tmp_path / "six.yaml").write_text("pk: {nulls: {cross_samples_per_job: 6}}\n")
+    (tmp_path / "six.yaml").write_text("pk: {nulls: {cross_samples_per_job: 6}}\nfanout: {max_job_minutes: 30}\n")
     assert main(["costs", str(rep), "-d", str(tmp_path), "--configfile", str(tmp_path / "six.yaml")]) == 0
 
 
@@ -258,10 +259,10 @@ def test_null_cross_memory_is_flat_in_the_layer_count():
     from headgeom.methods.overlap import NULL_CROSS_SIDE_MB
 
     few = costs.pk_null_cross({**QWEN25_7B, "n_layers": 8}, 10, 2)["mem_mb"]
-    many = costs.pk_null_cross(QWEN25_7B, 10, 2)["mem_mb"]
+    many = costs.pk_null_cross({**QWEN25_7B, "n_layers": 60}, 10, 2)["mem_mb"]
     more = costs.pk_null_cross({**QWEN25_7B, "n_layers": 80}, 10, 2)["mem_mb"]
     assert few < many == more <= costs.BASE_MB + 2 * NULL_CROSS_SIDE_MB + 512 + 2.5 * costs.layer_mib(QWEN25_7B) + 1
-    assert costs.pk_null_cross(QWEN3_235B, 10, 2)["mem_mb"] == costs.pk_null_cross({**QWEN3_235B, "n_layers": 20}, 10, 2)["mem_mb"]
+    assert costs.pk_null_cross(QWEN3_235B, 10, 2)["mem_mb"] == costs.pk_null_cross({**QWEN3_235B, "n_layers": 30}, 10, 2)["mem_mb"]
 
 
 def test_pk_cross_computes_each_reader_layer_once_and_recomputes_beyond_the_memo(tmp_path, monkeypatch):
