@@ -365,6 +365,7 @@ def main():
                     help="the same tensors in one model.safetensors (the fetch's peak must not depend on the layout)")
     ap.add_argument("--out", type=Path, default=None, help="default: results/bench/fullwidth[-one-file].json")
     a = ap.parse_args()
+    a.dir = a.dir.resolve()  # the config names the checkpoint by path; the run reads it from its own work directory
     ckpt = write_checkpoint(a.dir, one_file=a.one_file)
     a.out = a.out or ROOT / f"results/bench/fullwidth{'-one-file' if a.one_file else ''}.json"
     if a.what in ("run", "all"):
