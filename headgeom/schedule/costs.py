@@ -30,9 +30,10 @@ SECONDS = {
 # layers read (2,088: flat in the layers read, the store's map let go after each), pk_null_cross
 # 1,008-1,156 MiB with one writer layer (its caches' and draws' model below)
 # (make bench-fullwidth, the process tree: pk_layer 1,235 MiB and pk_cross_layer 1,646 MiB, so these factors
-# leave the 1.3x headroom bench/fullwidth.py checks: 1,664 and 2,200 MiB)
+# leave the 1.3x headroom bench/fullwidth.py checks: 1,664 and 2,200 MiB; pk_null_cross, a 10-min part of
+# about 13 layers a side, 5,574 MiB: its draws' working set beyond the part's bases and caches, 7 layer sizes)
 MEM_FACTOR = {"pk_within_layer": 4.75, "pk_cross_pair": 6.0, "pk_null_within_sample": 4.5,
-              "pk_null_cross_draws": 2.5}
+              "pk_null_cross_draws": 7.0}
 # What a job holds before its data: under SLURM each job runs a Snakemake process (the jobstep,
 # which for an array task also decodes the array's job list) and the job's Python (numpy, pyarrow,
 # headgeom). Measured on the test cluster, whose OverMemoryKill enforces --mem per job step
@@ -194,7 +195,7 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     readers one layer at a time. The layers' factors and the
     nulls' preparations are kept up to FACTOR_CACHE_MB and PREPARED_CACHE_MB. Measured peak RSS at
     Qwen2.5-7B shape (blocks, reassign null, K readers, bench/null_cross_rss.py): 739 MB with 6
-    writer layers; the model keeps 2.5 layer-sizes for one layer's draws on top of the caches
+    writer layers; the model keeps 7 layer-sizes for the draws' working set on top of the caches (a part's measured peak, 1.3x)
     (make bench-fullwidth measures the job through Snakemake)."""
     f = _fields(manifest)
     L = f["n_layers"]

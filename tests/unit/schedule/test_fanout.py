@@ -261,7 +261,7 @@ def test_null_cross_memory_is_flat_in_the_layer_count():
     few = costs.pk_null_cross({**QWEN25_7B, "n_layers": 8}, 10, 2)["mem_mb"]
     many = costs.pk_null_cross({**QWEN25_7B, "n_layers": 60}, 10, 2)["mem_mb"]
     more = costs.pk_null_cross({**QWEN25_7B, "n_layers": 80}, 10, 2)["mem_mb"]
-    assert few < many == more <= costs.BASE_MB + 2 * NULL_CROSS_SIDE_MB + 512 + 2.5 * costs.layer_mib(QWEN25_7B) + 1
+    assert few < many == more <= costs.BASE_MB + 2 * NULL_CROSS_SIDE_MB + 512 + costs.MEM_FACTOR["pk_null_cross_draws"] * costs.layer_mib(QWEN25_7B) + 1
     assert costs.pk_null_cross(QWEN3_235B, 10, 2)["mem_mb"] == costs.pk_null_cross({**QWEN3_235B, "n_layers": 30}, 10, 2)["mem_mb"]
 
 
