@@ -22,9 +22,9 @@ fan-out ceiling lowered to ``--ceiling`` minutes (default 10) so that the cross-
 minutes; each part is still requested at its own price. A fanned-out kind runs the part that reads
 the most layers and the part with the fewest pairs. The process tree's resident memory and CPU
 time are sampled every 0.2 s and printed beside the request read from a dry run, with the bounds
-(no job above its request; no request above 2 x the peak memory, or 3 x the CPU time where it is
+(no job above its request, every request at least 1.3 x the job's CPU time and peak memory; no request above 2 x the peak memory, or 3 x the CPU time where it is
 above the runtime floor). Results go to results/bench/fullwidth.json; exit status 1 when a job is
-above its request."""
+above its request or has less than 1.3 x its measured time or peak memory to spare (HEADROOM)."""
 
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ def _config(out: Path, ckpt: Path, ceiling: float) -> Path:
                            "notes": "bench/fullwidth.py: random weights, Qwen2.5-7B's attention shapes"}},
         "active_models": [MODEL],
         "activation": {"enabled": False},
-        "designs": {MODEL: {"stages": ["pk", "paper1"]}},
+        "designs": {MODEL: {"stages": ["pk", "paper1"], "fanout": {"max_job_minutes": ceiling}}},  # over the design's own
         "fanout": {"max_job_minutes": ceiling},
     }
     path = out / "bench-config.yaml"
@@ -270,14 +270,28 @@ def _chosen(requests: dict, kinds, fields: dict, config: dict) -> list[tuple[str
     return out
 
 
+HEADROOM = 1.3  # every request at least this many times the job's measured CPU time and peak memory
+
+
+def headroom(m: dict) -> tuple[float, float]:
+    """(requested time / CPU time, requested memory / peak RSS) of a measured job."""
+    return 60 * m["runtime"] / max(m["cpu_s"], 1e-9), m["mem_mb"] / max(m["peak_rss_mib"], 1e-9)
+
+
 def bounds(m: dict, floor: int) -> str:
-    """Whether a measurement is inside its request, and the request within 2x memory / 3x time
-    (time: the CPU seconds, what the job takes with a core of its own; above the runtime floor)."""
+    """Whether a measurement is inside its request with HEADROOM to spare (load or a slower node does
+    not kill it), and the request within 2x memory / 3x time (time: the CPU seconds, what the job
+    takes with a core of its own; above the runtime floor)."""
     flags = []
+    t, mem = headroom(m)
     if m["peak_rss_mib"] > m["mem_mb"]:  # SLURM's --mem (Snakemake's mem_mb) counts MiB
         flags.append("OVER MEMORY")
+    elif mem < HEADROOM:
+        flags.append(f"UNDER HEADROOM memory {mem:.2f}x")
     if m["cpu_s"] > 60 * m["runtime"]:
         flags.append("OVER TIME")
+    elif t < HEADROOM:
+        flags.append(f"UNDER HEADROOM time {t:.2f}x")
     if m["mem_mb"] > 2 * m["peak_rss_mib"]:
         flags.append("mem > 2x")
     if m["runtime"] > floor and 60 * m["runtime"] > 3 * m["cpu_s"]:
@@ -323,18 +337,20 @@ def _requests_fetch(work: Path, cfg: Path, manifest: str) -> dict:
 
 
 def _line(r: dict, floor: int) -> str:
+    t, mem = headroom(r)
     return (f"{r['job']:<16} {r['output']}: CPU {r['cpu_s']:.0f} s, wall {r['wall_s']:.0f} s (job {r['job_s']:.0f} s), peak RSS "
             f"{r['peak_rss_mib']} MiB (job {r['job_rss_mib']} MiB); requested {r['runtime']} min / "
-            f"{r['mem_mb']} MB: {bounds(r, floor)}")
+            f"{r['mem_mb']} MB (headroom {t:.2f}x time, {mem:.2f}x memory): {bounds(r, floor)}")
 
 
 def table(rows, floor: int) -> str:
-    lines = ["| job | output | CPU | wall (job) | peak RSS (job) | requested | memory used | |",
+    lines = ["| job | output | CPU | wall (job) | peak RSS (job) | requested | headroom time / memory | |",
              "|---|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
+        t, mem = headroom(r)
         lines.append(f"| {r['job']} | {r['output'].split('/', 2)[-1]} | {r['cpu_s']:.0f} s | {r['wall_s']:.0f} s ({r['job_s']:.0f} s) | "
                      f"{r['peak_rss_mib']:,} MiB ({r['job_rss_mib']:,}) | {r['runtime']} min / {r['mem_mb']:,} MB | "
-                     f"{r['peak_rss_mib'] / r['mem_mb']:.2f} | {bounds(r, floor)} |")
+                     f"{t:.2f}x / {mem:.2f}x | {bounds(r, floor)} |")
     return "\n".join(lines)
 
 
@@ -349,11 +365,12 @@ def main():
                     help="the same tensors in one model.safetensors (the fetch's peak must not depend on the layout)")
     ap.add_argument("--out", type=Path, default=None, help="default: results/bench/fullwidth[-one-file].json")
     a = ap.parse_args()
+    a.dir = a.dir.resolve()  # the config names the checkpoint by path; the run reads it from its own work directory
     ckpt = write_checkpoint(a.dir, one_file=a.one_file)
     a.out = a.out or ROOT / f"results/bench/fullwidth{'-one-file' if a.one_file else ''}.json"
     if a.what in ("run", "all"):
         rows = run(a.dir, ckpt, a.jobs.split(","), a.ceiling, a.out)
-        bad = [r for r in rows if "OVER" in r["bounds"]]
+        bad = [r for r in rows if "OVER" in r["bounds"] or "UNDER HEADROOM" in r["bounds"]]
         sys.exit(1 if bad else 0)
 
 

@@ -73,11 +73,13 @@ def gram_share(D: int, hw: int, hr: int, dtype, reps: int, g: float, clock=time.
     return 2 * hw * hr * width / dt / g
 
 
-def measure(shape: dict, heads: int = 32, reps: int = 2, clock=time.perf_counter) -> dict:
+def measure(shape: dict, heads: int = 32, reps: int = 2, clock=time.perf_counter, max_heads: int = 640) -> dict:
     """Rates of both routes at ``shape`` (d_model, d_head, n_heads, n_kv) with ``heads`` writer and
     reader heads (the slab products also with the heads of the job's calls), as fractions of this
     process's GEMM rate of the same dtype, the float32 error, and the seconds of one layer pair
-    (n_heads writers; n_heads + 2 n_kv readers) at those rates."""
+    (n_heads writers; n_heads + 2 n_kv readers) at those rates. The slab product is timed at a
+    pk_null_cross part's call (its whole tile a side, methods.overlap.tile_side), at most
+    ``max_heads`` a side (past a few hundred heads a side the GEMM's rate no longer grows)."""
     D, d, H, G, L = shape["d_model"], shape["d_head"], shape["n_heads"], shape["n_kv"], shape["n_layers"]
     Lp = overlap.packed_length(D)
     W64, R64 = random_bases(heads, D, d, 1), random_bases(heads, D, d, 2)
@@ -98,9 +100,11 @@ def measure(shape: dict, heads: int = 32, reps: int = 2, clock=time.perf_counter
                "gram_share_small": 2 * Lp * heads**2 / t_prod / g,
                "seconds": {"blocks": t_blocks, "pack": t_pack, "gram": t_prod}}
         itemsize = np.dtype(dtype).itemsize
-        hw, hr = overlap.heads_per_call(D, d, H, L - 1, itemsize), overlap.heads_per_call(D, d, H + 2 * G, L - 1, itemsize)
+        side = overlap.tile_side(D, d, H, H + 2 * G, L, itemsize)  # a pk_null_cross part: one call of its whole tile
+        hw, hr = side * H, side * (H + 2 * G)
         row["call_heads"] = [hw, hr]
-        row["gram_share"] = gram_share(D, hw, hr, dtype, reps, g, clock)
+        row["gram_heads"] = [min(hw, max_heads), min(hr, max_heads)]  # the product timed (memory: its two operands)
+        row["gram_share"] = gram_share(D, *row["gram_heads"], dtype, reps, g, clock)
         if ref is None:
             ref = rho
             row["rho_vs_blocks_max_rel"] = float(np.max(np.abs(rho.ravel() - res["rho"]) / np.abs(res["rho"])))

@@ -826,8 +826,11 @@ def summarize(results: dict, env: dict) -> str:
         for name, r in nc["shapes"].items():
             for dt in ("float64", "float32"):
                 v = r[dt]
-                rows.append((f"null cross pairs, {name} ({dt})", "blocks / slab packing / slab products: FLOP rate / GEMM rate",
-                             f"{v['blocks_share']:.0%} / {v['pack_share']:.0%} / {v['gram_share']:.0%}", "–", None))
+                rows.append((f"null cross pairs, {name} ({dt})", "blocks / slab packing / slab products (at a part's "
+                             f"call, {v['gram_heads'][0]} x {v['gram_heads'][1]} heads): FLOP rate / GEMM rate",
+                             f"{v['blocks_share']:.0%} / {v['pack_share']:.0%} / {v['gram_share']:.0%}",
+                             "packing, products ≥ 80%" if dt == "float64" else "–",
+                             min(v["pack_share"], v["gram_share"]) >= 0.8 if dt == "float64" else None))
                 lp = v["layer_pair_s"]
                 rows.append((f"null cross pairs, {name} ({dt})", "one layer pair, one sample and null: blocks s / projectors s",
                              f"{lp['blocks']:.2f} / {lp['projectors']:.2f} ({lp['blocks'] / lp['projectors']:.1f}x)", "–", None))

@@ -340,12 +340,14 @@ def _projector_call_stats(writers, readers, group, chunk, writers_of: dict, kind
         return
     W = [writers.get(lw) for lw in needed]
     order = [(lr, kind) for lr in group for kind in kinds]
-    pk = projector_gram([B for B, _ in W], [readers[k][0] for k in order], buffers)
     col, cols = 0, {}
     for key in order:
         n = readers[key][0].shape[0]
         cols[key] = slice(col, col + n)
         col += n
+    # each writer from its first partner on: a tile on the triangle's diagonal computes about half its square
+    first = [min(cols[lr, kinds[0]].start for lr in group if lw in writers_of[lr]) for lw in needed]
+    pk = projector_gram([B for B, _ in W], [readers[k][0] for k in order], buffers, partners_from=first)
     row = 0
     for lw, (B, rw) in zip(needed, W):
         rows = slice(row, row + B.shape[0])
@@ -365,16 +367,20 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     ``segments``: the part of the pair list this job covers, ``[(writer, reader_start,
     reader_stop), ...]`` (headgeom.schedule.fanout); default every pair. Each layer's factors are read
     once per job (kept up to FACTOR_CACHE_MB, with what the null models' draws of them share,
-    PREPARED_CACHE_MB); writer draws are made once per sample and kept, in memory up to
-    WRITER_CACHE_MB and spilled to $TMPDIR beyond it (so peak memory does not grow with the layer
-    count). Pairs come from projector Grams where the shape makes them cheaper
-    (methods.overlap.projectors_pay, a cost model of FLOPs and bytes): reader layers in groups and writer
-    layers in chunks of methods.overlap.layers_per_call (bases and slab buffers within
-    NULL_CROSS_SIDE_MB a side), one methods.overlap.projector_gram per (group, chunk); from stacked-basis
-    blocks otherwise (reader layers one at a time, each writer read once per reader layer). Rows
+    PREPARED_CACHE_MB); each writer and reader layer is drawn once per sample. Pairs come from
+    projector Grams where the shape makes them cheaper (methods.overlap.projectors_pay, a cost model of
+    FLOPs and bytes): the part's reader layers (every kind) against its writer layers in one
+    methods.overlap.projector_gram per sample, so that each head is packed once per sample and its
+    packing serves every partner in the part. The fan-out cuts the pairs into tiles whose two sides
+    fit NULL_CROSS_SIDE_MB each (methods.overlap.tile_side); a part beyond it (made by hand) runs as
+    groups of reader layers and chunks of writer layers within it, one call per (group, chunk). From
+    stacked-basis blocks otherwise (reader layers one at a time, each writer read once per reader
+    layer; writer draws kept in memory up to WRITER_CACHE_MB and spilled to $TMPDIR beyond it, so
+    peak memory does not grow with the layer count). Rows
     come null, sample, reader, kind, writer: with every pair in one part they are the rows of the
     unsplit job, and any fan-out (or budget) gives the same row per pair, bit for bit."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
+    from headgeom.methods import overlap
     from headgeom.methods.overlap import (cross_pairs, isotropic_rho, layer_stats, layers_per_call, orthonormal_bases,
                                      projectors_pay, stacked)
     from headgeom.core.seeds import rng_for
@@ -420,7 +426,10 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     factors = _Factors(store, costs.FACTOR_CACHE_MB)  # per (kind, layer): its stacked factors, read once for every sample
     rows: dict = {}
     buffers: dict = {}  # projector_gram's slab buffers, reused by every call of the same size
-    with _SpillingCache(costs.WRITER_CACHE_MB) as writers:
+    # by projector Grams a part's writer bases are one side of its calls (NULL_CROSS_SIDE_MB, priced by the cost
+    # model): kept in memory; by blocks beyond WRITER_CACHE_MB they are spilled
+    cache_mb = max(costs.WRITER_CACHE_MB, overlap.NULL_CROSS_SIDE_MB if by_projectors else 0)
+    with _SpillingCache(cache_mb) as writers:
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
                 writers.clear()

@@ -415,15 +415,26 @@ def float32_pk_bound(dim: int) -> float:
     return FLOAT32_RHO_BOUND * dim
 
 
-def projector_gram(writers, readers, buffers: dict | None = None) -> np.ndarray:
+PRODUCT_ROWS = 256  # projector_gram with partners_from: writer heads per product (a GEMM this tall runs near peak)
+
+
+def projector_gram(writers, readers, buffers: dict | None = None, partners_from=None) -> np.ndarray:
     """tr(P_w P_r) for every writer head w and reader head r: (n_w, n_r) float64. ``writers``,
-    ``readers``: lists of (n, D, d) orthonormal bases (many layers' heads, as many as a job's budget
-    holds: each head is packed once per call, so its packing is shared by every partner in the
-    call). Slab by slab (``projector_slabs``): both sides packed into the slab buffers, one GEMM of
-    every writer by every reader over the slab, summed over slabs in float64 (the slab products are
-    in the bases' dtype: float32 under ``pk.nulls.precision: float32``). Memory: the two buffers,
-    (n_w + n_r) SLAB_ELEMS entries. ``buffers``: a dict in which to keep the buffers for later
-    calls of the same size (a fresh buffer costs its page faults again)."""
+    ``readers``: lists of (n, D, d) orthonormal bases (many layers' heads: a pk_null_cross part's
+    whole tile, sized to its memory request; each head is packed once per call, so its packing is
+    shared by every partner in the call). Slab by slab (``projector_slabs``): both sides packed into
+    the slab buffers once, then one GEMM of the writers by the readers over the slab, summed over
+    slabs in float64 (the slab products are in the bases' dtype: float32 under
+    ``pk.nulls.precision: float32``). Memory: the two buffers, (n_w + n_r) slab rows.
+
+    ``partners_from``: per writer array, the first reader head (a column of the result) it is
+    paired with; the columns left of it are not computed (0). Writer arrays are then multiplied in
+    consecutive runs of at least PRODUCT_ROWS heads, each run from its smallest start on: a tile on
+    the diagonal of the layer-pair triangle (writer l, readers after l) computes about half its
+    square. Each entry is the same dot product over the slab whatever the run (BLAS may round a
+    thin run's product apart from the whole one's: 1e-16 relative, tests); with fewer than
+    PRODUCT_ROWS writer heads there is one run, the whole product. ``buffers``: a dict in which to keep the buffers for
+    later calls of the same size (a fresh buffer costs its page faults again)."""
     writers, readers = list(writers), list(readers)
     nw, nr = sum(B.shape[0] for B in writers), sum(B.shape[0] for B in readers)
     D = (writers or readers)[0].shape[1]
@@ -431,6 +442,7 @@ def projector_gram(writers, readers, buffers: dict | None = None) -> np.ndarray:
     pk = np.zeros((nw, nr))
     if nw == 0 or nr == 0:
         return pk
+    runs = product_runs([B.shape[0] for B in writers], partners_from, nr)
     width = max((b - a) * (D - a) for a, b, _ in projector_slabs(D))
     buffers = {} if buffers is None else buffers
 
@@ -445,8 +457,32 @@ def projector_gram(writers, readers, buffers: dict | None = None) -> np.ndarray:
         m = (b - a) * (D - a)
         Pw = pack_slab([B.astype(dtype, copy=False) for B in writers], a, b, Wbuf[:nw, :m], twice_upper=True)
         Pr = pack_slab([B.astype(dtype, copy=False) for B in readers], a, b, Rbuf[:nr, :m])
-        pk += Pw @ Pr.T
+        for r0, r1, c0 in runs:
+            pk[r0:r1, c0:] += Pw[r0:r1] @ Pr[c0:].T
     return pk
+
+
+def product_runs(heads, partners_from, n_readers: int) -> list[tuple[int, int, int]]:
+    """projector_gram's products, ``(first writer row, row after the last, first reader column)``:
+    one run of every writer without ``partners_from``; with it, consecutive writer arrays (``heads``
+    each) in runs of at least PRODUCT_ROWS heads, each from its arrays' smallest start."""
+    n = sum(heads)
+    if partners_from is None:
+        return [(0, n, 0)]
+    starts = [int(c) for c in partners_from]
+    if len(starts) != len(heads) or any(not 0 <= c <= n_readers for c in starts):
+        raise ValueError(f"projector_gram: partners_from {starts} for {len(heads)} writer arrays and {n_readers} readers")
+    runs, r0, c0 = [], 0, None
+    row = 0
+    for h, c in zip(heads, starts):
+        c0 = c if c0 is None else min(c0, c)
+        row += h
+        if row - r0 >= PRODUCT_ROWS:
+            runs.append((r0, row, c0))
+            r0, c0 = row, None
+    if row > r0:
+        runs.append((r0, row, c0))
+    return [r for r in runs if r[2] < n_readers]
 
 
 # The route of the cross-layer null pairs, from counted FLOPs and bytes at rates relative to one
@@ -454,16 +490,18 @@ def projector_gram(writers, readers, buffers: dict | None = None) -> np.ndarray:
 # orthonormal bases at the Qwen2.5-7B and Qwen3-235B shapes, one BLAS thread; docs/performance.md).
 GEMM_FLOPS = 50e9  # one thread's float64 GEMM rate this model prices in (FLOP/s; measured 50-55 here)
 ROUTE_RATES = {  # fraction of the GEMM rate: the stacked-basis blocks' GEMM, a slab's packing, the slab product
-    # (measured float64 / float32: blocks 1.02-1.03 / 0.99, packing 0.55-0.60 / 0.47-0.50, slab products
-    # at a job's call sizes 0.73-0.84 / 0.84-0.97 at the 7B and 235B shapes; the lower ends, rounded)
-    "blocks": 1.0, "pack": 0.5, "gram": 0.75,
+    # (`make bench` null_cross, float64 at the 7B / 235B shapes: blocks 1.04 / 0.95, packing 0.82 / 0.73,
+    # slab products at a part's call (its whole tile a side) 1.06 / 0.94; the lower ends, rounded down)
+    "blocks": 0.95, "pack": 0.7, "gram": 0.9,
 }
 BYTES_PER_FLOP_TIME = 1 / 6e9  # seconds per byte streamed from memory (about 6 GB/s on one thread)
-# pk_null_cross (headgeom.jobs.pk_paper) packs whole layers together on each side of a projector_gram
-# call while their orthonormal bases and slab buffers fit this many MiB per side, so that each
-# head's packing serves every partner of the call (the packing is d / (heads of the other side) of
-# the products' work)
-NULL_CROSS_SIDE_MB = 1536
+# pk_null_cross (headgeom.jobs.pk_paper) packs a part's writer layers and its reader layers (every kind)
+# in one projector_gram call per null sample while each side's orthonormal bases and slab buffers fit
+# this many MiB: the fan-out (headgeom.schedule.fanout.max_tile_side) cuts the layer pairs into tiles
+# of at most ``tile_side`` layers a side, so that every head of a part is drawn and packed once per
+# sample and shared by all its partners (the packing is d / (heads of the other side) of the products'
+# work). A part larger than this (a hand-made one, or a changed budget) is done in (chunk, group) calls.
+NULL_CROSS_SIDE_MB = 5632
 
 
 def head_mib(D: int, d: int, itemsize: int = 8) -> float:
@@ -478,30 +516,35 @@ def layers_per_call(D: int, d: int, heads_per_layer: int, itemsize: int = 8, bud
     return max(1, int(budget // (heads_per_layer * head_mib(D, d, itemsize))))
 
 
-def heads_per_call(D: int, d: int, heads_per_layer: int, n_layers: int, itemsize: int = 8) -> int:
-    """Heads packed together on one side of a projector_gram call: ``layers_per_call`` layers, at
-    most ``n_layers``."""
-    return heads_per_layer * min(n_layers, layers_per_call(D, d, heads_per_layer, itemsize))
+def tile_side(D: int, d: int, n_w: int, n_r: int, n_layers: int, itemsize: int = 8) -> int:
+    """The most layers a side of a pk_null_cross part holds by projector Grams: both sides (n_w
+    writer heads, n_r reader heads a layer) within NULL_CROSS_SIDE_MB, at most n_layers - 1."""
+    return max(1, min(n_layers - 1, layers_per_call(D, d, n_w, itemsize), layers_per_call(D, d, n_r, itemsize)))
 
 
-def null_cross_route_seconds(D: int, d: int, n_w: int, n_r: int, n_layers: int, itemsize: int = 8) -> dict:
+def pack_seconds(D: int, d: int, heads: int, itemsize: int = 8) -> float:
+    """Seconds to pack ``heads`` heads' projectors once (every slab: 2 d L_p FLOPs a head, its L_p
+    entries written once), on one thread (float32: itemsize 4, twice the rate)."""
+    speed = GEMM_FLOPS * (8 / itemsize)
+    Lp = packed_length(D)
+    return heads * (2 * d * Lp / (speed * ROUTE_RATES["pack"]) + itemsize * Lp * BYTES_PER_FLOP_TIME)
+
+
+def null_cross_route_seconds(D: int, d: int, n_w: int, n_r: int, n_layers: int, itemsize: int = 8,
+                             side: int | None = None) -> dict:
     """Seconds of one writer layer (n_w heads) against one reader layer (n_r spaces, all kinds) of one
     null sample, by each route, on one thread (float32: itemsize 4, twice the rate):
     blocks: the stacked-basis GEMM, 2 D d^2 per head pair;
     projectors: the slab products, 2 L_p per head pair (L_p = packed_length(D), about D (D + 1) / 2),
-    each head's packing (2 d L_p) shared by the partners of its call (heads_per_call), and the slab
-    operands streamed once per call ((n_w + n_r) L_p entries, shared the same way)."""
+    and each head's packing once per sample (``pack_seconds``), a layer's shared by the ``side``
+    layers it meets in its part (default ``tile_side``: a square tile within the memory budget)."""
     speed = GEMM_FLOPS * (8 / itemsize)
     pairs = n_w * n_r
     blocks = 2 * D * d * d * pairs / (speed * ROUTE_RATES["blocks"])
-    Lp = packed_length(D)
-    hw = heads_per_call(D, d, n_w, n_layers - 1, itemsize)
-    hr = heads_per_call(D, d, n_r, n_layers - 1, itemsize)
-    share = pairs * (1 / hr + 1 / hw)  # head packings per layer pair, each amortized over its call
-    gram = 2 * Lp * pairs / (speed * ROUTE_RATES["gram"])
-    pack = 2 * d * Lp * share / (speed * ROUTE_RATES["pack"])
-    stream = itemsize * Lp * share * BYTES_PER_FLOP_TIME
-    return {"blocks": blocks, "projectors": gram + pack + stream, "gram": gram, "pack": pack, "stream": stream}
+    side = tile_side(D, d, n_w, n_r, n_layers, itemsize) if side is None else max(1, side)
+    gram = 2 * packed_length(D) * pairs / (speed * ROUTE_RATES["gram"])
+    pack = (pack_seconds(D, d, n_w, itemsize) + pack_seconds(D, d, n_r, itemsize)) / side
+    return {"blocks": blocks, "projectors": gram + pack, "gram": gram, "pack": pack, "side": side}
 
 
 def projectors_pay(n_heads: int, d_model: int, d_head: int, n_layers: int, n_kv_heads: int | None = None,

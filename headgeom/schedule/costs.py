@@ -29,8 +29,11 @@ SECONDS = {
 # 1,243 MiB (request 1,496), pk_null_within 991 (1,608), pk_cross_layer 1,123-1,570 MiB with 2-15
 # layers read (2,088: flat in the layers read, the store's map let go after each), pk_null_cross
 # 1,008-1,156 MiB with one writer layer (its caches' and draws' model below)
-MEM_FACTOR = {"pk_within_layer": 4.0, "pk_cross_pair": 5.5, "pk_null_within_sample": 4.5,
-              "pk_null_cross_draws": 2.5}
+# (make bench-fullwidth, the process tree: pk_layer 1,235 MiB and pk_cross_layer 1,646 MiB, so these factors
+# leave the 1.3x headroom bench/fullwidth.py checks: 1,664 and 2,200 MiB; pk_null_cross, a 10-min part of
+# about 13 layers a side, 5,574 MiB: its draws' working set beyond the part's bases and caches, 7 layer sizes)
+MEM_FACTOR = {"pk_within_layer": 4.75, "pk_cross_pair": 6.0, "pk_null_within_sample": 4.5,
+              "pk_null_cross_draws": 7.0}
 # What a job holds before its data: under SLURM each job runs a Snakemake process (the jobstep,
 # which for an array task also decodes the array's job list) and the job's Python (numpy, pyarrow,
 # headgeom). Measured on the test cluster, whose OverMemoryKill enforces --mem per job step
@@ -85,26 +88,48 @@ def null_cross_draw_seconds(manifest) -> tuple[float, float]:
     return layer * share_o, layer * (1 - share_o)
 
 
+def null_cross_by_projectors(f: dict, precision: str = "float64") -> bool:
+    """Whether a model's pk_null_cross jobs take the projector-Gram route (methods.overlap.projectors_pay)."""
+    from headgeom.methods.overlap import projectors_pay
+
+    return projectors_pay(f["n_heads"], f["d_model"], f["d_head"], f["n_layers"], f["n_kv_heads"],
+                          itemsize=4 if precision == "float32" else 8)
+
+
 def null_cross_route_pair_seconds(manifest, precision: str = "float64") -> float:
     """Seconds of the head pairs of one writer->reader layer pair, per sample and null, by the route
     the job takes (methods.overlap.projectors_pay: FLOPs and bytes counted, at rates `make bench`
-    measures against the GEMM rate; Q, K and V readers)."""
-    from headgeom.methods.overlap import null_cross_route_seconds, projectors_pay
+    measures against the GEMM rate; Q, K and V readers); by projector Grams with each layer's packing
+    shared by a full tile's partners (methods.overlap.tile_side)."""
+    from headgeom.methods.overlap import null_cross_route_seconds
 
     f = _fields(manifest)
     D, H, d, G, L = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"], f["n_layers"]
     itemsize = 4 if precision == "float32" else 8
     t = null_cross_route_seconds(D, d, H, H + 2 * G, max(L, 2), itemsize)
-    return t["projectors"] if projectors_pay(H, D, d, L, G, itemsize=itemsize) else t["blocks"]
+    return t["projectors"] if null_cross_by_projectors(f, precision) else t["blocks"]
 
 
 def null_cross_part_seconds(manifest, n_pairs: int, n_writers: int, n_readers: int, n_samples: int = 1,
                             n_null_types: int = 2, precision: str = "float64") -> float:
     """Seconds of a pk_null_cross part: its pairs by the job's route and its layers' draws (each
-    writer and each reader layer drawn once per sample and null, whatever its pairs)."""
-    draw_w, draw_r = null_cross_draw_seconds(manifest)
-    return (null_cross_route_pair_seconds(manifest, precision) * n_pairs + draw_w * n_writers + draw_r * n_readers) \
-        * n_samples * n_null_types
+    writer and each reader layer drawn once per sample and null, whatever its pairs); by projector
+    Grams the pairs' slab products and each layer's packing, once per sample and null (the part's
+    heads packed together: methods.overlap.projector_gram)."""
+    from headgeom.methods.overlap import null_cross_route_seconds, pack_seconds
+
+    f = _fields(manifest)
+    D, H, d, G, L = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"], f["n_layers"]
+    itemsize = 4 if precision == "float32" else 8
+    draw_w, draw_r = null_cross_draw_seconds(f)
+    t = null_cross_route_seconds(D, d, H, H + 2 * G, max(L, 2), itemsize)
+    if null_cross_by_projectors(f, precision):
+        pair = t["gram"]
+        draw_w += pack_seconds(D, d, H, itemsize)
+        draw_r += pack_seconds(D, d, H + 2 * G, itemsize)
+    else:
+        pair = t["blocks"]
+    return (pair * n_pairs + draw_w * n_writers + draw_r * n_readers) * n_samples * n_null_types
 
 
 MIN_RUNTIME = 5  # minutes a job asks for at least (a scheduler's granularity; start-up and imports)
@@ -163,36 +188,33 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
                   n_writers: int | None = None, n_readers: int | None = None, precision: str = "float64") -> dict:
     """A part of ``n_pairs`` layer pairs of ``n_writers`` writer and ``n_readers`` reader layers
     (headgeom.schedule.fanout; default: all of them). Work: null_cross_part_seconds, its pairs by the
-    job's route and its layers' draws, per sample and null. Memory: writer bases beyond
-    WRITER_CACHE_MB are spilled to $TMPDIR (n_writers x 8 D H d bytes of disk); by blocks, readers one layer at a time; by projector Grams
-    (methods.overlap.projectors_pay) each side of a call holds up to NULL_CROSS_SIDE_MB of bases and slab
-    rows (methods.overlap.layers_per_call whole layers, at most the part's). The layers' factors and the
+    job's route and its layers' draws (and by projector Grams their packing), per sample and null.
+    Memory: by projector Grams (methods.overlap.projectors_pay) the part's writer and reader bases and
+    slab rows, each side up to NULL_CROSS_SIDE_MB (methods.overlap.layers_per_call whole layers, at most
+    the part's); by blocks, writer bases up to WRITER_CACHE_MB (the rest spilled to $TMPDIR) and
+    readers one layer at a time. The layers' factors and the
     nulls' preparations are kept up to FACTOR_CACHE_MB and PREPARED_CACHE_MB. Measured peak RSS at
     Qwen2.5-7B shape (blocks, reassign null, K readers, bench/null_cross_rss.py): 739 MB with 6
-    writer layers; the model keeps 2.5 layer-sizes for one layer's draws on top of the caches
+    writer layers; the model keeps 7 layer-sizes for the draws' working set on top of the caches (a part's measured peak, 1.3x)
     (make bench-fullwidth measures the job through Snakemake)."""
     f = _fields(manifest)
     L = f["n_layers"]
     n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
-    n_writers = L if n_writers is None else n_writers
-    from headgeom.methods.overlap import head_mib, layers_per_call, projectors_pay
+    n_writers = min(L - 1, n_pairs) if n_writers is None else n_writers
+    n_readers = min(L - 1, n_pairs) if n_readers is None else n_readers
+    from headgeom.methods.overlap import head_mib, layers_per_call
 
     D, H, d, G = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"]
     itemsize = 4 if precision == "float32" else 8
     factors_mib = min(FACTOR_CACHE_MB + PREPARED_CACHE_MB, L * 8 * D * (2 * H + 2 * G) * d / 2**20)
-    writer_mib = itemsize * D * H * d / 2**20
-    cache_mib = min(WRITER_CACHE_MB, n_writers * writer_mib)
-    readers_mib = 0.0
-    if projectors_pay(H, D, d, L, G, itemsize=itemsize):  # a call's two sides: bases and slab rows
+    if null_cross_by_projectors(f, precision):  # a call's two sides: the part's bases and slab rows, up to a side's budget
         per_head = head_mib(D, d, itemsize)
-        side = {n: n * per_head * min(layers_per_call(D, d, n, itemsize), max(n_writers, 1), max(L - 1, 1))
-                for n in (H, H + 2 * G)}
-        readers_mib = side[H] + side[H + 2 * G]
-    n_readers = min(L - 1, n_pairs) if n_readers is None else n_readers
-    work_s = null_cross_part_seconds(f, n_pairs, min(n_writers, n_pairs, L - 1), n_readers, n_samples, n_null_types,
-                                     precision)
-    return _minutes(work_s, BASE_MB + cache_mib + readers_mib + factors_mib
-                    + MEM_FACTOR["pk_null_cross_draws"] * layer_mib(f))
+        held_mib = sum(n * per_head * min(layers_per_call(D, d, n, itemsize), max(k, 1))
+                       for n, k in ((H, n_writers), (H + 2 * G, n_readers)))
+    else:  # writer draws kept up to WRITER_CACHE_MB (the rest spilled), readers one layer at a time
+        held_mib = min(WRITER_CACHE_MB, n_writers * itemsize * D * H * d / 2**20)
+    work_s = null_cross_part_seconds(f, n_pairs, n_writers, n_readers, n_samples, n_null_types, precision)
+    return _minutes(work_s, BASE_MB + held_mib + factors_mib + MEM_FACTOR["pk_null_cross_draws"] * layer_mib(f))
 
 
 # ---------------------------------------------------------------- the fetch
@@ -204,9 +226,12 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
 # shape, the real repository's four-file layout (bench/fullwidth.py): 3,137 MiB of float32 tensors,
 # the job's process 3,611 MiB at its peak (Python, torch and safetensors ~470 MiB on top).
 FETCH_BASE_MB = BASE_MB + 400  # the fetch's own process imports torch (safetensors' "pt" reader): +~200 MiB
-FETCH_STORE_FACTOR = 1.15
+FETCH_STORE_FACTOR = 1.3  # the tree's peak 3,867 MiB (make bench-fullwidth): 5,176 MiB asked, 1.34x
 FETCH_S_PER_GIB = 5.0  # CPU s per GiB of float32 store (read, widen, hash, write, hash): 13 s for 3.06 GiB
-FETCH_HUB_MIN = 30  # a hub source's download, not modelled (the network's rate): minutes added
+# A hub source's download: the fetch reads only the attention tensors' byte ranges (headgeom.io.hub), at
+# most 4 bytes a parameter (a float32 checkpoint; bfloat16 ones are half), at a stated sustained rate from
+# the hub to a compute node; the request asks SAFETY x that time on top of the work
+FETCH_HUB_MB_PER_S = 50.0
 
 
 def store_mib(f: dict, itemsize: int = 4) -> float:
@@ -224,7 +249,13 @@ def fetch(fields: dict | None, source: str | None = None) -> dict:
     s = store_mib(fields)
     largest = fields["d_model"] * fields["n_heads"] * fields["d_head"] * 4 / 2**20
     return job_resources(FETCH_BASE_MB + FETCH_STORE_FACTOR * s + 2 * largest, FETCH_S_PER_GIB * s / 1024,
-                         wait_min=FETCH_HUB_MIN if source == "hf" else 0)
+                         wait_min=SAFETY * download_seconds(fields) / 60 if source == "hf" else 0)
+
+
+def download_seconds(fields: dict) -> float:
+    """Seconds a hub fetch of this shape downloads: its attention tensors' bytes (float32 at most: the
+    store's own size) at FETCH_HUB_MB_PER_S."""
+    return store_mib(fields) * 2**20 / (FETCH_HUB_MB_PER_S * 1e6)
 
 
 # ---------------------------------------------------------------- paper 1 jobs

@@ -20,6 +20,8 @@ A design holds
               layers (later entries win; e.g. more samples, or other kinds, at a few layers).
               Empty ``kinds`` / ``cross_kinds`` / ``nulls.types`` / ``nulls.within_kinds`` or a
               sample count of 0 schedules no job of that kind.
+  ``fanout``: the model's own ``fanout.max_job_minutes`` (a small model's jobs kept short beside a
+              large one's, so that its wall-clock is bound by its total work, not by one job).
 
 ``model_config(config, model)`` is the config a model's jobs see (its ``pk`` block resolved);
 the rule files (job list, params, resources, fan-out) and ``headgeom plan`` all go through
@@ -69,14 +71,16 @@ def stages(config: dict, model: str) -> tuple[str, ...]:
 
 
 def model_config(config: dict, model: str, layer: int | None = None) -> dict:
-    """The config one model's jobs see: ``pk`` resolved through the model's design (a shallow
+    """The config one model's jobs see: ``pk`` (and ``fanout``) resolved through the model's design (a shallow
     copy of ``config`` otherwise; the global config is not changed). With ``layer``: the
     within-layer null settings of the ``pk.nulls.by_layer`` entries naming that layer too."""
     sc = design_of(config, model)
-    if not sc.get("pk") and not (layer is not None and config["pk"]["nulls"].get("by_layer")):
+    if not sc.get("pk") and not sc.get("fanout") and not (layer is not None and config["pk"]["nulls"].get("by_layer")):
         return config
     out = dict(config)
     out["pk"] = merge(config["pk"], sc.get("pk") or {})
+    if sc.get("fanout"):  # the model's own fan-out ceiling
+        out["fanout"] = merge(config.get("fanout") or {}, sc["fanout"])
     if layer is not None:
         for entry in out["pk"]["nulls"].get("by_layer") or []:
             if in_layers(entry["layers"], int(layer)):

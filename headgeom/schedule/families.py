@@ -65,6 +65,8 @@ class Job:
     pair_seconds: Callable | None = None  # pair_seconds(fields, config): one layer pair's seconds (fanout "pairs")
     part_seconds: Callable | None = None  # part_seconds(fields, config, pairs, writers, readers): a part's
     #   seconds (fanout "tiles")
+    max_side: Callable | None = None  # max_side(fields, config): the most layers a tile's side may hold (its
+    #   memory), None: no bound (fanout "tiles")
     blocks: str | None = None  # "within" / "cross": null-sample blocks (params gain `samples`)
     final_model: bool = False  # also reads the lineage's final checkpoint (params gain `final_model`)
     fanout: str | None = None  # "pairs" / "tiles": layer pairs split into parts (headgeom.schedule.fanout; params
@@ -165,6 +167,18 @@ def _null_part_seconds(fields, config, n_pairs, n_writers, n_readers):
     nulls = config["pk"]["nulls"]
     return costs.null_cross_part_seconds(fields, n_pairs, n_writers, n_readers, per_job(nulls, "cross"),
                                          len(nulls["types"]), nulls.get("precision", "float64"))
+
+
+def _null_tile_side(fields, config):
+    """By projector Grams, the most layers a side of a pk_null_cross tile holds within the memory budget
+    of one call (methods.overlap.tile_side: each head then packed once per sample); by blocks, no bound."""
+    precision = config["pk"]["nulls"].get("precision", "float64")
+    if not costs.null_cross_by_projectors(fields, precision):
+        return None
+    from headgeom.methods.overlap import tile_side
+
+    H, G = fields["n_heads"], fields["n_kv_heads"]  # readers of every cross kind (Q, K, V): the most a layer holds
+    return tile_side(fields["d_model"], fields["d_head"], H, H + 2 * G, fields["n_layers"], 4 if precision == "float32" else 8)
 
 
 def _within_nulls(pk) -> bool:
@@ -292,6 +306,7 @@ JOBS = {
             stage="pk", when=lambda pk: bool(pk["nulls"]["types"]) and bool(pk["cross_kinds"])
             and pk["nulls"]["cross_samples"] > 0,
             part_seconds=_null_part_seconds,
+            max_side=_null_tile_side,
         ),
         Job(
             "paper1_heads", "headgeom.jobs.paper1:run_paper1_heads",

@@ -97,13 +97,15 @@ def part_layers(part) -> tuple[int, int, int]:
 
 def max_tile_side(job, fields: dict, config: dict) -> int:
     """The largest tile side whose tiles' cost (the job's part_seconds, SAFETY included) stays under
-    the ceiling, bounded by a full tile's (side^2 pairs, side writer and side reader layers); at
-    least 1."""
+    the ceiling, bounded by a full tile's (side^2 pairs, side writer and side reader layers), and at
+    most the job's ``max_side`` (what its memory budget holds: pk_null_cross's two sides of one
+    projector-Gram call); at least 1."""
     L = fields["n_layers"]
     ceiling = max_job_minutes(config) * 60
     all_pairs = L * (L - 1) // 2
+    limit = job.max_side(fields, config) if job.max_side is not None else None
     side = 1
-    for s in range(2, max(L, 2)):
+    for s in range(2, max(L, 2) if limit is None else min(max(L, 2), limit + 1)):
         k = min(s, L - 1)
         if costs.SAFETY * job.part_seconds(fields, config, min(s * s, all_pairs), k, k) > ceiling:
             break

@@ -55,8 +55,9 @@ def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bi
     from headgeom import layout
 
     w, model = tmp_path, "qwen2.5-7b"
-    # a 20-minute ceiling: the cross-layer pairs too are cut into parts of different sizes
-    edit = {"active_models": [model], "activation": {"enabled": False}, "fanout": {"max_job_minutes": 20}}
+    # a 12-minute ceiling (the design's own too): the cross-layer pairs are cut into parts of different sizes
+    edit = {"active_models": [model], "activation": {"enabled": False}, "fanout": {"max_job_minutes": 12},
+            "designs": {model: {"fanout": {"max_job_minutes": 12}}}}
     config = P.load_config([root / "config" / "models.yaml", root / "config" / "paper.yaml"], edit)
     fields = {**config["models"][model]["shape"], "adapter": "qwen2"}
     manifest = w / layout.manifest(model)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from headgeom.io.checkpoint import SafetensorsDir
 from headgeom.schedule import costs
@@ -58,5 +59,10 @@ def test_the_fetch_is_sized_from_the_models_shape():
     # the rule's call: no fields, the shape found for the wildcards' model (the registry's shape:)
     config = {"models": {"m": {"source": "hf", "shape": QWEN25_7B}}}
     hub = FETCH.cost(None, config, {"model": "m"})
-    assert hub["mem_mb"] == req["mem_mb"] and hub["runtime"] >= costs.FETCH_HUB_MIN
+    assert hub["mem_mb"] == req["mem_mb"]
+    # the download: the attention tensors' float32 bytes (3.3 GB) at the stated rate, with the margin
+    download_s = costs.store_mib(QWEN25_7B) * 2**20 / (costs.FETCH_HUB_MB_PER_S * 1e6)
+    assert 3.2e9 / (costs.FETCH_HUB_MB_PER_S * 1e6) < download_s < 3.4e9 / (costs.FETCH_HUB_MB_PER_S * 1e6)
+    assert hub["work_s"] == pytest.approx(req["work_s"] + costs.SAFETY * download_s)
+    assert hub["runtime"] >= (req["work_s"] + costs.SAFETY * download_s) / 60
     assert FETCH.cost(None, {"models": {}}, {"model": "unknown"})["mem_mb"] == 4000  # no shape known

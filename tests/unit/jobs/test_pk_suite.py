@@ -184,7 +184,7 @@ def test_job_resources_scale_with_shape(tmp_path):
     ref = manifest(**REF)
     r = resources("pk_cross_layer", ref)
     assert r["runtime"] == int(-(-1.5 * SECONDS["pk_cross_pair"] * 27 // 60))  # measured cost x 27 later layers
-    assert 1150 <= resources("pk_layer", ref)["mem_mb"] < 1600  # measured peak 1150 MB (+ the jobstep under SLURM)
+    assert 1.3 * 1235 <= resources("pk_layer", ref)["mem_mb"] < 2 * 1235  # measured peak 1,235 MiB (bench-fullwidth), 1.3x headroom
     nc = resources("pk_null_cross", ref, n_samples=1)
     # writers spill beyond the cache (measured peak 739 MB at 7 and at 28 layers by blocks, docs/performance.md);
     # projector Grams hold up to NULL_CROSS_SIDE_MB of bases and slab rows a side on top

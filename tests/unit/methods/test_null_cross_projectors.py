@@ -115,9 +115,18 @@ def test_projectors_pay_by_counted_flops_and_bytes():
     assert t["blocks"] == pytest.approx(2 * 3584 * 128**2 * 28 * 36 / (speed * overlap.ROUTE_RATES["blocks"]))
     assert t["gram"] == pytest.approx(2 * overlap.packed_length(3584) * 28 * 36 / (speed * overlap.ROUTE_RATES["gram"]))
     assert 3584 * 3585 // 2 < overlap.packed_length(3584) < 1.05 * 3584 * 3585 / 2
-    assert t["projectors"] == pytest.approx(t["gram"] + t["pack"] + t["stream"])
-    # packing shared by more partners costs less per pair: float32 halves a head's memory
-    assert overlap.heads_per_call(3584, 128, 28, 27, 4) > overlap.heads_per_call(3584, 128, 28, 27, 8)
+    assert t["projectors"] == pytest.approx(t["gram"] + t["pack"])
+    # each head packed once per sample (2 d L_p FLOPs), shared by the `side` layers of a tile it meets
+    side = overlap.tile_side(3584, 128, 28, 36, 28)
+    assert t["side"] == side and 1 < side <= 27
+    Lp = overlap.packed_length(3584)
+    one_head = 2 * 128 * Lp / (speed * overlap.ROUTE_RATES["pack"]) + 8 * Lp * overlap.BYTES_PER_FLOP_TIME  # + its entries written
+    assert t["pack"] == pytest.approx(64 * one_head / side)
+    # a tile's side within the memory budget of each side of a call; float32 halves a head's memory
+    assert side * 36 * overlap.head_mib(3584, 128) <= overlap.NULL_CROSS_SIDE_MB
+    assert (side + 1) * 36 * overlap.head_mib(3584, 128) > overlap.NULL_CROSS_SIDE_MB
+    assert overlap.tile_side(3584, 128, 28, 36, 28, 4) > side
+    assert overlap.tile_side(576, 64, 9, 15, 30) == 29  # a small model: the whole triangle in one call
 
 
 @pytest.mark.parametrize("by_projectors", [True, False])
@@ -195,3 +204,87 @@ def test_layer_groups_cover_the_layers_in_order():
     per_head = overlap.head_mib(576, 64)
     assert overlap.layers_per_call(576, 64, 15, budget_mb=15 * per_head * 3.5) == 3
     assert overlap.layers_per_call(576, 64, 15, budget_mb=1.0) == 1
+
+
+def test_projector_gram_from_each_writers_first_partner(monkeypatch):
+    """partners_from: each writer array's columns from its first partner on are tr(P_w P_r) of explicit
+    D x D projectors (1e-12 relative); the columns left of a run's smallest start are not computed (0).
+    Runs of at least PRODUCT_ROWS writer heads: with 2 a run, writer arrays of 1, 2 and 2 heads make
+    runs [0, 3) from column min(0, 2) and [3, 5) from column 4."""
+    monkeypatch.setattr(overlap, "PRODUCT_ROWS", 2)
+    D, d = 120, 6
+    Bw, _ = _bases(5, D, d, 11, drop=(3,))
+    Br, _ = _bases(7, D, d, 12)
+    W, R = [Bw[:1], Bw[1:3], Bw[3:]], [Br[:2], Br[2:4], Br[4:]]
+    want = np.array([[np.trace((Bw[i] @ Bw[i].T) @ (Br[j] @ Br[j].T)) for j in range(7)] for i in range(5)])
+    assert overlap.product_runs([1, 2, 2], [0, 2, 4], 7) == [(0, 3, 0), (3, 5, 4)]
+    got = overlap.projector_gram(W, R, partners_from=[0, 2, 4])
+    np.testing.assert_allclose(got[:3], want[:3], rtol=1e-12)
+    np.testing.assert_allclose(got[3:, 4:], want[3:, 4:], rtol=1e-12)
+    assert (got[3:, :4] == 0).all()
+    # every column computed: the whole Gram (BLAS may round a run's product apart from the whole one's)
+    full = overlap.projector_gram(W, R)
+    np.testing.assert_allclose(overlap.projector_gram(W, R, partners_from=[0, 0, 0]), full, rtol=1e-14)
+    assert overlap.product_runs([1, 2, 2], [7, 7, 7], 7) == []  # no partner: nothing computed
+    with pytest.raises(ValueError, match="partners_from"):
+        overlap.projector_gram(W, R, partners_from=[0, 8, 0])
+
+
+def test_a_tile_is_one_call_a_sample_with_every_head_packed_once(tmp_path, monkeypatch):
+    """The new layout against the blocks route (U_w^T U_r, an independent computation of the same PK):
+    a model cut into tiles (fanout.tile_parts, the diagonal tiles included) gives, part by part, the
+    null statistics of the blocks route to 1e-12 relative in float64, and each part makes one
+    projector_gram call per sample and null in which each of its writer and reader heads is packed once
+    per slab."""
+    from headgeom.io.fetch import fetch_model
+    from headgeom.jobs.pk_paper import pk_null_cross_job
+    from headgeom.schedule.fanout import tile_parts
+    from tools.synth import write_llama
+
+    write_llama(tmp_path / "ck", n_layers=6)
+    fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
+    p = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "K", "V"]}
+    calls, packed = [], []
+    real_gram, real_pack = overlap.projector_gram, overlap.pack_slab
+
+    def counting_gram(writers, readers, *a, **k):
+        calls.append((sum(B.shape[0] for B in writers), sum(B.shape[0] for B in readers)))
+        return real_gram(writers, readers, *a, **k)
+
+    def counting_pack(bases, a, b, out, twice_upper=False):
+        if not isinstance(bases, (list, tuple)):
+            packed.append((a, bases.shape[0]))
+        return real_pack(bases, a, b, out, twice_upper)
+
+    monkeypatch.setattr(overlap, "projector_gram", counting_gram)
+    monkeypatch.setattr(overlap, "pack_slab", counting_pack)
+    parts = tile_parts(6, 2)
+    assert len(parts) == 6 and sum(len(s) for s in parts) > 6  # diagonal tiles (triangles) and squares
+    for i, seg in enumerate(parts):
+        rows = {}
+        for by_projectors in (True, False):
+            monkeypatch.setattr(overlap, "projectors_pay", lambda *_a, _p=by_projectors, **_k: _p)
+            calls.clear(), packed.clear()
+            out = tmp_path / f"{i}-{by_projectors}.parquet"
+            pk_null_cross_job(tmp_path / "store", [0, 1], out, p, segments=seg, log=lambda *_: None)
+            rows[by_projectors] = read_shard(out)[0].to_pydict()
+            if by_projectors:
+                writers = {w for w, _, _ in seg}
+                readers = {r for _, r0, r1 in seg for r in range(r0, r1)}
+                assert len(calls) == 2 * 2  # nulls x samples: one call each
+                heads = calls[0][0] + calls[0][1]
+                slabs = len(overlap.projector_slabs(48))
+                assert sum(n for _, n in packed) == 2 * 2 * slabs * heads  # each head once per slab and call
+                assert calls[0][0] == 4 * len(writers) and calls[0][1] == (4 + 2 + 2) * len(readers)  # 4 q / 2 kv heads
+            else:
+                assert calls == []
+        a, b = rows[True], rows[False]
+        assert a.keys() == b.keys() and len(a["sd"]) == 2 * 2 * 3 * sum(r1 - r0 for _, r0, r1 in seg)
+        for k in a:
+            if k in ("model", "kind", "null", "layer_w", "layer_r", "sample", "n_pairs"):
+                assert a[k] == b[k], k
+            else:
+                x, y = np.array(a[k], float), np.array(b[k], float)
+                np.testing.assert_array_equal(np.isnan(x), np.isnan(y))
+                ok = np.isfinite(y)
+                np.testing.assert_allclose(x[ok], y[ok], rtol=1e-12, atol=1e-15, err_msg=k)

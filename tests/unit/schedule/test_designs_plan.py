@@ -91,7 +91,9 @@ def test_expected_work_never_above_the_request_and_reported_per_rule(capsys):
 
 def test_cross_null_work_is_the_sum_of_its_parts_draws_and_pairs():
     """The pk_null_cross rule's expected work, recomputed from its fan-out: per sample and null, every
-    part's layer pairs at the route's seconds plus one draw of each writer and reader layer it holds."""
+    part's layer pairs at the slab products' seconds plus one draw and one packing of each writer and
+    reader layer it holds (each head packed once a sample: its part is one projector-Gram call)."""
+    from headgeom.methods import overlap
     from headgeom.schedule import costs, fanout
     from headgeom.schedule.families import JOBS
     from headgeom.schedule.designs import model_config
@@ -99,10 +101,12 @@ def test_cross_null_work_is_the_sum_of_its_parts_draws_and_pairs():
     p, config = _unscoped_plan([Q3])
     fields = p["models"][Q3]["fields"]
     nulls = model_config(config, Q3)["pk"]["nulls"]
-    route = costs.null_cross_route_pair_seconds(fields, nulls.get("precision", "float64"))
+    D, d, H, G = fields["d_model"], fields["d_head"], fields["n_heads"], fields["n_kv_heads"]
+    gram = 2 * overlap.packed_length(D) * H * (H + 2 * G) / (overlap.GEMM_FLOPS * overlap.ROUTE_RATES["gram"])
     draw_w, draw_r = costs.null_cross_draw_seconds(fields)
+    draw_w, draw_r = draw_w + overlap.pack_seconds(D, d, H), draw_r + overlap.pack_seconds(D, d, H + 2 * G)
     parts = fanout.parts(JOBS["pk_null_cross"], fields, model_config(config, Q3))
-    per_sample = sum(fanout.n_pairs(pt) * route + len({w for w, _, _ in pt}) * draw_w
+    per_sample = sum(fanout.n_pairs(pt) * gram + len({w for w, _, _ in pt}) * draw_w
                      + len({r for _, a, b in pt for r in range(a, b)}) * draw_r for pt in parts)
     expected = per_sample * int(nulls["cross_samples"]) * len(nulls["types"])
     got = sum(j.expected_s for j in p["jobs"] if j.rule == "pk_null_cross")
@@ -126,3 +130,18 @@ def test_expected_work_meets_the_papers_budgets_with_one_cross_sample_a_job():
     tens = P.plan(config, models=[Q3])
     assert {j.wildcards["block"] for j in tens["jobs"] if j.rule == "pk_null_cross"} == {0, 1, 2}
     assert work_h(tens) > 800
+
+
+def test_no_job_holds_the_others_back():
+    """config/paper.yaml's fan-out ceilings: no job of the global Qwen3-235B suite expects more than 30
+    min of work (45 min requested), none of the PK paper's Qwen2.5-7B design more than 15 (its design's
+    22-min ceiling), and the 7B design's wall-clock on 64 cores (fetch, then the jobs longest first) is
+    bound by its total work: within 30 min. The design's ceiling is the model's own: the 235B suite keeps
+    the global one."""
+    p7, (p235, _) = _plan([Q7]), _unscoped_plan([Q3])
+    assert max(j.expected_s for j in p235["jobs"]) <= 30 * 60
+    assert max(j.expected_s for j in p7["jobs"]) <= 15 * 60
+    assert max(j.runtime for j in p7["jobs"]) <= 22 < max(j.runtime for j in p235["jobs"]) <= 45
+    assert P.wall_clock_hours(p7, 64) <= 0.5
+    # the hub fetch's request comes from its bytes at the stated rate, not a fixed half hour
+    assert p7["fetch_min"] < 15

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from headgeom.core.errors import ConfigError
+from headgeom.methods import overlap
 from headgeom.schedule import costs, fanout
 from headgeom.schedule.families import JOBS, shard_paths
 
@@ -70,9 +71,16 @@ def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs(job)
             # a sample and null for each writer and each reader layer (an independent recomputation)
             if job == "pk_null_cross":
                 writers, readers = {w for w, _, _ in p}, {r for _, r0, r1 in p for r in range(r0, r1)}
+                # by projector Grams: each pair's slab products, each layer's packing once a sample and null
                 draw_w, draw_r = costs.null_cross_draw_seconds(fields)
-                want = 20 * (costs.null_cross_route_pair_seconds(fields) * fanout.n_pairs(p)
-                             + draw_w * len(writers) + draw_r * len(readers))
+                D, d, H, G = fields["d_model"], fields["d_head"], fields["n_heads"], fields["n_kv_heads"]
+                Lp = overlap.packed_length(D)
+                gram = 2 * Lp * H * (H + 2 * G) / (overlap.GEMM_FLOPS * overlap.ROUTE_RATES["gram"])
+                pack = 2 * d * Lp / (overlap.GEMM_FLOPS * overlap.ROUTE_RATES["pack"]) + 8 * Lp * overlap.BYTES_PER_FLOP_TIME
+                want = 20 * (gram * fanout.n_pairs(p) + (draw_w + H * pack) * len(writers)
+                             + (draw_r + (H + 2 * G) * pack) * len(readers))
+                # each side of the part within one projector-Gram call's memory: every head packed once a sample
+                assert max(len(writers), len(readers)) <= overlap.tile_side(D, d, H, H + 2 * G, fields["n_layers"])
             else:
                 want = costs.pk_cross_pair_seconds(fields) * fanout.n_pairs(p)
             assert r["runtime"] == max(5, -(-costs.SAFETY * want // 60))
@@ -191,12 +199,14 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     d = tmp_path / "results" / "tensors" / model
     d.mkdir(parents=True)
     (d / "manifest.json").write_text(json.dumps({"fields": QWEN25_7B}))
-    cfg = load_config(overrides={"pk": {"nulls": {"cross_samples_per_job": 6}}})  # 6 samples a job: parts
+    cfg = load_config(overrides={"pk": {"nulls": {"cross_samples_per_job": 6}},  # 6 samples a job under a
+                                 "fanout": {"max_job_minutes": 30}})  # 30-min ceiling: parts
     nulls = cfg["pk"]["nulls"]
     want_layer = costs.pk_layer(QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]))
     seg = fanout.part(JOBS["pk_null_cross"], QWEN25_7B, cfg, 1)
     want_null = costs.pk_null_cross(QWEN25_7B, per_job(nulls, "cross"), len(nulls["types"]),
-                                n_pairs=fanout.n_pairs(seg), n_writers=len({w for w, _, _ in seg}))
+                                n_pairs=fanout.n_pairs(seg), n_writers=len({w for w, _, _ in seg}),
+                                n_readers=len({r for _, r0, r1 in seg for r in range(r0, r1)}))
     rows = [  # the plugin's CSV: pandas index column, then its columns (steps only)
         ("0", "11.batch", f"rule_pk_layer_wildcards_{model}_0", 60 * want_layer["runtime"] / 3, 900, want_layer["mem_mb"]),
         ("1", "12.batch", f"rule_pk_layer_wildcards_{model}_1", 60 * want_layer["runtime"] * 2, 900, 2 * want_layer["mem_mb"]),
@@ -217,7 +227,7 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     nc = res["pk_null_cross"]
     assert nc["model_mem_max_mb"] == want_null["mem_mb"] and nc["mem_ratio_max"] == pytest.approx(1.5)
     assert nc["over"][0]["wildcards"] == {"model": model, "block": "0", "part": "1"}
-    (tmp_path / "six.yaml").write_text("pk: {nulls: {cross_samples_per_job: 6}}\n")
+    (tmp_path / "six.yaml").write_text("pk: {nulls: {cross_samples_per_job: 6}}\nfanout: {max_job_minutes: 30}\n")
     assert main(["costs", str(rep), "-d", str(tmp_path), "--configfile", str(tmp_path / "six.yaml")]) == 0
 
 
@@ -244,12 +254,15 @@ def test_spilled_writer_bases_give_bitwise_identical_rows(tmp_path, monkeypatch)
 
 
 def test_null_cross_memory_is_flat_in_the_layer_count():
-    """Writer bases spill beyond the cache and a projector Gram holds a budgeted number of layers a
-    side, so the request does not grow with writers or layers past that budget."""
-    few = costs.pk_null_cross({**QWEN25_7B, "n_layers": 16}, 10, 2)["mem_mb"]
-    many = costs.pk_null_cross(QWEN25_7B, 10, 2)["mem_mb"]
-    assert few == many <= 5500  # the two sides' budgets (2 x 1.5 GiB) and the caches
-    assert costs.pk_null_cross(QWEN3_235B, 10, 2)["mem_mb"] == costs.pk_null_cross({**QWEN3_235B, "n_layers": 12}, 10, 2)["mem_mb"]
+    """A projector Gram holds a budgeted number of layers a side (the fan-out's tiles fit it), so the
+    request does not grow with writers or layers past that budget."""
+    from headgeom.methods.overlap import NULL_CROSS_SIDE_MB
+
+    few = costs.pk_null_cross({**QWEN25_7B, "n_layers": 8}, 10, 2)["mem_mb"]
+    many = costs.pk_null_cross({**QWEN25_7B, "n_layers": 60}, 10, 2)["mem_mb"]
+    more = costs.pk_null_cross({**QWEN25_7B, "n_layers": 80}, 10, 2)["mem_mb"]
+    assert few < many == more <= costs.BASE_MB + 2 * NULL_CROSS_SIDE_MB + 512 + costs.MEM_FACTOR["pk_null_cross_draws"] * costs.layer_mib(QWEN25_7B) + 1
+    assert costs.pk_null_cross(QWEN3_235B, 10, 2)["mem_mb"] == costs.pk_null_cross({**QWEN3_235B, "n_layers": 30}, 10, 2)["mem_mb"]
 
 
 def test_pk_cross_computes_each_reader_layer_once_and_recomputes_beyond_the_memo(tmp_path, monkeypatch):
