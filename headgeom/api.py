@@ -461,22 +461,16 @@ def _output_config(ms: list) -> dict:
 
 def _output_params(out, ms: list) -> dict:
     """The params the pipeline's rule gives the output (as headgeom.rules.outputs.output_params gives them)."""
+    from headgeom.core.config import value_at
     from headgeom.targets import base_instruct_pairs, builder_models
 
     cfg = _output_config(ms)
-    params = {k: _dpath(cfg, d) for k, d in out.params.items()}
+    params = {k: value_at(cfg, d) for k, d in out.params.items()}
     if "pairs" in out.derived:
         params["pairs"] = base_instruct_pairs(cfg)
     params["output"] = [out.kind, out.name]
     params["models"] = builder_models(out, cfg)
     return params
-
-
-def _dpath(config: dict, dpath: str):
-    node = config
-    for key in dpath.split("/"):
-        node = node[key]
-    return node
 
 
 def _built(kind: str, name: str, models, layers, samples, text):

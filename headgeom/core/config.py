@@ -12,6 +12,15 @@ def _name(x) -> str:
     return s if s.isprintable() else repr(s)
 
 
+def value_at(config: dict, dpath: str):
+    """The config value at ``dpath`` (``"tables/strong_threshold"``: keys joined by ``/``, the form
+    registries name config values in)."""
+    node = config
+    for key in dpath.split("/"):
+        node = node[key]
+    return node
+
+
 def unknown_model_keys(config: dict, schema: dict) -> None:
     """A model entry's key the schema does not know (a typo such as ``soruce:``) stops with one
     line naming it and the nearest known key, before the schema's own message (which would

@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import re
 
+from headgeom.core.config import value_at
 from headgeom.core.errors import ConfigError
 from headgeom.methods.nulls import per_job  # noqa: F401 (samples per null job; the rules and tests read it here)
 
@@ -224,10 +225,7 @@ def shard_paths(name: str, config: dict, model: str, fields: dict) -> list[str]:
 
 def lookup(config: dict, model: str, dpath: str, layer: int | None = None):
     """A config value as the model's jobs (of ``layer``) see it (``pk/...`` through the design)."""
-    node = model_config(config, model, layer) if dpath.startswith("pk/") else config
-    for key in dpath.split("/"):
-        node = node[key]
-    return node
+    return value_at(model_config(config, model, layer) if dpath.startswith("pk/") else config, dpath)
 
 
 def stage_models(config: dict, models, stage: str) -> list[str]:

@@ -35,8 +35,7 @@ def job_param_values(config: dict, job, model: str, wildcards: dict, fields: dic
 
     layer = wildcards.get("layer")
     layer = None if layer is None else int(layer)
-    params = {k: designs.lookup(config, model, d, layer) if d.startswith("pk/") else _dpath(config, d)
-              for k, d in job.params.items()}
+    params = {k: designs.lookup(config, model, d, layer) for k, d in job.params.items()}
     if job.blocks:
         params["samples"] = designs.samples(job.blocks, config, model, int(wildcards["block"]), layer)
     if job.final_model:
@@ -46,13 +45,6 @@ def job_param_values(config: dict, job, model: str, wildcards: dict, fields: dic
         seg = parts[part] if parts is not None else fanout.part(job, fields, designs.model_config(config, model), part)
         params["pairs"] = [list(s) for s in seg]
     return params
-
-
-def _dpath(config: dict, dpath: str):
-    node = config
-    for key in dpath.split("/"):
-        node = node[key]
-    return node
 
 
 def _fields(workdir: Path, model: str) -> dict | None:
