@@ -125,10 +125,16 @@ def select_row(columns: list[str], rows: list[dict], filters: dict[str, str], wh
 NAN_BOTH = "NaN in the table and NaN recomputed: an undefined value, reproduced as undefined (no number compared)"
 
 
+DAMAGED_INPUT = "could not recompute: an input is damaged"
+
+
 def verdict_word(ok: bool, how: str) -> str:
-    """The word printed for one comparison: NaN against NaN is said as such, never MATCH."""
+    """The word printed for one comparison: NaN against NaN is said as such, never MATCH; a
+    recomputation stopped by a damaged input is DAMAGED (nothing was compared)."""
     if ok and how == NAN_BOTH:
         return "NaN = NaN"
+    if how.startswith(DAMAGED_INPUT):
+        return "DAMAGED"
     return "MATCH" if ok else "MISMATCH"
 
 

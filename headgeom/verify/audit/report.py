@@ -16,10 +16,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from headgeom import layout
+from headgeom.core.errors import DamagedFileError
 from headgeom.io.files import sha256_file
 from headgeom.io.shards import shard_check
 from headgeom.schedule.families import SHARD_FAMILIES, JOBS
-from headgeom.verify.audit.read import (NAN_BOTH, AuditError, compare, inside, load_sidecar, model_name,
+from headgeom.verify.audit.read import (DAMAGED_INPUT, NAN_BOTH, AuditError, compare, inside, load_sidecar, model_name,
                                         parse_row_filters, read_csv, rule_of, select_row, shard_family, table_paths,
                                         table_rule, verdict_word)
 from headgeom.verify.audit.rebuild import aggregation_from_sidecar, rebuild_table, recompute_shards, verify_tensors
@@ -281,6 +282,8 @@ def _recompute(value: str, what: str, make_csv, filters: dict, column: str, wher
         cols, rows = read_csv(make_csv())
         v = rows[select_row(cols, rows, filters, where=where)].get(column, "")
         ok, how = compare(value, v)
+    except DamagedFileError as e:
+        v, ok, how = "", False, f"{DAMAGED_INPUT}: {e}"
     except Exception as e:  # noqa: BLE001 - a shard or tensor that cannot be used is a finding
         v, ok, how = "", False, f"could not recompute: {type(e).__name__}: {e}"
     return Recompute(what, v, ok, how)

@@ -134,3 +134,22 @@ def test_cli_progress_goes_to_stderr(workdir, capsys):
     assert [line.split(": ")[1].split()[0] for line in out.err.splitlines()] == SHARDS
     assert [line.split(":")[0] for line in out.err.splitlines()] == [
         f"shard {k} of {len(SHARDS)} recomputed from the tensors" for k in range(1, len(SHARDS) + 1)]
+
+
+def test_a_recomputation_stopped_by_a_damaged_input_is_damaged_not_mismatch():
+    """A shard that fails its own checks (here: a sound shard at another shard's path) stops the
+    recomputation; the comparison line says DAMAGED, as the verdict does, never MISMATCH. Any
+    other failure to recompute stays MISMATCH."""
+    from headgeom.core.errors import DamagedFileError
+    from headgeom.verify.audit.report import _recompute
+
+    def misplaced():
+        raise DamagedFileError("results/shards/pk/m/layer1.parquet is damaged: it is the shard of pk/m/layer0")
+
+    def broken():
+        raise KeyError("column")
+
+    r = _recompute("0.5", "from the shards", misplaced, {}, "x", "t")
+    assert (r.ok, r.verdict) == (False, "DAMAGED") and "layer0" in r.how
+    r = _recompute("0.5", "from the shards", broken, {}, "x", "t")
+    assert (r.ok, r.verdict) == (False, "MISMATCH")
