@@ -122,10 +122,15 @@ def test_projectors_pay_by_counted_flops_and_bytes():
     Lp = overlap.packed_length(3584)
     one_head = 2 * 128 * Lp / (speed * overlap.ROUTE_RATES["pack"]) + 8 * Lp * overlap.BYTES_PER_FLOP_TIME  # + its entries written
     assert t["pack"] == pytest.approx(64 * one_head / side)
-    # a tile's side within the memory budget of each side of a call; float32 halves a head's memory
+    # a tile's side within the memory budget of each side of a call, the largest that fits or the
+    # whole triangle (n_layers - 1); float32 halves a head's memory
     assert side * 36 * overlap.head_mib(3584, 128) <= overlap.NULL_CROSS_SIDE_MB
-    assert (side + 1) * 36 * overlap.head_mib(3584, 128) > overlap.NULL_CROSS_SIDE_MB
-    assert overlap.tile_side(3584, 128, 28, 36, 28, 4) > side
+    assert side == 27 or (side + 1) * 36 * overlap.head_mib(3584, 128) > overlap.NULL_CROSS_SIDE_MB
+    # Qwen3-235B (64 writers; 64 + 4 + 4 reading spaces a layer): memory, not the layer count, bounds it
+    side_235b = overlap.tile_side(4096, 128, 64, 72, 94)
+    assert side_235b < 93 and (side_235b + 1) * 72 * overlap.head_mib(4096, 128) > overlap.NULL_CROSS_SIDE_MB
+    assert side_235b * 72 * overlap.head_mib(4096, 128) <= overlap.NULL_CROSS_SIDE_MB
+    assert overlap.tile_side(4096, 128, 64, 72, 94, 4) > side_235b
     assert overlap.tile_side(576, 64, 9, 15, 30) == 29  # a small model: the whole triangle in one call
 
 
