@@ -231,7 +231,8 @@ def test_tampered_shard_is_a_mismatch(run, tmp_path):
     # rewritten with pyarrow alone (no content record): named as damaged, and not recomputed from
     pq.write_table(pq.read_table(shard), shard)
     res = audit(w, "p1_table2_strong_tail", {"model": "tiny"}, "strong", tensors=False)
-    assert not res.ok and res.verdicts.shards.ok is False and "DamagedFileError" in res.verdicts.shards.how
+    assert not res.ok and res.verdicts.shards.ok is False and res.verdicts.shards.verdict == "DAMAGED"
+    assert "an input is damaged" in res.verdicts.shards.how and "has no content record" in res.verdicts.shards.how
     assert any("layer1.parquet is damaged: has no content record" in x for x in res.integrity)
 
 
