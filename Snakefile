@@ -66,9 +66,9 @@ onsuccess:
 
 
 # A failed run ends with each failed job's own one-line error (its log's `headgeom error:` line,
-# headgeom/jobs/logs.py), not only Snakemake's "check log file(s)".
+# headgeom/core/logs.py), not only Snakemake's "check log file(s)".
 onerror:
-    from headgeom.jobs.logs import end_of_run_errors
+    from headgeom.core.logs import end_of_run_errors
 
     lines = end_of_run_errors(log, layout.LOGS_DIR, since=RUN_STARTED)
     if lines:

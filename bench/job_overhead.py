@@ -39,7 +39,7 @@ PY = sys.executable
 SNAKEMAKE = str(Path(PY).parent / "snakemake")
 
 JOB_IMPORTS = ("from headgeom.core.provenance import set_run, code_version; from headgeom.schedule.families import run_job; "
-               "from headgeom.jobs.logs import to_log; import headgeom.jobs.paper1, headgeom.jobs.pk_paper, "
+               "from headgeom.core.logs import to_log; import headgeom.jobs.paper1, headgeom.jobs.pk_paper, "
                "headgeom.methods.paper1, headgeom.methods.overlap, headgeom.io.shards; code_version()")
 
 SHARD_IO = ("import os, tempfile, numpy as np; from headgeom.io.shards import write_shard, read_shards; "

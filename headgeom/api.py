@@ -408,7 +408,7 @@ def claims(models, *, as_pandas: bool = False):
 
     from headgeom.commands.plan import ROOT
     from headgeom.outputs import TABLES
-    from headgeom.verify.claims import build_claims, ledger_tables, load_ledger
+    from headgeom.publish.claims import build_claims, ledger_tables, load_ledger
 
     ms = _as_models(models)
     ledger = load_ledger(ROOT / "config" / "claims.yaml")

@@ -128,7 +128,7 @@ def _timings(args) -> int:
 
 
 def _claims(args) -> int:
-    from headgeom.verify.claims import build_claims, load_ledger
+    from headgeom.publish.claims import build_claims, load_ledger
 
     ledger = load_ledger(args.ledger)
     workdir = Path(args.directory)
@@ -164,7 +164,7 @@ def _table_models(workdir: Path):
 
 
 def _summary(args) -> int:
-    from headgeom.verify.summary import summary_markdown
+    from headgeom.publish.summary import summary_markdown
 
     workdir = Path(args.directory)
     models = args.models or list(dict.fromkeys(_table_models(workdir)))
@@ -187,7 +187,7 @@ def _plan(args) -> int:
             from headgeom.schedule.designs import global_design
 
             cfg = global_design(cfg)
-        from headgeom.verify.sensitivity import planned_jobs
+        from headgeom.publish.choice_sensitivity import planned_jobs
 
         p = P.plan(cfg, args.directory, shapes, args.models, more_jobs=planned_jobs)
     except (HeadgeomError, ValueError) as e:
@@ -311,7 +311,7 @@ def _verify_recompute(args) -> int:
 
 
 def _docs(args) -> int:
-    from headgeom.verify import docs
+    from headgeom.publish import docs
 
     if args.check:
         stale = docs.stale()

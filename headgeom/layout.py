@@ -29,7 +29,7 @@ FIGURES_DIR = "figures"
 TABLE_EXTS = ("csv", "md", "tex", "html")
 FIGURE_EXTS = ("png", "pdf")
 SUMMARY = "results/summary.md"
-# the pipeline's numbers as LaTeX macros (headgeom.verify.macros): the ledger's, and the cells the config names
+# the pipeline's numbers as LaTeX macros (headgeom.publish.macros): the ledger's, and the cells the config names
 MACROS = {"claims": f"{TABLES_DIR}/claims_macros.tex", "cells": f"{TABLES_DIR}/cell_macros.tex"}
 LOGS_DIR = "logs"
 

@@ -6,7 +6,7 @@ headgeom/rules/jobs.py) with the resources the rules request (each job's cost mo
 same call the rules make), and estimates the wall-clock on N cores by list-scheduling the jobs
 longest first (every job takes one core; fetch, then the per-layer jobs, which are
 independent; aggregation is local and not counted). The choice sensitivity's jobs are priced too:
-one per alternative of each switch (headgeom.verify.sensitivity.planned, its cost model
+one per alternative of each switch (headgeom.publish.choice_sensitivity.planned, its cost model
 ``alternative_cost``) and, for window cutting, one forward pass per model, corpus and windows
 (the forward step's cost).
 
@@ -106,7 +106,7 @@ def makespan(runtimes, cores: int) -> float:
 def plan(config: dict, workdir=".", shapes=None, models=None, more_jobs=None) -> dict:
     """Jobs, core-hours and memory per rule of a run of ``config``. ``more_jobs(config, fields)``
     (fields: model -> shape) adds the jobs of layers above this package, e.g. the choice
-    sensitivity's (headgeom.verify.sensitivity.planned_jobs, which the CLI passes)."""
+    sensitivity's (headgeom.publish.choice_sensitivity.planned_jobs, which the CLI passes)."""
     models = list(models or config["active_models"])
     per_model, jobs = {}, []
     for m in models:

@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 
 from headgeom.core.errors import TimingsError
-from headgeom.jobs.logs import _FINISHED, _JOB as _START, END, TIMING, block_update, process_age, timing_line  # noqa: F401 (re-exported)
+from headgeom.core.logs import _FINISHED, _JOB as _START, END, TIMING, block_update, process_age, timing_line  # noqa: F401 (re-exported)
 
 _STAMP = re.compile(r"^\[(\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s*$")
 _TIMING = re.compile(r"^" + re.escape(TIMING) + r"startup_s=([0-9.]+|nan) work_s=([0-9.]+)\s*$")

@@ -1,1 +1,1 @@
-"""Shared foundations: errors, config checks, seeds, provenance, per-head factors."""
+"""Shared foundations: errors, config checks, seeds, provenance, per-head factors, the jobs' log plumbing."""

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from headgeom.jobs.common import shard_provenance, store_dir, with_keys
-from headgeom.jobs.logs import progress_of
+from headgeom.core.logs import progress_of
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
 

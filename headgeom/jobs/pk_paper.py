@@ -15,7 +15,7 @@ from headgeom.core.provenance import code_version
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
 from headgeom.jobs.common import shard_provenance, store_dir, with_keys
-from headgeom.jobs.logs import progress_of
+from headgeom.core.logs import progress_of
 from headgeom.schedule import costs
 
 

@@ -9,7 +9,8 @@
   build.py     one output from its shards: read, select, build, write (``build_output``)
 
 Importing the package registers every builder (the paper modules). The checking tools
-(headgeom.verify: audit, sensitivity, claims, docs) import this package, never the reverse."""
+(headgeom.verify) and what the run publishes from the tables (headgeom.publish: claims, sensitivity,
+docs) import this package, never the reverse."""
 
 from headgeom.outputs import paper1, pk  # noqa: F401  (registers every builder)
 from headgeom.outputs.build import build_output, prepare, traced

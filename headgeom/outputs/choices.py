@@ -19,7 +19,7 @@ pass; ``TABLE_SWITCHES``, ``SHARD_SWITCHES`` and ``FORWARD_SWITCHES`` below decl
 each can change (the ``kind`` of its alternatives: ``tables`` rebuilds tables from the run's
 shards, ``shards`` recomputes one shard family from the stored activations, ``forward`` reruns the
 forward passes and recomputes every activation shard). This is the one list of switches: the choice
-sensitivity (headgeom.verify.sensitivity), its rules (workflow/rules/sensitivity.smk), ``headgeom plan``
+sensitivity (headgeom.publish.choice_sensitivity, headgeom.verify.sensitivity), its rules (workflow/rules/sensitivity.smk), ``headgeom plan``
 and the docs read it.
 
 What each alternative does to the ledger: headgeom.verify.sensitivity."""

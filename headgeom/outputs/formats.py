@@ -15,7 +15,7 @@ from headgeom.core.provenance import code_version
 from headgeom.io.files import atomic_path, write_set, write_text
 
 
-#: the column of a pooled row that lists the models it pools ("a, b, c"); headgeom.verify.claims
+#: the column of a pooled row that lists the models it pools ("a, b, c"); headgeom.publish.claims
 #: compares it with the models a pooled claim names
 POOLED_MODELS = "pooled_models"
 

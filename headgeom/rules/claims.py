@@ -11,8 +11,8 @@ from snakemake.io import report
 
 from headgeom import layout, targets
 from headgeom.io.files import within_workdir
-from headgeom.verify.claims import ledger_tables, load_ledger
-from headgeom.verify.summary import tables_read
+from headgeom.publish.claims import ledger_tables, load_ledger
+from headgeom.publish.summary import tables_read
 
 
 def claims_ledger(workflow, config: dict) -> str:
@@ -61,6 +61,6 @@ def claims_table_files(name: str, caption: str) -> dict:
 
 
 def summary_tables(config: dict) -> list[str]:
-    """The tables the run summary reads (headgeom.verify.summary) that this config builds."""
+    """The tables the run summary reads (headgeom.publish.summary) that this config builds."""
     built = targets.built_tables(config)
     return [t for t in tables_read() if t in built or t == "claims"]

@@ -1,6 +1,6 @@
-"""The choice-sensitivity jobs (workflow/rules/sensitivity.smk; headgeom.verify.sensitivity): the
-alternatives of this config, one job each (the switches: headgeom.outputs.choices), their wildcard
-patterns, inputs and cost."""
+"""The choice-sensitivity jobs (workflow/rules/sensitivity.smk): the alternatives of this config,
+one job each (headgeom.publish.choice_sensitivity; the switches: headgeom.outputs.choices), their
+wildcard patterns, inputs and cost."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ import re
 
 from headgeom import layout, targets
 from headgeom.rules.claims import claims_ledger, judged_tables, table_csvs
-from headgeom.verify import sensitivity
+from headgeom.publish import choice_sensitivity
 
 
 def alternatives(config: dict) -> dict:
     """Every alternative of every switch, in the table's row order (alternative id -> what it rebuilds)."""
     act_models = targets.output_models(config)["activation"]
-    return {a.id: a for a in sensitivity.planned(config, targets.built_tables(config), act_models)}
+    return {a.id: a for a in choice_sensitivity.planned(config, targets.built_tables(config), act_models)}
 
 
 def rebuilt_tables(config: dict) -> list[str]:
-    """The tables a switch can change (headgeom.verify.sensitivity.affected_tables) that this config builds."""
+    """The tables a switch can change (headgeom.publish.choice_sensitivity.affected_tables) that this config builds."""
     built = targets.built_tables(config)
-    return [t for t in sensitivity.affected_tables() if t in built]
+    return [t for t in choice_sensitivity.affected_tables() if t in built]
 
 
 def alternative_pattern(alts: dict, *kinds: str) -> str:
@@ -32,7 +32,7 @@ def alternative_pattern(alts: dict, *kinds: str) -> str:
 def alternative_inputs(workflow, config: dict, alts: dict):
     """Input function: the ledger's tables (the claims are judged on them) and the sidecars of the
     tables the alternative rebuilds (which list their shards); for window cutting, its forward passes;
-    the shapes behind the cost of recomputing shards (headgeom.verify.sensitivity.alternative_cost)."""
+    the shapes behind the cost of recomputing shards (headgeom.publish.choice_sensitivity.alternative_cost)."""
     ledger = claims_ledger(workflow, config)
     tables = table_csvs(judged_tables(config, ledger))
     act_models = targets.output_models(config)["activation"]
@@ -51,9 +51,9 @@ def alternative_inputs(workflow, config: dict, alts: dict):
 
 
 def alternative_cost(config: dict, alts: dict, key: str):
-    """Resource: the alternative job's cost model (headgeom.verify.sensitivity.alternative_cost)."""
+    """Resource: the alternative job's cost model (headgeom.publish.choice_sensitivity.alternative_cost)."""
     act_models = targets.output_models(config)["activation"]
-    return lambda wc, input: sensitivity.alternative_cost(
+    return lambda wc, input: choice_sensitivity.alternative_cost(
         alts[wc.alt], dict(zip(act_models, input.manifests)), config)[key]
 
 

@@ -139,7 +139,7 @@ def job_resources(mem_mb: float, work_s: float, safety: float = SAFETY, wait_min
     """A job's resources from its memory and its expected seconds of work ``work_s`` (the cost
     model's estimate): it asks for ``safety`` x the work plus ``wait_min`` (time not modelled as work,
     e.g. a download), rounded up to at least MIN_RUNTIME. work_min keeps the request's estimate
-    before rounding, so that a job doing the work of many (headgeom.verify.sensitivity.alternative_cost)
+    before rounding, so that a job doing the work of many (headgeom.publish.choice_sensitivity.alternative_cost)
     adds estimates, not floors; work_s is the expected work itself (``headgeom plan`` reports both)."""
     work_min = safety * work_s / 60 + wait_min
     return {"mem_mb": int(math.ceil(mem_mb)), "runtime": int(max(MIN_RUNTIME, math.ceil(work_min))),

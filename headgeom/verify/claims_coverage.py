@@ -17,7 +17,7 @@ import hashlib
 import re
 from pathlib import Path
 
-from headgeom.verify.claims import build_rows, load_ledger
+from headgeom.publish.claims import build_rows, load_ledger
 
 # a number as the papers print it: 1.04\times 10^{-4}, 10^{-10}, 7,304, 0.336, 3
 _TOKEN = re.compile(

@@ -62,7 +62,7 @@ def expected(config: dict, workdir: str | Path = ".") -> Expected:
     from headgeom.outputs import OUTPUTS
     from headgeom.schedule import designs, fanout
     from headgeom.schedule.families import JOBS, SHARD_FAMILIES, activation_models, forward_shapes
-    from headgeom.verify.sensitivity import planned
+    from headgeom.publish.choice_sensitivity import planned
 
     workdir = Path(workdir)
     exp = Expected()

@@ -6,7 +6,7 @@ misplaced file, with the command that rebuilds it.
   (the content record in each shard's footer; its identity: place, checkpoint, config digest);
 * tables and figures: their sidecar (its own record and identity) and the files' sha256s it
   records (``headgeom.io.files.set_problems``);
-* sensitivity rows: their record and alternative (``headgeom.verify.sensitivity.row_problems``);
+* sensitivity rows: their record and alternative (``headgeom.publish.choice_sensitivity.row_problems``);
 * tensor stores: ``headgeom.io.store.verify_store`` (size, header; the store's sha256 against its
   manifest when it is hashed);
 * forward passes (results/activations): forward.json's record and identity, each layer file against
@@ -114,7 +114,7 @@ def _forward_problems(workdir: Path, exp, budget: list[int]) -> list[Problem]:
 
 
 def _row_problems(workdir: Path, exp) -> list[Problem]:
-    from headgeom.verify.sensitivity import row_problems
+    from headgeom.publish.choice_sensitivity import row_problems
 
     out = []
     for p, alt in exp.rows.items():

@@ -1,104 +1,44 @@
-"""The sensitivity of the claims ledger to the reconstructed choices (*(choice)*,
-docs/methods.md): for each switch and each alternative, which ledger claims change status.
+"""The claims ledger judged under each alternative of each reconstructed choice (*(choice)*,
+docs/methods.md; the switches: headgeom.outputs.choices; the alternatives of a config and the table
+of their rows: headgeom.publish.choice_sensitivity).
 
-The switches and what each can change are declared once, in headgeom.outputs.choices:
+An alternative's tables are rebuilt from the shards their provenance sidecars list
+(headgeom.verify.audit.rebuild_table) beside copies of every other table; a shard switch first
+recomputes its shard family from the stored forward-pass activations their provenance names
+(headgeom.verify.audit.recompute_shards, the job's own code); a forward switch reruns the forward
+passes first. The ledger (headgeom.publish.claims) is then judged on both sets of tables and each
+claim whose status differs is listed in the alternative's row.
 
-* the ``choices:`` switches of paper 1 (column selection in the ``paper1_heads`` shards) and the
-  table params ``TABLE_SWITCHES`` (paper 1's left-zero band membership and its threshold τ)
-  rebuild the tables taking them from the run's own shards (kind ``tables``);
-* ``SHARD_SWITCHES`` of the activation stage's per-layer analysis jobs (the natural-return
-  endpoint ``activation.paper1.endpoint``; the norm epsilon in J(x),
-  ``activation.read_paths.eps_exact``) recompute that one shard family from the stored
-  forward-pass activations their provenance names (headgeom.verify.audit.recompute_shards, the
-  job's own code), then rebuild the tables reading it; no forward pass is rerun for them (kind
-  ``shards``);
-* window cutting, ``FORWARD_SWITCHES`` (``activation.bos``: a BOS prepended to every window or not;
-  the consecutive non-overlapping cut itself has no alternative implemented), reruns each forward
-  pass behind the activation shards with the alternative (one per model, corpus and window shape,
-  shared by every family read from it), then recomputes every activation shard from those (kind
-  ``forward``).
-
-In the workflow (workflow/rules/sensitivity.smk) every alternative is a job of its own
-(``planned``: the alternatives of a config, from the registry): ``sensitivity_tables`` /
-``sensitivity_shards`` write the alternative's row (``alternative_job``) into
-results/sensitivity/<switch>=<value>/row.json, recomputed shards beside it at the run's relative
-paths; ``sensitivity_forward`` reruns one forward pass there (``forward_alternative_job``); the
-local rule ``choice_sensitivity`` aggregates the rows (``aggregate_job``).
-
+In the workflow (workflow/rules/sensitivity.smk) every alternative is a job of its own:
+``sensitivity_tables`` / ``sensitivity_shards`` write the alternative's row (``alternative_job``)
+into results/sensitivity/<switch>=<value>/row.json, recomputed shards beside it at the run's
+relative paths; ``sensitivity_forward`` reruns one forward pass there (``forward_alternative_job``).
 ``sensitivity(workdir, ledger, models)`` evaluates every alternative in one process (temporary
-directories): the same rows. Either way an alternative's tables are rebuilt from the shards their
-provenance sidecars list (headgeom.verify.audit.rebuild_table) beside copies of every other
-table, the ledger is evaluated on both sets (headgeom.verify.claims) and each claim whose status
-differs is reported."""
+directories): the same rows, as the table."""
 
 from __future__ import annotations
 
 import json
-import math
 import multiprocessing
 import shutil
 import tempfile
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from headgeom import layout
-from headgeom.core.errors import ConfigError, DamagedFileError
-from headgeom.jobs.activation import FORWARD_SUMMARY, forward_job, windows_job
-from headgeom.schedule.families import SHARD_FAMILIES, FORWARD, JOBS, forward_shapes
+from headgeom.core.errors import ConfigError
 from headgeom.core.provenance import code_version
-from headgeom.io.files import recorded_json, sha256_file, write_recorded_json, write_set, write_text
-from headgeom.io.shards import rebuild_hint
+from headgeom.io.files import sha256_file, write_recorded_json
+from headgeom.jobs.activation import FORWARD_SUMMARY, forward_job, windows_job
 from headgeom.outputs import TABLES
+from headgeom.outputs.choices import ACTIVATION_FAMILIES, DEFAULTS, FORWARD_SWITCHES, SHARD_SWITCHES, SWITCHES, TABLE_SWITCHES, ForwardSwitch
+from headgeom.outputs.formats import Table
 from headgeom.outputs.registry import HEADS
-from headgeom.outputs.choices import (  # noqa: F401 (the switch types, re-exported for callers)
-    ACTIVATION_FAMILIES,
-    DEFAULTS,
-    FORWARD_SWITCHES,
-    SHARD_SWITCHES,
-    SWITCHES,
-    TABLE_SWITCHES,
-    ForwardSwitch,
-    ShardSwitch,
-    TableSwitch,
-)
-from headgeom.outputs.formats import Column, Table
+from headgeom.publish.choice_sensitivity import (_activation_tables, _choice_tables, _family_tables, _fmt, _get, _others,
+                                                 _progress, _shown, _table, alternative_id, row_identity)
+from headgeom.publish.claims import build_rows, load_ledger
+from headgeom.schedule.families import FORWARD, JOBS, SHARD_FAMILIES
 from headgeom.verify import audit
-from headgeom.verify.claims import build_rows, load_ledger
-
-
-# ------------------------------------------------------------------ sensitivity
-
-
-KINDS = ("tables", "shards", "forward")  # what an alternative recomputes (headgeom.outputs.choices)
-
-
-def _choice_tables() -> list[str]:
-    """Tables whose builder reads the paper1_heads shards (and so the switched columns)."""
-    return _family_tables("paper1_heads")
-
-
-def _family_tables(family: str) -> list[str]:
-    return [n for n, o in TABLES.items() if family in o.families]
-
-
-def _activation_tables() -> list[str]:
-    return list(dict.fromkeys(t for f in ACTIVATION_FAMILIES for t in _family_tables(f)))
-
-
-def affected_tables() -> list[str]:
-    """Every table some switch rebuilds (the rules' inputs are their sidecars)."""
-    names = _choice_tables() + [t for sw in TABLE_SWITCHES for t in sw.tables]
-    names += [t for sw in SHARD_SWITCHES for t in _family_tables(sw.family)]
-    return list(dict.fromkeys(names))
-
-
-def _get(d: dict, path: tuple):
-    for k in path:
-        if not isinstance(d, dict) or k not in d:
-            return None
-        d = d[k]
-    return d
 
 
 def _set(d: dict, path: tuple, value) -> dict:
@@ -108,102 +48,6 @@ def _set(d: dict, path: tuple, value) -> dict:
     else:
         out[path[0]] = _set(dict(out.get(path[0]) or {}), path[1:], value)
     return out
-
-
-def _fmt(v) -> str:
-    return str(v).lower() if isinstance(v, bool) else str(v)
-
-
-def alternative_id(switch: str, value) -> str:
-    """An alternative's name (its directory under results/sensitivity): ``<switch>=<value>``."""
-    return f"{switch}={_fmt(value)}"
-
-
-# ------------------------------------------------------------------ the alternatives of a config
-
-
-@dataclass(frozen=True)
-class Alternative:
-    """One alternative of one switch, as the workflow schedules it (one job)."""
-    switch: str  # the table's switch column: choices.<key>, or the dotted config key
-    value: object
-    kind: str  # one of KINDS
-    default: str  # the run's own value, as the table shows it
-    tables: tuple  # the tables of this run it rebuilds
-    families: tuple = ()  # the shard families it recomputes
-    forwards: tuple = ()  # (model, corpus, n_windows, window): each forward pass it reruns
-
-    @property
-    def id(self) -> str:
-        return alternative_id(self.switch, self.value)
-
-
-def _forward_shapes(config: dict, model: str) -> list[tuple]:
-    """The forward passes of one model (headgeom.schedule.families.forward_shapes), with the model."""
-    return [(model, *shape) for shape in forward_shapes(config)]
-
-
-def planned(config: dict, built, act_models=()) -> list[Alternative]:
-    """Every alternative of every switch for a config, in the table's row order: ``built`` the
-    tables the run builds, ``act_models`` the models its activation stage runs. The run's value
-    of a switch (skipped) is the config's where the run builds a table the switch changes, else
-    the builder's default, as ``sensitivity`` reads it from the run's sidecars and provenance."""
-    built, out = set(built), []
-    heads = tuple(t for t in _choice_tables() if t in built)
-    for sw in SWITCHES:
-        out += [Alternative(f"choices.{sw.key}", v, "tables", sw.default, heads) for v in sw.alternatives[1:]]
-    for sw in TABLE_SWITCHES:
-        tables = tuple(t for t in sw.tables if t in built)
-        default = _get(config, tuple(sw.key.split("."))) if tables else None
-        default = sw.fallback if default is None else default
-        out += [Alternative(sw.key, v, "tables", _shown(default), tables) for v in _others(sw.values, default)]
-    for sw in SHARD_SWITCHES:
-        tables = tuple(t for t in _family_tables(sw.family) if t in built) if act_models else ()
-        default = _get(config, tuple(sw.key.split("."))) if tables else None
-        default = sw.fallback if default is None else default
-        out += [Alternative(sw.key, v, "shards", _shown(default), tables, (sw.family,))
-                for v in _others(sw.values, default)]
-    act_tables = tuple(t for t in _activation_tables() if t in built) if act_models else ()
-    forwards = tuple(f for m in act_models for f in _forward_shapes(config, m)) if act_tables else ()
-    for sw in FORWARD_SWITCHES:
-        default = _get(config, tuple(sw.key.split("."))) if act_tables else None
-        default = sw.fallback if default is None else default
-        out += [Alternative(sw.key, v, "forward", _shown(default), act_tables, ACTIVATION_FAMILIES, forwards)
-                for v in _others(sw.values, default)]
-    return out
-
-
-# one alternative's job when it rebuilds tables only (measured: a few seconds per table on 2 cores)
-TABLES_COST = {"mem_mb": 2000, "runtime": 5}
-
-
-def alternative_cost(alt: Alternative, manifests: dict, config: dict) -> dict:
-    """mem_mb and runtime (minutes) of one alternative's job (``manifests``: model -> its manifest
-    path or fields, for the models whose shards it recomputes). A table switch rebuilds tables
-    (``TABLES_COST``); a shard or forward switch also recomputes its families' shards of every
-    activation model in that one job, layer after layer: the per-layer jobs' own cost models
-    (headgeom.schedule.families), summed; the forward passes are jobs of their own (the forward step's cost)."""
-    from headgeom.schedule import designs
-    from headgeom.schedule.families import SHARD_FAMILIES, JOBS
-
-    mem, minutes = TABLES_COST["mem_mb"], float(TABLES_COST["runtime"])
-    work_s = 60 * minutes  # the tables' rebuild: as requested (not modelled)
-    if not (alt.families and alt.tables):
-        return {"mem_mb": mem, "runtime": int(minutes), "work_s": work_s}
-    for model, manifest in manifests.items():
-        fields = manifest if isinstance(manifest, dict) else json.loads(Path(manifest).read_text())["fields"]
-        for fam in alt.families:
-            job = JOBS[SHARD_FAMILIES[fam].job]
-            for layer in range(int(fields["n_layers"])):
-                r = job.cost(fields, designs.model_config(config, model, layer), {"model": model, "layer": str(layer)})
-                # the layers' work, not their jobs' runtime floors (one process does them all)
-                mem, minutes = max(mem, int(r["mem_mb"])), minutes + float(r.get("work_min", r["runtime"]))
-                work_s += float(r.get("work_s", 60 * r["runtime"]))
-    if "activation_read_paths" in alt.families:  # what the process keeps of reader layers (keep_reader_terms)
-        from headgeom.jobs.activation import READER_TERMS_MB
-
-        mem += READER_TERMS_MB
-    return {"mem_mb": mem, "runtime": int(math.ceil(minutes)), "work_s": work_s}
 
 
 # ------------------------------------------------------------------ evaluating alternatives
@@ -307,15 +151,6 @@ def _reads_none_of(agg, columns) -> bool:
     if read is None or "choices" in inspect.signature(TABLES[agg.name].build).parameters:
         return False
     return not set(read) & set(columns)
-
-
-def _others(values, default) -> list:
-    """The values of a switch other than the run's own (all of them when it is unknown)."""
-    return [v for v in values if default is None or _fmt(v) != _fmt(default)]
-
-
-def _shown(default) -> str:
-    return "–" if default is None else _fmt(default)
 
 
 def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None, only=None, acts_root=None):
@@ -459,21 +294,6 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
     return _table(rows, models_run)
 
 
-def _table(rows: list[dict], models_run: list[str]) -> Table:
-    return Table("choice_sensitivity",
-                 "For each switch of a reconstructed choice and each alternative: the tables rebuilt, the ledger claims "
-                 "they feed, and every claim whose status changes (status and pipeline value, default → alternative).",
-                 [Column("switch", "Switch"), Column("default", "Default"), Column("alternative", "Alternative"),
-                  Column("where", "Choice"), Column("tables", "Tables rebuilt"), Column("claims_read", "Claims read"),
-                  Column("claims_judged", "of them agreeing or differing"),
-                  Column("changed", "Claims changing status"), Column("claims", "Changes")], rows,
-                 notes=f"Run models: {', '.join(models_run) or 'none'}. Tables are rebuilt from the shards their "
-                       "provenance lists; defaults are the run's (config choices:, paper1.band, and the activation "
-                       "jobs' params). Activation switches recompute the analysis shards from the stored "
-                       "forward-pass activations; the window-cutting switch reruns the forward passes and then "
-                       "recomputes every activation shard (each alternative under results/sensitivity/).")
-
-
 def _rows(one, n: int, workers: int):
     """one(0), ..., one(n - 1) in order; in ``workers`` processes when there are several."""
     if workers > 1 and n > 1:
@@ -482,29 +302,6 @@ def _rows(one, n: int, workers: int):
             yield from pool.imap(one, range(n), chunksize=1)
     else:
         yield from map(one, range(n))
-
-
-def _progress(progress, done: int, n: int, row: dict) -> None:
-    if progress is not None:
-        changed = "not evaluated" if row["changed"] is None else f"{row['changed']} claims change status"
-        progress(f"[choice_sensitivity] {done}/{n} {row['switch']} = {row['alternative']}: {changed}")
-
-
-def _switches_param() -> dict:
-    return {**{f"choices.{s.key}": list(s.alternatives) for s in SWITCHES},
-            **{s.key: list(s.values) for s in (*TABLE_SWITCHES, *SHARD_SWITCHES, *FORWARD_SWITCHES)}}
-
-
-def _write(t: Table, outputs: dict, ledger_path, models_run: list[str], inputs: list) -> None:
-    if "html" in outputs:  # the report's view of the table; not in the sidecar (as the registry's tables)
-        write_text(outputs["html"], t.html())
-    write_set(outputs, {"csv": t.csv(), "md": t.markdown(), "tex": t.latex()}, {
-        "table": t.name, "aggregation": "headgeom.verify.sensitivity.sensitivity",
-        "params": {"models": list(models_run), "switches": _switches_param()},
-        "code": code_version(), "columns": [c.key for c in t.columns],
-        "ledger": {"path": str(ledger_path), "sha256": sha256_file(ledger_path)},
-        "inputs": inputs,
-    })
 
 
 # ------------------------------------------------------------------ the workflow's jobs
@@ -543,27 +340,6 @@ def alternative_job(alt_id: str, ledger_path, workdir, models_run: list[str], ou
     return row
 
 
-def row_identity(alt_id: str, models_run, tables, workdir=".") -> dict:
-    """What an alternative's row is: the alternative, the models and their checkpoints (tensor-store
-    sha256s of the run's stores), and the digest of its job's config values (models, tables)."""
-    from headgeom.io.shards import config_digest
-
-    checkpoints = {}
-    for m in models_run:
-        try:
-            checkpoints[m] = json.loads((Path(workdir) / layout.manifest(m)).read_text()).get("store_sha256")
-        except (OSError, ValueError, AttributeError):
-            checkpoints[m] = None
-    return {"alternative": alt_id, "models": list(models_run), "checkpoints": checkpoints,
-            "config": config_digest({"models": list(models_run), "tables": list(tables)})}
-
-
-def row_problems(path, alt_id: str) -> list[str]:
-    """Why the row at ``path`` is not the sound row of ``alt_id`` ([] = it is): its content record
-    and identity (headgeom.io.files.recorded_json)."""
-    return recorded_json(path, {"alternative": alt_id})[1]
-
-
 def _forward_switch(alt_id: str):
     for sw in FORWARD_SWITCHES:
         for v in sw.values:
@@ -587,40 +363,3 @@ def forward_alternative_job(alt_id: str, model: str, corpus: str, n_windows, win
         return
     log(f"[choice_sensitivity] {alt_id}: rerunning the forward pass {rel}")
     _forward_one(Path(workdir), rel, model, corpus, entry, corpus_entry, sw, value, out_dir, log)
-
-
-def aggregate_job(ledger_path, models_run: list[str], alternatives: list[str], row_paths: list, outputs: dict,
-                  progress=None) -> Table:
-    """Rule ``choice_sensitivity``: the rows of the alternative jobs, in ``alternatives`` order."""
-    rows, inputs = [], []
-    for i, (alt_id, p) in enumerate(zip(alternatives, row_paths, strict=True)):
-        rec, problems = recorded_json(p, {"alternative": alt_id})
-        if problems:
-            raise DamagedFileError(f"{p} is damaged: {'; '.join(problems)}; rebuild it: {rebuild_hint(p)}")
-        rows.append(rec["row"])
-        inputs.append({"path": str(p), "sha256": sha256_file(p)})
-        _progress(progress, i + 1, len(alternatives), rec["row"])
-    t = _table(rows, models_run)
-    _write(t, outputs, ledger_path, models_run, inputs)
-    return t
-
-
-def planned_jobs(config: dict, fields: dict[str, dict]) -> list:
-    """The choice sensitivity's jobs (workflow/rules/sensitivity.smk) for the models of ``fields``
-    (model -> shape): one per alternative, and the forward passes window cutting reruns."""
-    from headgeom.schedule.families import FORWARD, activation_models
-    from headgeom.commands.plan import PlannedJob
-    from headgeom.targets import built_tables
-
-    act = [m for m in activation_models(config) if m in fields]
-    out = []
-    for alt in planned(config, built_tables(config), act):
-        r = alternative_cost(alt, {m: fields[m] for m in act}, config)
-        rule = "sensitivity_tables" if alt.kind == "tables" else "sensitivity_shards"
-        out.append(PlannedJob.of(rule, "", {"alt": alt.id}, r, layout.sensitivity_row(alt.id)))
-        for model, corpus, nwin, win in alt.forwards:
-            wc = {"corpus": corpus, "nwin": nwin, "win": win}
-            r = FORWARD.cost(fields[model], config, wc)
-            out.append(PlannedJob.of("sensitivity_forward", model, {"alt": alt.id, **wc}, r,
-                                     layout.sensitivity_activations(alt.id, model, corpus, nwin, win)))
-    return out

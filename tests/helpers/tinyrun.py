@@ -98,7 +98,7 @@ def sensitivity_jobs(cfg: dict, reruns: set, ledger_tables) -> set:
     from headgeom.schedule.families import activation_models
     from headgeom.commands.plan import load_config
     from headgeom.targets import built_tables
-    from headgeom.verify.sensitivity import planned
+    from headgeom.publish.choice_sensitivity import planned
 
     cfg = load_config(overrides=cfg)  # over config/config.yaml, as Snakemake reads it
     built = built_tables(cfg)

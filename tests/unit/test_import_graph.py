@@ -1,9 +1,9 @@
-"""The import graph of headgeom/ has no cycle, headgeom.outputs never imports headgeom.verify, and
-headgeom.rules (what the rule files call) is the top: no module outside it imports it.
+"""The import graph of headgeom/ has no cycle, headgeom.outputs and headgeom.publish never import
+headgeom.verify, and headgeom.rules (what the rule files call) is the top: no module outside it imports it.
 
 Every module is parsed with ``ast``; every import counts, function-local ones included. A cycle
 between modules, or between packages (``headgeom.X`` as a whole: headgeom/X/ or headgeom/X.py),
-fails, and so does any import of headgeom.verify from under headgeom/outputs/."""
+fails, and so does any import of headgeom.verify from under headgeom/outputs/ or headgeom/publish/."""
 
 from __future__ import annotations
 
@@ -115,7 +115,8 @@ LAYERS = (
     ("headgeom.jobs", "headgeom.outputs"),  # job entry points; tables and figures
     ("headgeom.targets",),  # what a run builds
     ("headgeom.commands",),  # plan, check, timings, efficiency
-    ("headgeom.verify",),  # audit, claims, integrity
+    ("headgeom.publish",),  # what the run publishes beyond the tables: ledger, macros, summary, sensitivity table, docs
+    ("headgeom.verify",),  # the checks: audit, integrity, diff, spot check, claim audit, sensitivity rows
     ("headgeom.api", "headgeom.api_jobs", "headgeom.cli"),  # entry points for people (api_jobs: the API's job runs)
     ("headgeom.rules",),  # what the rule files call (nothing else imports it)
 )
@@ -130,8 +131,9 @@ def test_every_package_imports_only_its_own_or_lower_layers():
     assert not up, up
 
 
-def test_outputs_never_import_verify():
-    bad = {(a, b) for a, targets in graph().items() if a.startswith("headgeom.outputs")
+def test_what_produces_results_never_imports_verify():
+    """The checks read what headgeom.outputs and headgeom.publish produce, never the reverse."""
+    bad = {(a, b) for a, targets in graph().items() if a.startswith(("headgeom.outputs", "headgeom.publish"))
            for b in targets if b.startswith("headgeom.verify")}
     assert not bad, sorted(bad)
 

@@ -17,7 +17,7 @@ import yaml
 
 from headgeom.schedule.families import JOBS
 from headgeom.verify.audit import audit, render_full
-from headgeom.verify.claims import ledger_tables, load_ledger
+from headgeom.publish.claims import ledger_tables, load_ledger
 from headgeom.outputs import OUTPUTS
 from synth_hf import TEXT, write_synthetic_llama
 from tinyrun import CFG, copy_run, dry_runs, merge, sensitivity_jobs, snakemake
@@ -63,7 +63,7 @@ RP = layer_jobs("activation_read_paths") | outputs_reading("activation_read_path
 def with_claims(root, jobs: set, edit: dict | None = None) -> set:
     """``jobs`` and the claims, choice-sensitivity and summary jobs that rerun after them (the
     run's config with ``edit``)."""
-    from headgeom.verify.summary import tables_read
+    from headgeom.publish.summary import tables_read
 
     led = ledger_tables(load_ledger(root / "config/claims.yaml"))
     tables = {("table_" + t, f"results/tables/{t}.csv") for t in led}
@@ -119,7 +119,7 @@ def test_the_run_built_the_activation_outputs(act_run):
 def test_the_summary_shows_the_natural_return_headlines(act_run):
     """Each headline the natural-return table declares is read from its CSV (a renamed table or
     column would read "not built")."""
-    from headgeom.verify.summary import model_headlines
+    from headgeom.publish.summary import model_headlines
 
     got = {src: value for _, value, src in model_headlines(act_run / "results/tables", "synth")}
     with open(act_run / "results/tables/p1_activations_natural_return.csv", newline="") as fh:

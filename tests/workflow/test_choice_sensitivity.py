@@ -14,7 +14,7 @@ from headgeom.io.shards import read_shards
 from headgeom.outputs.paper1.orientation import p1_factorial
 from headgeom.outputs.choices import apply
 from headgeom.verify import sensitivity as CH
-from headgeom.verify.claims import load_ledger
+from headgeom.publish.claims import load_ledger
 from tinyrun import tiny_run
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,8 @@ import re
 import pytest
 import yaml
 
-from headgeom.verify.claims import agrees, build_claims, load_ledger, reduce_values
+from headgeom.publish.claim_forms import agrees, reduce_values
+from headgeom.publish.claims import build_claims, load_ledger
 from tinyrun import copy_run, snakemake, tiny_run
 
 LEDGER_TEST = """

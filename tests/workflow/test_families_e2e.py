@@ -141,7 +141,7 @@ def _read(path: Path):
 
 def _job_errors(w: Path, model: str) -> list[str]:
     """The `headgeom error:` line of every failed job log of this model."""
-    from headgeom.jobs.logs import MARKER
+    from headgeom.core.logs import MARKER
 
     out = []
     for p in sorted((w / "logs").rglob("*.log")):
@@ -297,7 +297,7 @@ def test_snakemake_succeeded_and_ran_claims_and_summary(e2e_run):
         for t in TARGETS:
             assert (w / t).stat().st_size > 0, t
     else:
-        from headgeom.jobs.logs import failed_jobs
+        from headgeom.core.logs import failed_jobs
 
         jobs = failed_jobs(out)
         failed = {m for j in jobs for m in re.findall(r"\bmodel=([^,\s]+)", j["wildcards"] or "")}

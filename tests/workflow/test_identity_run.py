@@ -174,7 +174,7 @@ def test_an_edited_csv_without_its_sidecar_is_rebuilt(run, tmp_path, snakemake_b
 
 def test_an_edited_sensitivity_row_is_refused_and_rebuilt(run, tmp_path, snakemake_bin, root):
     from headgeom.core.errors import DamagedFileError
-    from headgeom.verify.sensitivity import aggregate_job
+    from headgeom.publish.choice_sensitivity import aggregate_job
 
     w = copy_run(run, tmp_path / "w")
     row = sorted((w / "results/sensitivity").glob("*/row.json"))[0]

@@ -202,7 +202,7 @@ def test_failing_layer_jobs_print_their_errors_at_the_end(snakemake_bin, root, s
 
 
 def test_failed_jobs_read_from_snakemake_log():
-    from headgeom.jobs.logs import failed_jobs
+    from headgeom.core.logs import failed_jobs
 
     text = "\n".join([
         "localrule paper1_heads:", "    log: logs/a/0.log", "    jobid: 4", "    wildcards: model=m, layer=0",
@@ -304,7 +304,7 @@ def test_keep_going_lists_the_problems_and_runs_the_rest(snakemake_bin, root, st
 def test_a_job_that_failed_every_attempt_is_one_end_line(tmp_path):
     """Under a profile with retries a job fails once per attempt (a new jobid each time, as the
     SLURM executor reports it): the console gets its error once."""
-    from headgeom.jobs.logs import MARKER, end_of_run_errors
+    from headgeom.core.logs import MARKER, end_of_run_errors
 
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs/f.log").write_text(f"Traceback ...\n{MARKER}bad checkpoint\n")

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from headgeom.outputs import FIGURES, TABLES
-from headgeom.verify.claims import ledger_tables, load_ledger
+from headgeom.publish.claims import ledger_tables, load_ledger
 from tools.synth import write_llama
 from tinyrun import copy_run, merge, sensitivity_jobs, snakemake, tiny_run
 from tools.dryrun import dry_run_jobs
@@ -50,7 +50,7 @@ AGGREGATES = {T(n) for n, o in TABLES.items() if o.shard_models != "activation"}
 def with_claims(jobs: set, edit: dict | None = None) -> set:
     """The claims table reruns when a table the ledger reads reruns; the choice-sensitivity
     alternatives when one they read or rebuild reruns, and their table after them."""
-    from headgeom.verify.summary import tables_read
+    from headgeom.publish.summary import tables_read
 
     led = ledger_tables(load_ledger(ROOT_LEDGER))
     ledger = {T(t) for t in led}

@@ -20,7 +20,7 @@ def test_report_of_the_tiny_run(tmp_path_factory, snakemake_bin, root):
     assert len(tables) > 30
     for md in tables:
         page = md.with_suffix(".html").read_text(encoding="utf-8")
-        if md.stem == "claims":  # the ledger page (headgeom.verify.ledger_page)
+        if md.stem == "claims":  # the ledger page (headgeom.publish.ledger_page)
             assert 'id="ledger"' in page and "new Tabulator(" in page
             continue
         assert '<table class="hg">' in page and "<script>" in page, md.name

@@ -1,4 +1,4 @@
-"""The end-of-run summary (results/summary.md, headgeom.verify.summary) on the shared tiny run."""
+"""The end-of-run summary (results/summary.md, headgeom.publish.summary) on the shared tiny run."""
 
 from __future__ import annotations
 

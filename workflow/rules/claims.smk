@@ -34,7 +34,7 @@ rule claims:
         "../scripts/claims.py"
 
 
-# The pipeline's numbers as LaTeX macros (headgeom.verify.macros), for a manuscript whose build
+# The pipeline's numbers as LaTeX macros (headgeom.publish.macros), for a manuscript whose build
 # depends on them: the ledger's entries (value at the paper's precision, verdict) and the table
 # cells claims.macros names. Each file records the code version and the sha256 of the config of
 # the run that wrote it (not a param: a config edit that moves no macro reruns nothing here).

@@ -1,13 +1,15 @@
-# Sensitivity to the reconstructed choices (headgeom.verify.sensitivity; the switches and what each
-# can change: headgeom.outputs.choices). Every alternative of every switch is a job of its own,
-# writing its row (results/sensitivity/<switch>=<value>/row.json):
+# Sensitivity to the reconstructed choices (the switches and what each can change:
+# headgeom.outputs.choices). Every alternative of every switch is a job of its own, writing its row
+# (results/sensitivity/<switch>=<value>/row.json; headgeom.verify.sensitivity, the ledger judged on
+# the alternative's tables):
 #   sensitivity_tables    a table switch (choices:, paper1.band): rebuilds the tables taking it from
 #                         the run's shards
 #   sensitivity_shards    an activation job's switch: recomputes that shard family from the stored
 #                         activations; window cutting: recomputes every activation shard from the
 #                         forward passes sensitivity_forward reran (one per model, corpus and windows)
-# and the local rule choice_sensitivity puts the rows together, one per alternative listing the
-# claims whose status changes. The alternatives, their inputs and costs: headgeom.rules.sensitivity.
+# and the local rule choice_sensitivity puts the rows together (headgeom.publish.choice_sensitivity),
+# one per alternative listing the claims whose status changes. The alternatives, their inputs and
+# costs: headgeom.rules.sensitivity.
 from headgeom import layout
 from headgeom.rules.activation import (
     corpus_entry,
@@ -50,7 +52,7 @@ rule sensitivity_tables:
         tables=rebuilt_tables(config),
         kind=alternative_kind(CHOICE_ALTS),
     script:
-        "../scripts/choice_sensitivity.py"
+        "../scripts/sensitivity_row.py"
 
 
 rule sensitivity_shards:
@@ -73,7 +75,7 @@ rule sensitivity_shards:
         tables=rebuilt_tables(config),
         kind=alternative_kind(CHOICE_ALTS),
     script:
-        "../scripts/choice_sensitivity.py"
+        "../scripts/sensitivity_row.py"
 
 
 rule sensitivity_forward:

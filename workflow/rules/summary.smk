@@ -1,4 +1,4 @@
-# The end-of-run summary (headgeom.verify.summary): per model the headline numbers, each with
+# The end-of-run summary (headgeom.publish.summary): per model the headline numbers, each with
 # its table and column, and where the outputs are; printed on the console when a run succeeds.
 #   results/summary.md
 from headgeom import layout

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from headgeom.jobs.logs import to_log
+from headgeom.core.logs import to_log
 
 from headgeom.jobs.activation import forward_job, windows_job
 from headgeom.schedule.families import FORWARD

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from headgeom.jobs.logs import to_log
+from headgeom.core.logs import to_log
 from headgeom.io.fetch import fetch_model
 
 log = to_log(snakemake)

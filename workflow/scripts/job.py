@@ -3,7 +3,7 @@ import os
 
 from headgeom.core.provenance import set_run
 from headgeom.schedule.families import run_job
-from headgeom.jobs.logs import to_log
+from headgeom.core.logs import to_log
 
 log = to_log(snakemake)
 params = dict(snakemake.params.items())

@@ -1,7 +1,7 @@
 from pathlib import Path
 
-from headgeom.jobs.logs import to_log
-from headgeom.verify.macros import config_hash, macros_job
+from headgeom.core.logs import to_log
+from headgeom.publish.macros import config_hash, macros_job
 
 log = to_log(snakemake)
 macros_job(snakemake.input.ledger, Path(snakemake.input.claims).parent, list(snakemake.params.models),

@@ -1,5 +1,5 @@
 # One table or figure of the output registry (headgeom.outputs), named by params.output (kind, name).
-from headgeom.jobs.logs import to_log
+from headgeom.core.logs import to_log
 from headgeom.outputs import build_output
 
 log = to_log(snakemake)

@@ -1,7 +1,7 @@
-# One forward pass rerun with a window-cutting alternative (headgeom.verify.sensitivity).
+# One forward pass rerun with a window-cutting alternative (rule sensitivity_forward; headgeom.verify.sensitivity).
 from pathlib import Path
 
-from headgeom.jobs.logs import to_log
+from headgeom.core.logs import to_log
 from headgeom.verify.sensitivity import forward_alternative_job
 
 log = to_log(snakemake)

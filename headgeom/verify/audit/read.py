@@ -13,6 +13,7 @@ from pathlib import Path
 from headgeom import layout
 from headgeom.io.checkpoint import contained
 from headgeom.io.files import set_problems
+from headgeom.publish.ledger_cells import cell_eq
 from headgeom.schedule.families import family_of as registry_family_of
 
 RTOL = 1e-12
@@ -97,15 +98,6 @@ def parse_row_filters(items: list[str]) -> dict[str, str]:
         k, v = it.split("=", 1)
         out[k.strip()] = v.strip()
     return out
-
-
-def cell_eq(cell: str, want: str) -> bool:
-    if cell == want:
-        return True
-    try:
-        return float(cell) == float(want)
-    except ValueError:
-        return False
 
 
 def select_row(columns: list[str], rows: list[dict], filters: dict[str, str], where: str = "") -> int:

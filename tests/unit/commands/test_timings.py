@@ -109,7 +109,7 @@ def test_process_age_is_the_age_of_the_process():
 
 def test_to_log_writes_the_timing_line_at_exit_and_none_after_an_error(tmp_path):
     prog = (
-        "import sys, time; from types import SimpleNamespace; from headgeom.jobs.logs import to_log; "
+        "import sys, time; from types import SimpleNamespace; from headgeom.core.logs import to_log; "
         f"log = to_log(SimpleNamespace(log=[{str(tmp_path / 'ok.log')!r}])); log('working'); time.sleep(0.3)"
     )
     subprocess.run([sys.executable, "-c", prog], check=True)

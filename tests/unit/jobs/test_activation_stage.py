@@ -80,7 +80,7 @@ def test_synthetic_end_to_end(synth, tmp_path):
     assert "synth" in Path(out["csv"]).read_text()
     tables["pk_sec5_4_read_paths"].write(out, [], {})
     # every column and row key the claims ledger reads from these tables is in them
-    from headgeom.verify.claims import load_ledger
+    from headgeom.publish.claims import load_ledger
 
     ledger = [e for e in load_ledger(Path(__file__).resolve().parents[3] / "config/claims.yaml")
               if e.get("table") in tables]

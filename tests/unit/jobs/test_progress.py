@@ -1,7 +1,7 @@
 """Progress lines of long jobs: the capacity search reports every tenth of its step cap (the
 step, and how many starts still climb), the null jobs after each kind and null, the sensitivity
 table after each alternative; a job's progress reaches the console only once it has run a while
-(headgeom.jobs.logs), so the many short jobs of a small run stay quiet."""
+(headgeom.core.logs), so the many short jobs of a small run stay quiet."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from headgeom.jobs import logs
+from headgeom.core import logs
 from headgeom.methods.paper1.capacity import feasible_capacity_batch, projected_ascent
 
 

@@ -15,6 +15,7 @@ from headgeom.methods import closure as C
 from headgeom.methods.paper1.factorial import contrasts
 from headgeom.outputs.choices import DEFAULTS, apply
 from head_grams import toy_factors
+from headgeom.publish import choice_sensitivity as CS
 from headgeom.verify import sensitivity as CH
 
 
@@ -107,7 +108,7 @@ def _anchor_workdir(root, c=0.74):
 def test_band_switches_move_exactly_the_band_claims(tmp_path):
     import yaml
 
-    from headgeom.verify.claims import load_ledger
+    from headgeom.publish.claims import load_ledger
 
     pairs = _anchor_workdir(tmp_path)
     F = {(int(i), int(j)): float(f) for i, j, f in zip(pairs["head_i"], pairs["head_j"], pairs["F"])}
@@ -145,7 +146,7 @@ def test_jobs_one_per_alternative_make_the_same_table_as_one_process(tmp_path):
     then ``aggregate_job``) writes the table ``sensitivity`` makes in one process, byte for byte."""
     import yaml
 
-    from headgeom.verify.claims import load_ledger
+    from headgeom.publish.claims import load_ledger
 
     _anchor_workdir(tmp_path)
     ledger = tmp_path / "claims.yaml"
@@ -154,7 +155,7 @@ def test_jobs_one_per_alternative_make_the_same_table_as_one_process(tmp_path):
         {"id": "band.4", "model": "m", "table": "p1_anchors", "column": "law_pairs", "value": 4}]}}))
     ref = CH.sensitivity(tmp_path, load_ledger(ledger), ["m"], tables=["p1_anchors"])
     cfg = {"paper1": {"band": {"membership": "explanation", "explanation": 0.9}}}
-    alts = CH.planned(cfg, {"p1_anchors"}, [])
+    alts = CS.planned(cfg, {"p1_anchors"}, [])
     assert [a.id for a in alts] == [f"{r['switch']}={r['alternative']}" for r in ref.rows]
     rows, said = [], []
     for a in alts:
@@ -167,7 +168,7 @@ def test_jobs_one_per_alternative_make_the_same_table_as_one_process(tmp_path):
     assert "[choice_sensitivity] paper1.band.explanation=0.8: 1 tables rebuilt, 2 claims change status" in said
     out = {ext: str(tmp_path / f"out.{ext}") for ext in ("csv", "md", "tex", "html")} | {"prov": str(tmp_path / "o.json")}
     lines = []
-    CH.aggregate_job(ledger, ["m"], [a.id for a in alts], rows, out, progress=lines.append)
+    CS.aggregate_job(ledger, ["m"], [a.id for a in alts], rows, out, progress=lines.append)
     assert (tmp_path / "out.csv").read_text() == ref.csv() and (tmp_path / "out.md").read_text() == ref.markdown()
     assert "band.3: agrees → differs" in (tmp_path / "out.csv").read_text()
     assert len(lines) == len(alts) and lines[0].startswith(f"[choice_sensitivity] 1/{len(alts)} choices.return_gain")
@@ -184,7 +185,7 @@ def test_planned_alternatives_follow_the_config_and_share_forward_passes():
            "read_paths": {"corpus": "c", "n_windows": 2, "window": 128, "eps_exact": True}}
     cfg = {"paper1": {"band": {"membership": "strong", "explanation": 0.85}}, "activation": act}
     built = {"p1_anchors", "p1_table2_strong_tail", "p1_activations_natural_return", "pk_sec5_4_read_paths"}
-    got = {a.id: a for a in CH.planned(cfg, built, ["a", "b"])}
+    got = {a.id: a for a in CS.planned(cfg, built, ["a", "b"])}
     assert list(got) == [
         "choices.return_gain=fitted", "choices.isotropy=min_max", "choices.factorial_contrast=row",
         "choices.factorial_contrast=column", "paper1.band.membership=explanation", "paper1.band.explanation=0.8",
@@ -200,10 +201,10 @@ def test_planned_alternatives_follow_the_config_and_share_forward_passes():
     assert "p1_table2_strong_tail" in got["choices.isotropy=min_max"].tables
     # two window shapes: two forward passes per model
     two = {**act, "read_paths": {**act["read_paths"], "n_windows": 3}}
-    bos2 = next(a for a in CH.planned({**cfg, "activation": two}, built, ["a"]) if a.kind == "forward")
+    bos2 = next(a for a in CS.planned({**cfg, "activation": two}, built, ["a"]) if a.kind == "forward")
     assert bos2.forwards == (("a", "c", 2, 128), ("a", "c", 3, 128))
     # no activation models: the activation switches rebuild nothing (their rows still listed)
-    none = {a.id: a for a in CH.planned(cfg, built, [])}
+    none = {a.id: a for a in CS.planned(cfg, built, [])}
     assert none["activation.bos=false"].tables == () and none["activation.bos=false"].forwards == ()
     assert none["activation.paper1.endpoint=median_cos2"].default == "pooled"  # the builder's default then
 
@@ -218,7 +219,7 @@ def test_alternative_costs_sum_the_per_layer_jobs_they_recompute():
 
     cfg = P.load_config(overrides={"active_models": ["m"], "activation": {"enabled": True, "models": ["m"]}})
     f = {"n_layers": 5, "d_model": 64, "n_heads": 4, "n_kv_heads": 2, "d_head": 16}
-    alts = {a.id: a for a in CH.planned(cfg, CH.affected_tables() + CH._activation_tables(), ["m"])}
+    alts = {a.id: a for a in CS.planned(cfg, CS.affected_tables() + CS._activation_tables(), ["m"])}
     rp_tokens = cfg["activation"]["read_paths"]["n_windows"] * cfg["activation"]["read_paths"]["window"]
     nr_tokens = cfg["activation"]["paper1"]["n_windows"] * cfg["activation"]["paper1"]["window"]
     n_kinds = len(cfg["activation"]["read_paths"]["kinds"])
@@ -230,21 +231,21 @@ def test_alternative_costs_sum_the_per_layer_jobs_they_recompute():
     assert work[0] == AC.read_paths_resources(f, rp_tokens, n_kinds)["work_min"]
     np.testing.assert_allclose(work, [work[0] * k / 4 for k in (4, 3, 2, 1, 1)])
     rp, nr = sum(work), 5 * nr_job["work_min"]
-    cost = lambda i: CH.alternative_cost(alts[i], {"m": f}, cfg)["runtime"]  # noqa: E731
-    assert cost("choices.isotropy=min_max") == CH.TABLES_COST["runtime"]
+    cost = lambda i: CS.alternative_cost(alts[i], {"m": f}, cfg)["runtime"]  # noqa: E731
+    assert cost("choices.isotropy=min_max") == CS.TABLES_COST["runtime"]
     # the layers' work added up (one process does them all), not five jobs' runtime floors
-    assert cost("activation.read_paths.eps_exact=false") == math.ceil(CH.TABLES_COST["runtime"] + rp)
-    assert cost("activation.bos=false") == math.ceil(CH.TABLES_COST["runtime"] + rp + nr)
+    assert cost("activation.read_paths.eps_exact=false") == math.ceil(CS.TABLES_COST["runtime"] + rp)
+    assert cost("activation.bos=false") == math.ceil(CS.TABLES_COST["runtime"] + rp + nr)
     assert rp_job["runtime"] == nr_job["runtime"] == 5 and 0 < rp + nr < 1  # tiny layers: floors alone
-    assert cost("activation.bos=false") < CH.TABLES_COST["runtime"] + 5 * (rp_job["runtime"] + nr_job["runtime"])
+    assert cost("activation.bos=false") < CS.TABLES_COST["runtime"] + 5 * (rp_job["runtime"] + nr_job["runtime"])
     # memory: the largest layer's job, plus what the process keeps of reader layers where it recomputes read paths
     from headgeom.jobs.activation import READER_TERMS_MB
 
-    mem = lambda i: CH.alternative_cost(alts[i], {"m": f}, cfg)["mem_mb"]  # noqa: E731
-    floor = CH.TABLES_COST["mem_mb"]
+    mem = lambda i: CS.alternative_cost(alts[i], {"m": f}, cfg)["mem_mb"]  # noqa: E731
+    floor = CS.TABLES_COST["mem_mb"]
     assert mem("activation.read_paths.eps_exact=false") == max(floor, *(j["mem_mb"] for j in rp_jobs)) + READER_TERMS_MB
     assert mem("activation.paper1.endpoint=median_cos2") == max(floor, nr_job["mem_mb"])
-    jobs = CH.planned_jobs(cfg, {"m": f})
+    jobs = CS.planned_jobs(cfg, {"m": f})
     fwd = [j for j in jobs if j.rule == "sensitivity_forward"]
     assert len(fwd) == len(alts["activation.bos=false"].forwards) >= 1
     assert fwd[0].runtime == AC.forward_resources(f, nr_tokens)["runtime"]
@@ -267,7 +268,7 @@ def test_a_table_whose_builder_read_none_of_a_switchs_columns_is_kept_and_the_ro
     from headgeom.io.shards import read_shard
     from headgeom.outputs.choices import SWITCHES
     from headgeom.verify import audit
-    from headgeom.verify.claims import load_ledger
+    from headgeom.publish.claims import load_ledger
 
     _anchor_workdir(tmp_path)
     side = json.loads((tmp_path / "results/tables/p1_anchors.prov.json").read_text())

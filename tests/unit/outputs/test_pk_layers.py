@@ -211,7 +211,7 @@ def test_ledger_reads_of_the_per_layer_tables_find_their_rows(tmp_path):
     pipeline value from tables the builders wrote, each equal to the numpy reduction of the rows."""
     from pathlib import Path
 
-    from headgeom.verify.claims import build_rows, load_ledger
+    from headgeom.publish.claims import build_rows, load_ledger
 
     m = "qwen2.5-7b"
     data = {}
@@ -271,7 +271,7 @@ def test_edge_layer_and_distance_band_reads(tmp_path):
     distance follow the planted layers, and move when the plant moves."""
     from pathlib import Path
 
-    from headgeom.verify.claims import build_rows, load_ledger
+    from headgeom.publish.claims import build_rows, load_ledger
 
     ids = ("pk.appE.qwen235b.blocks.small_first", "pk.appE.qwen235b.blocks.small_last", "pk.appF.distance.far_from")
     ledger = [e for e in load_ledger(Path(__file__).resolve().parents[3] / "config/claims.yaml") if e["id"] in ids]

@@ -13,7 +13,7 @@ import pytest
 
 from headgeom.schedule import families as FAM
 from headgeom.methods import nulls as N
-from headgeom.verify import docs
+from headgeom.publish import docs
 from headgeom import outputs as O
 from headgeom.outputs import registry as REG
 from headgeom.outputs.formats import Column, Table

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from headgeom.verify import docs
+from headgeom.publish import docs
 from headgeom.outputs.formats import Column, Table
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -80,7 +80,7 @@ def test_expected_work_never_above_the_request_and_reported_per_rule(capsys):
     files = [str(P.ROOT / "config" / "models.yaml"), str(P.ROOT / "config" / "paper.yaml")]
     assert main(["plan", "--configfile", *files, "--models", Q7]) == 0
     lines = {ln.split()[0]: ln.split() for ln in capsys.readouterr().out.splitlines() if ln.strip()}
-    from headgeom.verify.sensitivity import planned_jobs
+    from headgeom.publish.choice_sensitivity import planned_jobs
 
     config = P.load_config(files)
     p = P.plan(config, models=[Q7], more_jobs=planned_jobs)  # as the CLI: the choice sensitivity's jobs too

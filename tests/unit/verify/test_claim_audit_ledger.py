@@ -14,8 +14,8 @@ from headgeom.cli import main as cli
 from headgeom.outputs.formats import Column, Table
 from headgeom.verify import audit as AUD
 from headgeom.verify.claim_audit import audit_claim
-from headgeom.verify.claims import claims_job, load_ledger
-from headgeom.verify.ledger_page import ledger_rows
+from headgeom.publish.claims import claims_job, load_ledger
+from headgeom.publish.ledger_page import ledger_rows
 
 # The run's models are a and b; a trajectory table pools them in an "all (final)" row, which the
 # entry p1.t3.ci reads for other models (x, y): not run, though a row matches its filter.

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from headgeom.verify.claims import build_rows, load_ledger, reduce_values
+from headgeom.publish.claim_forms import reduce_values
+from headgeom.publish.claims import build_rows, load_ledger
 from headgeom.outputs import OUTPUTS
 from headgeom.verify.claims_coverage import (coverage, coverage_line, inventory_numbers, inventory_problems, load_inventory,
                                       numbers_in, token_audit)

@@ -10,7 +10,7 @@ import hashlib
 
 import pytest
 
-from headgeom.verify.claims import AGREES, DIFFERS, NOT_RUN, build_rows, load_ledger
+from headgeom.publish.claims import AGREES, DIFFERS, NOT_RUN, build_rows, load_ledger
 from headgeom.verify.claims_coverage import (STATEMENT_REASONS, coverage, coverage_line, inventory_problems,
                                              inventory_statements, load_inventory, statement_problems, statement_reason)
 from test_claims_coverage import PAPERS, ROOT, _shipped, needs_papers

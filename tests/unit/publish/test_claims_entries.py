@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from headgeom.verify.claims import AGREES, DIFFERS, build_rows, load_ledger
+from headgeom.publish.claims import AGREES, DIFFERS, build_rows, load_ledger
 from ledger_tables import judge, write_table as _write
 
 LEDGER = Path(__file__).resolve().parents[3] / "config" / "claims.yaml"

@@ -1,4 +1,4 @@
-"""The ledger and named table cells as LaTeX macros (headgeom.verify.macros): names are TeX
+"""The ledger and named table cells as LaTeX macros (headgeom.publish.macros): names are TeX
 control words, values at the paper's printed precision, the file carries code version and
 config hash, and a document using them compiles (pdflatex when installed; .ci/run installs it)."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from headgeom.verify.claims import load_ledger
-from headgeom.verify.macros import (
+from headgeom.publish.claims import load_ledger
+from headgeom.publish.macros import (
     MacroError,
     at_precision,
     cell_macros,
@@ -56,7 +56,7 @@ def test_names_are_control_words_and_distinct():
 
 
 def test_the_shipped_ledger_has_one_name_per_macro(root):
-    from headgeom.verify.claims import build_rows
+    from headgeom.publish.claims import build_rows
 
     rows, _ = build_rows(load_ledger(root / "config/claims.yaml"), root / "no-tables", [])
     text = claims_macros(root / "config/claims.yaml", root / "no-tables", [], "x")  # raises on a repeated name

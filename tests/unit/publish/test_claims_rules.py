@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ledger_tables import write_table
-from headgeom.verify.claims import (AGREES, DIFFERS, NOT_COMPARABLE, NOT_COMPUTED_REASONS, build_rows, load_ledger, reason_category,
-                                     reduce_values)
+from ledger_tables import reason_category, write_table
+from headgeom.publish.claim_forms import reduce_values
+from headgeom.publish.claims import AGREES, DIFFERS, NOT_COMPARABLE, NOT_COMPUTED_REASONS, build_rows, load_ledger
 
 LEDGER = Path(__file__).resolve().parents[3] / "config" / "claims.yaml"
 

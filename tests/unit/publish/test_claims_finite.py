@@ -11,8 +11,8 @@ import pytest
 
 from headgeom.core.errors import ConfigError
 from ledger_tables import write_table
-from headgeom.verify.claims import (AGREES, DIFFERS, LedgerError, agrees, build_rows, canonical, load_ledger,
-                                    reduce_per, reduce_values, rule_of, unreadable)
+from headgeom.publish.claim_forms import agrees, canonical, reduce_per, reduce_values, rule_of, unreadable
+from headgeom.publish.claims import AGREES, DIFFERS, LedgerError, build_rows, load_ledger
 
 NAN, INF = float("nan"), float("inf")
 BAD = [NAN, INF, -INF, None]
@@ -206,7 +206,7 @@ def test_a_nan_rule_must_say_why(tmp_path, rule):
 
 
 def test_macros_write_no_value_for_nan_and_inf(tmp_path):
-    from headgeom.verify.macros import NO_VALUE, cell_macros, pipeline_text
+    from headgeom.publish.macros import NO_VALUE, cell_macros, pipeline_text
 
     for v in (NAN, INF, -INF, None, (NAN, NAN), (0.1, INF)):
         assert pipeline_text("0.336", v, "nan") == NO_VALUE, v

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 from headgeom import layout
+from headgeom.io.files import write_text
 from headgeom.outputs import TABLES
 
 def _read(tables_dir: Path, name: str) -> list[dict] | None:
@@ -94,3 +95,9 @@ def summary_markdown(root: Path, models: list[str]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def summary_job(md_path, models: list[str]) -> None:
+    """Rule ``summary``: write ``summary_markdown`` to md_path (results/summary.md), for the run
+    whose work directory holds it."""
+    write_text(md_path, summary_markdown(Path(md_path).parents[1], list(models)))

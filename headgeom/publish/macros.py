@@ -25,7 +25,8 @@ from pathlib import Path
 from headgeom.core.provenance import code_version
 from headgeom.io.files import write_text
 from headgeom.outputs.formats import tex_escape
-from headgeom.verify.claims import _BOUND, _FRAC, _RANGE, build_rows, load_ledger
+from headgeom.publish.claim_forms import _BOUND, _FRAC, _RANGE
+from headgeom.publish.claims import build_rows, load_ledger
 
 DIGITS = ("Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine")
 CONTROL_WORD = re.compile(r"^[A-Za-z]+$")

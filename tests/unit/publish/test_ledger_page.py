@@ -1,4 +1,4 @@
-"""The ledger page (results/tables/claims.html, headgeom.verify.ledger_page) in a real headless
+"""The ledger page (results/tables/claims.html, headgeom.publish.ledger_page) in a real headless
 Chromium: it loads (nothing from outside the file), a header filter narrows the rows, and a row's
 link lands on the table row the claim reads. Skips only where Debian's chromium and
 chromium-driver are not installed (.ci/run installs them)."""
@@ -11,8 +11,8 @@ import pytest
 
 import browser
 from headgeom.outputs.formats import Column, Table
-from headgeom.verify.claims import build_rows, load_ledger
-from headgeom.verify.ledger_page import ledger_page, ledger_rows
+from headgeom.publish.claims import build_rows, load_ledger
+from headgeom.publish.ledger_page import ledger_page, ledger_rows
 
 LEDGER = """
 claims:

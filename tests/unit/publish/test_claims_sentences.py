@@ -1,5 +1,5 @@
 """Every comparison rule of the claims ledger follows the sentence it judges: one rule per kind of
-statement (headgeom.verify.claims.rule_of), each tried on a paper's own wording with a value that
+statement (headgeom.publish.claim_forms.rule_of), each tried on a paper's own wording with a value that
 must agree and one that must differ; and the ledger entries whose reading was a choice read what
 their sentence says."""
 
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from headgeom.verify.claims import AGREES, DIFFERS, agrees, load_ledger, reduce_values, rule_of
+from headgeom.publish.claim_forms import agrees, reduce_values, rule_of
+from headgeom.publish.claims import AGREES, DIFFERS, load_ledger
 from ledger_tables import judge, write_table as _write
 
 LEDGER = Path(__file__).resolve().parents[3] / "config" / "claims.yaml"
@@ -74,7 +75,8 @@ def test_every_kind_of_statement_has_a_rule_and_a_sentence():
 def test_every_ledger_value_is_read_by_a_rule():
     """Every value in the ledger parses under the rule its form names (no quantified claim with a
     predicate the rules cannot read)."""
-    from headgeom.verify.claims import _expand, _predicate, _quantifier
+    from headgeom.publish.claim_forms import _predicate, _quantifier
+    from headgeom.publish.claims import _expand
 
     for e in load_ledger(LEDGER):
         for _, val, _, tol in _expand(e):

@@ -4,7 +4,7 @@ One row per ledger row (paper, section, model, quantity, paper value, pipeline v
 note), each linked to the row of the table it reads (``<table>.html#row-<i>``: every table page
 gives its rows these anchors, headgeom.outputs.formats.html_page) and showing the
 ``headgeom audit --claim`` command that audits it. The interactive table is Tabulator, vendored
-at a pinned version (headgeom/verify/vendor/tabulator/VERSION) and inlined: the page loads
+at a pinned version (headgeom/publish/vendor/tabulator/VERSION) and inlined: the page loads
 nothing from anywhere."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import json
 from html import escape
 from pathlib import Path
 
+from headgeom.io.files import write_text
 from headgeom.outputs.formats import row_anchor
-from headgeom.verify.claim_audit import TableCache, claim_cells, no_cell_reason
+from headgeom.publish.claims import load_ledger
+from headgeom.publish.ledger_cells import TableCache, claim_cells, no_cell_reason
 
 VENDOR = Path(__file__).resolve().parent / "vendor" / "tabulator"
 
@@ -86,3 +88,9 @@ def ledger_page(rows: list[dict], caption: str, notes: str = "") -> str:
         f"<p>{escape(notes)}</p>\n"
         f"<script>var DATA = {data};\nvar FIELDS = {fields};\n{_SCRIPT}</script>\n</body></html>\n"
     )
+
+
+def write_ledger_page(path, ledger_path, t, tables_dir) -> None:
+    """Rule ``claims``: the page of the claims table ``t`` (headgeom.publish.claims.claims_job over
+    the ledger at ``ledger_path`` and the tables in ``tables_dir``), in place of the plain table page."""
+    write_text(path, ledger_page(ledger_rows(load_ledger(ledger_path), t.rows, tables_dir), t.caption, t.notes))
