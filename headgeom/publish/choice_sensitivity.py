@@ -47,27 +47,30 @@ from headgeom.schedule.families import forward_shapes
 KINDS = ("tables", "shards", "forward")  # what an alternative recomputes (headgeom.outputs.choices)
 
 
-def _choice_tables() -> list[str]:
+def choice_tables() -> list[str]:
     """Tables whose builder reads the paper1_heads shards (and so the switched columns)."""
-    return _family_tables("paper1_heads")
+    return family_tables("paper1_heads")
 
 
-def _family_tables(family: str) -> list[str]:
+def family_tables(family: str) -> list[str]:
+    """The tables whose builder reads shard family ``family``."""
     return [n for n, o in TABLES.items() if family in o.families]
 
 
-def _activation_tables() -> list[str]:
-    return list(dict.fromkeys(t for f in ACTIVATION_FAMILIES for t in _family_tables(f)))
+def activation_tables() -> list[str]:
+    """The tables reading an activation shard family (what a forward switch rebuilds)."""
+    return list(dict.fromkeys(t for f in ACTIVATION_FAMILIES for t in family_tables(f)))
 
 
 def affected_tables() -> list[str]:
     """Every table some switch rebuilds (the rules' inputs are their sidecars)."""
-    names = _choice_tables() + [t for sw in TABLE_SWITCHES for t in sw.tables]
-    names += [t for sw in SHARD_SWITCHES for t in _family_tables(sw.family)]
+    names = choice_tables() + [t for sw in TABLE_SWITCHES for t in sw.tables]
+    names += [t for sw in SHARD_SWITCHES for t in family_tables(sw.family)]
     return list(dict.fromkeys(names))
 
 
-def _get(d: dict, path: tuple):
+def nested_value(d: dict, path: tuple):
+    """``d[path[0]][path[1]]...``, or None where a key is missing (a switch's value in a config or params)."""
     for k in path:
         if not isinstance(d, dict) or k not in d:
             return None
@@ -75,13 +78,14 @@ def _get(d: dict, path: tuple):
     return d
 
 
-def _fmt(v) -> str:
+def value_text(v) -> str:
+    """A switch value as the table and the alternative ids write it (booleans lower case)."""
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def alternative_id(switch: str, value) -> str:
     """An alternative's name (its directory under results/sensitivity): ``<switch>=<value>``."""
-    return f"{switch}={_fmt(value)}"
+    return f"{switch}={value_text(value)}"
 
 
 # ------------------------------------------------------------------ the alternatives of a config
@@ -114,27 +118,27 @@ def planned(config: dict, built, act_models=()) -> list[Alternative]:
     of a switch (skipped) is the config's where the run builds a table the switch changes, else
     the builder's default, as ``sensitivity`` reads it from the run's sidecars and provenance."""
     built, out = set(built), []
-    heads = tuple(t for t in _choice_tables() if t in built)
+    heads = tuple(t for t in choice_tables() if t in built)
     for sw in SWITCHES:
         out += [Alternative(f"choices.{sw.key}", v, "tables", sw.default, heads) for v in sw.alternatives[1:]]
     for sw in TABLE_SWITCHES:
         tables = tuple(t for t in sw.tables if t in built)
-        default = _get(config, tuple(sw.key.split("."))) if tables else None
+        default = nested_value(config, tuple(sw.key.split("."))) if tables else None
         default = sw.fallback if default is None else default
-        out += [Alternative(sw.key, v, "tables", _shown(default), tables) for v in _others(sw.values, default)]
+        out += [Alternative(sw.key, v, "tables", shown_default(default), tables) for v in other_values(sw.values, default)]
     for sw in SHARD_SWITCHES:
-        tables = tuple(t for t in _family_tables(sw.family) if t in built) if act_models else ()
-        default = _get(config, tuple(sw.key.split("."))) if tables else None
+        tables = tuple(t for t in family_tables(sw.family) if t in built) if act_models else ()
+        default = nested_value(config, tuple(sw.key.split("."))) if tables else None
         default = sw.fallback if default is None else default
-        out += [Alternative(sw.key, v, "shards", _shown(default), tables, (sw.family,))
-                for v in _others(sw.values, default)]
-    act_tables = tuple(t for t in _activation_tables() if t in built) if act_models else ()
+        out += [Alternative(sw.key, v, "shards", shown_default(default), tables, (sw.family,))
+                for v in other_values(sw.values, default)]
+    act_tables = tuple(t for t in activation_tables() if t in built) if act_models else ()
     forwards = tuple(f for m in act_models for f in _forward_shapes(config, m)) if act_tables else ()
     for sw in FORWARD_SWITCHES:
-        default = _get(config, tuple(sw.key.split("."))) if act_tables else None
+        default = nested_value(config, tuple(sw.key.split("."))) if act_tables else None
         default = sw.fallback if default is None else default
-        out += [Alternative(sw.key, v, "forward", _shown(default), act_tables, ACTIVATION_FAMILIES, forwards)
-                for v in _others(sw.values, default)]
+        out += [Alternative(sw.key, v, "forward", shown_default(default), act_tables, ACTIVATION_FAMILIES, forwards)
+                for v in other_values(sw.values, default)]
     return out
 
 
@@ -171,16 +175,18 @@ def alternative_cost(alt: Alternative, manifests: dict, config: dict) -> dict:
     return {"mem_mb": mem, "runtime": int(math.ceil(minutes)), "work_s": work_s}
 
 
-def _others(values, default) -> list:
+def other_values(values, default) -> list:
     """The values of a switch other than the run's own (all of them when it is unknown)."""
-    return [v for v in values if default is None or _fmt(v) != _fmt(default)]
+    return [v for v in values if default is None or value_text(v) != value_text(default)]
 
 
-def _shown(default) -> str:
-    return "–" if default is None else _fmt(default)
+def shown_default(default) -> str:
+    """The run's value of a switch as the table's Default column shows it (– when unknown)."""
+    return "–" if default is None else value_text(default)
 
 
-def _table(rows: list[dict], models_run: list[str]) -> Table:
+def sensitivity_table(rows: list[dict], models_run: list[str]) -> Table:
+    """The choice-sensitivity table of the alternatives' rows."""
     return Table("choice_sensitivity",
                  "For each switch of a reconstructed choice and each alternative: the tables rebuilt, the ledger claims "
                  "they feed, and every claim whose status changes (status and pipeline value, default → alternative).",
@@ -195,7 +201,8 @@ def _table(rows: list[dict], models_run: list[str]) -> Table:
                        "recomputes every activation shard (each alternative under results/sensitivity/).")
 
 
-def _progress(progress, done: int, n: int, row: dict) -> None:
+def progress_line(progress, done: int, n: int, row: dict) -> None:
+    """Tell ``progress`` (if any) that the row of alternative ``done`` of ``n`` is made."""
     if progress is not None:
         changed = "not evaluated" if row["changed"] is None else f"{row['changed']} claims change status"
         progress(f"[choice_sensitivity] {done}/{n} {row['switch']} = {row['alternative']}: {changed}")
@@ -249,8 +256,8 @@ def aggregate_job(ledger_path, models_run: list[str], alternatives: list[str], r
             raise DamagedFileError(f"{p} is damaged: {'; '.join(problems)}; rebuild it: {rebuild_hint(p)}")
         rows.append(rec["row"])
         inputs.append({"path": str(p), "sha256": sha256_file(p)})
-        _progress(progress, i + 1, len(alternatives), rec["row"])
-    t = _table(rows, models_run)
+        progress_line(progress, i + 1, len(alternatives), rec["row"])
+    t = sensitivity_table(rows, models_run)
     _write(t, outputs, ledger_path, models_run, inputs)
     return t
 

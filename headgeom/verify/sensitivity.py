@@ -34,8 +34,9 @@ from headgeom.outputs import TABLES
 from headgeom.outputs.choices import ACTIVATION_FAMILIES, DEFAULTS, FORWARD_SWITCHES, SHARD_SWITCHES, SWITCHES, TABLE_SWITCHES, ForwardSwitch
 from headgeom.outputs.formats import Table
 from headgeom.outputs.registry import HEADS
-from headgeom.publish.choice_sensitivity import (_activation_tables, _choice_tables, _family_tables, _fmt, _get, _others,
-                                                 _progress, _shown, _table, alternative_id, row_identity)
+from headgeom.publish.choice_sensitivity import (activation_tables, alternative_id, choice_tables, family_tables, nested_value,
+                                                 other_values, progress_line, row_identity, sensitivity_table, shown_default,
+                                                 value_text)
 from headgeom.publish.claims import build_rows, load_ledger
 from headgeom.schedule.families import FORWARD, JOBS, SHARD_FAMILIES
 from headgeom.verify import audit
@@ -159,7 +160,7 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None, 
     recomputed shards into root/<the run's relative path>; a forward switch reads its rerun forward
     passes under ``acts_root`` when given (the workflow's jobs ran them), else reruns them into root
     (with the config entries in ``sources``)."""
-    heads_tables = _choice_tables()
+    heads_tables = choice_tables()
     for sw in SWITCHES:
         for alt in sw.alternatives[1:]:
             def build(tmp, root, say, sw=sw, alt=alt):
@@ -177,19 +178,19 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None, 
             yield f"choices.{sw.key}", sw.method, sw.default, alt, build
     for sw in TABLE_SWITCHES:
         aggs = [a for a in (_agg(workdir, tables_dir, n, only) for n in sw.tables) if a is not None]
-        default = next((_get(a.params, sw.param) for a in aggs if _get(a.params, sw.param) is not None), sw.fallback)
-        for alt in _others(sw.values, default):
+        default = next((nested_value(a.params, sw.param) for a in aggs if nested_value(a.params, sw.param) is not None), sw.fallback)
+        for alt in other_values(sw.values, default):
             def build(tmp, root, say, sw=sw, alt=alt, aggs=aggs):
                 for agg in aggs:
                     _build(workdir, agg, tmp, _set(agg.params, sw.param, alt), say)
                 return [a.name for a in aggs]
-            yield sw.key, sw.method, _shown(default), alt, build
+            yield sw.key, sw.method, shown_default(default), alt, build
     for sw in SHARD_SWITCHES:
-        aggs = [a for a in (_agg(workdir, tables_dir, n, only) for n in _family_tables(sw.family)) if a is not None]
+        aggs = [a for a in (_agg(workdir, tables_dir, n, only) for n in family_tables(sw.family)) if a is not None]
         aggs = [a for a in aggs if a.groups.get(sw.family)]
-        default = next((_get(prov, ("params", sw.job_param)) for prov in _shard_records(aggs, (sw.family,)).values()),
+        default = next((nested_value(prov, ("params", sw.job_param)) for prov in _shard_records(aggs, (sw.family,)).values()),
                        sw.fallback)
-        for alt in _others(sw.values, default):
+        for alt in other_values(sw.values, default):
             def build(tmp, root, say, sw=sw, alt=alt, aggs=aggs):
                 if not aggs:
                     return []
@@ -199,14 +200,14 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None, 
                     params = _set(agg.params, (sw.table_param,), alt) if sw.table_param else dict(agg.params)
                     _build(workdir, agg, tmp, params, say, {sw.family: root})
                 return [a.name for a in aggs]
-            yield sw.key, sw.method, _shown(default), alt, build
-    aggs = [a for a in (_agg(workdir, tables_dir, n, only) for n in _activation_tables()) if a is not None]
+            yield sw.key, sw.method, shown_default(default), alt, build
+    aggs = [a for a in (_agg(workdir, tables_dir, n, only) for n in activation_tables()) if a is not None]
     aggs = [a for a in aggs if any(a.groups.get(f) for f in ACTIVATION_FAMILIES)]
     for sw in FORWARD_SWITCHES:
-        defaults = {_get(_forward_params(workdir, rel), (sw.param,)) for rel in _forward_dirs(aggs)}
+        defaults = {nested_value(_forward_params(workdir, rel), (sw.param,)) for rel in _forward_dirs(aggs)}
         default = defaults.pop() if len(defaults) == 1 else None
         default = sw.fallback if default is None else default
-        for alt in _others(sw.values, default):
+        for alt in other_values(sw.values, default):
             def build(tmp, root, say, sw=sw, alt=alt, aggs=aggs):
                 if not aggs:
                     return []
@@ -226,7 +227,7 @@ def _alternatives(workdir: Path, tables_dir: Path, sources: dict | None = None, 
                 for agg in aggs:
                     _build(workdir, agg, tmp, dict(agg.params), say, {f: root for f in ACTIVATION_FAMILIES})
                 return [a.name for a in aggs]
-            yield sw.key, sw.method, _shown(default), alt, build
+            yield sw.key, sw.method, shown_default(default), alt, build
 
 
 def _forward_params(workdir: Path, rel: str) -> dict:
@@ -248,14 +249,14 @@ def _row(x, tables_dir: Path, ledger, models_run, base: dict, root=None, say=Non
         try:
             built = build(tmp, Path(root) if root is not None else tmp / "recomputed", say)
         except NotEvaluated as why:
-            return {"switch": key, "default": default, "alternative": _fmt(alt), "where": where, "tables": 0,
+            return {"switch": key, "default": default, "alternative": value_text(alt), "where": where, "tables": 0,
                     "claims_read": None, "claims_judged": None, "changed": None, "claims": f"not evaluated: {why}"}
         alt_rows = {r["id"]: r for r in build_rows(ledger, tmp, models_run)[0]}
     read = [i for i, r in base.items() if r["read"].split("[")[0].split(":")[0] in built]
     judged = [i for i in read if base[i]["status"] in ("agrees", "differs")]
     changed = [i for i in base if i in alt_rows and alt_rows[i]["status"] != base[i]["status"]]
     return {
-        "switch": key, "default": default, "alternative": _fmt(alt), "where": where,
+        "switch": key, "default": default, "alternative": value_text(alt), "where": where,
         "tables": len(built), "claims_read": len(read), "claims_judged": len(judged), "changed": len(changed),
         "claims": "; ".join(f"{i}: {base[i]['status']} → {alt_rows[i]['status']} "
                             f"({base[i]['pipeline']} → {alt_rows[i]['pipeline']})" for i in changed) or "none",
@@ -290,8 +291,8 @@ def sensitivity(workdir, ledger: list[dict], models_run: list[str], tables_dir=N
     rows = []
     for row in _rows(one, n, workers):
         rows.append(row)
-        _progress(progress, len(rows), n, row)
-    return _table(rows, models_run)
+        progress_line(progress, len(rows), n, row)
+    return sensitivity_table(rows, models_run)
 
 
 def _rows(one, n: int, workers: int):

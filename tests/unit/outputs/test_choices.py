@@ -219,7 +219,7 @@ def test_alternative_costs_sum_the_per_layer_jobs_they_recompute():
 
     cfg = P.load_config(overrides={"active_models": ["m"], "activation": {"enabled": True, "models": ["m"]}})
     f = {"n_layers": 5, "d_model": 64, "n_heads": 4, "n_kv_heads": 2, "d_head": 16}
-    alts = {a.id: a for a in CS.planned(cfg, CS.affected_tables() + CS._activation_tables(), ["m"])}
+    alts = {a.id: a for a in CS.planned(cfg, CS.affected_tables() + CS.activation_tables(), ["m"])}
     rp_tokens = cfg["activation"]["read_paths"]["n_windows"] * cfg["activation"]["read_paths"]["window"]
     nr_tokens = cfg["activation"]["paper1"]["n_windows"] * cfg["activation"]["paper1"]["window"]
     n_kinds = len(cfg["activation"]["read_paths"]["kinds"])
