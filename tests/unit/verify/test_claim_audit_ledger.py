@@ -90,3 +90,11 @@ def test_the_ledger_page_shows_no_audit_command_for_an_entry_that_reads_no_cell(
     assert page["p1.ok"]["audit"] == "headgeom audit --claim p1.ok"
     for cid in ("p1.t3.ci.e_lo", "p1.t3.ci.e_hi", "p1.pool", "p1.x"):
         assert page[cid]["audit"] == "", cid
+
+
+def test_an_unknown_claim_id_exits_2_naming_it(run, capsys):
+    """The ledger's cell lookup (headgeom.publish.ledger_cells) fails as the audit's own error: one
+    line, exit 2, no traceback."""
+    assert cli(["audit", "--claim", "p1.nope", "-d", str(run), "--ledger", str(run / "ledger.yaml")]) == 2
+    assert capsys.readouterr().err.strip() == ("headgeom audit: no ledger entry 'p1.nope' "
+                                                 "(e.g. p1.t3.ci, p1.pool, p1.x, p1.ok)")
