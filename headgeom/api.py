@@ -52,6 +52,9 @@ def load(source, revision: str | None = None, *, name: str | None = None, config
     from headgeom.io.sources import PYPI_MODELS, open_source
     from headgeom.io.store import read_attention
 
+    from headgeom.schedule.families import load_plugins
+
+    load_plugins()  # the HEADGEOM_PLUGINS jobs join the registry (Model.shards, Model.params)
     log = log or (lambda s: None)
     settings = _config(config)
     if _is_model_object(source):

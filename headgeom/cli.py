@@ -455,6 +455,14 @@ def main(argv=None) -> int:
     g.set_defaults(func=_docs)
 
     args = ap.parse_args(argv)
+    from headgeom.core.errors import ConfigError
+    from headgeom.schedule.families import load_plugins
+
+    try:
+        load_plugins()  # the HEADGEOM_PLUGINS jobs, before any command reads the registry
+    except ConfigError as e:
+        print(f"headgeom: {e}", file=sys.stderr)
+        return 2
     return args.func(args)
 
 

@@ -74,6 +74,8 @@ def rebuild_damaged(workflow, config: dict) -> None:
 def start(workflow, config: dict, argv: list[str] | None = None) -> None:
     """Everything the workflow does once before its rules are declared, in this order:
 
+    0. the plugin jobs named in HEADGEOM_PLUGINS registered (headgeom.schedule.families.load_plugins),
+       before a rule file reads the registry;
     1. ``--config`` values nested in ``{...}`` / ``[...]`` typed as a config file types them;
     2. every config error and every problem of the inputs, one line each, before any job: the
        check ``headgeom check`` prints (headgeom.commands.check.workflow_check);
@@ -90,7 +92,9 @@ def start(workflow, config: dict, argv: list[str] | None = None) -> None:
     from headgeom.patches import scheduler_timers, slurm_arrays
     from headgeom.commands.check import workflow_check
     from headgeom.rules.fetch import widen_bare_cache
+    from headgeom.schedule.families import load_plugins
 
+    load_plugins()
     cmd = command_line(argv)
     typed_cli_config(config, workflow.config_settings.config)
     workflow_check(config, workflow, keep_going=cmd.keep_going)
