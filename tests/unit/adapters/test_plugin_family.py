@@ -15,7 +15,7 @@ SHAPE = {"n_layers": 3, "d_model": 48, "n_heads": 4, "n_kv_heads": 2, "d_head": 
 
 def test_plugin_job_is_registered_scheduled_and_planned(tmp_path):
     code = ("import json, sys; from headgeom.schedule import families as F, designs; F.load_plugins(); "
-            "from headgeom.commands.plan import load_config; c = load_config([sys.argv[1]]); "
+            "from headgeom.core.config import load_config; c = load_config([sys.argv[1]]); "
             "print(json.dumps({'job': F.family('toy_wo_norm').job, "
             "'wc': designs.job_wildcards('toy_wo_norm', c, 'm', json.loads(sys.argv[2])), "
             "'paths': designs.shard_paths('toy_wo_norm', c, 'm', json.loads(sys.argv[2]))}))")

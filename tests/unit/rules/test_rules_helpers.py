@@ -15,7 +15,7 @@ import pytest
 from headgeom import targets
 from headgeom.core.errors import ConfigError
 from headgeom.schedule.families import JOBS
-from headgeom.commands.plan import load_config
+from headgeom.core.config import load_config
 from headgeom.core.config import shared_lineage_members
 from headgeom.commands.check import check
 from headgeom.outputs import OUTPUTS
