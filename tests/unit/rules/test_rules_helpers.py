@@ -89,7 +89,7 @@ def test_base_instruct_pairs_need_both_sides_active_and_in_the_pk_stage():
     cfg["models"][b]["pair"] = a   # declared from one side only
     cfg["models"][c]["pair"] = "not-active"
     assert outputs.base_instruct_pairs(cfg) == [tuple(sorted((a, b)))]
-    cfg["scopes"] = {a: {"stages": ["paper1"]}}
+    cfg["designs"] = {a: {"stages": ["paper1"]}}
     assert outputs.base_instruct_pairs(cfg) == []
 
 
