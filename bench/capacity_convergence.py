@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from headgeom.io.store import TensorStore  # noqa: E402
-from headgeom.commands.plan import load_config  # noqa: E402
+from headgeom.core.config import load_config  # noqa: E402
 from headgeom.methods.paper1 import capacity_layer  # noqa: E402
 
 RULES = [(1e-5, 20), (1e-6, 20), (1e-6, 50), (1e-7, 20), (1e-8, 20), (1e-9, 20)]

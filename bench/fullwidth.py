@@ -312,10 +312,10 @@ def run(out: Path, ckpt: Path, kinds, ceiling: float, result: Path) -> list[dict
         rows.append({"job": "fetch", "output": manifest, **req, **run_one(work, cfg, manifest, "fetch")})
         print(_line(rows[-1], MIN_RUNTIME), flush=True)
     requests = _requests(work, cfg)
-    from headgeom.commands import plan
+    from headgeom.core.config import load_config
     from headgeom.schedule import designs
 
-    config = designs.model_config(plan.load_config([ROOT / "config/paper.yaml", cfg]), MODEL)
+    config = designs.model_config(load_config([ROOT / "config/paper.yaml", cfg]), MODEL)
     fields = json.loads((work / manifest).read_text())["fields"]
     for o, j in _chosen(requests, [k for k in kinds if k != "fetch"], fields, config):
         rows.append({"job": j["rule"], "output": o, **{k: j[k] for k in ("mem_mb", "runtime", "pairs", "layers_read")

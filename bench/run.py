@@ -718,7 +718,7 @@ def capacity_rule(args, tensors=None) -> dict | None:
     cap) and after (paper.yaml's capacity settings as they are): SVD count, CPU time and Cap_hat of
     each, in one run. None without the layer's tensor store."""
     from headgeom.io.store import TensorStore
-    from headgeom.commands.plan import load_config
+    from headgeom.core.config import load_config
     from headgeom.methods.paper1 import capacity_layer
 
     model, layer = CAPACITY_RULE_LAYER

@@ -6,7 +6,8 @@ The pipeline, left to right (docs/methods.md section in brackets):
   architectures  one description per architecture family (every stage reads it)
   adapters  checkpoint -> per-head factors, from the family descriptions [§0]
   methods   closure [§1], pk (reading/writing spaces, projection-kernel overlap) [§2], nulls, paper1/
-  jobs      per-layer jobs; families.py is the shard-family registry
+  jobs      the per-layer job functions
+  schedule  schedule/families.py, the shard-family registry (it imports the job functions), designs, costs
   reports   tables and figures; outputs.py is the output registry; claims, audit, generated docs
 """
 

@@ -52,6 +52,9 @@ def load(source, revision: str | None = None, *, name: str | None = None, config
     from headgeom.io.sources import PYPI_MODELS, open_source
     from headgeom.io.store import read_attention
 
+    from headgeom.schedule.families import load_plugins
+
+    load_plugins()  # the HEADGEOM_PLUGINS jobs join the registry (Model.shards, Model.params)
     log = log or (lambda s: None)
     settings = _config(config)
     if _is_model_object(source):
@@ -406,7 +409,7 @@ def claims(models, *, as_pandas: bool = False):
 
     import pyarrow.csv as pacsv
 
-    from headgeom.commands.plan import ROOT
+    from headgeom.core.config import ROOT
     from headgeom.outputs import TABLES
     from headgeom.publish.claims import build_claims, ledger_tables, load_ledger
 
@@ -543,21 +546,15 @@ def _default_name(entry: dict) -> str:
 
 def _config(config) -> dict:
     """config/config.yaml with ``config`` merged over it, checked against the schema."""
-    from headgeom.core.config import check_config
-    from headgeom.commands.plan import ROOT, load_config
-    from headgeom.schedule.designs import merge
+    from headgeom.core.config import DEFAULTS, ROOT, load_config
 
-    if not (ROOT / "config" / "config.yaml").exists():
-        raise ConfigError(f"{ROOT / 'config' / 'config.yaml'} is missing: headgeom.api reads the pipeline's "
+    if not (ROOT / DEFAULTS).exists():
+        raise ConfigError(f"{ROOT / DEFAULTS} is missing: headgeom.api reads the pipeline's "
                           "defaults from the repository it is installed from (pip install -e)")
     if config is None or isinstance(config, dict):
-        cfg = load_config((), None)
-        cfg = merge(cfg, config or {})
-    else:
-        files = [config] if isinstance(config, (str, os.PathLike)) else list(config)
-        for f in files:
-            if not Path(f).is_file():
-                raise ConfigError(f"config file {f} does not exist")
-        cfg = load_config(files)
-    check_config(cfg, ROOT / "workflow" / "schemas" / "config.schema.yaml")
-    return cfg
+        return load_config((), config, checked=True)
+    files = [config] if isinstance(config, (str, os.PathLike)) else list(config)
+    for f in files:
+        if not Path(f).is_file():
+            raise ConfigError(f"config file {f} does not exist")
+    return load_config(files, checked=True)

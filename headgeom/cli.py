@@ -177,12 +177,13 @@ def _summary(args) -> int:
 
 
 def _plan(args) -> int:
+    from headgeom.core.config import load_config
     from headgeom.core.errors import HeadgeomError
     from headgeom.commands import plan as P
 
     try:
         shapes = dict(s.split("=", 1) for s in args.shape or [])
-        cfg = P.load_config(args.configfile or [])
+        cfg = load_config(args.configfile or [])
         if args.global_design:
             from headgeom.schedule.designs import global_design
 
@@ -201,9 +202,9 @@ def _plan(args) -> int:
 
 
 def _costs(args) -> int:
+    from headgeom.core.config import load_config
     from headgeom.core.errors import HeadgeomError
     from headgeom.commands import efficiency
-    from headgeom.commands.plan import load_config
 
     try:
         res = efficiency.compare(args.report, args.directory, load_config(args.configfile or []))
@@ -222,7 +223,8 @@ def _check(args) -> int:
 
     from headgeom.core.cliguard import not_a_config_file
     from headgeom.core.errors import HeadgeomError
-    from headgeom.commands.check import check, config_file_problems, load, report, workflow_root
+    from headgeom.core.config import load_config, workflow_root
+    from headgeom.commands.check import check, config_file_problems, report
 
     files = [str(Path(f).absolute()) for f in args.configfile or []]
     bad = [ln for ln in map(not_a_config_file, args.configfile or []) if ln]
@@ -236,7 +238,7 @@ def _check(args) -> int:
         print(report(found), file=sys.stderr)
         return 2
     try:
-        cfg = load(files, args.config or [], checked=False, root=root)
+        cfg = load_config(files, cli=args.config or [], root=root)
     except (HeadgeomError, ValueError, OSError) as e:
         print(f"headgeom check: {e}", file=sys.stderr)
         return 2
@@ -280,11 +282,11 @@ def _run_config(args) -> dict:
     schema defaults filled in as the workflow fills them."""
     from snakemake.utils import validate
 
-    from headgeom.commands.check import _schema, load, workflow_root
+    from headgeom.core.config import load_config, schema_path, workflow_root
 
     root = workflow_root(args.directory)
-    cfg = load(args.configfile or (), args.config or (), root=root)
-    validate(cfg, _schema(root))
+    cfg = load_config(args.configfile or (), cli=args.config or (), root=root, checked=True)
+    validate(cfg, schema_path(root))
     return cfg
 
 
@@ -321,6 +323,17 @@ def _docs(args) -> int:
     for p in docs.write():
         print(f"wrote {p}")
     return 0
+
+
+class _Renamed(argparse.Action):
+    """An option that was renamed: using it is an error naming the new one (the old one is not read)."""
+
+    def __init__(self, option_strings, dest, new: str, **kw):
+        super().__init__(option_strings, dest, nargs=0, **kw)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} was renamed: write {self.new}")
 
 
 def main(argv=None) -> int:
@@ -388,7 +401,8 @@ def main(argv=None) -> int:
     p.add_argument("--cores", nargs="+", type=int, help="core counts to estimate wall-clock for")
     p.add_argument("--nodes", nargs="+", type=int, help="node counts (x --cores-per-node)")
     p.add_argument("--cores-per-node", type=int, default=64)
-    p.add_argument("--global-design", "--unscoped", dest="global_design", action="store_true",
+    p.add_argument("--unscoped", action=_Renamed, new="--global-design", help=argparse.SUPPRESS)
+    p.add_argument("--global-design", dest="global_design", action="store_true",
                    help="ignore the config's per-model designs: the global design on every model and layer "
                         "(e.g. the full null suite on every Qwen3-235B layer, which the PK paper could not afford)")
     p.set_defaults(func=_plan)
@@ -455,6 +469,14 @@ def main(argv=None) -> int:
     g.set_defaults(func=_docs)
 
     args = ap.parse_args(argv)
+    from headgeom.core.errors import ConfigError
+    from headgeom.schedule.families import load_plugins
+
+    try:
+        load_plugins()  # the HEADGEOM_PLUGINS jobs, before any command reads the registry
+    except ConfigError as e:
+        print(f"headgeom: {e}", file=sys.stderr)
+        return 2
     return args.func(args)
 
 

@@ -441,23 +441,6 @@ def registry_problems(config: dict, shapes: dict[str, int]) -> list[Problem]:
     return out
 
 
-def workflow_root(directory) -> Path:
-    """Where the workflow run in ``directory`` reads its config/config.yaml and its schema: the
-    directory itself when it holds config/config.yaml (a copy of the workflow, whose Snakefile
-    reads the config beside it), else this package's."""
-    from headgeom.commands.plan import ROOT
-
-    d = Path(directory).resolve()
-    return d if (d / "config" / "config.yaml").is_file() else ROOT
-
-
-def _schema(root: Path | None) -> Path:
-    from headgeom.commands.plan import ROOT
-
-    own = Path(root or ROOT) / "workflow" / "schemas" / "config.schema.yaml"
-    return own if own.is_file() else ROOT / "workflow" / "schemas" / "config.schema.yaml"
-
-
 def config_file_problems(paths) -> list[Problem]:
     """One problem per key a config file names twice in one mapping (the key and both lines;
     headgeom.core.config.duplicate_key_lines): YAML keeps the last value silently."""
@@ -472,11 +455,11 @@ def check(config: dict, root: Path | None = None) -> list[Problem]:
     schema first (``root``'s workflow/schemas/config.schema.yaml, default this package's; one line
     per violation; nothing else is checked on a config that violates it), then the registries
     (``registry_problems``), then the inputs (``problems``)."""
-    from headgeom.core.config import schema_problems
+    from headgeom.core.config import schema_path, schema_problems
     from headgeom.core.errors import ConfigError
 
     try:
-        lines = schema_problems(config, _schema(root))
+        lines = schema_problems(config, schema_path(root))
     except ConfigError as e:
         lines = [str(e)]
     if lines:
@@ -503,38 +486,36 @@ def report(found: list[Problem], prefix: str = "headgeom check", keep_going: boo
     return "\n".join(lines)
 
 
-def load(configfiles=(), overrides=(), checked: bool = True, root: Path | None = None) -> dict:
-    """The config a ``snakemake --configfile F ... --config k=v ...`` run sees:
-    ``root``/config/config.yaml (default: this package's; ``workflow_root``), the files merged over
-    it, the ``--config`` values (parsed as Snakemake parses them, then typed as ``typed_cli_config``
-    types them), checked against the schema (``checked``; ``check`` does so itself)."""
-    from snakemake.cli import parse_config
-
-    from headgeom.core.config import check_config, typed_cli_config
-    from headgeom.commands.plan import ROOT, load_config
-
-    cli = parse_config(list(overrides))
-    cfg = load_config(configfiles, cli, root=root or ROOT)
-    typed_cli_config(cfg, cli)
-    if checked:
-        check_config(cfg, _schema(root))
-    return cfg
-
-
 def workflow_check(config: dict, workflow, keep_going: bool = False) -> None:
-    """The workflow's load check (headgeom.rules.start calls it before anything reads the config):
-    ``check`` in the main process, its lines printed alone (no traceback) and exit status 1
+    """The workflow's load step (headgeom.rules.start calls it before anything reads the config):
+    ``config`` becomes what the one loader gives (headgeom.core.config.load_config: the workflow's
+    config/config.yaml, the --configfile files and the --config values, typed), in every process;
+    then ``check`` in the main process, its lines printed alone (no traceback) and exit status 1
     before any job, so nothing is fetched, deleted or marked incomplete. Under --keep-going
     (``keep_going``: the command line's, read by headgeom.rules.start.command_line, since the
     execution settings arrive after the Snakefile is read), the problems of models and corpora are
     printed and the run goes on with what does not need them (a config error always stops it).
-    Job processes read the file again: the main one checked."""
+    Job processes load the config again: the main one checked."""
     import sys
 
-    if not workflow.is_main_process:
-        return
+    from headgeom.core.config import load_config
+    from headgeom.core.errors import ConfigError
+
+    root, main = Path(workflow.basedir), workflow.is_main_process
+    settings = workflow.config_settings
     # the files Snakemake merged (its own loader keeps a repeated key's last value silently)
-    found = config_file_problems(workflow.configfiles) or check(config, Path(workflow.basedir))
+    found = config_file_problems(workflow.configfiles) if main else []
+    if not found:
+        try:
+            loaded = load_config(settings.configfiles, cli=settings.config, root=root)
+        except ConfigError as e:
+            if not main:
+                raise
+            found = [Problem("config", "", "load", str(e))]
+        else:
+            config.clear()
+            config.update(loaded)
+            found = check(config, root) if main else []
     if not found:
         return
     keep_going = keep_going or getattr(getattr(workflow, "execution_settings", None), "keep_going", False)

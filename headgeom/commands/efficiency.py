@@ -38,7 +38,7 @@ def parse_rule(comment: str) -> tuple[str, dict] | None:
 
 def compare(report, workdir=".", config: dict | None = None) -> dict:
     """Per rule: the report's jobs beside their cost-model requests."""
-    from headgeom.commands.plan import load_config
+    from headgeom.core.config import load_config
 
     config = config or load_config()
     rows = {}

@@ -19,15 +19,10 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from pathlib import Path
 
 from headgeom.schedule import designs, fanout
 from headgeom.schedule.families import SHARD_FAMILIES, FETCH, FORWARD, JOBS, STEPS, activation_models, forward_shapes
-from headgeom.schedule.designs import merge
 from headgeom.schedule.shapes import SHAPE_KEYS, model_shape, shape_from_file  # noqa: F401 (the plan's API)
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @dataclass(frozen=True)
 class PlannedJob:
@@ -60,18 +55,6 @@ class PlannedJob:
             return STEPS[self.rule].output(model=self.model, **self.wildcards)
         fam = next(f for f in SHARD_FAMILIES.values() if f.job == self.rule)
         return fam.path.format(model=self.model, **self.wildcards)
-
-
-def load_config(configfiles=(), overrides: dict | None = None, root: Path = ROOT) -> dict:
-    """``root``/config/config.yaml (default: this package's), then each config file merged over it
-    (as Snakemake does); a file that names a key twice in one mapping is a ConfigError naming the
-    key and both lines (headgeom.core.config.load_config_file), where Snakemake keeps the last."""
-    from headgeom.core.config import load_config_file
-
-    cfg = load_config_file(Path(root) / "config" / "config.yaml")
-    for f in configfiles:
-        cfg = merge(cfg, load_config_file(f))
-    return merge(cfg, overrides or {})
 
 
 def jobs_for(model: str, fields: dict, config: dict) -> list[PlannedJob]:

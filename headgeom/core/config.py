@@ -1,8 +1,22 @@
-"""Config validation with one clear line per problem (the key path, then what is wrong)."""
+"""The config: the one loader (``load_config``: config/config.yaml, the config files and the
+``--config`` values merged over it, typed as YAML types them), used by the workflow (its load step,
+headgeom.commands.check.workflow_check), the ``headgeom`` command, headgeom.api and bench; and its
+validation against the schema with one clear line per problem (the key path, then what is wrong).
+The whole check of a config (the schema, then the registries and the inputs) is
+headgeom.commands.check.check."""
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
 from headgeom.core.errors import ConfigError
+
+#: the repository this package is installed from: config/config.yaml (the defaults every config is
+#: merged over) and workflow/schemas/config.schema.yaml
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = Path("workflow") / "schemas" / "config.schema.yaml"
+DEFAULTS = Path("config") / "config.yaml"
 
 
 def _name(x) -> str:
@@ -41,40 +55,35 @@ def unknown_model_keys(config: dict, schema: dict) -> None:
                 raise ConfigError(f"config: models.{_name(name)}: unknown key {str(key)!r}{hint}")
 
 
-# config keys with a new name: (old, new). The old key is still read, under the new one
-# (headgeom.schedule.designs.design_of), and the config check warns about it on stderr.
-RENAMED_KEYS = (("scopes", "designs"), ("models.<m>.scope", "models.<m>.design"))
-_warned: set[str] = set()
+# config keys that were renamed: old -> new. The old key is not read: a config that writes it stops
+# with one line naming the new key (``renamed_keys``), in the loader and in the check.
+RENAMED_KEYS = {"scopes": "designs", "models.<m>.scope": "models.<m>.design"}
 
 
-def renamed_keys_used(config: dict) -> list[tuple[str, str]]:
-    """The (old, new) pairs of RENAMED_KEYS whose old key the config uses."""
+def renamed_keys(config: dict) -> list[str]:
+    """One line per renamed key (RENAMED_KEYS) the config writes, naming the key to write instead."""
     if not isinstance(config, dict):
         return []
     models = config.get("models") if isinstance(config.get("models"), dict) else {}
-    used = {"scopes": bool(config.get("scopes")),
-            "models.<m>.scope": any(isinstance(e, dict) and "scope" in e for e in models.values())}
-    return [(old, new) for old, new in RENAMED_KEYS if used[old]]
-
-
-def warn_renamed_keys(config: dict, out=None) -> None:
-    """One stderr line per old key the config uses, naming the new one (once per process)."""
-    import sys
-
-    for old, new in renamed_keys_used(config):
-        if old not in _warned:
-            _warned.add(old)
-            print(f"headgeom: config key '{old}' is now '{new}'; the old key still works", file=out or sys.stderr)
+    used = [("scopes", {}) if "scopes" in config else None] + [
+        ("models.<m>.scope", {"<m>": _name(m)}) for m, e in models.items() if isinstance(e, dict) and "scope" in e]
+    out = []
+    for old, names in filter(None, used):
+        fill = lambda key: key.replace("<m>", names.get("<m>", "<m>"))  # noqa: E731
+        out.append(f"config: {fill(old)}: renamed to '{fill(RENAMED_KEYS[old])}' (the same entries under the new key)")
+    return out
 
 
 def schema_problems(config: dict, schema_path) -> list[str]:
     """One line per schema violation, each naming its key, the most telling first (jsonschema's
-    best match); [] when the config is valid. A model entry's unknown key stops first with one line
-    of its own (``unknown_model_keys``), and renamed keys are warned about."""
+    best match); [] when the config is valid. A renamed key (``renamed_keys``) or a model entry's
+    unknown key (``unknown_model_keys``) stops first with lines of its own."""
     import jsonschema
     import yaml
 
-    warn_renamed_keys(config)
+    renamed = renamed_keys(config)
+    if renamed:
+        return renamed
     with open(schema_path) as fh:
         schema = yaml.safe_load(fh)
     unknown_model_keys(config, schema)
@@ -91,8 +100,10 @@ def schema_problems(config: dict, schema_path) -> list[str]:
     return lines
 
 
-def check_config(config: dict, schema_path) -> None:
-    """Stop on a schema violation with one line naming the key (and warn about renamed keys)."""
+def check_config(config: dict, schema_path=None) -> None:
+    """Stop on a schema violation with one line naming the key (``schema_path``: default this
+    package's schema)."""
+    schema_path = schema_path or ROOT / SCHEMA
     lines = schema_problems(config, schema_path)
     if lines:
         more = f" (and {len(lines) - 1} more problem(s))" if len(lines) > 1 else ""
@@ -247,6 +258,63 @@ def _set(config: dict, key, raw) -> None:
             _set(config[key], k, v)
     else:
         config[key] = _typed(raw)
+
+
+# --------------------------------------------------------------------------- the loader
+
+
+def workflow_root(directory) -> Path:
+    """Where the workflow run in ``directory`` reads its config/config.yaml and its schema: the
+    directory itself when it holds config/config.yaml (a copy of the workflow, whose Snakefile
+    reads the config beside it), else this package's (``ROOT``)."""
+    d = Path(directory).resolve()
+    return d if (d / DEFAULTS).is_file() else ROOT
+
+
+def schema_path(root=None) -> Path:
+    """``root``'s workflow/schemas/config.schema.yaml, or this package's where it has none."""
+    own = Path(root or ROOT) / SCHEMA
+    return own if own.is_file() else ROOT / SCHEMA
+
+
+def merge(base, edit):
+    """``edit`` merged over ``base``: dicts key by key, lists and scalars replace (copies), as
+    Snakemake merges config files."""
+    if not isinstance(base, dict) or not isinstance(edit, dict):
+        return copy.deepcopy(edit)
+    out = dict(base)
+    for k, v in edit.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def load_config(configfiles=(), overrides: dict | None = None, *, cli=(), root=None, checked: bool = False) -> dict:
+    """The config a ``snakemake --configfile F ... --config k=v ...`` run sees, the one loader:
+    ``root``/config/config.yaml (default: this package's; ``workflow_root``), each config file
+    merged over it (a file naming a key twice in one mapping is a ConfigError naming the key and
+    both lines, ``load_config_file``, where Snakemake keeps the last), then ``overrides`` (a dict,
+    merged as given), then ``cli``: the ``--config`` values (``KEY=VALUE`` strings, parsed as
+    Snakemake parses them, or the dict Snakemake parsed), typed as a config file types them
+    (``typed_cli_config``). A renamed key is a ConfigError naming the new one (``renamed_keys``);
+    ``checked``: the schema too (``check_config``, ``root``'s schema)."""
+    root = Path(root or ROOT)
+    cfg = load_config_file(root / DEFAULTS)
+    for f in configfiles:
+        cfg = merge(cfg, load_config_file(f))
+    cfg = merge(cfg, overrides or {})
+    if cli:
+        if not hasattr(cli, "items"):
+            from snakemake.cli import parse_config
+
+            cli = parse_config(list(cli))
+        cfg = merge(cfg, dict(cli.items()))
+        typed_cli_config(cfg, cli)
+    renamed = renamed_keys(cfg)
+    if renamed:
+        raise ConfigError("; ".join(renamed))
+    if checked:
+        check_config(cfg, schema_path(root))
+    return cfg
 
 
 def shared_lineage_members(config: dict) -> list[str]:

@@ -2,7 +2,7 @@
 shard-family registry, headgeom.schedule.families). They hold no math (headgeom.methods.overlap)
 and no cost figures: what they add is reading a layer, writing its shard, and the bounded caches
 that keep a layer's spaces, bases and factors across pairs and samples, each within its memory
-budget (``*_CACHE_MB`` in headgeom.schedule.costs, where the cost model prices them)."""
+budget (``*_CACHE_MB`` below; headgeom.schedule.costs prices them)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
 from headgeom.jobs.common import shard_provenance, store_dir, with_keys
 from headgeom.core.logs import progress_of
-from headgeom.schedule import costs
+
+# memory budgets of the caches: what a job keeps in memory at most, the rest recomputed or spilled
+# (the same bits either way); headgeom.schedule.costs prices them in the jobs' cost models
+READER_CACHE_MB = 256  # pk_cross: reader layers' spaces kept in memory up to this size, the rest recomputed
+WRITER_CACHE_MB = 256  # pk_null_cross: writer bases kept in memory up to this size, the rest spilled to $TMPDIR
+PREPARED_CACHE_MB = 256  # pk_null_cross: the null models' per-layer preparations (LQ factors) kept across samples
+FACTOR_CACHE_MB = 256  # pk_null_cross: stacked layer factors kept across samples (each read and checked once)
 
 
 def _self_overlap_rows(f, spaces, model: str, layer: int, n_perm: int) -> dict:
@@ -122,7 +128,7 @@ def pk_cross_rows(layer_factors, model: str, n_layers: int, segments, params: di
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
     keys = ("layer_r", "kind", "head_w", "head_r", "pk", "rho", "min_angle_deg", "weighted", "dim_w", "dim_r", "lambda_min_S")
     blocks, lams = [], {}
-    readers = _BoundedMemo(costs.READER_CACHE_MB)  # a reader layer's spaces, computed once for all its writers
+    readers = _BoundedMemo(READER_CACHE_MB)  # a reader layer's spaces, computed once for all its writers
     for w, r0, r1 in segments:
         Xw, Bw, rw = layer_spaces(layer_factors(w), ("O",), rtol)["O"]
         lam = lams[w] = lambda_min_S(Bw)
@@ -418,17 +424,17 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     else:
         groups = [[lr] for lr in sorted(writers_of)]
 
-    prepared = _Prepared(costs.PREPARED_CACHE_MB)  # per (kind, layer): what its draws of every sample share
+    prepared = _Prepared(PREPARED_CACHE_MB)  # per (kind, layer): what its draws of every sample share
 
     def spaces(X, rng, key):  # one draw's (bases, ranks)
         return orthonormal_bases(null_factors(X, null, rng, precision, bk, prepared, key), rtol, bk)
 
-    factors = _Factors(store, costs.FACTOR_CACHE_MB)  # per (kind, layer): its stacked factors, read once for every sample
+    factors = _Factors(store, FACTOR_CACHE_MB)  # per (kind, layer): its stacked factors, read once for every sample
     rows: dict = {}
     buffers: dict = {}  # projector_gram's slab buffers, reused by every call of the same size
     # by projector Grams a part's writer bases are one side of its calls (NULL_CROSS_SIDE_MB, priced by the cost
     # model): kept in memory; by blocks beyond WRITER_CACHE_MB they are spilled
-    cache_mb = max(costs.WRITER_CACHE_MB, overlap.NULL_CROSS_SIDE_MB if by_projectors else 0)
+    cache_mb = max(WRITER_CACHE_MB, overlap.NULL_CROSS_SIDE_MB if by_projectors else 0)
     with _SpillingCache(cache_mb) as writers:
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:

@@ -74,9 +74,13 @@ def rebuild_damaged(workflow, config: dict) -> None:
 def start(workflow, config: dict, argv: list[str] | None = None) -> None:
     """Everything the workflow does once before its rules are declared, in this order:
 
-    1. ``--config`` values nested in ``{...}`` / ``[...]`` typed as a config file types them;
+    0. the plugin jobs named in HEADGEOM_PLUGINS registered (headgeom.schedule.families.load_plugins),
+       before a rule file reads the registry;
+    1. the config is the one loader's (headgeom.core.config.load_config: config/config.yaml, the
+       --configfile files, the --config values typed as a config file types them, renamed keys
+       refused), as for ``headgeom`` and headgeom.api;
     2. every config error and every problem of the inputs, one line each, before any job: the
-       check ``headgeom check`` prints (headgeom.commands.check.workflow_check);
+       check ``headgeom check`` prints (1 and 2: headgeom.commands.check.workflow_check);
     3. the config validated against workflow/schemas/config.schema.yaml (its defaults filled in);
     4. damaged, misplaced or missing files marked for rebuilding (``rebuild_damaged``);
     5. the patches of Snakemake's and the SLURM plugin's internals installed (one job array per
@@ -85,14 +89,14 @@ def start(workflow, config: dict, argv: list[str] | None = None) -> None:
     7. under ``--report``: the code version recorded for the report's landing page."""
     from snakemake.utils import validate
 
-    from headgeom.core.config import typed_cli_config
     from headgeom.core.provenance import code_version
     from headgeom.patches import scheduler_timers, slurm_arrays
     from headgeom.commands.check import workflow_check
     from headgeom.rules.fetch import widen_bare_cache
+    from headgeom.schedule.families import load_plugins
 
+    load_plugins()
     cmd = command_line(argv)
-    typed_cli_config(config, workflow.config_settings.config)
     workflow_check(config, workflow, keep_going=cmd.keep_going)
     validate(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
     rebuild_damaged(workflow, config)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import math
 
+from headgeom.jobs.pk_paper import FACTOR_CACHE_MB, PREPARED_CACHE_MB, READER_CACHE_MB, WRITER_CACHE_MB
+
 REF = {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
 
 # CPU seconds at REF shape, one BLAS thread, measured at full width through Snakemake
@@ -42,12 +44,8 @@ MEM_FACTOR = {"pk_within_layer": 4.75, "pk_cross_pair": 6.0, "pk_null_within_sam
 BASE_MB = 600
 SAFETY = 1.5
 
-# memory budgets of the PK jobs' caches (headgeom.jobs.pk_paper): what a job keeps in memory at most,
-# the rest recomputed or spilled (the same bits either way); the cost models below price them
-READER_CACHE_MB = 256  # pk_cross: reader layers' spaces kept in memory up to this size, the rest recomputed
-WRITER_CACHE_MB = 256  # pk_null_cross: writer bases kept in memory up to this size, the rest spilled to $TMPDIR
-PREPARED_CACHE_MB = 256  # pk_null_cross: the null models' per-layer preparations (LQ factors) kept across samples
-FACTOR_CACHE_MB = 256  # pk_null_cross: stacked layer factors kept across samples (each read and checked once)
+# the PK jobs' cache budgets (READER_CACHE_MB, ... imported above from headgeom.jobs.pk_paper, where the
+# jobs hold them) are priced by the cost models below
 
 
 def _fields(manifest) -> dict:

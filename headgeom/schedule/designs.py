@@ -6,8 +6,7 @@ given in its ``models:`` entry (``design:``) or, for registries defined elsewher
 top-level ``designs: {<model>: ...}`` (config/paper.yaml uses the latter so that it loads with
 or without config/models.yaml; a design naming a model that is not configured is ignored).
 Later wins: global ``pk`` < ``models.<m>.design`` < ``designs.<m>``; dicts merge key by key,
-lists and scalars replace. The keys' old names (``models.<m>.scope``, ``scopes:``) are still read,
-each under its new one (headgeom.core.config.RENAMED_KEYS; the config check warns about them).
+lists and scalars replace.
 
 A design holds
   ``stages``: which per-layer stages run for the model (``pk``, ``paper1``; default both);
@@ -30,10 +29,9 @@ With no designs every function returns what the global config gives (the default
 
 from __future__ import annotations
 
-import copy
 import re
 
-from headgeom.core.config import value_at
+from headgeom.core.config import merge, value_at
 from headgeom.core.errors import ConfigError
 from headgeom.methods.nulls import per_job  # noqa: F401 (samples per null job; the rules and tests read it here)
 
@@ -42,23 +40,10 @@ STAGES = ("pk", "paper1")
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 
 
-def merge(base, edit):
-    """``edit`` merged over ``base``: dicts key by key, lists and scalars replace (copies)."""
-    if not isinstance(base, dict) or not isinstance(edit, dict):
-        return copy.deepcopy(edit)
-    out = dict(base)
-    for k, v in edit.items():
-        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
-
-
 def design_of(config: dict, model: str) -> dict:
-    """The model's design: ``models.<m>.design`` merged with ``designs.<m>`` ({} when none); the
-    old keys ``models.<m>.scope`` and ``scopes.<m>`` each below its new one."""
+    """The model's design: ``models.<m>.design`` merged with ``designs.<m>`` ({} when none)."""
     entry = (config.get("models") or {}).get(model) or {}
-    own = merge(entry.get("scope") or {}, entry.get("design") or {})
-    top = merge((config.get("scopes") or {}).get(model) or {}, (config.get("designs") or {}).get(model) or {})
-    return merge(own, top)
+    return merge(entry.get("design") or {}, (config.get("designs") or {}).get(model) or {})
 
 
 def stages(config: dict, model: str) -> tuple[str, ...]:
@@ -210,9 +195,9 @@ def job_wildcards(job, config: dict, model: str, fields: dict) -> list[dict]:
 
 def global_design(config: dict) -> dict:
     """The config without any per-model design (the global design for every model)."""
-    models = {m: {k: v for k, v in (e or {}).items() if k not in ("design", "scope")}
+    models = {m: {k: v for k, v in (e or {}).items() if k != "design"}
               for m, e in (config.get("models") or {}).items()}
-    return {**config, "designs": {}, "scopes": {}, "models": models}
+    return {**config, "designs": {}, "models": models}
 
 
 def shard_paths(name: str, config: dict, model: str, fields: dict) -> list[str]:

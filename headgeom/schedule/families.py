@@ -13,9 +13,12 @@ pass, are ``STEPS`` entries here (their outputs, log and cost), read by their ru
 ``headgeom plan``.
 
 Adding a shard family: write its job function ``run(inputs, outputs, wildcards, params, log)``
-and add one ``Job`` entry to ``JOBS``, or ``register`` it from a module of your own named in the
-environment variable ``HEADGEOM_PLUGINS`` (comma-separated modules, imported after the built-in
-jobs; README, "Recipes").
+in headgeom.jobs and add one ``Job`` entry naming it to ``JOBS`` (the registry imports the job
+modules: the import graph shows every job's dependency, and tests/unit/test_import_graph.py keeps
+headgeom.jobs below this package), or ``register`` it from a module of your own named in the
+environment variable ``HEADGEOM_PLUGINS`` (comma-separated modules). ``load_plugins`` imports
+those; the entry points call it (the workflow when its Snakefile is read and in each job script,
+the ``headgeom`` command, ``headgeom.api.load``), importing this module does not.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from pathlib import Path
 from typing import Callable
 
 from headgeom import layout
+from headgeom.core.errors import ConfigError
+from headgeom.jobs import activation as activation_jobs, paper1 as paper1_jobs, pk_paper as pk_jobs
 from headgeom.schedule import costs
 from headgeom.methods.read_paths import COLUMN_READS as READ_PATH_COLUMNS
 
@@ -51,7 +56,7 @@ class ShardFamily:
 @dataclass(frozen=True)
 class Job:
     name: str  # the rule name
-    run: Callable | str  # run(inputs, outputs, wildcards, params, log): the job itself, or "module:function"
+    run: Callable  # run(inputs, outputs, wildcards, params, log): the job function itself (imported, never named)
     outputs: dict  # output key -> (family name, grain)
     params: dict  # param name -> config dpath (passed with lookup(); only what the job reads)
     cost_model: Callable  # cost_model(job, manifest path or fields, config, wildcards) -> {"mem_mb", "runtime"}
@@ -81,14 +86,10 @@ class Job:
     families: tuple = field(init=False, default=())
 
     def __post_init__(self):
+        if not callable(self.run):
+            raise TypeError(f"job {self.name!r}: run must be the job function itself (imported where the job is "
+                            f"registered), not {self.run!r}")
         object.__setattr__(self, "families", tuple(ShardFamily(f, self.name, k, s) for k, (f, s) in self.outputs.items()))
-
-    def runner(self) -> Callable:
-        """The job's function (``run``, imported where it is given as "module:function")."""
-        if callable(self.run):
-            return self.run
-        module, _, name = self.run.partition(":")
-        return getattr(importlib.import_module(module), name)
 
     def cost(self, manifest, config, wildcards=None) -> dict:
         """mem_mb and runtime (minutes) of one job (manifest: a path or the model's fields)."""
@@ -108,11 +109,6 @@ class Step:
     def output(self, **wildcards) -> str:
         """The first output's path."""
         return next(iter(self.outputs.values())).format(**wildcards)
-
-
-# ------------------------------------------------------------------ job entry points
-# A job's ``run`` is "module:function", imported when the job runs (the entry points live in
-# headgeom.jobs, which reads the cost models here; the registry names them without importing them).
 
 
 # ------------------------------------------------------------------ cost models
@@ -261,7 +257,7 @@ JOBS = {
     j.name: j
     for j in (
         Job(
-            "pk_layer", "headgeom.jobs.pk_paper:run_pk_layer",
+            "pk_layer", pk_jobs.run_pk_layer,
             outputs={"pairs": ("pk", "layer"), "self_overlap": ("pk_self", "layer")},
             params={"kinds": "pk/kinds", "rank_rtol": "rank_rtol", "self_permutations": "pk/self_permutations"},
             cost_model=_pk_cost(costs.pk_layer),
@@ -270,7 +266,7 @@ JOBS = {
             stage="pk", when=lambda pk: bool(pk["kinds"]), layers=("layers", None),
         ),
         Job(
-            "pk_cross_layer", "headgeom.jobs.pk_paper:run_pk_cross",
+            "pk_cross_layer", pk_jobs.run_pk_cross,
             outputs={"shard": ("pk_cross", "part")},
             params={"cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol"},
             cost_model=_pk_cost(costs.pk_cross_layer),
@@ -281,7 +277,7 @@ JOBS = {
             pair_seconds=lambda fields, config: costs.pk_cross_pair_seconds(fields),
         ),
         Job(
-            "pk_null_within", "headgeom.jobs.pk_paper:run_pk_null_within",
+            "pk_null_within", pk_jobs.run_pk_null_within,
             outputs={"shard": ("pk_null_within", "layer_block")},
             params={"types": "pk/nulls/types", "kinds": "pk/nulls/within_kinds", "rank_rtol": "rank_rtol",
                     "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
@@ -293,7 +289,7 @@ JOBS = {
             stage="pk", when=_any_within_nulls, layers=("nulls/within_layers", _within_nulls),
         ),
         Job(
-            "pk_null_cross", "headgeom.jobs.pk_paper:run_pk_null_cross",
+            "pk_null_cross", pk_jobs.run_pk_null_cross,
             outputs={"shard": ("pk_null_cross", "block_part")},
             params={"types": "pk/nulls/types", "cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol",
                     "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
@@ -309,7 +305,7 @@ JOBS = {
             max_side=_null_tile_side,
         ),
         Job(
-            "paper1_heads", "headgeom.jobs.paper1:run_paper1_heads",
+            "paper1_heads", paper1_jobs.run_paper1_heads,
             outputs={"heads": ("paper1_heads", "layer"), "pairs": ("paper1_pairs", "layer")},
             params={"identity_rtol": "closure/identity_rtol", "rank_rtol": "rank_rtol",
                     "scramble_draws": "paper1/scramble_draws", "haar_draws": "paper1/haar_draws",
@@ -320,7 +316,7 @@ JOBS = {
             stage="paper1",
         ),
         Job(
-            "paper1_capacity", "headgeom.jobs.paper1:run_paper1_capacity",
+            "paper1_capacity", paper1_jobs.run_paper1_capacity,
             outputs={"shard": ("paper1_capacity", "layer")},
             params={"rank_rtol": "rank_rtol", "strong_threshold": "tables/strong_threshold",
                     "scramble_draws": "paper1/scramble_draws", "sv_rtol": "paper1/sv_rtol",
@@ -336,7 +332,7 @@ JOBS = {
         # activation stage (docs/methods.md §3; headgeom.jobs.activation, headgeom.methods.natural_return, headgeom.methods.read_paths): per-layer analysis of the forward pass's
         # activations (the forward job itself is workflow/rules/activation.smk's activation_forward)
         Job(
-            "activation_natural_return", "headgeom.jobs.activation:run_activation_natural_return",
+            "activation_natural_return", activation_jobs.run_activation_natural_return,
             outputs={"shard": ("activation_natural_return", "layer")},
             params={"endpoint": "activation/paper1/endpoint"},
             cost_model=_activation_cost("natural_return"),
@@ -346,7 +342,7 @@ JOBS = {
             activations="paper1",
         ),
         Job(
-            "activation_read_paths", "headgeom.jobs.activation:run_activation_read_paths",
+            "activation_read_paths", activation_jobs.run_activation_read_paths,
             outputs={"shard": ("activation_read_paths", "layer")},
             params={"kinds": "activation/read_paths/kinds", "eps_exact": "activation/read_paths/eps_exact",
                     "write_point": "activation/read_paths/write_point", "rank_rtol": "rank_rtol"},
@@ -380,7 +376,6 @@ def _fetch_cost(fields, config, wildcards=None):
     model = wildcard_values(wildcards).get("model")
     entry = (config.get("models") or {}).get(model) or {}
     if fields is None and model is not None:
-        from headgeom.core.errors import ConfigError
         from headgeom.schedule.shapes import model_shape
 
         try:
@@ -458,10 +453,24 @@ def family_of(path: str) -> ShardFamily:
 
 def run_job(name: str, inputs: dict, outputs: dict, wildcards: dict, params: dict, log=print) -> None:
     """Run job ``name`` (what workflow/scripts/job.py and ``headgeom audit`` call)."""
-    JOBS[name].runner()(inputs, outputs, wildcards, params, log)
+    JOBS[name].run(inputs, outputs, wildcards, params, log)
 
 
-# plugin modules (HEADGEOM_PLUGINS=mod[,mod...]): each registers its jobs when imported; the
-# variable reaches the rules, the jobs and `headgeom plan` alike (the environment is inherited)
-for _mod in filter(None, (m.strip() for m in os.environ.get("HEADGEOM_PLUGINS", "").split(","))):
-    importlib.import_module(_mod)
+PLUGINS = "HEADGEOM_PLUGINS"
+
+
+def load_plugins(names: str | None = None) -> list[str]:
+    """Import the plugin modules (``names``, default the environment variable HEADGEOM_PLUGINS:
+    comma-separated module names); each registers its jobs when imported (``register``), once per
+    process however often this runs. The entry points call it: the workflow's start
+    (headgeom.rules.start) and its job scripts, the ``headgeom`` command, ``headgeom.api.load``;
+    the variable reaches them all (the environment is inherited). Returns the modules' names."""
+    mods = [m.strip() for m in (os.environ.get(PLUGINS, "") if names is None else names).split(",") if m.strip()]
+    for mod in mods:
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:  # the plugin's own import of something missing: its traceback says where
+                raise
+            raise ConfigError(f"{PLUGINS} names the module {mod!r}, which is not importable (PYTHONPATH?)") from None
+    return mods

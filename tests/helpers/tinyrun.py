@@ -96,7 +96,7 @@ def sensitivity_jobs(cfg: dict, reruns: set, ledger_tables) -> set:
     run's own forward pass of that model, corpus and windows); the aggregate when any of them does
     (workflow/rules/claims.smk)."""
     from headgeom.schedule.families import activation_models
-    from headgeom.commands.plan import load_config
+    from headgeom.core.config import load_config
     from headgeom.targets import built_tables
     from headgeom.publish.choice_sensitivity import planned
 

@@ -1,5 +1,8 @@
 """The import graph of headgeom/ has no cycle, headgeom.outputs and headgeom.publish never import
 headgeom.verify, and headgeom.rules (what the rule files call) is the top: no module outside it imports it.
+Every job of the shard-family registry is a function the registry imports (an arrow of this graph, so the
+layering covers it), and no module of headgeom imports a module named at run time but the plugin
+loader and the embedded models' packages.
 
 Every module is parsed with ``ast``; every import counts, function-local ones included. A cycle
 between modules, or between packages (``headgeom.X`` as a whole: headgeom/X/ or headgeom/X.py),
@@ -9,6 +12,8 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "headgeom"
@@ -111,8 +116,8 @@ LAYERS = (
     ("headgeom.architectures", "headgeom.methods", "headgeom.patches"),  # declarations, math, 3rd-party patches
     ("headgeom.adapters",),  # checkpoint layouts -> per-head factors
     ("headgeom.io",),  # fetch, stores, shards, forward passes
-    ("headgeom.schedule",),  # shard-family registry, designs, fan-out, cost models
-    ("headgeom.jobs", "headgeom.outputs"),  # job entry points; tables and figures
+    ("headgeom.jobs", "headgeom.outputs"),  # job functions; tables and figures
+    ("headgeom.schedule",),  # shard-family registry (imports the job functions), designs, fan-out, cost models
     ("headgeom.targets",),  # what a run builds
     ("headgeom.commands",),  # plan, check, timings, efficiency
     ("headgeom.publish",),  # what the run publishes beyond the tables: ledger, macros, summary, sensitivity table, docs
@@ -151,3 +156,39 @@ def test_the_walk_sees_function_local_and_relative_imports(tmp_path):
     got = imports("headgeom.outputs.m", p, {"headgeom.outputs.b", "headgeom.verify.audit"})
     assert got == {"headgeom.outputs.b", "headgeom.verify.audit"}
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+
+
+def test_every_registered_job_is_an_arrow_of_the_graph():
+    """Each job's function is imported by the registry module (not named in a string and imported at
+    run time): the registry's arrow to the job's module is in the graph the layering test reads, and
+    the job's package sits below the registry's."""
+    from headgeom.schedule import families
+
+    g, layer = graph(), {p: i for i, ps in enumerate(LAYERS) for p in ps}
+    for job in families.JOBS.values():
+        mod = job.run.__module__
+        assert callable(job.run) and mod in g, (job.name, job.run)
+        assert mod in g[families.__name__], f"{job.name}: {families.__name__} does not import {mod}"
+        assert layer[package_of(mod)] < layer[package_of(families.__name__)], (job.name, mod)
+
+
+def test_a_job_named_in_a_string_is_refused():
+    from headgeom.schedule.families import JOBS, Job
+
+    j = JOBS["pk_layer"]
+    with pytest.raises(TypeError, match="the job function itself"):
+        Job("pk_layer_str", "headgeom.jobs.pk_paper:run_pk_layer", {"shard": ("pk_str", "layer")}, {},
+            j.cost_model, "none", "logs/x.log")
+
+
+# the modules that may import a module named at run time: the plugin loader (HEADGEOM_PLUGINS) and
+# the embedded models' sources (a pypi model's package)
+RUNTIME_IMPORTS = {"headgeom.schedule.families", "headgeom.io.sources"}
+
+
+def test_no_module_is_imported_by_a_name_given_at_run_time():
+    found = {name for name, path in modules().items()
+             for node in ast.walk(ast.parse(path.read_text(), str(path)))
+             if isinstance(node, ast.Attribute) and node.attr in ("import_module", "__import__")
+             or isinstance(node, ast.Name) and node.id == "__import__"}
+    assert found <= RUNTIME_IMPORTS, sorted(found - RUNTIME_IMPORTS)

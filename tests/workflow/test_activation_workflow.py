@@ -238,7 +238,8 @@ def test_architecture_the_stage_cannot_run_is_named_and_weight_space_still_runs(
 def test_plan_lists_the_activation_jobs_the_workflow_runs(act_run, snakemake_bin, root):
     """`headgeom plan` (no Snakemake) and a dry run that forces the activation rules agree on
     the activation jobs (--forceall would rerun fetch, a checkpoint, and hide the per-layer jobs)."""
-    from headgeom.commands.plan import load_config, plan
+    from headgeom.commands.plan import plan
+    from headgeom.core.config import load_config
 
     cfg = load_config([act_run / "cfg.yaml"])
     planned = {(j.rule, j.output) for j in plan(cfg, workdir=act_run)["jobs"] if j.rule.startswith("activation")}

@@ -43,6 +43,10 @@ CASES = {
     "duplicate_key": ("pk:\n  kinds: [O]\n  self_permutations: 10\n  kinds: [Q]\n",
                       "duplicate_key.yaml: key 'pk.kinds' is written twice (lines 2 and 4); a YAML loader would "
                       "keep the value of line 4 silently: keep one"),
+    "renamed_key": ("scopes:\n  tiny:\n    stages: [pk]\n",
+                    "config: scopes: renamed to 'designs' (the same entries under the new key)"),
+    "renamed_model_key": ("models:\n  tiny:\n    scope:\n      stages: [pk]\n",
+                          "config: models.tiny.scope: renamed to 'models.tiny.design'"),
     "slash_name": ("models:\n  a/b:\n    source: local\n    path: {w}/ckpt\nactive_models: [a/b]\n",
                    "models: 'a/b' does not match"),
 }

@@ -12,6 +12,7 @@ import yaml
 
 from headgeom.core.errors import ConfigError
 from headgeom.commands import plan as P
+from headgeom.core import config as CF
 from headgeom.schedule import designs
 from headgeom.schedule.families import JOBS
 from tools.synth import write_llama
@@ -54,7 +55,7 @@ def paper_design(tmp_path_factory, snakemake_bin, root):
         snakemake(snakemake_bin, root, w, f"results/tensors/{m}/manifest.json", configfiles=files)
     r = snakemake(snakemake_bin, root, w, "-n", configfiles=files)
     dry = {o: j for o, j in _dry_run(r.stdout + r.stderr).items() if j["rule"] in JOBS}
-    config = P.load_config([root / "config" / "models.yaml", root / "config" / "paper.yaml", w / "standins.yaml"])
+    config = CF.load_config([root / "config" / "models.yaml", root / "config" / "paper.yaml", w / "standins.yaml"])
     return {"w": w, "files": files, "dry": dry, "config": config}
 
 
@@ -110,7 +111,7 @@ def test_layer_lists_and_errors():
 
 
 def test_no_scope_is_the_global_design():
-    config = P.load_config()
+    config = CF.load_config()
     fields = {"n_layers": 3, "d_model": 48, "n_heads": 4, "n_kv_heads": 2, "d_head": 12}
     m = config["active_models"][0]
     assert designs.model_config(config, m) is config
@@ -119,7 +120,7 @@ def test_no_scope_is_the_global_design():
     n_blk = -(-nulls["within_samples"] // nulls["samples_per_job"])
     assert len(designs.job_wildcards("pk_null_within", config, m, fields)) == 3 * n_blk
     # a model-entry scope and the top-level scopes merge; later wins
-    config = P.load_config(overrides={"models": {m: {"design": {"pk": {"nulls": {"within_samples": 1, "types": ["rotation"]}}}}},
+    config = CF.load_config(overrides={"models": {m: {"design": {"pk": {"nulls": {"within_samples": 1, "types": ["rotation"]}}}}},
                                       "designs": {m: {"pk": {"nulls": {"within_samples": 2}}}}})
     n = designs.model_config(config, m)["pk"]["nulls"]
     assert (n["within_samples"], n["types"]) == (2, ["rotation"])
@@ -144,7 +145,7 @@ def test_by_layer_null_settings_reach_the_jobs(tmp_path, snakemake_bin, root):
     dry = {o: j for o, j in _dry_run(r.stdout + r.stderr).items() if j["rule"] == "pk_null_within"}
     assert set(dry) == {"results/shards/pk_null_within/m/layer0/block0.parquet",
                         "results/shards/pk_null_within/m/layer1/block0.parquet"}
-    p = P.plan(P.load_config([tmp_path / "cfg.yaml"]), tmp_path)
+    p = P.plan(CF.load_config([tmp_path / "cfg.yaml"]), tmp_path)
     assert {j.output for j in p["jobs"] if j.rule == "pk_null_within"} == set(dry)
     snakemake(snakemake_bin, root, tmp_path, *sorted(dry))
     for layer, kinds, samples in ((0, ["K", "Q"], [0, 1]), (1, ["O"], [0, 1, 2])):

@@ -267,7 +267,7 @@ def _failures(w: Path, cfg: dict) -> dict[str, str]:
 
 
 def test_every_family_runs_the_whole_pipeline(e2e_run):
-    from headgeom.commands.plan import load_config
+    from headgeom.core.config import load_config
 
     w, r = e2e_run
     cfg = load_config([w / "cfg.yaml"])

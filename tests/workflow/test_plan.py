@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from headgeom.commands import plan as P
+from headgeom.core import config as CF
 from headgeom.schedule.families import JOBS
 from tools.synth import write_llama
 from tinyrun import CFG, merge, snakemake
@@ -21,7 +22,7 @@ def test_plan_matches_the_dry_run(tmp_path, snakemake_bin, root, ceiling):
     cfg = merge({"models": {"tiny": {"source": "local", "path": str(w / "ckpt")}}, **CFG},
                 {"pk": {"nulls": {"cross_samples": 3}}, "fanout": {"max_job_minutes": ceiling}})
     (w / "cfg.yaml").write_text(yaml.safe_dump(cfg))
-    config = P.load_config([w / "cfg.yaml"])
+    config = CF.load_config([w / "cfg.yaml"])
 
     # before any fetch: the shape comes from the checkpoint's config.json
     before = P.plan(config, w)
@@ -61,7 +62,7 @@ def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bi
     # a 12-minute ceiling (the design's own too): the cross-layer pairs are cut into parts of different sizes
     edit = {"active_models": [model], "activation": {"enabled": False}, "fanout": {"max_job_minutes": 12},
             "designs": {model: {"fanout": {"max_job_minutes": 12}}}}
-    config = P.load_config([root / "config" / "models.yaml", root / "config" / "paper.yaml"], edit)
+    config = CF.load_config([root / "config" / "models.yaml", root / "config" / "paper.yaml"], edit)
     fields = {**config["models"][model]["shape"], "adapter": "qwen2", "norm_type": "rmsnorm", "norm_position": "pre"}
     manifest = w / layout.manifest(model)
     manifest.parent.mkdir(parents=True)
@@ -87,7 +88,7 @@ def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bi
 
 
 def test_wall_clock_falls_with_cores_down_to_the_longest_job():
-    config = P.load_config([P.ROOT / "config" / "models.yaml", P.ROOT / "config" / "paper.yaml"])
+    config = CF.load_config([CF.ROOT / "config" / "models.yaml", CF.ROOT / "config" / "paper.yaml"])
     # the full (global) design at Qwen3-235B's shape: enough jobs that 256 cores still help
     # (the paper's own scope, one null layer, saturates earlier: tests/unit/schedule/test_designs_plan.py)
     config = {**config, "designs": {}}

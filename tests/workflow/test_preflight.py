@@ -145,7 +145,7 @@ def test_headgeom_check_of_one_good_model(tmp_path):
 
 def test_hub_model_offline_without_a_cache_is_named(tmp_path, monkeypatch):
     from headgeom.commands.check import problems
-    from headgeom.commands.plan import load_config
+    from headgeom.core.config import load_config
 
     cfg = load_config([], {"models": {"g": {"source": "hf", "repo_id": "org/none", "revision": "main"}},
                            "active_models": ["g"]})
@@ -262,7 +262,7 @@ def test_nested_config_values_are_typed_as_yaml():
 
     from headgeom.core.config import typed_cli_config
     from headgeom.core.errors import ConfigError
-    from headgeom.commands.plan import load_config
+    from headgeom.core.config import load_config
 
     cli = parse_config(["pk={nulls: {types: [rotation], within_samples: 4}}", "active_models=[minilm-l6]",
                         "activation={enabled: false}", "rank_rtol=1e-7"])

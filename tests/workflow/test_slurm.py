@@ -266,7 +266,7 @@ def test_retry_reaches_slurm_with_grown_resources(slurm_cluster, tmp_path: Path)
     from headgeom.io.shards import read_shard
     from headgeom.commands import efficiency
     from headgeom.schedule.families import JOBS
-    from headgeom.commands.plan import load_config
+    from headgeom.core.config import load_config
 
     cfg = _tiny_pipeline_config(tmp_path)
     work = tmp_path / "work"
@@ -436,7 +436,7 @@ def test_out_of_memory_kill_is_retried_with_grown_memory(slurm_cluster, tmp_path
 
     from headgeom.io.shards import read_shard
     from headgeom.schedule.families import JOBS
-    from headgeom.commands.plan import load_config
+    from headgeom.core.config import load_config
 
     cfg = _tiny_pipeline_config(tmp_path)
     work = tmp_path / "work"

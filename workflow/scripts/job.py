@@ -2,9 +2,10 @@
 import os
 
 from headgeom.core.provenance import set_run
-from headgeom.schedule.families import run_job
+from headgeom.schedule.families import load_plugins, run_job
 from headgeom.core.logs import to_log
 
+load_plugins()  # a HEADGEOM_PLUGINS job runs here too: this process read no Snakefile
 log = to_log(snakemake)
 params = dict(snakemake.params.items())
 job = params.pop("job")

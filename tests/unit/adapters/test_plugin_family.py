@@ -14,8 +14,8 @@ SHAPE = {"n_layers": 3, "d_model": 48, "n_heads": 4, "n_kv_heads": 2, "d_head": 
 
 
 def test_plugin_job_is_registered_scheduled_and_planned(tmp_path):
-    code = ("import json, sys; from headgeom.schedule import families as F, designs; "
-            "from headgeom.commands.plan import load_config; c = load_config([sys.argv[1]]); "
+    code = ("import json, sys; from headgeom.schedule import families as F, designs; F.load_plugins(); "
+            "from headgeom.core.config import load_config; c = load_config([sys.argv[1]]); "
             "print(json.dumps({'job': F.family('toy_wo_norm').job, "
             "'wc': designs.job_wildcards('toy_wo_norm', c, 'm', json.loads(sys.argv[2])), "
             "'paths': designs.shard_paths('toy_wo_norm', c, 'm', json.loads(sys.argv[2]))}))")
@@ -48,6 +48,28 @@ def test_a_plugin_clashing_with_a_registered_name_is_refused(tmp_path):
         "from headgeom.schedule.families import JOBS, Job, register\n"
         "j = JOBS['pk_layer']\n"
         "register(Job('pk_layer2', j.run, {'shard': ('pk', 'layer')}, {}, j.cost_model, 'none', 'logs/x.log'))\n")
-    r = subprocess.run([sys.executable, "-c", "import headgeom.schedule.families"], env=plugin_env("clash", tmp_path),
-                       capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", "from headgeom.schedule.families import load_plugins; load_plugins()"],
+                       env=plugin_env("clash", tmp_path), capture_output=True, text=True)
     assert r.returncode != 0 and "already registered" in r.stderr
+
+
+def test_plugins_load_where_an_entry_point_loads_them_not_on_import(tmp_path):
+    """Importing the registry registers no plugin; ``load_plugins`` does (once, however often it is
+    called), and so do the entry points: the command line (a module it cannot import is one line of
+    the project's error) and ``headgeom.api.load``, before it reads anything."""
+    code = ("import json, sys; from headgeom.schedule import families as F; before = 'toy_wo_norm' in F.JOBS; "
+            "mods = F.load_plugins(); F.load_plugins(); "
+            "print(json.dumps([before, 'toy_wo_norm' in F.JOBS, 'toy_family' in sys.modules, mods]))")
+    r = subprocess.run([sys.executable, "-c", code], env=plugin_env(), capture_output=True, text=True, check=True)
+    assert json.loads(r.stdout) == [False, True, True, ["toy_family"]]
+    # a module that does not exist: one line of the project's own error, naming the variable
+    r = subprocess.run([sys.executable, "-m", "headgeom.cli", "plan", "--models", "none"],
+                       env=plugin_env("no_such_plugin_module"), capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.splitlines() == [
+        "headgeom: HEADGEOM_PLUGINS names the module 'no_such_plugin_module', which is not importable (PYTHONPATH?)"], r.stderr
+    # the API's entry point loads them before it reads the registry
+    code = ("import json, sys\nimport headgeom.api as hg\nfrom headgeom.schedule import families as F\n"
+            "try:\n    hg.load(sys.argv[1])\nexcept Exception:\n    pass\nprint(json.dumps('toy_wo_norm' in F.JOBS))")
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "none")], env=plugin_env(), capture_output=True,
+                       text=True, check=True)
+    assert json.loads(r.stdout) is True

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from headgeom.commands import check as C
-from headgeom.commands.plan import load_config
+from headgeom.core.config import load_config
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ import yaml
 
 from headgeom.cli import main as cli
 from headgeom.commands import check as C
-from headgeom.commands.plan import ROOT, load_config
-from headgeom.core.config import duplicate_keys
+from headgeom.core.config import ROOT, duplicate_keys, load_config, workflow_root
 from headgeom.core.errors import ConfigError
 
 DUP = """\
@@ -99,8 +98,8 @@ def other_dir(tmp_path):
 def test_check_d_reads_the_directorys_config(other_dir, tmp_path, capsys, monkeypatch):
     cfg = other_dir / "config" / "config.yaml"
     cfg.write_text(cfg.read_text().replace("rank_rtol: 1.0e-6", "rank_rtol: 1e-6"))
-    assert C.workflow_root(other_dir) == other_dir.resolve()
-    assert C.workflow_root(tmp_path) == ROOT
+    assert workflow_root(other_dir) == other_dir.resolve()
+    assert workflow_root(tmp_path) == ROOT
     monkeypatch.chdir(tmp_path)
     assert cli(["check", "-d", str(other_dir)]) == 2
     err = capsys.readouterr().err
@@ -113,5 +112,5 @@ def test_check_d_reads_the_directorys_config(other_dir, tmp_path, capsys, monkey
 
 
 def test_check_d_of_a_directory_without_a_config_reads_the_packages(tmp_path):
-    cfg = C.load((), (), checked=False, root=C.workflow_root(tmp_path))
+    cfg = load_config(root=workflow_root(tmp_path))
     assert cfg == load_config()

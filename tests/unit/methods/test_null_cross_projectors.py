@@ -10,7 +10,7 @@ from scipy.linalg import subspace_angles
 
 from headgeom.io.shards import read_shard
 from headgeom.methods import overlap
-from headgeom.schedule import costs
+from headgeom.jobs import pk_paper as pkjobs
 from references import cross_rho_projectors, packed_projectors, projector_pk
 
 
@@ -181,7 +181,7 @@ def test_null_cross_grouped_products_are_the_per_layer_pair_products_bit_for_bit
         shards = {}
         for name, (side_mb, cache_mb) in budgets.items():
             monkeypatch.setattr(overlap, "NULL_CROSS_SIDE_MB", side_mb)
-            monkeypatch.setattr(costs, "WRITER_CACHE_MB", cache_mb)
+            monkeypatch.setattr(pkjobs, "WRITER_CACHE_MB", cache_mb)
             out = tmp_path / f"{name}-{segments is None}.parquet"
             pk_null_cross_job(tmp_path / "store", [0, 1], out, p, segments=segments, log=lambda *_: None)
             shards[name] = read_shard(out)[0].to_pydict()

@@ -215,9 +215,9 @@ def test_alternative_costs_sum_the_per_layer_jobs_they_recompute():
     the table rebuild; a table switch costs the rebuild alone; ``headgeom plan`` lists them and the
     forward reruns at the forward step's cost."""
     from headgeom.schedule import activation_costs as AC
-    from headgeom.commands import plan as P
+    from headgeom.core import config as CF
 
-    cfg = P.load_config(overrides={"active_models": ["m"], "activation": {"enabled": True, "models": ["m"]}})
+    cfg = CF.load_config(overrides={"active_models": ["m"], "activation": {"enabled": True, "models": ["m"]}})
     f = {"n_layers": 5, "d_model": 64, "n_heads": 4, "n_kv_heads": 2, "d_head": 16}
     alts = {a.id: a for a in CS.planned(cfg, CS.affected_tables() + CS.activation_tables(), ["m"])}
     rp_tokens = cfg["activation"]["read_paths"]["n_windows"] * cfg["activation"]["read_paths"]["window"]

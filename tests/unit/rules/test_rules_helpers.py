@@ -15,7 +15,7 @@ import pytest
 from headgeom import targets
 from headgeom.core.errors import ConfigError
 from headgeom.schedule.families import JOBS
-from headgeom.commands.plan import load_config
+from headgeom.core.config import load_config
 from headgeom.core.config import shared_lineage_members
 from headgeom.commands.check import check
 from headgeom.outputs import OUTPUTS
@@ -89,7 +89,7 @@ def test_base_instruct_pairs_need_both_sides_active_and_in_the_pk_stage():
     cfg["models"][b]["pair"] = a   # declared from one side only
     cfg["models"][c]["pair"] = "not-active"
     assert outputs.base_instruct_pairs(cfg) == [tuple(sorted((a, b)))]
-    cfg["scopes"] = {a: {"stages": ["paper1"]}}
+    cfg["designs"] = {a: {"stages": ["paper1"]}}
     assert outputs.base_instruct_pairs(cfg) == []
 
 

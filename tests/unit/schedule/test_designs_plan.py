@@ -9,12 +9,13 @@ from collections import Counter
 import pytest
 
 from headgeom.commands import plan as P
+from headgeom.core import config as CF
 
 Q3, Q7, Q7I = "qwen3-235b-a22b", "qwen2.5-7b", "qwen2.5-7b-instruct"
 
 
 def _plan(models):
-    config = P.load_config([P.ROOT / "config" / "models.yaml", P.ROOT / "config" / "paper.yaml"])
+    config = CF.load_config([CF.ROOT / "config" / "models.yaml", CF.ROOT / "config" / "paper.yaml"])
     return P.plan(config, models=models)
 
 
@@ -43,7 +44,7 @@ def test_plan_cli_unscoped_prices_the_full_suite_the_paper_could_not_afford(caps
     with 30 samples, cross-layer pairs and nulls), beside the paper's scoped design."""
     from headgeom.cli import main
 
-    files = [str(P.ROOT / "config" / "models.yaml"), str(P.ROOT / "config" / "paper.yaml")]
+    files = [str(CF.ROOT / "config" / "models.yaml"), str(CF.ROOT / "config" / "paper.yaml")]
 
     def null_within_jobs(*extra):
         assert main(["plan", "--configfile", *files, "--models", Q3, *extra]) == 0
@@ -57,7 +58,7 @@ def test_plan_cli_unscoped_prices_the_full_suite_the_paper_could_not_afford(caps
 def _unscoped_plan(models):
     from headgeom.schedule.designs import global_design
 
-    config = global_design(P.load_config([P.ROOT / "config" / "models.yaml", P.ROOT / "config" / "paper.yaml"]))
+    config = global_design(CF.load_config([CF.ROOT / "config" / "models.yaml", CF.ROOT / "config" / "paper.yaml"]))
     return P.plan(config, models=models), config
 
 
@@ -77,12 +78,12 @@ def test_expected_work_never_above_the_request_and_reported_per_rule(capsys):
                     assert 60 * j.runtime - 60 < SAFETY * j.expected_s, j
         for r in p["rules"].values():
             assert 0 < r["work_core_hours"] <= r["core_hours"]
-    files = [str(P.ROOT / "config" / "models.yaml"), str(P.ROOT / "config" / "paper.yaml")]
+    files = [str(CF.ROOT / "config" / "models.yaml"), str(CF.ROOT / "config" / "paper.yaml")]
     assert main(["plan", "--configfile", *files, "--models", Q7]) == 0
     lines = {ln.split()[0]: ln.split() for ln in capsys.readouterr().out.splitlines() if ln.strip()}
     from headgeom.publish.choice_sensitivity import planned_jobs
 
-    config = P.load_config(files)
+    config = CF.load_config(files)
     p = P.plan(config, models=[Q7], more_jobs=planned_jobs)  # as the CLI: the choice sensitivity's jobs too
     assert float(lines["pk_null_cross"][3]) == round(p["rules"]["pk_null_cross"]["work_core_hours"], 1)
     assert float(lines["total"][3]) == round(sum(j.expected_s for j in p["jobs"]) / 3600, 1)

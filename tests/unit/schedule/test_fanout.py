@@ -192,7 +192,7 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     request recomputed from the manifest, jobs over their request flagged."""
     from headgeom.cli import main
     from headgeom.commands import efficiency
-    from headgeom.commands.plan import load_config
+    from headgeom.core.config import load_config
     from headgeom.schedule.designs import per_job
 
     model = "qwen_7b-x"  # underscores in a model name: the trailing integers are the wildcards
@@ -244,10 +244,10 @@ def test_spilled_writer_bases_give_bitwise_identical_rows(tmp_path, monkeypatch)
     spilled = []
     real_save = np.save
     monkeypatch.setattr(np, "save", lambda path, *a, **k: (spilled.append(path), real_save(path, *a, **k)))
-    monkeypatch.setattr(costs, "WRITER_CACHE_MB", 1e6)
+    monkeypatch.setattr(pkjobs, "WRITER_CACHE_MB", 1e6)
     pkjobs.pk_null_cross_job(tmp_path / "store", [0, 1], tmp_path / "mem.parquet", p, log=lambda *_: None)
     assert spilled == []
-    monkeypatch.setattr(costs, "WRITER_CACHE_MB", 0)
+    monkeypatch.setattr(pkjobs, "WRITER_CACHE_MB", 0)
     pkjobs.pk_null_cross_job(tmp_path / "store", [0, 1], tmp_path / "disk.parquet", p, log=lambda *_: None)
     assert len(spilled) == 2 * 2 * 3  # nulls x samples x writer layers
     assert _rows([tmp_path / "mem.parquet"]) == _rows([tmp_path / "disk.parquet"])
@@ -284,7 +284,7 @@ def test_pk_cross_computes_each_reader_layer_once_and_recomputes_beyond_the_memo
     pkjobs.pk_cross_job(tmp_path / "store", 0, tmp_path / "memo.parquet", p, segments=segments, log=lambda *_: None)
     assert calls.count(("Q", "K", "V")) == 4 and calls.count(("O",)) == 4  # readers 1..4 once, writers 0..3 once
     calls.clear()
-    monkeypatch.setattr(costs, "READER_CACHE_MB", 0)
+    monkeypatch.setattr(pkjobs, "READER_CACHE_MB", 0)
     pkjobs.pk_cross_job(tmp_path / "store", 0, tmp_path / "none.parquet", p, segments=segments, log=lambda *_: None)
     assert calls.count(("Q", "K", "V")) == 4 + 3 + 2 + 1  # every writer's readers recomputed
     memo, none = (pq.read_table(tmp_path / f"{n}.parquet").to_pydict() for n in ("memo", "none"))

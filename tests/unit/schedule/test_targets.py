@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from headgeom import layout, targets
 from headgeom.schedule.families import SHARD_FAMILIES, STEPS
-from headgeom.commands.plan import load_config
+from headgeom.core.config import load_config
 from headgeom.outputs import OUTPUTS
 
 

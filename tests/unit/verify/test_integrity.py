@@ -16,7 +16,7 @@ from headgeom.core.errors import CheckpointError, ConfigError, DamagedFileError
 from headgeom.io.checkpoint import open_checkpoint
 from headgeom.io.files import write_text
 from headgeom.io.shards import CONTENT_KEY, read_shard, read_shards, shard_problems, write_shard
-from headgeom.commands.plan import ROOT
+from headgeom.core.config import ROOT
 from headgeom.outputs.pk.within_layer import pick_layer
 
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -129,7 +129,7 @@ def test_figure_layer_index_out_of_range_is_an_error_not_a_clamp():
 def test_yaml_string_number_message_says_why():
     import yaml
 
-    from headgeom.commands.plan import load_config
+    from headgeom.core.config import load_config
 
     cfg = load_config(overrides=yaml.safe_load("rank_rtol: 1e-6\n"))
     with pytest.raises(ConfigError, match=r"YAML reads 1e-6 as text, not a number: write 1\.0e-6"):
