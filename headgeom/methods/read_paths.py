@@ -128,18 +128,6 @@ def norm_stats(x: np.ndarray, norm_type: str, eps: float | None, eps_exact: bool
     return sigma, xhat, kappa
 
 
-def jvp(x: np.ndarray, u: np.ndarray, gain, norm_type: str, eps: float, eps_exact: bool = True):
-    """(linear, normalization) parts of diag(gamma) J(x) u for single vectors (tests, small use)."""
-    x = np.asarray(x, np.float64)[None]
-    u = np.asarray(u, np.float64)
-    sigma, xhat, kappa = norm_stats(x, norm_type, eps, eps_exact)
-    pu = u - u.mean() if norm_type == "layernorm" else u
-    g = np.ones_like(u) if gain is None else np.asarray(gain, np.float64)
-    lin = g * pu / sigma[0]
-    nrm = -g * kappa[0] * xhat[0] * (xhat[0] @ pu) / sigma[0]
-    return lin, nrm
-
-
 def _readers(f, kind: str):
     """(R (n, D, d) folded reading factors, unfolded W (n, d, D), reader -> query heads)."""
     W = {"Q": f.W_Q, "K": f.W_K, "V": f.W_V}[kind]
