@@ -506,36 +506,6 @@ def with_coverage(text: str) -> str:
     return text[:i] + coverage_md() + text[j + len(COVERAGE_END):]
 
 
-def preflight(model: str, entry: dict) -> str | None:
-    """One console line when a configured model's architecture is known not to be supported
-    (headgeom.commands.check checks the whole run when the workflow loads; this is the architecture
-    alone): a forced ``architecture:`` that names no
-    family, or a local checkpoint whose ``config.json`` has an unsupported ``model_type``.
-    None when nothing is known to be wrong (hub and package models are checked at fetch)."""
-    import json
-    from pathlib import Path
-
-    arch = entry.get("architecture")
-    model_type = None
-    if entry.get("source") == "local" and entry.get("path"):
-        cfg = Path(entry["path"]).expanduser() / "config.json"
-        if cfg.is_file():
-            try:
-                model_type = json.loads(cfg.read_text()).get("model_type")
-            except (OSError, ValueError):
-                return None  # the fetch reports an unreadable config with its own message
-    if arch is None and model_type is None:
-        return None
-    if arch is not None and (arch in ARCHITECTURES or arch in BY_MODEL_TYPE or (arch.startswith("gguf-") and arch[5:] in GGUF_ARCHS)):
-        return None
-    try:
-        architecture_for({"model_type": model_type}, arch)
-    except UnknownArchitectureError as e:
-        where = f"architecture: {arch!r}" if arch is not None else f"model_type {model_type!r}"
-        return (f"headgeom: model {model!r} ({where}) cannot run the weight-space or activation stages: {e}")
-    return None
-
-
 def derive(config: dict) -> Architecture:
     """A family for a ``model_type`` not in ARCHITECTURES, read from transformers' own modules: the
     model skeleton is built from the config on the meta device (no weights, no remote code) and

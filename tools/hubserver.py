@@ -429,7 +429,7 @@ def isolate_hub_client(home: Path, monkeypatch, retry_base_s: float) -> None:
     before and after (``close_session``) so clients pick the environment up."""
     from huggingface_hub import constants
 
-    import headgeom.io.hub as hub
+    import headgeom.io.hub_ranges as hub_ranges
 
     monkeypatch.setenv("HF_HOME", str(home))
     for var in ("HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
@@ -440,7 +440,7 @@ def isolate_hub_client(home: Path, monkeypatch, retry_base_s: float) -> None:
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
     monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
     monkeypatch.setattr(constants, "HF_STORED_TOKENS_PATH", str(home / "stored_tokens"))
-    monkeypatch.setattr(hub, "RETRY_BASE_S", retry_base_s)
+    monkeypatch.setattr(hub_ranges, "RETRY_BASE_S", retry_base_s)
 
 
 class MultiHub:

@@ -1,4 +1,7 @@
-"""Statistics helpers shared by the reports: AUROC, the hierarchical bootstrap, empirical p-values."""
+"""Statistics helpers shared by the reports: AUROC, the hierarchical bootstrap, empirical p-values,
+correlations, medians and percentile bands. scipy.stats computes what it serves as is (Spearman,
+Pearson); the functions kept here say why in their docstring: a NaN policy of their own (finite
+pairs only), exact tie handling, or a resampling scheme scipy.stats does not offer."""
 
 from __future__ import annotations
 
@@ -24,6 +27,22 @@ def finite_stat(fn, x) -> float:
     return float(fn(x)) if x.size else float("nan")
 
 
+def median_of(rows, key: str) -> float:
+    """The median of the rows' ``key`` values, a row without one counting as NaN (np.median: any NaN
+    makes the median NaN, so a missing value shows, it is not passed over); NaN without rows."""
+    vals = [r.get(key, np.nan) for r in rows]
+    return float(np.median(vals)) if vals else float("nan")
+
+
+def percentile_band(x, q=(5, 50, 95), axis=None) -> np.ndarray:
+    """np.percentile of x at each q (linear interpolation), along ``axis``; NaN for every q when x
+    is empty. NaNs in x are not skipped (a NaN makes the band NaN)."""
+    x = np.asarray(x, dtype=float)
+    if x.size == 0:
+        return np.full(len(q), np.nan)
+    return np.percentile(x, q, axis=axis)
+
+
 def finite_quantile(x, q) -> float:
     """The q-quantile of the finite values of x (NaN when there are none)."""
     return finite_stat(partial(np.quantile, q=q), x)
@@ -42,7 +61,9 @@ def tie_groups(sorted_scores: np.ndarray) -> np.ndarray:
 
 
 def auroc_sorted(groups: np.ndarray, pos, neg) -> float:
-    """The AUROC (Mann-Whitney) of the rows marked ``pos`` against those marked ``neg``, rows in
+    """Kept here rather than scipy.stats.mannwhitneyu (U / (n_pos n_neg) is the same number): the
+    threshold sweep scores many splits of one sorted array, and mannwhitneyu ranks afresh per call.
+    The AUROC (Mann-Whitney) of the rows marked ``pos`` against those marked ``neg``, rows in
     sorted score order with tie groups ``groups`` (tie_groups): (sum over pos of #neg below +
     1/2 #neg tied) / (n_pos n_neg); NaN if a class is empty. Every count is a whole or half
     number, so the sum is exact in float64 and the value does not depend on the summation order.
@@ -73,7 +94,9 @@ def hierarchical_bootstrap(units, n_boot: int, rng: np.random.Generator, level_n
     ``units``: list (top level, e.g. models) of lists (layers) of (a, b) pairs of arrays (the
     strong and ordinary heads' values). Each replicate resamples top units, then layers within
     them, then heads within each group; the statistic is the mean over layers of mean(a) - mean(b).
-    Returns (point estimate, 2.5%, 97.5%)."""
+    Returns (point estimate, 2.5%, 97.5%). Kept here: scipy.stats.bootstrap resamples observations
+    of independent samples at one level only, and the intervals follow this draw order of ``rng``
+    (a generator seeded by headgeom.core.seeds.rng_for), which the published intervals fix."""
     units = [[(np.asarray(a, float), np.asarray(b, float)) for a, b in lay if len(a) and len(b)] for lay in units]
     units = [u for u in units if u]
     if not units:
@@ -100,7 +123,8 @@ def cluster_bootstrap(stat, clusters, n_boot: int, rng: np.random.Generator):
     layers within each drawn cluster with replacement, and keeps every row of a drawn layer (complete
     layers: the paper's model/layer-clustered inference). ``stat`` may return one number or a vector
     (several statistics from the same replicates). Returns (2.5%, 97.5%), each a float or an array;
-    NaN where the statistic is undefined in every replicate or there are no rows."""
+    NaN where the statistic is undefined in every replicate or there are no rows. Kept here for the
+    reasons hierarchical_bootstrap gives (two-level resampling; the draw order of ``rng``)."""
     clusters = [[np.asarray(x, dtype=np.int64) for x in c if len(x)] for c in clusters]
     clusters = [c for c in clusters if c]
     if not clusters or n_boot <= 0:
@@ -124,23 +148,36 @@ def cluster_bootstrap(stat, clusters, n_boot: int, rng: np.random.Generator):
 # ------------------------------------------------------------------ correlations, CCDFs, ranks, agreement
 
 
-def spearman(a, b) -> float:
-    """Spearman's rank correlation (scipy) over the pairs where both values are finite; NaN with
-    fewer than 3 such pairs."""
-    from scipy.stats import spearmanr
-
+def finite_pairs(a, b) -> tuple[np.ndarray, np.ndarray] | None:
+    """(a, b) at the pairs where both values are finite; None with fewer than 3 such pairs, or when
+    either side is then constant (no correlation is defined). The correlations' NaN policy, kept
+    here: scipy's ``nan_policy="omit"`` leaves ±inf in and warns instead of answering NaN."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     ok = np.isfinite(a) & np.isfinite(b)
     if ok.sum() < 3:
-        return np.nan
-    return float(spearmanr(a[ok], b[ok]).statistic)
+        return None
+    a, b = a[ok], b[ok]
+    if np.all(a == a[0]) or np.all(b == b[0]):
+        return None
+    return a, b
+
+
+def spearman(a, b) -> float:
+    """Spearman's rank correlation (scipy.stats.spearmanr, ties at their mean rank) over the pairs
+    where both values are finite; NaN with fewer than 3 such pairs or a constant side."""
+    from scipy.stats import spearmanr
+
+    pairs = finite_pairs(a, b)
+    return np.nan if pairs is None else float(spearmanr(*pairs).statistic)
 
 
 def pearson(a, b) -> float:
-    """Pearson's correlation over the pairs where both values are finite; NaN with fewer than 3."""
-    ok = np.isfinite(a) & np.isfinite(b)
-    if ok.sum() < 3:
-        return np.nan
-    return float(np.corrcoef(a[ok], b[ok])[0, 1])
+    """Pearson's correlation (scipy.stats.pearsonr) over the pairs where both values are finite;
+    NaN with fewer than 3 such pairs or a constant side."""
+    from scipy.stats import pearsonr
+
+    pairs = finite_pairs(a, b)
+    return np.nan if pairs is None else float(pearsonr(*pairs).statistic)
 
 
 def ccdf_on_grid(samples, grid: np.ndarray) -> np.ndarray:

@@ -492,14 +492,3 @@ def column_numpy(col) -> np.ndarray:
                 out[i] = values[offsets[i]:offsets[i + 1]]
             return out
     return np.asarray(col.to_numpy(zero_copy_only=False))
-
-
-def damaged_shards(root: str | Path, threads: int = 2) -> list[tuple[Path, list[str]]]:
-    """Every damaged shard under ``root`` (``*.parquet``, hidden files aside) with its problems,
-    in path order; the files are hashed on ``threads`` threads (hashlib releases the GIL)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    paths = sorted(p for p in Path(root).rglob("*.parquet") if not p.name.startswith("."))
-    with ThreadPoolExecutor(max(1, threads)) as ex:
-        found = list(ex.map(shard_problems, paths))
-    return [(p, probs) for p, probs in zip(paths, found) if probs]

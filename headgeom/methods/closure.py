@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from headgeom.methods.grams import LayerGrams, head_grams, wrong_v_groups  # noqa: F401 (wrong_v_groups: part of this module's API)
+from headgeom.methods.grams import LayerGrams, wrong_v_groups  # noqa: F401 (wrong_v_groups: part of this module's API)
 from headgeom.methods.linalg import fro2, inner, mT, tr_prod, trace
 
 # Relative size below which T (or T^2) counts as zero: P and alpha are then undefined.
@@ -39,11 +39,6 @@ def closure_from_terms(nT2, ip, nT4):
     return P, alpha, g, undefined
 
 
-def closure_score(O, V):
-    """P(T) for T = O V^T (broadcasting over heads)."""
-    return closure_from_terms(*closure_terms(*head_grams(O, V)))[0]
-
-
 # ---------------------------------------------------------------- principal coordinates
 
 
@@ -53,14 +48,6 @@ def P_of(K, D=None):
     ip = inner(KK, K)
     with np.errstate(divide="ignore", invalid="ignore"):
         return ip**2 / (fro2(KK) * fro2(K))
-
-
-def gram_rank(G, rtol: float = 1e-6):
-    """Numerical rank of the factor X from its Gram X^T X (singular values s, tol rtol*s_max)."""
-    ev = np.clip(np.linalg.eigvalsh(G), 0, None)
-    s = np.sqrt(ev)
-    smax = s[..., -1:]
-    return np.sum(s > rtol * smax, axis=-1)
 
 
 def principal_coordinates(A, B, M):
@@ -199,9 +186,3 @@ def product_law_general(A_a, B_a, B_b, C_ab, N, alpha):
         beta = ip / nTa2
         return 1.0 - resid / nP2, beta, beta / alpha
 
-
-def sibling_law(O_i, O_j, V, alpha_j):
-    """For heads i, j sharing V: F_ij, beta_ij, rho_ij (docs/methods.md §1.9, shared-value algebra).
-    T_i T_j = O_i M_j V^T with M_j = V^T O_j: product_law_general with V_a = V_b = V."""
-    A_i, B, _ = head_grams(O_i, V)
-    return product_law_general(A_i, B, B, B, mT(V) @ O_j, alpha_j)

@@ -50,6 +50,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from headgeom.core.stats import finite_quantile, pearson, spearman
+
 from .overlap import orthonormal_bases, reading_matrix, stacked
 
 WRITE_POINTS = ("residual", "pre_norm")
@@ -97,6 +99,52 @@ def model_kind_rows(rp: dict, models, kinds=("Q", "K", "V")):
             s[sub[kind_sub == kind]] = True
             yield m, kind, s
 
+
+# ------------------------------------------------------------------ the read paths' statistics (§5.4, Figures 4-5)
+
+
+def layer_pair_spearman(share, rho, writer_layer, reader_layer) -> np.ndarray:
+    """Spearman(share, rho) per writer -> reader layer pair, pairs in layer_pair_groups' order; NaN
+    for a pair with fewer than 3 finite points or a constant side (headgeom.core.stats.spearman)."""
+    return np.array([spearman(share[t], rho[t]) for _, _, t in layer_pair_groups(writer_layer, reader_layer)])
+
+
+def positive_share_ratio(share, rho) -> np.ndarray:
+    """share / rho over the pairs where both are finite, keeping the finite positive ratios (what a
+    log axis can show)."""
+    ok = np.isfinite(rho) & np.isfinite(share)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = share[ok] / rho[ok]
+    return ratio[(ratio > 0) & np.isfinite(ratio)]
+
+
+def read_path_summary(rp: dict, s: np.ndarray) -> dict:
+    """The §5.4 statistics of the read-path rows ``s`` (a boolean mask: one model and reading kind)
+    of the read-path columns ``rp``: the linear / normalization split (quantiles of lin/tot and of
+    the relative RMS error, energy ratios summed and per pair, positive cross terms), projected
+    energy share against rho (Spearman, Pearson, quantiles of share/rho, Spearman per layer pair:
+    median and count below 0), linear energy and composition against rho. Quantiles and medians
+    over the finite values (headgeom.core.stats.finite_quantile)."""
+    rho, share, lin = rp["rho"][s], rp["share"][s], rp["e_lin"][s]
+    nrm, tot, cross = rp["e_norm"][s], rp["e_tot"][s], rp["e_cross"][s]
+    ratio = share / rho
+    lin_tot, rel_rms = rp["ratio_lin_tot"][s], rp["rel_rms"][s]
+    per_pair = layer_pair_spearman(share, rho, rp["writer_layer"][s], rp["reader_layer"][s])
+    return {
+        "ratio_lin_tot_med": finite_quantile(lin_tot, 0.5), "ratio_lin_tot_p05": finite_quantile(lin_tot, 0.05),
+        "ratio_lin_tot_p95": finite_quantile(lin_tot, 0.95), "rel_rms_med": finite_quantile(rel_rms, 0.5),
+        "norm_over_lin_total": float(nrm.sum() / lin.sum()), "norm_over_lin_med": finite_quantile(nrm / lin, 0.5),
+        "tot_over_lin_total": float(tot.sum() / lin.sum()), "cross_positive": int((cross > 0).sum()),
+        "share_rho_spearman": spearman(share, rho), "share_rho_pearson": pearson(share, rho),
+        "share_rho_ratio_med": finite_quantile(ratio, 0.5), "share_rho_ratio_p05": finite_quantile(ratio, 0.05),
+        "share_rho_ratio_p95": finite_quantile(ratio, 0.95), "lin_rho_spearman": spearman(lin, rho),
+        "layer_pairs": int(len(per_pair)), "layer_pair_spearman_med": finite_quantile(per_pair, 0.5),
+        "layer_pairs_negative": int((per_pair < 0).sum()),
+        "composition_rho_spearman": spearman(rp["composition"][s], rho),
+        "composition_rho_pearson": pearson(rp["composition"][s], rho),
+    }
+
+
 def write_factors(W_O: np.ndarray, z: np.ndarray, arrays: dict, meta: dict, write_point: str = "residual"):
     """(O_w (H, D, d), z_w (N, H, d)): head j's write at token t is O_w[j] @ z_w[t, j] at
     ``write_point`` (module docstring), from one layer's activation shard (arrays, meta)."""
@@ -126,18 +174,6 @@ def norm_stats(x: np.ndarray, norm_type: str, eps: float | None, eps_exact: bool
     xhat = xc / np.where(nx > 0, nx, 1.0)[:, None]
     kappa = ss / (D * sigma**2) if eps_exact else np.ones(N)
     return sigma, xhat, kappa
-
-
-def jvp(x: np.ndarray, u: np.ndarray, gain, norm_type: str, eps: float, eps_exact: bool = True):
-    """(linear, normalization) parts of diag(gamma) J(x) u for single vectors (tests, small use)."""
-    x = np.asarray(x, np.float64)[None]
-    u = np.asarray(u, np.float64)
-    sigma, xhat, kappa = norm_stats(x, norm_type, eps, eps_exact)
-    pu = u - u.mean() if norm_type == "layernorm" else u
-    g = np.ones_like(u) if gain is None else np.asarray(gain, np.float64)
-    lin = g * pu / sigma[0]
-    nrm = -g * kappa[0] * xhat[0] * (xhat[0] @ pu) / sigma[0]
-    return lin, nrm
 
 
 def _readers(f, kind: str):

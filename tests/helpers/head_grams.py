@@ -10,6 +10,23 @@ def grams(O, V):
     return Ot @ O, Vt @ V, Vt @ O
 
 
+def closure_score(O, V):
+    """P(T) for T = O V^T (broadcasting over heads): the closure stage's closure_terms and
+    closure_from_terms on the Grams written out above."""
+    from headgeom.methods.closure import closure_from_terms, closure_terms
+
+    return closure_from_terms(*closure_terms(*grams(O, V)))[0]
+
+
+def sibling_law(O_i, O_j, V, alpha_j):
+    """F_ij, beta_ij, rho_ij for heads i, j sharing V (docs/methods.md §1.9): the stage's
+    product_law_general with V_a = V_b = V, i.e. T_i T_j = O_i M_j V^T with M_j = V^T O_j."""
+    from headgeom.methods.closure import product_law_general
+
+    A_i, B, _ = grams(O_i, V)
+    return product_law_general(A_i, B, B, B, np.swapaxes(V, -1, -2) @ O_j, alpha_j)
+
+
 def toy_factors(H=4, G=2, D=24, d=6, seed=0):
     """A random grouped-query layer (H query heads over G KV groups), RMSNorm with unit gain."""
     from headgeom.core.factors import LayerFactors

@@ -14,6 +14,15 @@ from headgeom.methods.read_paths import norm_stats, write_factors
 # ---------------------------------------------------------------- closure (docs/methods.md §1.1)
 
 
+def closure_explicit(O: np.ndarray, V: np.ndarray):
+    """P, alpha, g_T, ||T|| from the explicit D x D operator T = O V^T."""
+    T = O @ V.T
+    T2 = T @ T
+    ip = float(np.sum(T2 * T))
+    nT2, nT4 = float(np.sum(T * T)), float(np.sum(T2 * T2))
+    return ip**2 / (nT4 * nT2), ip / nT2, np.sqrt(nT4 / nT2), np.sqrt(nT2)
+
+
 def weighted_inner(X, Y, A, B):
     """<X,Y>_{A,B} = tr(X^T A Y B) (the weighted-metric form, docs/methods.md §1.1)."""
     return tr_prod(mT(X) @ A, Y @ B)
@@ -29,6 +38,19 @@ def closure_weighted_form(A, B, M):
 
 
 # ---------------------------------------------------------------- read paths (docs/methods.md §3.3)
+
+
+def jvp(x: np.ndarray, u: np.ndarray, gain, norm_type: str, eps: float, eps_exact: bool = True):
+    """(linear, normalization) parts of diag(gamma) J(x) u for single vectors (the read-path
+    response of headgeom.methods.read_paths' docstring, written per vector on its norm_stats)."""
+    x = np.asarray(x, np.float64)[None]
+    u = np.asarray(u, np.float64)
+    sigma, xhat, kappa = norm_stats(x, norm_type, eps, eps_exact)
+    pu = u - u.mean() if norm_type == "layernorm" else u
+    g = np.ones_like(u) if gain is None else np.asarray(gain, np.float64)
+    lin = g * pu / sigma[0]
+    nrm = -g * kappa[0] * xhat[0] * (xhat[0] @ pu) / sigma[0]
+    return lin, nrm
 
 
 def pair_terms_direct(O_j, z, R_h, x, norm_type, eps, eps_exact=True):

@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 
-from headgeom.core.stats import ccdf_on_grid
+from headgeom.core.stats import ccdf_on_grid, median_of, percentile_band
 from headgeom.methods.nulls import NULL_MODELS
 from headgeom.methods.overlap import isotropic_rho, isotropic_sd
 from headgeom.methods.pk_conditions import (CROSS_KEY, WITHIN_KEY, angle_against_samples, conditions, fig2_layer,
@@ -47,9 +47,8 @@ def pk_table4_null_summary(data, fields, models, null_types) -> Table:
             rows.append({"model": m, "comparison": comparison_label(scope, kind), "conditions": len(cs),
                          "samples": "/".join(str(n) for n in ns),
                          "exceeds_all": int(sum(bool(c["exceeds_all"]) for c in cs)),
-                         "median_r": float(np.median([c["r"] for c in cs])),
-                         **{f"median_ratio_{t}": float(np.median([c.get(f"ratio_mean_sd_{t}", np.nan) for c in cs]))
-                            for t in types}})
+                         "median_r": median_of(cs, "r"),
+                         **{f"median_ratio_{t}": median_of(cs, f"ratio_mean_sd_{t}") for t in types}})
     return Table(columns=[Column("model", "Model"), Column("comparison", "Comparison"), Column("conditions", "Conditions"),
                           Column("samples", "Samples per null"), Column("exceeds_all", "Exceeds all"),
                           Column("median_r", "Median r", "{:.2f}"),
@@ -97,8 +96,7 @@ def pk_table8_cross_nulls(data, fields, models, null_types) -> Table:
                 continue
             rows.append({"model": m, "kind": kind, "layer_pairs": len(cs),
                          "exceeds_all": int(sum(bool(c["exceeds_all"]) for c in cs)),
-                         **{f"median_ratio_{t}": float(np.median([c.get(f"ratio_mean_sd_{t}", np.nan) for c in cs]))
-                            for t in spectral},
+                         **{f"median_ratio_{t}": median_of(cs, f"ratio_mean_sd_{t}") for t in spectral},
                          "mean_below_all": int(sum(bool(c["mean_below_all"]) for c in cs)),
                          "mean_above_all": int(sum(bool(c["mean_above_all"]) for c in cs)),
                          "samples": samples_text(cs)})
@@ -174,7 +172,7 @@ def pk_fig2_rho_ccdf_nulls(data, fields, models, null_types, random_samples: int
         for label, samples, color in bands:
             if not len(samples):
                 continue
-            lo, med, hi = np.percentile(ccdf_on_grid(samples, grid), [5, 50, 95], axis=0)
+            lo, med, hi = percentile_band(ccdf_on_grid(samples, grid), (5, 50, 95), axis=0)
             ax.fill_between(grid, lo, hi, color=color, alpha=0.25, lw=0)
             ax.plot(grid, med, color=color, lw=1.2, label=f"{label} (median, 5–95%; n = {len(samples)})")
         step_ccdf(ax, rho, color="k", lw=1.4, label="observed")
@@ -306,7 +304,7 @@ def draw_fig3(conds, models):
                                     fontsize=6, color="C3")
                 if not hi.all() and not few:
                     ax.text(x, r.min() / 1.35, f"{int(np.sum(~hi))} < 1", ha="center", va="top", fontsize=6, color="C3")
-                ax.hlines(np.median(r), x - 0.3, x + 0.3, color="k")
+                ax.hlines(median_of(cs, "r"), x - 0.3, x + 0.3, color="k")
                 ax.text(x, r.max() * 1.15, str(int(np.sum(r > 1))), ha="center", fontsize=6)
                 tag = ("W" + ("" if kind == "O" else kind)) if scope == "within" else f"W→{kind}"
                 labels.append(f"{m}\n{tag}")
@@ -339,11 +337,8 @@ def pk_fig7_quantiles(data, fields, models, null_types):
         ax.plot(ls, [ow[(m, l, "O")]["p95"] for l in ls], "k^", ms=3, label="p95")
         for i, null in enumerate(types):
             for q in ("median", "p95"):
-                lo, hi = [], []
-                for l in ls:
-                    v = np.asarray(nw.get((m, l, "O", null), {}).get(q, []), float)
-                    lo.append(np.percentile(v, 5) if v.size else np.nan)
-                    hi.append(np.percentile(v, 95) if v.size else np.nan)
+                bands = [percentile_band(nw.get((m, l, "O", null), {}).get(q, []), (5, 95)) for l in ls]
+                lo, hi = np.reshape(bands, (len(ls), 2)).T
                 ax.vlines(np.asarray(ls) + (0.15 if i else -0.15), lo, hi, color=f"C{i}", lw=2, alpha=0.6,
                           label=f"{null} 5–95%" if q == "median" else None)
         f = fields[m]

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from headgeom.core.stats import pearson, spearman
-from headgeom.methods.read_paths import layer_pair_groups, model_kind_rows
-from headgeom.core.stats import finite_quantile
+from headgeom.core.stats import finite_median, percentile_band, spearman
+from headgeom.methods.read_paths import layer_pair_spearman, model_kind_rows, positive_share_ratio, read_path_summary
 from headgeom.outputs.formats import Column, Table, pyplot
 from headgeom.outputs.pk.common import ACTIVATION_MODELS, READ_PATHS, READING_KINDS, figure, table
 
@@ -18,28 +17,10 @@ def read_paths_rows(rp: dict, models) -> list[dict]:
     for m, kind, s in model_kind_rows(rp, models):
         if not s.any():
             continue
-        rho, share, lin = rp["rho"][s], rp["share"][s], rp["e_lin"][s]
-        nrm, tot, cross = rp["e_norm"][s], rp["e_tot"][s], rp["e_cross"][s]
-        ratio = share / rho
-        per_pair = np.array([spearman(share[t], rho[t])
-                             for _, _, t in layer_pair_groups(rp["writer_layer"][s], rp["reader_layer"][s])])
         flags = sorted({str(f) for f in rp["flags"][s] if f}) if "flags" in rp else []
         unmeasured = bool(flags) and all(rp["flags"][s])  # no reader has a pre-attention norm
-        rows.append({
-            "model": m, "kind": kind, "pairs": int(s.sum()),
-            "ratio_lin_tot_med": finite_quantile(rp["ratio_lin_tot"][s], 0.5), "ratio_lin_tot_p05": finite_quantile(rp["ratio_lin_tot"][s], 0.05),
-            "ratio_lin_tot_p95": finite_quantile(rp["ratio_lin_tot"][s], 0.95), "rel_rms_med": finite_quantile(rp["rel_rms"][s], 0.5),
-            "norm_over_lin_total": float(nrm.sum() / lin.sum()), "norm_over_lin_med": finite_quantile(nrm / lin, 0.5),
-            "tot_over_lin_total": float(tot.sum() / lin.sum()), "cross_positive": int((cross > 0).sum()),
-            "share_rho_spearman": spearman(share, rho), "share_rho_pearson": pearson(share, rho),
-            "share_rho_ratio_med": finite_quantile(ratio, 0.5), "share_rho_ratio_p05": finite_quantile(ratio, 0.05),
-            "share_rho_ratio_p95": finite_quantile(ratio, 0.95), "lin_rho_spearman": spearman(lin, rho),
-            "layer_pairs": int(len(per_pair)), "layer_pair_spearman_med": finite_quantile(per_pair, 0.5),
-            "layer_pairs_negative": int((per_pair < 0).sum()),
-            "composition_rho_spearman": spearman(rp["composition"][s], rho),
-            "composition_rho_pearson": pearson(rp["composition"][s], rho),
-            "flags": " ".join(flags),
-        })
+        rows.append({"model": m, "kind": kind, "pairs": int(s.sum()), **read_path_summary(rp, s),
+                     "flags": " ".join(flags)})
         if unmeasured:  # the normalization split is not measured (headgeom.methods.read_paths): nothing derived from it
             rows[-1].update({k: np.nan for k in NORM_SPLIT})
             rows[-1]["cross_positive"] = None
@@ -49,7 +30,6 @@ def read_paths_rows(rp: dict, models) -> list[dict]:
 #: table columns derived from the linear / normalization split of the read-path response
 NORM_SPLIT = ("ratio_lin_tot_med", "ratio_lin_tot_p05", "ratio_lin_tot_p95", "rel_rms_med", "norm_over_lin_total",
               "norm_over_lin_med", "tot_over_lin_total")
-
 
 
 @table("pk_sec5_4_read_paths", families=(READ_PATHS,), **ACTIVATION_MODELS)
@@ -107,8 +87,7 @@ def pk_fig4_share_vs_rho(activation_read_paths: dict, models):
             ax.hexbin(rho[ok], share[ok], gridsize=30, bins="log", mincnt=1, cmap="viridis")
             hi = float(max(rho[ok].max(), share[ok].max()))
             ax.plot([0, hi], [0, hi], "k--", lw=0.8)
-            ratio = share[ok] / rho[ok]
-            ratio = ratio[(ratio > 0) & np.isfinite(ratio)]
+            ratio = positive_share_ratio(share, rho)
             if ratio.size:
                 bins = np.logspace(np.log10(ratio.min()), np.log10(ratio.max()) + 1e-9, 40)
                 bx.hist(ratio, bins=bins, color="C0")
@@ -117,7 +96,7 @@ def pk_fig4_share_vs_rho(activation_read_paths: dict, models):
                 bx.xaxis.set_major_locator(FixedLocator([0.1, 0.2, 0.5, 1, 2, 5, 10]))
                 bx.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
                 bx.xaxis.set_minor_formatter(NullFormatter())
-                p5, p50, p95 = np.quantile(ratio, [0.05, 0.5, 0.95])
+                p5, p50, p95 = percentile_band(ratio, (5, 50, 95))
                 bx.axvspan(p5, p95, color="C1", alpha=0.2)
                 bx.axvline(p50, color="C1")
                 bx.axvline(1.0, color="k", ls="--", lw=0.8)
@@ -148,11 +127,11 @@ def pk_fig5_spearman_layer_pairs(activation_read_paths: dict, models):
         for k, kind in enumerate(READING_KINDS):
             s = masks[kind]
             share, rho = rp["share"][s], rp["rho"][s]
-            vals = [spearman(share[t], rho[t]) for _, _, t in layer_pair_groups(rp["writer_layer"][s], rp["reader_layer"][s])]
-            vals = np.array([v for v in vals if np.isfinite(v)])
+            vals = layer_pair_spearman(share, rho, rp["writer_layer"][s], rp["reader_layer"][s])
+            vals = vals[np.isfinite(vals)]
             if vals.size:
                 ax.scatter(np.full(vals.size, k) + np.linspace(-0.25, 0.25, vals.size), vals, s=6, alpha=0.6)
-                ax.hlines(np.median(vals), k - 0.35, k + 0.35, color="k")
+                ax.hlines(finite_median(vals), k - 0.35, k + 0.35, color="k")
         ax.axhline(0, color="grey", lw=0.6)
         ax.set_xticks(range(3), READING_KINDS)
         ax.set_ylabel("Spearman(share, ρ) per layer pair")

@@ -220,18 +220,3 @@ def test_architecture_key_forces_a_family_or_errors():
         adapter_for({"model_type": "deepseek_v3"})
     with pytest.raises(HeadgeomError, match="unknown architecture 'mamba_x'"):
         architecture_for({"model_type": "mamba_x"})
-
-
-def test_preflight_line_names_model_family_and_stage(tmp_path):
-    import json
-
-    from headgeom.architectures import preflight
-
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba"}))
-    line = preflight("my-ssm", {"source": "local", "path": str(tmp_path)})
-    assert "'my-ssm'" in line and "'mamba'" in line and "weight-space or activation stages" in line
-    assert "\n" not in line
-    assert preflight("x", {"source": "hf", "repo_id": "a/b", "architecture": "no-such"}).count("'no-such'") >= 1
-    assert preflight("x", {"source": "hf", "repo_id": "a/b", "architecture": "gpt2"}) is None
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "falcon"}))
-    assert preflight("f", {"source": "local", "path": str(tmp_path)}) is None

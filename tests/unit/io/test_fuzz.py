@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 # One place for the imports of the code under test (the package layout may move).
 from headgeom.verify import audit as AUD
-from headgeom.io import hub as HUB
+from headgeom.io import hub_ranges as HUB
 from headgeom.io.files import write_recorded_json
 from headgeom.io.checkpoint import (SafetensorsDir, check_safetensors_header, contained, open_checkpoint,
                                  read_weight_map)

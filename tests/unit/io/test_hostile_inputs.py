@@ -16,7 +16,7 @@ import pytest
 
 # One place for the imports of the code under test (the package layout may move).
 from headgeom.verify import audit as AUD
-from headgeom.io import hub as HUB
+from headgeom.io import hub_ranges as HUB
 from headgeom.io import store as STORE
 from headgeom.io.checkpoint import SafetensorsDir, check_gguf, check_safetensors_header, open_checkpoint
 from headgeom.core.errors import CheckpointError

@@ -1,5 +1,6 @@
-"""headgeom.io.hub against a loopback hub (tools/hubserver.py): partial fetch by byte ranges,
-resume after a dropped connection, commit pinning, offline cache, token handling."""
+"""headgeom.io.hub (and its online half, headgeom.io.hub_ranges) against a loopback hub
+(tools/hubserver.py): partial fetch by byte ranges, resume after a dropped connection, commit
+pinning, offline cache, token handling."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "helpers"))
 from tools.hubserver import FakeHub, isolate_hub_client  # noqa: E402
 
 import headgeom.io.hub as hub  # noqa: E402
+import headgeom.io.hub_ranges as hub_ranges  # noqa: E402
 from headgeom.adapters import adapter_for  # noqa: E402
 from headgeom.io.checkpoint import SafetensorsDir  # noqa: E402
 from headgeom.core.errors import CheckpointError, IntegrityError  # noqa: E402
@@ -427,7 +429,7 @@ def test_server_ignoring_range_still_gives_the_right_bytes(fake, repos):
 
 def test_gives_up_after_retries(fake, monkeypatch):
     ckpt, _ = hub.open_hf_checkpoint(REPO, "main", log=lambda s: None)
-    monkeypatch.setattr(hub, "MAX_RETRIES", 2)
+    monkeypatch.setattr(hub_ranges, "MAX_RETRIES", 2)
     fake.fail_next(SHARDS[0], 503, times=10)
     with pytest.raises(CheckpointError, match="giving up after 2 retries"):
         list(ckpt.read(["model.layers.0.self_attn.q_proj.weight"]))

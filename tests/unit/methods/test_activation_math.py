@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from headgeom.methods.natural_return import head_return, layer_return, population
-from headgeom.methods.read_paths import composition, jvp, norm_stats, read_path_pair
+from headgeom.methods.read_paths import composition, norm_stats, read_path_pair
 from headgeom.core.factors import LayerFactors, gqa_map
 from headgeom.methods.overlap import reading_matrix
-from references import pair_terms_direct
+from references import jvp, pair_terms_direct
 
 
 def closed_O(V, alpha):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from headgeom.methods import closure as C
-from head_grams import grams, toy_factors
-from references import closure_weighted_form
+from head_grams import grams, sibling_law, toy_factors
+from references import closure_explicit, closure_weighted_form
 from tools.synth import closed_head
 
 rng = np.random.default_rng(12345)
@@ -58,7 +58,7 @@ def test_principal_coordinates_factorize_T_and_T2():
     np.testing.assert_allclose(Qt_O @ K @ Qt_V.T, T, atol=1e-10 * np.abs(T).max())
     np.testing.assert_allclose(Qt_O @ (K @ np.diag(Dv) @ K) @ Qt_V.T, T @ T, atol=1e-10 * np.abs(T @ T).max())
     assert np.all((Dv >= 0) & (Dv <= 1 + 1e-12))
-    P = C.closure_score(O, V)
+    P = closure_explicit(O, V)[0]
     assert abs(C.P_of(K, Dv) - P) / P < 1e-10
 
 
@@ -100,10 +100,10 @@ def test_exact_shared_value_sibling():
     O_i = rng.standard_normal((D, d))
     Ti, Tj = O_i @ V.T, O_j @ V.T
     np.testing.assert_allclose(Ti @ Tj, 1.8 * Ti, atol=1e-10 * np.abs(Ti).max())
-    F, beta, rho = C.sibling_law(O_i, O_j, V, 1.8)
+    F, beta, rho = sibling_law(O_i, O_j, V, 1.8)
     assert np.isclose(F, 1.0, atol=1e-10) and np.isclose(rho, 1.0, rtol=1e-10) and np.isclose(beta, 1.8)
     # a sibling with another value factor does not obey the law
-    F2, _, rho2 = C.sibling_law(O_i, closed_head(rng.standard_normal((D, d)), 1.8), V, 1.8)
+    F2, _, rho2 = sibling_law(O_i, closed_head(rng.standard_normal((D, d)), 1.8), V, 1.8)
     assert F2 < 0.5 and abs(rho2) < 0.5
 
 
@@ -113,7 +113,7 @@ def test_sibling_law_matches_explicit_operators():
     a = 0.9
     Ti, Tj = O_i @ V.T, O_j @ V.T
     P = Ti @ Tj
-    F, beta, rho = C.sibling_law(O_i, O_j, V, a)
+    F, beta, rho = sibling_law(O_i, O_j, V, a)
     assert np.isclose(F, 1 - np.sum((P - a * Ti) ** 2) / np.sum(P**2), rtol=1e-9)
     assert np.isclose(beta, np.sum(P * Ti) / np.sum(Ti**2), rtol=1e-9)
 
@@ -148,7 +148,7 @@ def test_closure_layer_flags_rank_deficient_and_zero_heads_and_continues():
     assert out["flags"][0] == "" and np.isfinite(out["P_latent"][0])
     # wrong-V for GQA pairs each head with the next group's V
     O0, V1 = f.W_O[0], f.W_V[1].T
-    assert np.isclose(out["P_wrong_v"][0], C.closure_score(O0, V1))
+    assert np.isclose(out["P_wrong_v"][0], closure_explicit(O0, V1)[0])
 
 
 def test_closure_layer_nan_weights_flagged_not_crashing():

@@ -20,6 +20,7 @@ import scipy.linalg as sla
 # One place for the imports of the code under test (the package layout may move).
 from headgeom.core import stats as S
 from headgeom.methods import closure as C
+from headgeom.methods.grams import LayerGrams
 from headgeom.methods import nulls as N
 from headgeom.methods import overlap as PK
 from headgeom.outputs.pk import cross_layer
@@ -27,8 +28,8 @@ from headgeom.core.factors import LayerFactors, gqa_map
 from headgeom.io.fetch import fetch_model
 from headgeom.jobs.pk_paper import pk_cross_job
 from headgeom.io.shards import read_shards
-from head_grams import grams
-from references import closure_weighted_form, weighted_inner
+from head_grams import closure_score, grams, sibling_law
+from references import closure_explicit, closure_weighted_form, weighted_inner
 from tools.synth import write_llama
 
 RNG = np.random.default_rng(20261201)
@@ -42,15 +43,6 @@ def proj(X: np.ndarray, rtol: float = 1e-6) -> tuple[np.ndarray, int]:
     U, s, _ = np.linalg.svd(X, full_matrices=False)
     r = int(np.sum(s > rtol * s[0])) if s.size and s[0] > 0 else 0
     return U[:, :r] @ U[:, :r].T, r
-
-
-def closure_explicit(O: np.ndarray, V: np.ndarray):
-    """P, alpha, g_T, ||T|| from the explicit D x D operator T = O V^T."""
-    T = O @ V.T
-    T2 = T @ T
-    ip = float(np.sum(T2 * T))
-    nT2, nT4 = float(np.sum(T * T)), float(np.sum(T2 * T2))
-    return ip**2 / (nT4 * nT2), ip / nT2, np.sqrt(nT4 / nT2), np.sqrt(nT2)
 
 
 def principal_explicit(O: np.ndarray, V: np.ndarray):
@@ -180,19 +172,20 @@ def test_product_law_general_matches_explicit_operators():
     # shared V: T_b = O_b V^T
     Tb = O_b @ V_a.T
     P = Ta @ Tb
-    F, beta, rho = C.sibling_law(O_a, O_b, V_a, alpha)
+    F, beta, rho = sibling_law(O_a, O_b, V_a, alpha)
     assert F == pytest.approx(1 - np.sum((P - alpha * Ta) ** 2) / np.sum(P**2), rel=1e-10)
     assert beta == pytest.approx(np.sum(P * Ta) / np.sum(Ta**2), rel=1e-10)
 
 
 def test_gram_rank_counts_singular_values_above_rtol():
+    """LayerGrams' rank of a factor from its Gram's eigenvalues, against np.linalg.matrix_rank."""
     rng = np.random.default_rng(2)
     X = rng.standard_normal((12, 5))
     X[:, 4] = rng.standard_normal(12) * 1e-4  # s_5 / s_1 ~ 1e-5
-    assert C.gram_rank(X.T @ X) == 5 == np.linalg.matrix_rank(X, tol=1e-6 * np.linalg.norm(X, 2))
-    assert C.gram_rank(X.T @ X, rtol=1e-3) == 4 == np.linalg.matrix_rank(X, tol=1e-3 * np.linalg.norm(X, 2))
+    assert LayerGrams._rank(np.linalg.eigvalsh(X.T @ X), 1e-6) == 5 == np.linalg.matrix_rank(X, tol=1e-6 * np.linalg.norm(X, 2))
+    assert LayerGrams._rank(np.linalg.eigvalsh(X.T @ X), 1e-3) == 4 == np.linalg.matrix_rank(X, tol=1e-3 * np.linalg.norm(X, 2))
     X[:, 4] = X[:, 0]
-    assert C.gram_rank(X.T @ X) == 4
+    assert LayerGrams._rank(np.linalg.eigvalsh(X.T @ X), 1e-6) == 4
 
 
 def test_weighted_inner_is_the_frobenius_inner_product_of_the_operators():
@@ -497,7 +490,7 @@ def test_principal_coordinate_identity_near_zero_P_is_not_a_failure():
 def test_closure_score_and_weighted_form_on_batches():
     rng = np.random.default_rng(23)
     O, V = rng.standard_normal((3, 10, 3)), rng.standard_normal((3, 10, 3))
-    P = C.closure_score(O, V)
+    P = closure_score(O, V)
     Pw, aw = closure_weighted_form(*grams(O, V))
     for h in range(3):
         Pe, ae, _, _ = closure_explicit(O[h], V[h])

@@ -16,6 +16,7 @@ from headgeom.outputs.paper1.strong_tail import p1_table2_strong_tail, p1_thresh
 from headgeom.core.factors import LayerFactors
 from headgeom.core.seeds import rng_for
 from head_grams import grams
+from references import closure_explicit
 from tools.synth import closed_head
 
 rng = np.random.default_rng(2024)
@@ -126,7 +127,8 @@ def test_split_chain_from_factors_to_P_of_T():
     O, V = rng.standard_normal((30, 6)), rng.standard_normal((30, 6))
     Dv, K = C.principal_coordinates(*grams(O, V))
     sp = P1.perturbation_split(K, Dv)
-    assert abs(sp["P_split"] - C.closure_score(O, V)) < 1e-10 * C.closure_score(O, V)
+    P = closure_explicit(O, V)[0]
+    assert abs(sp["P_split"] - P) < 1e-10 * P
 
 
 def test_heads_layer_asserts_split_identity(monkeypatch):
@@ -388,12 +390,15 @@ def test_exactly_closed_right_head_gives_F_and_rho_one():
     assert abs(pairs["bound_rhs"][r]) < 1e-12 * np.sum((T1 @ T1) ** 2)
 
 
-def test_product_law_general_equals_sibling_law_when_V_is_shared():
+def test_product_law_general_with_a_shared_V_matches_explicit_operators():
     O_i, O_j, V = (rng.standard_normal((20, 5)) for _ in range(3))
     A_i, B = O_i.T @ O_i, V.T @ V
-    got = P1.product_law_general(A_i, B, B, B, V.T @ O_j, 0.7)
-    want = C.sibling_law(O_i, O_j, V, 0.7)
-    assert np.allclose(got, want, rtol=1e-10)
+    F, beta, rho = P1.product_law_general(A_i, B, B, B, V.T @ O_j, 0.7)
+    Ti, Tj = O_i @ V.T, O_j @ V.T
+    P = Ti @ Tj
+    beta_ex = np.sum(P * Ti) / np.sum(Ti**2)
+    assert F == pytest.approx(1 - np.sum((P - 0.7 * Ti) ** 2) / np.sum(P**2), rel=1e-10)
+    assert beta == pytest.approx(beta_ex, rel=1e-10) and rho == pytest.approx(beta_ex / 0.7, rel=1e-10)
 
 
 def test_gamma_bound_violation_is_an_error(monkeypatch):
