@@ -1,4 +1,4 @@
-"""headgeom.io.hub against a loopback hub (tools/hubserver.py): partial fetch by byte ranges,
+"""headgeom.io.hub against a loopback hub (tests/helpers/hubserver.py): partial fetch by byte ranges,
 resume after a dropped connection, commit pinning, offline cache, token handling."""
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "helpers"))
-
-from tools.hubserver import FakeHub, isolate_hub_client  # noqa: E402
+from hubserver import FakeHub, isolate_hub_client  # noqa: E402
 
 import headgeom.io.hub as hub  # noqa: E402
 from headgeom.adapters import adapter_for  # noqa: E402

@@ -29,7 +29,7 @@ from headgeom.jobs.pk_paper import pk_cross_job
 from headgeom.io.shards import read_shards
 from head_grams import grams
 from references import closure_weighted_form, weighted_inner
-from tools.synth import write_llama
+from synth import write_llama
 
 RNG = np.random.default_rng(20261201)
 

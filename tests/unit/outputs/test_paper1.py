@@ -16,7 +16,7 @@ from headgeom.outputs.paper1.strong_tail import p1_table2_strong_tail, p1_thresh
 from headgeom.core.factors import LayerFactors
 from headgeom.core.seeds import rng_for
 from head_grams import grams
-from tools.synth import closed_head
+from synth import closed_head
 
 rng = np.random.default_rng(2024)
 
