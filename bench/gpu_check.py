@@ -16,15 +16,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-import baselines as hb  # noqa: E402
-from headgeom.core.backend import Backend  # noqa: E402
-from headgeom.core.seeds import rng_for  # noqa: E402
-from headgeom.methods.nulls import null_factors  # noqa: E402
-from headgeom.methods.overlap import (cross_pairs, factor_stack, orthonormal_bases, packed_length, pk_within,  # noqa: E402
+import baselines as hb
+from headgeom.core.backend import Backend
+from headgeom.core.seeds import rng_for
+from headgeom.methods.nulls import null_factors
+from headgeom.methods.overlap import (cross_pairs, factor_stack, orthonormal_bases, packed_length, pk_within,
                                  stacked_heads)
 
 TINY = dict(d_model=96, d_head=8, n_heads=8, n_kv=2, n_layers=4)

@@ -5,7 +5,6 @@
 """
 
 import os
-import sys
 
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_v] = "1"

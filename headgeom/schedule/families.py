@@ -15,7 +15,7 @@ pass, are ``STEPS`` entries here (their outputs, log and cost), read by their ru
 Adding a shard family: write its job function ``run(inputs, outputs, wildcards, params, log)``
 and add one ``Job`` entry to ``JOBS``, or ``register`` it from a module of your own named in the
 environment variable ``HEADGEOM_PLUGINS`` (comma-separated modules, imported after the built-in
-jobs; README, "Recipes").
+jobs; docs/recipes.md).
 """
 
 from __future__ import annotations

@@ -7,21 +7,20 @@ import hashlib
 import json
 import re
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hubserver import FakeHub, isolate_hub_client  # noqa: E402
+from hubserver import FakeHub, isolate_hub_client
 
-import headgeom.io.hub as hub  # noqa: E402
-from headgeom.adapters import adapter_for  # noqa: E402
-from headgeom.io.checkpoint import SafetensorsDir  # noqa: E402
-from headgeom.core.errors import CheckpointError, IntegrityError  # noqa: E402
-from headgeom.io.fetch import fetch_model  # noqa: E402
-from headgeom.io.files import sha256_bytes  # noqa: E402
-from headgeom.io.store import TensorStore  # noqa: E402
+import headgeom.io.hub as hub
+from headgeom.adapters import adapter_for
+from headgeom.io.checkpoint import SafetensorsDir
+from headgeom.core.errors import CheckpointError, IntegrityError
+from headgeom.io.fetch import fetch_model
+from headgeom.io.files import sha256_bytes
+from headgeom.io.store import TensorStore
 
 REPO = "tiny-org/tiny-llama"
 SHA_A = "a1" * 20
