@@ -111,7 +111,7 @@ PIPELINE_TARGETS = [
 def _tiny_pipeline_config(tmp_path: Path) -> Path:
     """One synthetic Llama-layout checkpoint (2 layers, GQA, one planted closed head):
     1 fetch + 2 paper1_heads + 2 pk_layer jobs go to SLURM; tables/figures are local."""
-    from synth import write_llama  # tests/ is on sys.path (conftest.py, rootdir import)
+    from synth import write_llama  # tests/helpers is on sys.path (pyproject: pytest pythonpath)
 
     ckpt = tmp_path / "ckpt"
     write_llama(ckpt, n_layers=2, seed=7, closed=((1, 2, 1.5),))
