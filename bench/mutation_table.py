@@ -74,6 +74,14 @@ def short(name: str, module: str) -> str:
     return f"{fn.replace('ǁ', '.')} {num}"
 
 
+def ran_line(rows: dict[str, dict]) -> str:
+    ran = [m for m, r in rows.items() if r["score"] is not None]
+    if len(ran) == len(rows):
+        return f"Every module's mutants ran in these results ({len(rows)} modules)."
+    return (f"Modules whose mutants ran in these results: {len(ran)} of {len(rows)}"
+            + (" (" + ", ".join(f"`{m}`" for m in ran) + ")." if ran else "."))
+
+
 def render(results: dict[str, dict[str, str]]) -> str:
     rows = {m: score_row(s) for m, s in sorted(results.items())}
     lines = ["# Mutation scores", "",
@@ -81,7 +89,7 @@ def render(results: dict[str, dict[str, str]]) -> str:
              "Score = detected / checked: detected = killed + timeout + caught by type check; checked = every",
              "mutant that ran. A module none of whose mutants ran (`make mutation MUTANTS=...` ran others)",
              "shows its mutant count and \"not run\". `.venv/bin/mutmut show <name>` prints a mutant's diff;",
-             "docs/hardening.md says how to run and read it.", "",
+             "docs/hardening.md says how to run and read it.", "", ran_line(rows), "",
              "| module | mutants | killed | survived | other | score |", "|---|---|---|---|---|---|"]
     for m, r in rows.items():
         other = ", ".join(f"{s} {c}" for s, c in r["other"].items()) or "–"

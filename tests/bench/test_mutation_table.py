@@ -57,6 +57,7 @@ def test_the_rendered_table(mutants):
     assert rows["`headgeom.methods.closure`"] == ["8", "3", "2", "no tests 1, not checked 1, timeout 1", "4/7 = 57.1%"]
     assert rows["`headgeom.methods.grams`"] == ["2", "2", "0", "–", "2/2 = 100.0%"]
     assert rows["`headgeom.methods.paper1`"] == ["1", "0", "0", "not checked 1", "not run"]
+    assert "Modules whose mutants ran in these results: 2 of 3 (`headgeom.methods.closure`, `headgeom.methods.grams`)." in text
     # survivors by their short names: a function's leading underscore kept, a method as Class.method
     assert "* `headgeom.methods.closure` (2): `_trace 6`, `closure_layer 9`" in text
     assert mutation_table.short("headgeom.methods.grams.xǁLayerGramsǁflops__mutmut_2", "headgeom.methods.grams") == "LayerGrams.flops 2"
