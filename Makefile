@@ -57,12 +57,14 @@ fuzz: $(STAMP)
 
 # Mutation testing of the math modules ([tool.mutmut] in pyproject.toml lists them and the fast
 # unit tests it runs). CPU heavy: niced, one BLAS thread per worker, MUTMUT_CHILDREN workers.
-# One module: make mutation MUTANTS='headgeom.methods.closure*'. Results: make mutation-results.
+# One module: make mutation MUTANTS='headgeom.methods.closure*'. Then the score table from
+# mutmut's results (bench/mutation_table.py -> docs/mutation.md); every mutant: make mutation-results.
 MUTANTS ?=
 MUTMUT_CHILDREN ?= 2
 mutation: $(STAMP)
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 nice -n 10 \
 	  $(BIN)/mutmut run --max-children $(MUTMUT_CHILDREN) $(if $(MUTANTS),"$(MUTANTS)")
+	$(BIN)/python bench/mutation_table.py --out docs/mutation.md
 
 mutation-results: $(STAMP)
 	$(BIN)/mutmut results --all true
@@ -82,18 +84,18 @@ FULLWIDTH_DIR ?= .fullwidth
 bench-fullwidth: $(GUARD)
 	$(BIN)/python bench/fullwidth.py all --dir $(FULLWIDTH_DIR) $(FULLWIDTH_ARGS)
 
-# Stand-ins of every paper model (tools/standins.py): tiny random checkpoints with each model's
+# Stand-ins of every paper model (bench/standins.py): tiny random checkpoints with each model's
 # architecture and head counts, served by a loopback hub under the real repo_id/revision, run
 # through config/paper.yaml's design with samples and restarts cut; ends with the claims
 # coverage line. Work directory .standins/ (STANDINS_WORK=...).
 STANDINS_WORK ?= .standins
 standins: $(GUARD)
 	$(PYC)
-	$(BIN)/python tools/standins.py --work $(STANDINS_WORK) --cores $(CORES)
+	$(BIN)/python bench/standins.py --work $(STANDINS_WORK) --cores $(CORES)
 
 # ruff (pyproject.toml [tool.ruff]) + Snakemake's linter + snakefmt; `make format` applies fixes.
 lint: $(STAMP)
-	$(BIN)/ruff check headgeom bench tools tests workflow/scripts
+	$(BIN)/ruff check headgeom bench tests workflow/scripts
 	$(BIN)/snakemake --lint
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/headgeom docs --check
@@ -102,7 +104,7 @@ docs: $(STAMP)
 	$(BIN)/headgeom docs
 
 format: $(STAMP)
-	$(BIN)/ruff check --fix headgeom bench tools tests workflow/scripts
+	$(BIN)/ruff check --fix headgeom bench tests workflow/scripts
 	$(BIN)/snakefmt Snakefile workflow/rules
 	$(BIN)/headgeom docs
 

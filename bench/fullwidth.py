@@ -39,8 +39,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the tools package
-from tools.dryrun import dry_run_requests  # noqa: E402  (the dry-run parser the plan test uses)
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # the test fixtures the bench shares (tests/helpers/: dryrun.py)
+from dryrun import dry_run_requests  # noqa: E402  (the dry-run parser the plan test uses)
 
 DEFAULT_DIR = ROOT / ".fullwidth"
 MODEL = "qwen2.5-7b"

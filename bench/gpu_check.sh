@@ -1,3 +1,9 @@
 #!/usr/bin/env bash
-# The GPU check lives in tools/ (it is a check, not a benchmark); this path keeps working.
-exec "$(dirname "$0")/../tools/gpu_check.sh" "$@"
+# The prepared GPU check (bench/gpu_check.py): torch backend vs numpy on the null, PK and closure
+# kernels at 7B and 235B layer shapes, FLOP rates vs the device's GEMM rate. Under 5 minutes.
+#   bench/gpu_check.sh            # CUDA
+#   bench/gpu_check.sh --device cpu --reps 1
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+exec timeout 300 "$PY" bench/gpu_check.py "$@"

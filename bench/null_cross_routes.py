@@ -3,7 +3,7 @@ GEMM rate: stacked-basis blocks (cross_pairs, rho only), and projector Grams (pr
 slab packing and the slab products, timed apart), in float64 and float32, on random orthonormal
 bases at a model's shape; with the rates, each route's seconds for one writer->reader layer pair of
 one null sample at the job's budgets (methods.overlap.null_cross_route_seconds). Used by `make bench`
-(bench/run.py null_cross) and tools/gpu_check.py (the rates of a device)."""
+(bench/run.py null_cross) and bench/gpu_check.py (the rates of a device)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from headgeom.methods import overlap
-from tools.baselines import random_bases
+from baselines import random_bases
 
 
 def best(fn, reps: int, clock=time.perf_counter):

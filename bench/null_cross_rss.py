@@ -3,7 +3,7 @@
     .venv/bin/python bench/null_cross_rss.py STORE N_LAYERS OUT.parquet
 
 STORE: a tensor store with at least N_LAYERS layers (e.g. a synthetic Qwen2.5-7B-shaped one built
-with tools/synth.py write_llama + headgeom.io.fetch.fetch_model). The job pairs every
+with tests/helpers/synth.py write_llama + headgeom.io.fetch.fetch_model). The job pairs every
 writer layer 0..N-2 with reader layer N-1 (reassignment null, K readers, sample 0): all writer
 draws are made and held, as in the full job, for few pairs. Prints seconds and ru_maxrss in MB."""
 

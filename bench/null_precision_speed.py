@@ -5,16 +5,14 @@
 """
 
 import os
-import sys
 
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_v] = "1"
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the tools package
 
 from headgeom.core.seeds import rng_for  # noqa: E402
 from headgeom.methods.nulls import null_factors  # noqa: E402
 from headgeom.methods.overlap import factor_stack, orthonormal_bases, pk_within  # noqa: E402
-from tools import baselines as hb  # noqa: E402
+import baselines as hb  # noqa: E402
 
 f = hb.synthetic_layer(**hb.QWEN25_7B, seed=200)
 X = {k: factor_stack(f, k) for k in ("O", "K")}

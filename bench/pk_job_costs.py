@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the tools package
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # the test fixtures the bench shares (tests/helpers/: synth.py)
 
 JOB = r"""
 import json, resource, sys, time
@@ -44,7 +44,7 @@ def main():
     ap.add_argument("--jobs", default="pk_layer,pk_cross_layer,pk_null_within,pk_null_within_reassign,pk_null_cross")
     a = ap.parse_args()
     from headgeom.io.fetch import fetch_model
-    from tools.synth import write_llama
+    from synth import write_llama
 
     L = a.layers
     res = {"shape": {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv": 4, "layers_built": L}}

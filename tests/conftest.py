@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 
 # Tests never reach the hub; hub tests set their own endpoint.
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")

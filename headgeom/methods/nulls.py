@@ -8,7 +8,7 @@ S is the stacked layer matrix (D x n d): W_O^l for writing spaces, the stacked f
 matrix for reading spaces. Every draw comes from a seed derived from its names.
 
 The null jobs draw every configured type; the reports loop over the configured types. Adding a
-null model is one sampler function + one ``NullModel`` entry (README, "Recipes")."""
+null model is one sampler function + one ``NullModel`` entry (docs/recipes.md)."""
 
 from __future__ import annotations
 

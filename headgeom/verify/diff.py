@@ -17,7 +17,7 @@ A and B are work directories of the pipeline (each with results/tables and resul
 ``--rev REV`` compares a work directory with the outputs git tracks there at a revision
 (``checkout_results``), for a project that commits its tables.
 
-The shard comparison is the data-only one ``tools/compare_runs.py`` makes for a developer's
+The shard comparison is the data-only one ``bench/compare_runs.py`` makes for a developer's
 before/after check of a restructuring (its ``--moved`` and ``--by-family`` modes are there);
 both use the functions below."""
 

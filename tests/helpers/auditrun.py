@@ -10,7 +10,7 @@ from pathlib import Path
 from headgeom.io.fetch import fetch_model
 from headgeom.jobs.paper1 import heads_job
 from headgeom.outputs import build_output
-from tools.synth import write_llama
+from synth import write_llama
 
 TABLE = "p1_table2_strong_tail"
 SHARDS = [f"results/shards/paper1_heads/tiny/layer{layer}.parquet" for layer in (0, 1)]

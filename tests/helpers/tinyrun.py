@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from tools.dryrun import dry_run_jobs
-from tools.synth import write_llama
+from dryrun import dry_run_jobs
+from synth import write_llama
 
 CFG = {
     "active_models": ["tiny"],

@@ -209,7 +209,7 @@ def test_hub_repo_equals_local_path(saved, tmp_path, monkeypatch):
     another revision gives that commit's weights, and the resolved commit is recorded."""
     from huggingface_hub import close_session, constants
 
-    from tools.hubserver import FakeHub, isolate_hub_client
+    from hubserver import FakeHub, isolate_hub_client
 
     model, path = saved
     other = tmp_path / "other"

@@ -14,7 +14,7 @@ import pytest
 from headgeom import cli
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "mutation").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 OUTSIDE = re.compile(r"\bMETHODS\b|(?i:\.\./shared|\bissues? \d+|\bsessions?\b)")
 
 

@@ -21,7 +21,7 @@ from headgeom.publish.claims import ledger_tables, load_ledger
 from headgeom.outputs import OUTPUTS
 from synth_hf import TEXT, write_synthetic_llama
 from tinyrun import CFG, copy_run, dry_runs, merge, sensitivity_jobs, snakemake
-from tools.dryrun import dry_run_jobs
+from dryrun import dry_run_jobs
 
 pytestmark = pytest.mark.slow
 
@@ -349,7 +349,7 @@ def test_a_run_of_another_model_in_the_same_directory_keeps_choice_sensitivity_w
     """A second run with other active models in a directory that still holds the first run's
     activation tables: choice_sensitivity evaluates the switches for the models of this run (the
     tables it builds), not for the tables an earlier run left behind, and the run succeeds."""
-    from tools.synth import write_llama
+    from synth import write_llama
 
     c = copy_run(act_run, tmp_path / "run")
     write_llama(c / "other", closed=((0, 1, 1.2),))

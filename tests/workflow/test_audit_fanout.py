@@ -11,7 +11,7 @@ import yaml
 
 from headgeom.schedule import costs, fanout
 from headgeom.schedule.families import JOBS
-from tools.synth import write_llama
+from synth import write_llama
 from tinyrun import CFG, snakemake
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from headgeom.io.shards import read_shard
-from tools.synth import write_llama
+from synth import write_llama
 from tinyrun import CFG, merge, snakemake
 
 pytestmark = pytest.mark.slow

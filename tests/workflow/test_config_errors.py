@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools.synth import write_llama
+from synth import write_llama
 from tinyrun import CFG
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ from headgeom.commands import plan as P
 from headgeom.core import config as CF
 from headgeom.schedule import designs
 from headgeom.schedule.families import JOBS
-from tools.synth import write_llama
+from synth import write_llama
 from test_plan import _dry_run
 from tinyrun import snakemake
 

@@ -34,7 +34,7 @@ from headgeom.io.fetch import fetch_model
 from headgeom.io.files import sha256_file
 from headgeom.io.shards import read_shard
 from headgeom.io.store import MANIFEST, TENSORS, TensorStore, verify_store
-from tools.synth import write_llama
+from synth import write_llama
 
 D, DH = 48, 12  # synth.write_llama defaults: d_model, d_head (4 heads, 2 KV groups)
 SLOW = pytest.mark.slow  # the tests that run Snakemake (make test-fast skips them)
@@ -413,7 +413,7 @@ def test_pickle_only_checkpoint_is_refused_and_never_unpickled(tmp_path, monkeyp
     from huggingface_hub import close_session, constants
 
     import headgeom.io.hub as hub
-    from tools.hubserver import FakeHub
+    from hubserver import FakeHub
 
     home = tmp_path / "hf_home"
     monkeypatch.setenv("HF_HOME", str(home))

@@ -21,7 +21,7 @@ import yaml
 
 from headgeom.io.shards import shard_problems
 from tinyrun import copy_run, snakemake, tiny_run
-from tools.synth import write_llama
+from synth import write_llama
 
 pytestmark = pytest.mark.slow
 

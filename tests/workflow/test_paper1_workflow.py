@@ -12,7 +12,7 @@ import yaml
 from headgeom.methods import paper1 as P1
 from headgeom.io.shards import read_shard
 from headgeom.io.store import TensorStore
-from tools.synth import write_llama
+from synth import write_llama
 
 pytestmark = pytest.mark.slow
 

@@ -9,9 +9,9 @@ import yaml
 from headgeom.commands import plan as P
 from headgeom.core import config as CF
 from headgeom.schedule.families import JOBS
-from tools.synth import write_llama
+from synth import write_llama
 from tinyrun import CFG, merge, snakemake
-from tools.dryrun import dry_run_requests as _dry_run
+from dryrun import dry_run_requests as _dry_run
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import yaml
 
 from headgeom.io.shards import read_shard
 from headgeom.io.store import TensorStore
-from tools.synth import write_llama
+from synth import write_llama
 from plugins import plugin_env
 
 pytestmark = pytest.mark.slow

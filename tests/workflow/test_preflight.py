@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from faults import fault_env
-from tools.synth import write_llama
+from synth import write_llama
 
 SLOW = pytest.mark.slow
 

@@ -14,9 +14,9 @@ import yaml
 
 from headgeom.outputs import FIGURES, TABLES
 from headgeom.publish.claims import ledger_tables, load_ledger
-from tools.synth import write_llama
+from synth import write_llama
 from tinyrun import copy_run, merge, sensitivity_jobs, snakemake, tiny_run
-from tools.dryrun import dry_run_jobs
+from dryrun import dry_run_jobs
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tinyrun import copy_run, tiny_run
-from tools.dryrun import dry_run_jobs
+from dryrun import dry_run_jobs
 
 pytestmark = pytest.mark.slow
 

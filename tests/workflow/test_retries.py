@@ -11,7 +11,7 @@ import yaml
 from headgeom.io.shards import read_shard
 from headgeom.schedule.families import JOBS
 from faults import fault_env
-from tools.synth import write_llama
+from synth import write_llama
 from tinyrun import CFG, snakemake
 
 pytestmark = pytest.mark.slow

@@ -111,7 +111,7 @@ PIPELINE_TARGETS = [
 def _tiny_pipeline_config(tmp_path: Path) -> Path:
     """One synthetic Llama-layout checkpoint (2 layers, GQA, one planted closed head):
     1 fetch + 2 paper1_heads + 2 pk_layer jobs go to SLURM; tables/figures are local."""
-    from tools.synth import write_llama  # tests/ is on sys.path (conftest.py, rootdir import)
+    from synth import write_llama  # tests/helpers is on sys.path (pyproject: pytest pythonpath)
 
     ckpt = tmp_path / "ckpt"
     write_llama(ckpt, n_layers=2, seed=7, closed=((1, 2, 1.5),))
@@ -168,7 +168,7 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
     8 query / 4 KV heads: per-layer jobs, whose rules reach the executor at different times
     (paper1_capacity after paper1_heads), run as SLURM jobs (seen in sacct), and every shard
     number is bitwise equal to a local `-c2` run."""
-    from tools.synth import write_llama
+    from synth import write_llama
 
     ckpt = tmp_path / "ckpt"
     write_llama(ckpt, n_layers=3, n_heads=8, n_kv=4, d_head=8, d_model=40, seed=11,

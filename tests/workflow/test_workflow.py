@@ -10,7 +10,7 @@ import yaml
 
 from headgeom.io.shards import read_shard
 from headgeom.commands.timings import timings
-from tools.synth import write_llama
+from synth import write_llama
 
 pytestmark = pytest.mark.slow
 

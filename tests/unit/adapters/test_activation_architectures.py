@@ -211,7 +211,7 @@ def test_tokenizer_files_are_hashed_and_an_edit_changes_the_hash(tmp_path, llama
 
 
 def test_gguf_tokenizer_metadata_is_hashed(tmp_path):
-    from tools.synth import write_gguf_stub as write
+    from synth import write_gguf_stub as write
 
     from headgeom.io.forward import tokenizer_files
 

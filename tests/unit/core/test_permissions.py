@@ -16,7 +16,7 @@ from headgeom.io import files as HIO
 from headgeom.io.fetch import fetch_model
 from headgeom.io.shards import write_shard
 from headgeom.outputs.formats import Column, Table
-from tools.synth import write_llama
+from synth import write_llama
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """The activation stage's forward pass on a ``source: hf`` model, against the loopback hub
-(tools/hubserver.py): a snapshot of the repo at the revision (weights and tokenizer)
+(tests/helpers/hubserver.py): a snapshot of the repo at the revision (weights and tokenizer)
 comes into the HF cache and runs exactly as the same directory given as ``source: local``; the
 commit the revision resolves to is recorded; the cache serves it offline; a revision the hub does
 not have, an unreachable hub and an incomplete cache are the project's own errors."""
@@ -15,7 +15,7 @@ from headgeom.core.errors import CheckpointError
 from headgeom.io.forward import TOKENIZER_FILES, capture, open_model
 from headgeom.io.texts import make_windows
 
-from tools.hubserver import FakeHub, isolate_hub_client
+from hubserver import FakeHub, isolate_hub_client
 from synth_hf import TEXT, write_synthetic_llama
 
 REPO = "tiny-org/synth-llama"

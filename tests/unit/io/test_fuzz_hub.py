@@ -1,6 +1,6 @@
 """Fuzzing the hub reader as a whole (HubCheckpoint through fetch_model), issue 11.
 
-A loopback hub (tools/hubserver.py) serves a tiny two-shard Llama checkpoint that
+A loopback hub (tests/helpers/hubserver.py) serves a tiny two-shard Llama checkpoint that
 hypothesis damages: config.json, the index or a shard cut short, bytes flipped anywhere
 (headers, tensor data, JSON), the header length word replaced by a hostile value, the whole
 JSON document replaced, and server faults (connections dropped mid-body, error statuses,
@@ -24,7 +24,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import fuzzprofiles  # noqa: F401  (tests/helpers: the "ci" / "fuzz" hypothesis profiles)
-from tools.hubserver import FakeHub, isolate_hub_client
+from hubserver import FakeHub, isolate_hub_client
 
 from headgeom.core.errors import HeadgeomError
 from headgeom.io.fetch import fetch_model

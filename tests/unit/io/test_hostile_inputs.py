@@ -21,7 +21,7 @@ from headgeom.io import store as STORE
 from headgeom.io.checkpoint import SafetensorsDir, check_gguf, check_safetensors_header, open_checkpoint
 from headgeom.core.errors import CheckpointError
 from headgeom.io.fetch import fetch_model
-from tools.synth import write_llama
+from synth import write_llama
 
 AUDIT_MOD = AUD.__name__
 CKPT_MOD = open_checkpoint.__module__

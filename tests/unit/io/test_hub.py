@@ -1,5 +1,5 @@
 """headgeom.io.hub (and its online half, headgeom.io.hub_ranges) against a loopback hub
-(tools/hubserver.py): partial fetch by byte ranges, resume after a dropped connection, commit
+(tests/helpers/hubserver.py): partial fetch by byte ranges, resume after a dropped connection, commit
 pinning, offline cache, token handling."""
 
 from __future__ import annotations
@@ -8,24 +8,21 @@ import hashlib
 import json
 import re
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "helpers"))
+from hubserver import FakeHub, isolate_hub_client
 
-from tools.hubserver import FakeHub, isolate_hub_client  # noqa: E402
-
-import headgeom.io.hub as hub  # noqa: E402
-import headgeom.io.hub_ranges as hub_ranges  # noqa: E402
-from headgeom.adapters import adapter_for  # noqa: E402
-from headgeom.io.checkpoint import SafetensorsDir  # noqa: E402
-from headgeom.core.errors import CheckpointError, IntegrityError  # noqa: E402
-from headgeom.io.fetch import fetch_model  # noqa: E402
-from headgeom.io.files import sha256_bytes  # noqa: E402
-from headgeom.io.store import TensorStore  # noqa: E402
+import headgeom.io.hub as hub
+import headgeom.io.hub_ranges as hub_ranges
+from headgeom.adapters import adapter_for
+from headgeom.io.checkpoint import SafetensorsDir
+from headgeom.core.errors import CheckpointError, IntegrityError
+from headgeom.io.fetch import fetch_model
+from headgeom.io.files import sha256_bytes
+from headgeom.io.store import TensorStore
 
 REPO = "tiny-org/tiny-llama"
 SHA_A = "a1" * 20

@@ -194,7 +194,7 @@ def test_hf_corpus_through_loopback_hub(tmp_path, monkeypatch):
     """source: hf resolves the revision to its commit (recorded) and reads the pinned file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from tools.hubserver import FakeHub
+    from hubserver import FakeHub
 
     buf = pa.BufferOutputStream()
     pq.write_table(pa.table({"text": ["An encyclopedia article.", "Another paragraph of prose."]}), buf)
@@ -249,7 +249,7 @@ def test_gguf_reader_over_a_plain_view_reads_what_gguf_reads(tmp_path):
     import gguf
 
     from headgeom.io.checkpoint import gguf_reader
-    from tools.synth import write_gguf_stub
+    from synth import write_gguf_stub
 
     path = tmp_path / "m.gguf"
     write_gguf_stub(path, ["a", "bb", "ccc", "\u00e9t\u00e9"], **{"llama.context_length": 8})
@@ -275,7 +275,7 @@ def test_gguf_loader_converts_metadata_once_and_uses_the_callers_reader(tmp_path
 
     from headgeom.io.checkpoint import GGUFFile
     from headgeom.io.forward import _gguf_loader
-    from tools.synth import write_gguf_stub
+    from synth import write_gguf_stub
 
     path = tmp_path / "a.gguf"
     write_gguf_stub(path, ["a", "bb", "ccc"], **{"llama.context_length": 8})
@@ -317,7 +317,7 @@ def test_gguf_loader_parses_each_file_once(tmp_path, monkeypatch):
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     from headgeom.io.forward import _gguf_loader
-    from tools.synth import write_gguf_stub
+    from synth import write_gguf_stub
 
     def write(p, tokens):
         write_gguf_stub(p, tokens, **{"llama.context_length": 8})

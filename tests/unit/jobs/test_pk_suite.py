@@ -121,7 +121,7 @@ def test_null_blocks_are_identical_to_one_job(tmp_path):
     """Seeds depend on (model, layer, null, kind, sample) only: any fan-out gives the same draws."""
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs.pk_paper import pk_null_within_job
-    from tools.synth import write_llama
+    from synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=1)
     fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
@@ -141,7 +141,7 @@ def test_null_job_stacks_each_kind_once_for_all_its_draws(tmp_path):
     from headgeom.io.fetch import fetch_model
     from headgeom.io.store import TensorStore
     from headgeom.jobs.pk_paper import pk_null_within_job
-    from tools.synth import write_llama
+    from synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=1)
     fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)

@@ -1,5 +1,5 @@
 """The capacity search batched across heads and restarts (headgeom.methods.paper1.capacity):
-the same Cap_hat as the per-head loop it replaced (kept as the reference in tools/capacity_ref.py), and the
+the same Cap_hat as the per-head loop it replaced (kept as the reference in tests/helpers/capacity_ref.py), and the
 random-start capacity and its attainment on a planted layer where the capacity is known."""
 
 import numpy as np
@@ -10,7 +10,7 @@ from headgeom.core.seeds import rng_for
 from headgeom.methods import paper1 as P1
 from headgeom.methods.paper1.scramble import haar_orthogonal
 from headgeom.outputs.paper1.capacity import p1_capacity
-from tools.capacity_ref import ref_capacity_layer as _ref_capacity_layer, ref_feasible_capacity as _ref_feasible_capacity
+from capacity_ref import ref_capacity_layer as _ref_capacity_layer, ref_feasible_capacity as _ref_feasible_capacity
 
 PARAMS = dict(scramble_draws=8, haar_draws=2, split_rtol=1e-8, sv_rtol=1e-12, identity_rtol=1e-10, rank_rtol=1e-6,
               strong_threshold=0.9, sample_per_layer=2)
@@ -154,7 +154,7 @@ def _starts(seed=3, n=4, d=6):
 def test_rule_off_is_the_fixed_step_search_of_the_oracle():
     # tol = 0 (or window = 0): every start runs to the cap, the same numbers as the oracle
     Ks, Ds, sig = _starts()
-    from tools.capacity_ref import ref_projected_ascent
+    from capacity_ref import ref_projected_ascent
     _, P_ref = ref_projected_ascent(Ks, Ds, sig, 80)
     for tol, window in ((0.0, 20), (1e-6, 0)):
         st = {}
@@ -166,7 +166,7 @@ def test_rule_is_a_prefix_of_the_oracle_within_tolerance():
     # a start that stops keeps the iterate of the fixed-step oracle at that step: Cap_hat never
     # rises above the oracle's, and falls below it by less than the stated tolerance here
     Ks, Ds, sig = _starts(seed=5)
-    from tools.capacity_ref import ref_projected_ascent
+    from capacity_ref import ref_projected_ascent
     _, P_ref = ref_projected_ascent(Ks, Ds, sig, 400)
     st = {}
     _, P = P1.projected_ascent(Ks, Ds, sig, 400, tol=1e-6, window=20, stats=st)

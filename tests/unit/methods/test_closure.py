@@ -6,7 +6,7 @@ import pytest
 from headgeom.methods import closure as C
 from head_grams import grams, sibling_law, toy_factors
 from references import closure_explicit, closure_weighted_form
-from tools.synth import closed_head
+from synth import closed_head
 
 rng = np.random.default_rng(12345)
 

@@ -5,7 +5,7 @@ traces, scipy, or a fresh QR/SVD of the factors; never from the code under test.
 random and non-symmetric (a planted head with M = alpha I hides a transposed M), some are
 rank-deficient, and layers are GQA (several query heads per KV group).
 
-Mutants these tests are written to kill (checked by hand, see docs in README "Mutation testing"):
+Mutants these tests are written to kill (checked by hand, see docs/hardening.md, "Mutation testing"):
 M = O^T V instead of V^T O in closure_layer; cross-layer rho divided by D instead of the
 minimum rank; wrong-V pairing with the wrong group; LayerNorm centring over the wrong axis."""
 
@@ -30,7 +30,7 @@ from headgeom.jobs.pk_paper import pk_cross_job
 from headgeom.io.shards import read_shards
 from head_grams import closure_score, grams, sibling_law
 from references import closure_explicit, closure_weighted_form, weighted_inner
-from tools.synth import write_llama
+from synth import write_llama
 
 RNG = np.random.default_rng(20261201)
 

@@ -2,7 +2,7 @@
 (issue 11; the classification is in docs/mutation/paper1-capacity-heads.md). Each test checks the
 code against an independent computation: explicit d_model x d_model operators, explicit
 P_D formulas with diag(D), scipy's principal angles, sha256 orders computed here, finite
-differences, or the per-head reference loop in tools/capacity_ref.py; on random
+differences, or the per-head reference loop in tests/helpers/capacity_ref.py; on random
 non-symmetric heads, GQA layouts and heads with a tiny (or exactly zero) singular value."""
 
 import copy
@@ -20,7 +20,7 @@ from headgeom.methods.grams import LayerGrams
 from headgeom.methods.paper1 import capacity as CAP
 from headgeom.methods.paper1 import heads as HEADS
 from headgeom.methods.paper1.scramble import signed_permutation
-from tools.capacity_ref import ref_feasible_capacity, ref_projected_ascent
+from capacity_ref import ref_feasible_capacity, ref_projected_ascent
 
 HEAD_PARAMS = dict(scramble_draws=8, haar_draws=2, split_rtol=1e-8, sv_rtol=1e-12, identity_rtol=1e-10,
                    rank_rtol=1e-6)

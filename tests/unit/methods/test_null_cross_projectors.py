@@ -138,7 +138,7 @@ def test_projectors_pay_by_counted_flops_and_bytes():
 def test_null_cross_job_gives_the_same_rows_by_either_path(tmp_path, monkeypatch, by_projectors):
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs.pk_paper import pk_null_cross_job
-    from tools.synth import write_llama
+    from synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=3)
     fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
@@ -170,7 +170,7 @@ def test_null_cross_grouped_products_are_the_per_layer_pair_products_bit_for_bit
     that starts mid-model."""
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs.pk_paper import pk_null_cross_job
-    from tools.synth import write_llama
+    from synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=5)
     fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
@@ -244,7 +244,7 @@ def test_a_tile_is_one_call_a_sample_with_every_head_packed_once(tmp_path, monke
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs.pk_paper import pk_null_cross_job
     from headgeom.schedule.fanout import tile_parts
-    from tools.synth import write_llama
+    from synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=6)
     fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)

@@ -78,7 +78,7 @@ def test_float32_nulls_match_float64_on_an_embedded_model(smollm2_layer):
 
 @pytest.mark.slow
 def test_float32_nulls_match_float64_at_7b_shape():
-    from tools import baselines as hb
+    import baselines as hb
 
     f = hb.synthetic_layer(**hb.QWEN25_7B, seed=11)
     kn = [("K", "rotation"), ("O", "reassign"), ("K", "reassign")]

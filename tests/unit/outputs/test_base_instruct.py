@@ -19,7 +19,7 @@ from headgeom.io.fetch import fetch_model
 from headgeom.io.shards import read_shards
 from headgeom.jobs.pk_paper import pk_job
 from headgeom.outputs.pk.base_instruct import pk_sec5_5_base_instruct_pairs as table_pairs
-from tools.synth import write_llama
+from synth import write_llama
 
 H, DH, D, L = 4, 6, 24, 3
 THETA = 0.7

@@ -17,7 +17,7 @@ from headgeom.core.factors import LayerFactors
 from headgeom.core.seeds import rng_for
 from head_grams import grams
 from references import closure_explicit
-from tools.synth import closed_head
+from synth import closed_head
 
 rng = np.random.default_rng(2024)
 

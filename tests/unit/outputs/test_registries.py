@@ -17,7 +17,7 @@ from headgeom.publish import docs
 from headgeom import outputs as O
 from headgeom.outputs import registry as REG
 from headgeom.outputs.formats import Column, Table
-from tools.synth import write_llama
+from synth import write_llama
 
 ROOT = Path(__file__).resolve().parents[3]
 

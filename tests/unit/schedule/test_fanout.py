@@ -127,7 +127,7 @@ def test_two_fanouts_give_bitwise_identical_draws(tmp_path):
     rows of one part holding every pair are the unsplit job's rows in its order."""
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs.pk_paper import pk_null_cross_job
-    from tools.synth import write_llama
+    from synth import write_llama
 
     L = 4
     write_llama(tmp_path / "ck", n_layers=L)
@@ -168,7 +168,7 @@ def test_cross_parts_give_the_per_writer_rows_bitwise(tmp_path):
     """pk_cross_layer: packed or split parts hold exactly the rows of one job per writer layer."""
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs.pk_paper import pk_cross_job
-    from tools.synth import write_llama
+    from synth import write_llama
 
     L = 4
     write_llama(tmp_path / "ck", n_layers=L)
@@ -236,7 +236,7 @@ def test_spilled_writer_bases_give_bitwise_identical_rows(tmp_path, monkeypatch)
     disk: every writer spilled gives the same rows, bit for bit, in the same order."""
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs import pk_paper as pkjobs
-    from tools.synth import write_llama
+    from synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=4)
     fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
@@ -272,7 +272,7 @@ def test_pk_cross_computes_each_reader_layer_once_and_recomputes_beyond_the_memo
     from headgeom.io.fetch import fetch_model
     from headgeom.jobs import pk_paper as pkjobs
     from headgeom.methods import overlap as pkm
-    from tools.synth import write_llama
+    from synth import write_llama
 
     write_llama(tmp_path / "ck", n_layers=5)
     fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
@@ -301,7 +301,7 @@ def test_pk_cross_lets_each_layers_mapped_tensors_go(tmp_path, monkeypatch):
     from headgeom.io.fetch import fetch_model
     from headgeom.io.store import TensorStore
     from headgeom.jobs import pk_paper as pkjobs
-    from tools.synth import write_llama
+    from synth import write_llama
 
     def rss_file_kib():
         return next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()

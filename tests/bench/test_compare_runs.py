@@ -1,4 +1,4 @@
-"""tools/compare_runs.py: the before/after check of a restructuring finds a one-ulp change,
+"""bench/compare_runs.py: the before/after check of a restructuring finds a one-ulp change,
 treats NaN as equal to NaN, matches rows by key whatever their order, and follows a family
 whose values moved into another family's shards."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from headgeom.io.shards import write_shard
-from tools import compare_runs
+import compare_runs
 
 
 def _run(root: Path, P, order=(0, 1, 2), moved=False, extra_cols=False, csv="a,b\n1,0.5\n", both=False):

@@ -7,7 +7,7 @@ projector Grams, methods.overlap.projector_gram's slabs as torch GEMMs) in FP64,
 and in FP32 and TF32 with their error against FP64; from the device's measured rates, the projected
 one-GPU time of the full (global) Qwen3-235B cross-layer null suite.
 
-    python tools/gpu_check.py [--device cuda|cpu] [--reps N] [--tiny]
+    python bench/gpu_check.py [--device cuda|cpu] [--reps N] [--tiny]
 
 --tiny: small shapes (the test's CPU path). Exit status 1 when a check fails."""
 
@@ -16,17 +16,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: the tools package
-
-from tools import baselines as hb  # noqa: E402
-from headgeom.core.backend import Backend  # noqa: E402
-from headgeom.core.seeds import rng_for  # noqa: E402
-from headgeom.methods.nulls import null_factors  # noqa: E402
-from headgeom.methods.overlap import (cross_pairs, factor_stack, orthonormal_bases, packed_length, pk_within,  # noqa: E402
+import baselines as hb
+from headgeom.core.backend import Backend
+from headgeom.core.seeds import rng_for
+from headgeom.methods.nulls import null_factors
+from headgeom.methods.overlap import (cross_pairs, factor_stack, orthonormal_bases, packed_length, pk_within,
                                  stacked_heads)
 
 TINY = dict(d_model=96, d_head=8, n_heads=8, n_kv=2, n_layers=4)

@@ -1,6 +1,6 @@
 """Compare the numbers of two pipeline runs: every Parquet shard and every CSV table.
 
-    .venv/bin/python tools/compare_runs.py OLD_ROOT NEW_ROOT [--moved closure=paper1_heads] [--by-family]
+    .venv/bin/python bench/compare_runs.py OLD_ROOT NEW_ROOT [--moved closure=paper1_heads] [--by-family]
 
 OLD_ROOT and NEW_ROOT are working directories of `make run` (each with results/shards and
 results/tables). File hashes differ between any two code versions (provenance records the

@@ -1,4 +1,4 @@
-"""tools/gpu_check.py's CPU path (tiny shapes): the torch backend against numpy on the null, PK
+"""bench/gpu_check.py's CPU path (tiny shapes): the torch backend against numpy on the null, PK
 and closure kernels, as the prepared GPU check runs them on CUDA."""
 
 import pytest
@@ -7,7 +7,7 @@ pytest.importorskip("torch")
 
 
 def _load():
-    from tools import gpu_check
+    import gpu_check
 
     return gpu_check
 

@@ -10,14 +10,14 @@ and a lineage's earlier checkpoints are perturbations of the first half / of the
 (relative noise 0.03 for an instruct twin; 2.0, 0.5, 0.1 along a lineage, earliest first).
 Every checkpoint carries a character-level tokenizer, so the activation stage runs on it.
 
-The checkpoints are served by a loopback hub (tools/hubserver.py) under the entries'
+The checkpoints are served by a loopback hub (tests/helpers/hubserver.py) under the entries'
 real repo_id and revision (a 40-hex revision is the commit; a branch name is a ref to a commit
 named after it), and the pipeline fetches them with `source: hf` as it would from the hub. The
 run is config/models.yaml + config/paper.yaml (lineages enabled, the activation stage on every
 model with the embedded text) with samples and restarts cut (never shapes), listed in CUTS.
 It ends with the claims ledger's coverage line and the ledger's status counts.
 
-    .venv/bin/python tools/standins.py [--work .standins] [--cores 2] [--build-only] [--models m ...]
+    .venv/bin/python bench/standins.py [--work .standins] [--cores 2] [--build-only] [--models m ...]
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run as a script: the tools package
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))  # the test fixtures the bench shares (tests/helpers/: hubserver.py)
 
 D_HEAD = 8  # the stand-ins' head width (the real models': 64-256)
 
@@ -352,7 +352,7 @@ def main(argv=None) -> int:
         return 0
     cfg_path = work / "standins.yaml"
     cfg_path.write_text(yaml.safe_dump(run_config(models, lineages), sort_keys=False))
-    from tools.hubserver import MultiHub
+    from hubserver import MultiHub
 
     env = dict(os.environ, HF_HOME=str(work / "hf-home"), NO_PROXY="127.0.0.1,localhost", HF_HUB_DISABLE_TELEMETRY="1")
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_CACHE"):

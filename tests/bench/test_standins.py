@@ -1,4 +1,4 @@
-"""The stand-ins of the paper models (tools/standins.py): every config/models.yaml entry has a
+"""The stand-ins of the paper models (bench/standins.py): every config/models.yaml entry has a
 shape (agreeing with the entry's own ``shape:`` where it records one), derived checkpoints are
 built after what they derive from, and built stand-ins have the real counts and ratio, near-closed
 heads where planted (checked on the weights headgeom extracts, against the raw V^T O), and
@@ -16,7 +16,7 @@ import yaml
 
 from headgeom.io.checkpoint import open_checkpoint
 from headgeom.io.store import TensorStore, extract
-from tools import standins
+import standins
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,7 +106,7 @@ def test_standins_fetch_through_the_multi_repo_hub(built, tmp_path, monkeypatch)
     """Two repos behind one endpoint, a branch revision and a commit revision: the fetch's
     source records the repo, the commit and the bytes; an unknown repo is RepoNotFound."""
     from huggingface_hub.utils import close_session
-    from tools.hubserver import MultiHub, isolate_hub_client
+    from hubserver import MultiHub, isolate_hub_client
 
     from headgeom.core.errors import CheckpointError
     from headgeom.io.fetch import fetch_model

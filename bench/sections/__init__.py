@@ -1,0 +1,1 @@
+"""The sections of ``make bench`` (bench/run.py), one module per topic."""
