@@ -91,6 +91,8 @@ def main(argv=None) -> int:
     D, H, G, d = a.shape
     if a.draws:
         res = {"shape": a.shape, "load": os.getloadavg(), **draws(D, H, G, d)}
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(res, indent=1))
         print(json.dumps(res, indent=1))
         return 0
     types = a.types.split(",")

@@ -175,14 +175,23 @@ def null_cross_part_seconds(manifest, n_pairs: int, n_writers: int, n_readers: i
         draw_w += len(types) * pack_seconds(D, d, H, itemsize)
         draw_r += len(types) * pack_seconds(D, d, H + 2 * G, itemsize)
     per_sample = pair * n_pairs * len(types) + draw_w * n_writers + draw_r * n_readers
-    # the preparations (a D x D factor each) are kept up to PREPARED_CACHE_MB for the job's samples, the rest
-    # made again for each sample (headgeom.jobs.pk_paper._Prepared)
-    prep = prep_w * n_writers + prep_r * n_readers
-    wide = [n * d > D for n in (H, H, G, G)]  # O (the writer), then Q, K, V (the readers)
-    n_prep = ("rotation" in types) * (wide[0] * n_writers + sum(wide[1:]) * n_readers)
-    kept = min(n_prep, int(PREPARED_CACHE_MB * 2**20 // (D * D * itemsize)))
-    share_kept = kept / n_prep if n_prep else 1.0
-    return per_sample * n_samples + prep * (share_kept + (1 - share_kept) * n_samples)
+    prep = prep_w * n_writers + prep_r * n_readers  # each wide matrix's preparation once
+    n_prep = null_cross_preparations(f, n_writers, n_readers, 1, types, itemsize)
+    made = null_cross_preparations(f, n_writers, n_readers, n_samples, types, itemsize)
+    return per_sample * n_samples + (prep * made / n_prep if n_prep else 0.0)
+
+
+def null_cross_preparations(f: dict, n_writers: int, n_readers: int, n_samples: int, null_types,
+                            itemsize: int = 8, kinds=("Q", "K", "V")) -> int:
+    """How many rotation preparations (LQ factors of the wide layer matrices: n d > D) a pk_null_cross
+    part makes: each once while they fit PREPARED_CACHE_MB (D x D each, the first ones made), the rest
+    again for each sample (headgeom.jobs.pk_paper._Prepared)."""
+    D, d = f["d_model"], f["d_head"]
+    heads = {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
+    wide = sum(draw_prep_seconds(D, d, heads[k], "rotation") > 0 for k in kinds)
+    n = ("rotation" in tuple(null_types)) * ((heads["O"] * d > D) * n_writers + wide * n_readers)
+    kept = min(n, int(PREPARED_CACHE_MB * 2**20 // (D * D * itemsize)))
+    return kept + (n - kept) * n_samples
 
 
 MIN_RUNTIME = 5  # minutes a job asks for at least (a scheduler's granularity; start-up and imports)
