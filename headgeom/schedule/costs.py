@@ -251,7 +251,8 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
                   null_types=None) -> dict:
     """A part of ``n_pairs`` layer pairs of ``n_writers`` writer and ``n_readers`` reader layers
     (headgeom.schedule.fanout; default: all of them). Work: null_cross_part_seconds, its pairs by the
-    job's route and its layers' draws (and by projector Grams their packing), per sample and null.
+    job's route and its layers' draws (and by projector Grams their packing), per sample and null, and the
+    rotation's LQ factors of its wide layer matrices (null_cross_preparations).
     Memory: by projector Grams (methods.projectors.projectors_pay) the part's writer and reader bases and
     slab rows, each side up to NULL_CROSS_SIDE_MB (methods.projectors.layers_per_call whole layers, at most
     the part's); by blocks, writer bases up to WRITER_CACHE_MB (the rest spilled to $TMPDIR) and
