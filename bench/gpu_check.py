@@ -3,7 +3,7 @@
 closure's Gram GEMMs (Backend.matmul; closure_layer itself has no torch path) at the Qwen2.5-7B and
 Qwen3-235B layer shapes, each checked against numpy on the same inputs, with FLOP rates against the
 device's measured GEMM rate. The cross-layer null pairs by both routes (stacked-basis blocks and
-projector Grams, methods.overlap.projector_gram's slabs as torch GEMMs) in FP64, checked against numpy,
+projector Grams, methods.projectors.projector_gram's slabs as torch GEMMs) in FP64, checked against numpy,
 and in FP32 and TF32 with their error against FP64; from the device's measured rates, the projected
 one-GPU time of the full (global) Qwen3-235B cross-layer null suite.
 
@@ -23,8 +23,8 @@ import baselines as hb
 from headgeom.core.backend import Backend
 from headgeom.core.seeds import rng_for
 from headgeom.methods.nulls import null_factors
-from headgeom.methods.overlap import (cross_pairs, factor_stack, orthonormal_bases, packed_length, pk_within,
-                                 stacked_heads)
+from headgeom.methods.overlap import cross_pairs, factor_stack, orthonormal_bases, pk_within, stacked_heads
+from headgeom.methods.projectors import packed_length
 
 TINY = dict(d_model=96, d_head=8, n_heads=8, n_kv=2, n_layers=4)
 SUITE_SAMPLES, SUITE_NULLS = 30, 2  # the papers' cross-layer null design: 30 samples of each null
@@ -66,10 +66,10 @@ def gemm_rate(be, n, reps, dtype="float64"):
 
 
 def torch_projector_gram(be, W, R, dtype: str):
-    """methods.overlap.projector_gram on the device: each slab of both sides packed by one batched GEMM
+    """methods.projectors.projector_gram on the device: each slab of both sides packed by one batched GEMM
     (writers' weights as in pack_slab), one GEMM per slab in ``dtype`` (float64, float32, or tf32:
     float32 with TF32 matmuls), summed in float64."""
-    from headgeom.methods.overlap import projector_slabs
+    from headgeom.methods.projectors import projector_slabs
 
     t = be._torch
     tdt = t.float64 if dtype == "float64" else t.float32
@@ -94,7 +94,7 @@ def _set_tf32(be, on: bool):
 def null_cross_routes(be, nb, name, shape, reps, rtol, g64, g32) -> tuple[int, dict]:
     """Both routes of the cross-layer null pairs on the device: FP64 against numpy, FP32 and TF32
     against FP64; returns (failures, each route's share of the GEMM rate per dtype)."""
-    from headgeom.methods.overlap import FLOAT32_RHO_BOUND, projector_gram
+    from headgeom.methods.projectors import FLOAT32_RHO_BOUND, projector_gram
 
     D, d, H = shape["d_model"], shape["d_head"], shape["n_heads"]
     n = min(H, 32)

@@ -2,7 +2,7 @@
 GEMM rate: stacked-basis blocks (cross_pairs, rho only), and projector Grams (projector_gram: the
 slab packing and the slab products, timed apart), in float64 and float32, on random orthonormal
 bases at a model's shape; with the rates, each route's seconds for one writer->reader layer pair of
-one null sample at the job's budgets (methods.overlap.null_cross_route_seconds). Used by `make bench`
+one null sample at the job's budgets (methods.projectors.null_cross_route_seconds). Used by `make bench`
 (bench/run.py null_cross) and bench/gpu_check.py (the rates of a device)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from headgeom.methods import overlap
+from headgeom.methods import overlap, projectors
 from baselines import random_bases
 
 
@@ -33,15 +33,15 @@ def gemm_rate(dtype, reps: int, clock=time.perf_counter, n: int = 2048) -> float
 def slab_times(W, R, clock=time.perf_counter) -> tuple[float, float, np.ndarray]:
     """projector_gram's work, its packing and its products timed apart: (pack s, product s, PK)."""
     D = W.shape[1]
-    width = max((b - a) * (D - a) for a, b, _ in overlap.projector_slabs(D))
+    width = max((b - a) * (D - a) for a, b, _ in projectors.projector_slabs(D))
     Wb, Rb = np.empty((W.shape[0], width), W.dtype), np.empty((R.shape[0], width), R.dtype)
     PK = np.zeros((W.shape[0], R.shape[0]))
     t_pack = t_prod = 0.0
-    for a, b, _ in overlap.projector_slabs(D):
+    for a, b, _ in projectors.projector_slabs(D):
         m = (b - a) * (D - a)
         t0 = clock()
-        overlap.pack_slab(W, a, b, Wb[:, :m], twice_upper=True)
-        overlap.pack_slab(R, a, b, Rb[:, :m])
+        projectors.pack_slab(W, a, b, Wb[:, :m], twice_upper=True)
+        projectors.pack_slab(R, a, b, Rb[:, :m])
         t1 = clock()
         PK += Wb[:, :m] @ Rb[:, :m].T
         t_prod += clock() - t1
@@ -66,7 +66,7 @@ def gather_packing_seconds(B, clock=time.perf_counter) -> float:
 def gram_share(D: int, hw: int, hr: int, dtype, reps: int, g: float, clock=time.perf_counter) -> float:
     """The slab products' FLOP rate over the GEMM rate with the operands of a job's call (hw writer
     and hr reader heads: the product of 32 x 32 heads is thin and memory-bound, the job's is not)."""
-    width = max((b - a) * (D - a) for a, b, _ in overlap.projector_slabs(D))
+    width = max((b - a) * (D - a) for a, b, _ in projectors.projector_slabs(D))
     rng = np.random.default_rng(3)
     Wb, Rb = rng.standard_normal((hw, width)).astype(dtype), rng.standard_normal((hr, width)).astype(dtype)
     dt, _ = best(lambda: Wb @ Rb.T, reps, clock)
@@ -78,13 +78,13 @@ def measure(shape: dict, heads: int = 32, reps: int = 2, clock=time.perf_counter
     reader heads (the slab products also with the heads of the job's calls), as fractions of this
     process's GEMM rate of the same dtype, the float32 error, and the seconds of one layer pair
     (n_heads writers; n_heads + 2 n_kv readers) at those rates. The slab product is timed at a
-    pk_null_cross part's call (its whole tile a side, methods.overlap.tile_side), at most
+    pk_null_cross part's call (its whole tile a side, methods.projectors.tile_side), at most
     ``max_heads`` a side (past a few hundred heads a side the GEMM's rate no longer grows)."""
     D, d, H, G, L = shape["d_model"], shape["d_head"], shape["n_heads"], shape["n_kv"], shape["n_layers"]
-    Lp = overlap.packed_length(D)
+    Lp = projectors.packed_length(D)
     W64, R64 = random_bases(heads, D, d, 1), random_bases(heads, D, d, 2)
     rw = rr = np.full(heads, d)
-    out = {"shape": shape, "heads": heads, "packed_length": Lp, "slabs": len(overlap.projector_slabs(D))}
+    out = {"shape": shape, "heads": heads, "packed_length": Lp, "slabs": len(projectors.projector_slabs(D))}
     ref = None
     for dtype in (np.float64, np.float32):
         name = np.dtype(dtype).name
@@ -100,7 +100,7 @@ def measure(shape: dict, heads: int = 32, reps: int = 2, clock=time.perf_counter
                "gram_share_small": 2 * Lp * heads**2 / t_prod / g,
                "seconds": {"blocks": t_blocks, "pack": t_pack, "gram": t_prod}}
         itemsize = np.dtype(dtype).itemsize
-        side = overlap.tile_side(D, d, H, H + 2 * G, L, itemsize)  # a pk_null_cross part: one call of its whole tile
+        side = projectors.tile_side(D, d, H, H + 2 * G, L, itemsize)  # a pk_null_cross part: one call of its whole tile
         hw, hr = side * H, side * (H + 2 * G)
         row["call_heads"] = [hw, hr]
         row["gram_heads"] = [min(hw, max_heads), min(hr, max_heads)]  # the product timed (memory: its two operands)
@@ -110,16 +110,16 @@ def measure(shape: dict, heads: int = 32, reps: int = 2, clock=time.perf_counter
             row["rho_vs_blocks_max_rel"] = float(np.max(np.abs(rho.ravel() - res["rho"]) / np.abs(res["rho"])))
         else:
             row["rho_vs_float64_max_abs"] = float(np.max(np.abs(rho - ref)))
-            row["bound"] = overlap.FLOAT32_RHO_BOUND
-        saved = overlap.GEMM_FLOPS, dict(overlap.ROUTE_RATES)
+            row["bound"] = projectors.FLOAT32_RHO_BOUND
+        saved = projectors.GEMM_FLOPS, dict(projectors.ROUTE_RATES)
         try:  # the layer pair at the measured rates (float32 prices at twice the float64 GEMM rate)
-            overlap.GEMM_FLOPS = g * itemsize / 8
-            overlap.ROUTE_RATES.update(blocks=row["blocks_share"], pack=row["pack_share"], gram=row["gram_share"])
-            row["layer_pair_s"] = overlap.null_cross_route_seconds(D, d, H, H + 2 * G, L, itemsize)
+            projectors.GEMM_FLOPS = g * itemsize / 8
+            projectors.ROUTE_RATES.update(blocks=row["blocks_share"], pack=row["pack_share"], gram=row["gram_share"])
+            row["layer_pair_s"] = projectors.null_cross_route_seconds(D, d, H, H + 2 * G, L, itemsize)
         finally:
-            overlap.GEMM_FLOPS, _ = saved
-            overlap.ROUTE_RATES.clear()
-            overlap.ROUTE_RATES.update(saved[1])
+            projectors.GEMM_FLOPS, _ = saved
+            projectors.ROUTE_RATES.clear()
+            projectors.ROUTE_RATES.update(saved[1])
         out[name] = row
     out["gather_packing_s_per_head"] = gather_packing_seconds(W64[:2], clock)
     out["slab_packing_s_per_head"] = out["float64"]["seconds"]["pack"] / (2 * heads)

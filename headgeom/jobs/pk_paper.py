@@ -327,7 +327,7 @@ def heads_of_kind(fields, kind: str) -> int:
 
 
 def layer_groups(layers, per_call: int) -> list[list[int]]:
-    """Consecutive layers in groups of ``per_call`` (methods.overlap.layers_per_call; at least one): the
+    """Consecutive layers in groups of ``per_call`` (methods.projectors.layers_per_call; at least one): the
     writer or reader layers of one projector_gram call."""
     per = max(1, int(per_call))
     return [list(layers[i:i + per]) for i in range(0, len(layers), per)]
@@ -339,7 +339,8 @@ def _projector_call_stats(writers, readers, group, chunk, writers_of: dict, kind
     group of reader layers from one projector_gram call: ``writers`` the spilling cache of writer
     draws, ``readers`` (reader layer, kind) -> the group's draws. Each head is packed once for all
     its partners in the call; writers of the chunk without a partner in the group are left out."""
-    from headgeom.methods.overlap import layer_stats, projector_gram, rho_of_pk
+    from headgeom.methods.overlap import layer_stats, rho_of_pk
+    from headgeom.methods.projectors import projector_gram
 
     needed = [lw for lw in chunk if any(lw in writers_of[lr] for lr in group)]
     if not needed:
@@ -374,11 +375,11 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     reader_stop), ...]`` (headgeom.schedule.fanout); default every pair. Each layer's factors are read
     once per job (kept up to FACTOR_CACHE_MB, with what the null models' draws of them share,
     PREPARED_CACHE_MB); each writer and reader layer is drawn once per sample. Pairs come from
-    projector Grams where the shape makes them cheaper (methods.overlap.projectors_pay, a cost model of
+    projector Grams where the shape makes them cheaper (methods.projectors.projectors_pay, a cost model of
     FLOPs and bytes): the part's reader layers (every kind) against its writer layers in one
-    methods.overlap.projector_gram per sample, so that each head is packed once per sample and its
+    methods.projectors.projector_gram per sample, so that each head is packed once per sample and its
     packing serves every partner in the part. The fan-out cuts the pairs into tiles whose two sides
-    fit NULL_CROSS_SIDE_MB each (methods.overlap.tile_side); a part beyond it (made by hand) runs as
+    fit NULL_CROSS_SIDE_MB each (methods.projectors.tile_side); a part beyond it (made by hand) runs as
     groups of reader layers and chunks of writer layers within it, one call per (group, chunk). From
     stacked-basis blocks otherwise (reader layers one at a time, each writer read once per reader
     layer; writer draws kept in memory up to WRITER_CACHE_MB and spilled to $TMPDIR beyond it, so
@@ -386,9 +387,9 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     come null, sample, reader, kind, writer: with every pair in one part they are the rows of the
     unsplit job, and any fan-out (or budget) gives the same row per pair, bit for bit."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
-    from headgeom.methods import overlap
-    from headgeom.methods.overlap import (cross_pairs, isotropic_rho, layer_stats, layers_per_call, orthonormal_bases,
-                                     projectors_pay, stacked)
+    from headgeom.methods import projectors
+    from headgeom.methods.overlap import cross_pairs, isotropic_rho, layer_stats, orthonormal_bases, stacked
+    from headgeom.methods.projectors import layers_per_call, projectors_pay
     from headgeom.core.seeds import rng_for
 
     t0 = time.perf_counter()
@@ -434,7 +435,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     buffers: dict = {}  # projector_gram's slab buffers, reused by every call of the same size
     # by projector Grams a part's writer bases are one side of its calls (NULL_CROSS_SIDE_MB, priced by the cost
     # model): kept in memory; by blocks beyond WRITER_CACHE_MB they are spilled
-    cache_mb = max(WRITER_CACHE_MB, overlap.NULL_CROSS_SIDE_MB if by_projectors else 0)
+    cache_mb = max(WRITER_CACHE_MB, projectors.NULL_CROSS_SIDE_MB if by_projectors else 0)
     with _SpillingCache(cache_mb) as writers:
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:

@@ -76,19 +76,62 @@ def pk_cross_pair_seconds(manifest) -> float:
     return SECONDS["pk_cross_pair"] * work_ratio(_fields(manifest))
 
 
-def null_cross_draw_seconds(manifest) -> tuple[float, float]:
-    """Seconds of one layer's null draws and bases per sample and null, as a writer (O) and as a
-    reader (the other kinds): half of a within-layer sample of both nulls and all four kinds (which
-    also makes the within pairs: an upper bound), split by the heads each side draws."""
+# The cross-layer nulls' draws, from counted FLOPs at rates measured against the same process's GEMM rate
+# (`bench/null_cross_part.py --draws`: one draw of each kind's layer matrix and its heads' orthonormal
+# bases, one BLAS thread; docs/costs.md). A rotation draw of a D x m layer matrix (m = heads x d_head) is a
+# Householder QR of an m x min(m, D) Gaussian and its reflectors applied (headgeom.methods.nulls.rotate_spectrum:
+# 4/3 m^3 + 2 m^2 D FLOPs when m <= D; for a wide matrix 6 m D^2 - 8/3 D^3, against its LQ factor, itself
+# 2 m D^2 - 2/3 D^3 once per job and matrix: ``draw_prep_seconds``); the Gaussian's sampling is priced in
+# the draw's rate. A reassignment draw gathers the matrix's columns. Either draw's bases
+# (methods.overlap.orthonormal_bases) are priced as four GEMMs of 2 D d^2 a head, at the rate that their
+# GEMMs, eigendecompositions and Cholesky factors run at together.
+DRAW_RATES = {  # fractions of projectors.GEMM_FLOPS; measured at the Qwen3-235B shape: 0.70, 0.55, 0.35
+    "householder": 0.70, "lq": 0.55, "bases": 0.35,
+}
+
+
+def draw_seconds(D: int, d: int, n: int, null: str, itemsize: int = 8) -> float:
+    """CPU seconds of one null draw of a layer matrix of ``n`` heads (D x n d) and its heads' bases."""
+    from headgeom.methods.projectors import BYTES_PER_FLOP_TIME, GEMM_FLOPS
+
+    speed = GEMM_FLOPS * (8 / itemsize)
+    m = n * d
+    bases = n * 8 * D * d * d / (speed * DRAW_RATES["bases"])
+    if null == "reassign":
+        return bases + 2 * D * m * itemsize * BYTES_PER_FLOP_TIME  # the columns read and written once
+    # rotation (and a null registered elsewhere: priced as the dearer draw)
+    qr = 4 / 3 * m**3 + 2 * m * m * D if m <= D else 6 * m * D * D - 8 / 3 * D**3
+    return bases + qr / (speed * DRAW_RATES["householder"])
+
+
+def draw_prep_seconds(D: int, d: int, n: int, null: str, itemsize: int = 8) -> float:
+    """CPU seconds of what every draw of one layer matrix shares, once per job (nulls.NullModel.prepare):
+    a rotation's LQ factor of a wide matrix (n d > D), nothing otherwise."""
+    from headgeom.methods.projectors import GEMM_FLOPS
+
+    m = n * d
+    if null == "reassign" or m <= D:
+        return 0.0
+    return (2 * m * D * D - 2 / 3 * D**3) / (GEMM_FLOPS * (8 / itemsize) * DRAW_RATES["lq"])
+
+
+def null_cross_draw_seconds(manifest, null_types=("rotation", "reassign"), kinds=("Q", "K", "V"),
+                            precision: str = "float64", per_job: bool = False) -> tuple[float, float]:
+    """Seconds of one layer's null draws and bases, summed over ``null_types``, as a writer (O) and as
+    a reader (``kinds``): per sample (``draw_seconds``) or, ``per_job``, once per job (``draw_prep_seconds``)."""
     f = _fields(manifest)
-    layer = SECONDS["pk_null_within_sample"] / 2 * work_ratio(f)
-    share_o = f["n_heads"] / (2 * f["n_heads"] + 2 * f["n_kv_heads"])
-    return layer * share_o, layer * (1 - share_o)
+    D, d = f["d_model"], f["d_head"]
+    itemsize = 4 if precision == "float32" else 8
+    cost = draw_prep_seconds if per_job else draw_seconds
+    heads = {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
+    w = sum(cost(D, d, heads["O"], null, itemsize) for null in null_types)
+    r = sum(cost(D, d, heads[k], null, itemsize) for null in null_types for k in kinds)
+    return w, r
 
 
 def null_cross_by_projectors(f: dict, precision: str = "float64") -> bool:
-    """Whether a model's pk_null_cross jobs take the projector-Gram route (methods.overlap.projectors_pay)."""
-    from headgeom.methods.overlap import projectors_pay
+    """Whether a model's pk_null_cross jobs take the projector-Gram route (methods.projectors.projectors_pay)."""
+    from headgeom.methods.projectors import projectors_pay
 
     return projectors_pay(f["n_heads"], f["d_model"], f["d_head"], f["n_layers"], f["n_kv_heads"],
                           itemsize=4 if precision == "float32" else 8)
@@ -96,10 +139,10 @@ def null_cross_by_projectors(f: dict, precision: str = "float64") -> bool:
 
 def null_cross_route_pair_seconds(manifest, precision: str = "float64") -> float:
     """Seconds of the head pairs of one writer->reader layer pair, per sample and null, by the route
-    the job takes (methods.overlap.projectors_pay: FLOPs and bytes counted, at rates `make bench`
+    the job takes (methods.projectors.projectors_pay: FLOPs and bytes counted, at rates `make bench`
     measures against the GEMM rate; Q, K and V readers); by projector Grams with each layer's packing
-    shared by a full tile's partners (methods.overlap.tile_side)."""
-    from headgeom.methods.overlap import null_cross_route_seconds
+    shared by a full tile's partners (methods.projectors.tile_side)."""
+    from headgeom.methods.projectors import null_cross_route_seconds
 
     f = _fields(manifest)
     D, H, d, G, L = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"], f["n_layers"]
@@ -109,25 +152,44 @@ def null_cross_route_pair_seconds(manifest, precision: str = "float64") -> float
 
 
 def null_cross_part_seconds(manifest, n_pairs: int, n_writers: int, n_readers: int, n_samples: int = 1,
-                            n_null_types: int = 2, precision: str = "float64") -> float:
+                            n_null_types: int = 2, precision: str = "float64", null_types=None) -> float:
     """Seconds of a pk_null_cross part: its pairs by the job's route and its layers' draws (each
-    writer and each reader layer drawn once per sample and null, whatever its pairs); by projector
-    Grams the pairs' slab products and each layer's packing, once per sample and null (the part's
-    heads packed together: methods.overlap.projector_gram)."""
-    from headgeom.methods.overlap import null_cross_route_seconds, pack_seconds
+    writer and each reader layer drawn once per sample and null, whatever its pairs; a rotation's LQ
+    factors once per job); by projector Grams the pairs' slab products and each layer's packing, once
+    per sample and null (the part's heads packed together: methods.projectors.projector_gram).
+    ``null_types``: the nulls by name (default: the first ``n_null_types`` of rotation, reassign)."""
+    from headgeom.methods.projectors import null_cross_route_seconds, pack_seconds
 
     f = _fields(manifest)
     D, H, d, G, L = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"], f["n_layers"]
     itemsize = 4 if precision == "float32" else 8
-    draw_w, draw_r = null_cross_draw_seconds(f)
+    types = tuple(null_types) if null_types is not None else ("rotation", "reassign")[:n_null_types]
+    draw_w, draw_r = null_cross_draw_seconds(f, types, precision=precision)
+    prep_w, prep_r = null_cross_draw_seconds(f, types, precision=precision, per_job=True)
     t = null_cross_route_seconds(D, d, H, H + 2 * G, max(L, 2), itemsize)
+    pair = t["blocks"]
     if null_cross_by_projectors(f, precision):
         pair = t["gram"]
-        draw_w += pack_seconds(D, d, H, itemsize)
-        draw_r += pack_seconds(D, d, H + 2 * G, itemsize)
-    else:
-        pair = t["blocks"]
-    return (pair * n_pairs + draw_w * n_writers + draw_r * n_readers) * n_samples * n_null_types
+        draw_w += len(types) * pack_seconds(D, d, H, itemsize)
+        draw_r += len(types) * pack_seconds(D, d, H + 2 * G, itemsize)
+    per_sample = pair * n_pairs * len(types) + draw_w * n_writers + draw_r * n_readers
+    prep = prep_w * n_writers + prep_r * n_readers  # each wide matrix's preparation once
+    n_prep = null_cross_preparations(f, n_writers, n_readers, 1, types, itemsize)
+    made = null_cross_preparations(f, n_writers, n_readers, n_samples, types, itemsize)
+    return per_sample * n_samples + (prep * made / n_prep if n_prep else 0.0)
+
+
+def null_cross_preparations(f: dict, n_writers: int, n_readers: int, n_samples: int, null_types,
+                            itemsize: int = 8, kinds=("Q", "K", "V")) -> int:
+    """How many rotation preparations (LQ factors of the wide layer matrices: n d > D) a pk_null_cross
+    part makes: each once while they fit PREPARED_CACHE_MB (D x D each, the first ones made), the rest
+    again for each sample (headgeom.jobs.pk_paper._Prepared)."""
+    D, d = f["d_model"], f["d_head"]
+    heads = {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
+    wide = sum(draw_prep_seconds(D, d, heads[k], "rotation") > 0 for k in kinds)
+    n = ("rotation" in tuple(null_types)) * ((heads["O"] * d > D) * n_writers + wide * n_readers)
+    kept = min(n, int(PREPARED_CACHE_MB * 2**20 // (D * D * itemsize)))
+    return kept + (n - kept) * n_samples
 
 
 MIN_RUNTIME = 5  # minutes a job asks for at least (a scheduler's granularity; start-up and imports)
@@ -183,12 +245,14 @@ def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2, kinds=No
 
 
 def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
-                  n_writers: int | None = None, n_readers: int | None = None, precision: str = "float64") -> dict:
+                  n_writers: int | None = None, n_readers: int | None = None, precision: str = "float64",
+                  null_types=None) -> dict:
     """A part of ``n_pairs`` layer pairs of ``n_writers`` writer and ``n_readers`` reader layers
     (headgeom.schedule.fanout; default: all of them). Work: null_cross_part_seconds, its pairs by the
-    job's route and its layers' draws (and by projector Grams their packing), per sample and null.
-    Memory: by projector Grams (methods.overlap.projectors_pay) the part's writer and reader bases and
-    slab rows, each side up to NULL_CROSS_SIDE_MB (methods.overlap.layers_per_call whole layers, at most
+    job's route and its layers' draws (and by projector Grams their packing), per sample and null, and the
+    rotation's LQ factors of its wide layer matrices (null_cross_preparations).
+    Memory: by projector Grams (methods.projectors.projectors_pay) the part's writer and reader bases and
+    slab rows, each side up to NULL_CROSS_SIDE_MB (methods.projectors.layers_per_call whole layers, at most
     the part's); by blocks, writer bases up to WRITER_CACHE_MB (the rest spilled to $TMPDIR) and
     readers one layer at a time. The layers' factors and the
     nulls' preparations are kept up to FACTOR_CACHE_MB and PREPARED_CACHE_MB. Measured peak RSS at
@@ -200,7 +264,7 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
     n_writers = min(L - 1, n_pairs) if n_writers is None else n_writers
     n_readers = min(L - 1, n_pairs) if n_readers is None else n_readers
-    from headgeom.methods.overlap import head_mib, layers_per_call
+    from headgeom.methods.projectors import head_mib, layers_per_call
 
     D, H, d, G = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"]
     itemsize = 4 if precision == "float32" else 8
@@ -211,7 +275,7 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
                        for n, k in ((H, n_writers), (H + 2 * G, n_readers)))
     else:  # writer draws kept up to WRITER_CACHE_MB (the rest spilled), readers one layer at a time
         held_mib = min(WRITER_CACHE_MB, n_writers * itemsize * D * H * d / 2**20)
-    work_s = null_cross_part_seconds(f, n_pairs, n_writers, n_readers, n_samples, n_null_types, precision)
+    work_s = null_cross_part_seconds(f, n_pairs, n_writers, n_readers, n_samples, n_null_types, precision, null_types)
     return _minutes(work_s, BASE_MB + held_mib + factors_mib + MEM_FACTOR["pk_null_cross_draws"] * layer_mib(f))
 
 

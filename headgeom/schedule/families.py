@@ -137,7 +137,7 @@ def _pk_cost(model, writers: bool = False, kinds: str | None = None):
             if writers:
                 _, extra["n_writers"], extra["n_readers"] = fanout.part_layers(seg)
         if writers:  # the null pairs' route and memory depend on the arithmetic's width
-            extra["precision"] = nulls.get("precision", "float64")
+            extra["precision"], extra["null_types"] = nulls.get("precision", "float64"), tuple(nulls["types"])
         return model(manifest, _block_samples(job, nulls, wc), len(nulls["types"]), **extra)
 
     return cost
@@ -162,16 +162,16 @@ def _null_part_seconds(fields, config, n_pairs, n_writers, n_readers):
 
     nulls = config["pk"]["nulls"]
     return costs.null_cross_part_seconds(fields, n_pairs, n_writers, n_readers, per_job(nulls, "cross"),
-                                         len(nulls["types"]), nulls.get("precision", "float64"))
+                                         len(nulls["types"]), nulls.get("precision", "float64"), nulls["types"])
 
 
 def _null_tile_side(fields, config):
     """By projector Grams, the most layers a side of a pk_null_cross tile holds within the memory budget
-    of one call (methods.overlap.tile_side: each head then packed once per sample); by blocks, no bound."""
+    of one call (methods.projectors.tile_side: each head then packed once per sample); by blocks, no bound."""
     precision = config["pk"]["nulls"].get("precision", "float64")
     if not costs.null_cross_by_projectors(fields, precision):
         return None
-    from headgeom.methods.overlap import tile_side
+    from headgeom.methods.projectors import tile_side
 
     H, G = fields["n_heads"], fields["n_kv_heads"]  # readers of every cross kind (Q, K, V): the most a layer holds
     return tile_side(fields["d_model"], fields["d_head"], H, H + 2 * G, fields["n_layers"], 4 if precision == "float32" else 8)

@@ -23,9 +23,9 @@ def test_gpu_check_runs_on_cpu_and_agrees_with_numpy(capsys):
 
 
 def test_gpu_check_fails_when_float32_exceeds_its_stated_bound(capsys, monkeypatch):
-    from headgeom.methods import overlap
+    from headgeom.methods import projectors
 
-    monkeypatch.setattr(overlap, "FLOAT32_RHO_BOUND", 0.0)
+    monkeypatch.setattr(projectors, "FLOAT32_RHO_BOUND", 0.0)
     assert _load().main(["--device", "cpu", "--tiny", "--reps", "1"]) == 1
     lines = {ln.split(":")[0]: ln for ln in capsys.readouterr().out.splitlines()}
     assert lines["tiny null cross pairs float32"].endswith("FAILED")

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from headgeom.methods.linalg import mT, tr_prod
-from headgeom.methods.overlap import pack_slab, packed_length, projector_slabs, rho_of_pk
+from headgeom.methods.overlap import rho_of_pk
+from headgeom.methods.projectors import FLOAT32_RHO_BOUND, pack_slab, packed_length, projector_slabs
 from headgeom.methods.read_paths import norm_stats, write_factors
 
 # ---------------------------------------------------------------- closure (docs/methods.md §1.1)
@@ -95,3 +96,9 @@ def cross_rho_projectors(Pw2, rw, Pr, rr) -> np.ndarray:
     """rho of every writer with every reader head, (nw, nr), from whole packed projectors (writers
     ``twice_upper``); NaN where a space is zero or non-finite (rank <= 0)."""
     return rho_of_pk(projector_pk(Pw2, Pr), rw, rr)
+
+
+def float32_pk_bound(dim: int) -> float:
+    """The stated bound on |PK_float32 - PK_float64| of a pair whose smaller space has ``dim``: the
+    bound on rho (methods.projectors.FLOAT32_RHO_BOUND) times the dimension rho divides by."""
+    return FLOAT32_RHO_BOUND * dim

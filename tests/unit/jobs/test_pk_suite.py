@@ -188,7 +188,7 @@ def test_job_resources_scale_with_shape(tmp_path):
     nc = resources("pk_null_cross", ref, n_samples=1)
     # writers spill beyond the cache (measured peak 739 MB at 7 and at 28 layers by blocks, docs/performance.md);
     # projector Grams hold up to NULL_CROSS_SIDE_MB of bases and slab rows a side on top
-    from headgeom.methods.overlap import NULL_CROSS_SIDE_MB
+    from headgeom.methods.projectors import NULL_CROSS_SIDE_MB
 
     assert 739 + NULL_CROSS_SIDE_MB <= nc["mem_mb"] <= 739 + 3 * NULL_CROSS_SIDE_MB
     # one sample of both nulls over all 378 layer pairs: at least the pairs' work, not the floor

@@ -9,9 +9,9 @@ import pytest
 from scipy.linalg import subspace_angles
 
 from headgeom.io.shards import read_shard
-from headgeom.methods import overlap
+from headgeom.methods import overlap, projectors
 from headgeom.jobs import pk_paper as pkjobs
-from references import cross_rho_projectors, packed_projectors, projector_pk
+from references import cross_rho_projectors, float32_pk_bound, packed_projectors, projector_pk
 
 
 def _bases(n, D, d, seed, drop=()):
@@ -29,7 +29,7 @@ def test_projector_pk_is_the_sum_of_squared_principal_cosines(D, d, nw, nr):
     Br, rr = _bases(nr, D, d, 2)
     got = projector_pk(packed_projectors(Bw, twice_upper=True), packed_projectors(Br))
     assert rw[0] == d - 1
-    np.testing.assert_allclose(overlap.projector_gram([Bw], [Br]), got, rtol=1e-14)  # slab by slab: the same terms
+    np.testing.assert_allclose(projectors.projector_gram([Bw], [Br]), got, rtol=1e-14)  # slab by slab: the same terms
     for i in range(nw):
         for j in range(nr):
             U, V = Bw[i][:, :rw[i]], Br[j][:, :rr[j]]
@@ -43,16 +43,16 @@ def test_packed_slabs_are_the_projector_rows_with_the_writer_weights(monkeypatch
     """Each slab a..b of a head's packing is the rectangle (U U^T)[a:b, a:], read off an explicit
     projector; the writer's (twice_upper) has the entries right of the slab's diagonal block doubled.
     The slabs tile the rows 0..D in order."""
-    monkeypatch.setattr(overlap, "SLAB_ELEMS", 40)
-    overlap.projector_slabs.cache_clear()
+    monkeypatch.setattr(projectors, "SLAB_ELEMS", 40)
+    projectors.projector_slabs.cache_clear()
     try:
         D = 37
         B, _ = _bases(3, D, 4, 4)
-        slabs = overlap.projector_slabs(D)
-        assert slabs[0][:2] == (0, overlap.SLAB_ROWS_MIN) and slabs[-1][1] == D and len(slabs) > 1
+        slabs = projectors.projector_slabs(D)
+        assert slabs[0][:2] == (0, projectors.SLAB_ROWS_MIN) and slabs[-1][1] == D and len(slabs) > 1
         assert all(s[1] == t[0] for s, t in zip(slabs, slabs[1:]))
         P, P2 = packed_projectors(B), packed_projectors(B, twice_upper=True)
-        assert P.shape == (3, overlap.packed_length(D))
+        assert P.shape == (3, projectors.packed_length(D))
         for h in range(3):
             full = B[h] @ B[h].T
             for a, b, off in slabs:
@@ -62,7 +62,7 @@ def test_packed_slabs_are_the_projector_rows_with_the_writer_weights(monkeypatch
                 np.testing.assert_array_equal(got2[:, :b - a], got[:, :b - a])
                 np.testing.assert_allclose(got2[:, b - a:], 2 * full[a:b, b:], rtol=1e-13, atol=1e-15)
     finally:
-        overlap.projector_slabs.cache_clear()
+        projectors.projector_slabs.cache_clear()
 
 
 @pytest.mark.parametrize("D,d,nw,nr,dtype", [(96, 8, 6, 9, np.float64), (257, 16, 5, 7, np.float64),
@@ -70,19 +70,19 @@ def test_packed_slabs_are_the_projector_rows_with_the_writer_weights(monkeypatch
 def test_projector_gram_is_the_explicit_projector_trace(D, d, nw, nr, dtype):
     """projector_gram over lists of layers (several slabs) against tr(P_w P_r) from explicit D x D
     projectors: 1e-12 relative in float64; in float32 within the bound stated in docs/methods.md
-    (overlap.FLOAT32_RHO_BOUND on rho = PK / d)."""
+    (projectors.FLOAT32_RHO_BOUND on rho = PK / d)."""
     Bw, rw = _bases(nw, D, d, 7, drop=(1,))
     Br, rr = _bases(nr, D, d, 8)
-    assert len(overlap.projector_slabs(D)) > 1 or D < 100
+    assert len(projectors.projector_slabs(D)) > 1 or D < 100
     want = np.array([[np.trace((Bw[i] @ Bw[i].T) @ (Br[j] @ Br[j].T)) for j in range(nr)] for i in range(nw)])
     W = [Bw[:2].astype(dtype), Bw[2:].astype(dtype)]
     R = [Br[:4].astype(dtype), Br[4:5].astype(dtype), Br[5:].astype(dtype)]
-    got = overlap.projector_gram(W, R)
+    got = projectors.projector_gram(W, R)
     assert got.dtype == np.float64 and got.shape == (nw, nr)
     if dtype == np.float64:
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
     else:
-        assert np.abs(got - want).max() <= overlap.float32_pk_bound(d)
+        assert np.abs(got - want).max() <= float32_pk_bound(d)
         assert np.abs(got - want).max() > 1e-10  # it is float32 arithmetic
 
 
@@ -104,34 +104,34 @@ def test_cross_rho_projectors_equals_the_blocks_path_with_nan_heads():
 def test_projectors_pay_by_counted_flops_and_bytes():
     """The route: projector Grams at the papers' shapes and the embedded models'; blocks where
     D d^2 is below the projector's D^2 / 2 per pair, or with no pairs."""
-    assert overlap.projectors_pay(28, 3584, 128, 28, 4)  # Qwen2.5-7B
-    assert overlap.projectors_pay(64, 4096, 128, 94, 4)  # Qwen3-235B
-    assert overlap.projectors_pay(9, 576, 64, 30, 3)  # SmolLM2-135M
-    assert not overlap.projectors_pay(12, 768, 16, 12)  # D d^2 well below D^2 / 2: blocks are cheaper per pair
-    assert not overlap.projectors_pay(9, 576, 64, 1, 3)  # no pairs
-    t = overlap.null_cross_route_seconds(3584, 128, 28, 36, 28)
+    assert projectors.projectors_pay(28, 3584, 128, 28, 4)  # Qwen2.5-7B
+    assert projectors.projectors_pay(64, 4096, 128, 94, 4)  # Qwen3-235B
+    assert projectors.projectors_pay(9, 576, 64, 30, 3)  # SmolLM2-135M
+    assert not projectors.projectors_pay(12, 768, 16, 12)  # D d^2 well below D^2 / 2: blocks are cheaper per pair
+    assert not projectors.projectors_pay(9, 576, 64, 1, 3)  # no pairs
+    t = projectors.null_cross_route_seconds(3584, 128, 28, 36, 28)
     # the counts behind it: blocks 2 D d^2 a pair, the slab products 2 L_p a pair (L_p ~ D (D + 1) / 2)
-    speed = overlap.GEMM_FLOPS
-    assert t["blocks"] == pytest.approx(2 * 3584 * 128**2 * 28 * 36 / (speed * overlap.ROUTE_RATES["blocks"]))
-    assert t["gram"] == pytest.approx(2 * overlap.packed_length(3584) * 28 * 36 / (speed * overlap.ROUTE_RATES["gram"]))
-    assert 3584 * 3585 // 2 < overlap.packed_length(3584) < 1.05 * 3584 * 3585 / 2
+    speed = projectors.GEMM_FLOPS
+    assert t["blocks"] == pytest.approx(2 * 3584 * 128**2 * 28 * 36 / (speed * projectors.ROUTE_RATES["blocks"]))
+    assert t["gram"] == pytest.approx(2 * projectors.packed_length(3584) * 28 * 36 / (speed * projectors.ROUTE_RATES["gram"]))
+    assert 3584 * 3585 // 2 < projectors.packed_length(3584) < 1.05 * 3584 * 3585 / 2
     assert t["projectors"] == pytest.approx(t["gram"] + t["pack"])
     # each head packed once per sample (2 d L_p FLOPs), shared by the `side` layers of a tile it meets
-    side = overlap.tile_side(3584, 128, 28, 36, 28)
+    side = projectors.tile_side(3584, 128, 28, 36, 28)
     assert t["side"] == side and 1 < side <= 27
-    Lp = overlap.packed_length(3584)
-    one_head = 2 * 128 * Lp / (speed * overlap.ROUTE_RATES["pack"]) + 8 * Lp * overlap.BYTES_PER_FLOP_TIME  # + its entries written
+    Lp = projectors.packed_length(3584)
+    one_head = 2 * 128 * Lp / (speed * projectors.ROUTE_RATES["pack"]) + 8 * Lp * projectors.BYTES_PER_FLOP_TIME  # + its entries written
     assert t["pack"] == pytest.approx(64 * one_head / side)
     # a tile's side within the memory budget of each side of a call, the largest that fits or the
     # whole triangle (n_layers - 1); float32 halves a head's memory
-    assert side * 36 * overlap.head_mib(3584, 128) <= overlap.NULL_CROSS_SIDE_MB
-    assert side == 27 or (side + 1) * 36 * overlap.head_mib(3584, 128) > overlap.NULL_CROSS_SIDE_MB
+    assert side * 36 * projectors.head_mib(3584, 128) <= projectors.NULL_CROSS_SIDE_MB
+    assert side == 27 or (side + 1) * 36 * projectors.head_mib(3584, 128) > projectors.NULL_CROSS_SIDE_MB
     # Qwen3-235B (64 writers; 64 + 4 + 4 reading spaces a layer): memory, not the layer count, bounds it
-    side_235b = overlap.tile_side(4096, 128, 64, 72, 94)
-    assert side_235b < 93 and (side_235b + 1) * 72 * overlap.head_mib(4096, 128) > overlap.NULL_CROSS_SIDE_MB
-    assert side_235b * 72 * overlap.head_mib(4096, 128) <= overlap.NULL_CROSS_SIDE_MB
-    assert overlap.tile_side(4096, 128, 64, 72, 94, 4) > side_235b
-    assert overlap.tile_side(576, 64, 9, 15, 30) == 29  # a small model: the whole triangle in one call
+    side_235b = projectors.tile_side(4096, 128, 64, 72, 94)
+    assert side_235b < 93 and (side_235b + 1) * 72 * projectors.head_mib(4096, 128) > projectors.NULL_CROSS_SIDE_MB
+    assert side_235b * 72 * projectors.head_mib(4096, 128) <= projectors.NULL_CROSS_SIDE_MB
+    assert projectors.tile_side(4096, 128, 64, 72, 94, 4) > side_235b
+    assert projectors.tile_side(576, 64, 9, 15, 30) == 29  # a small model: the whole triangle in one call
 
 
 @pytest.mark.parametrize("by_projectors", [True, False])
@@ -145,7 +145,7 @@ def test_null_cross_job_gives_the_same_rows_by_either_path(tmp_path, monkeypatch
     p = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "K", "V"]}
     outs = {}
     for path in (True, False):
-        monkeypatch.setattr(overlap, "projectors_pay", lambda *_a, _p=path, **_k: _p)
+        monkeypatch.setattr(projectors, "projectors_pay", lambda *_a, _p=path, **_k: _p)
         outs[path] = tmp_path / f"{path}.parquet"
         pk_null_cross_job(tmp_path / "store", [0, 1], outs[path], p, log=lambda *_: None)
     (a, prov), (b, _) = read_shard(outs[by_projectors]), read_shard(outs[not by_projectors])
@@ -174,13 +174,13 @@ def test_null_cross_grouped_products_are_the_per_layer_pair_products_bit_for_bit
 
     write_llama(tmp_path / "ck", n_layers=5)
     fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
-    monkeypatch.setattr(overlap, "projectors_pay", lambda *_a, **_k: True)
+    monkeypatch.setattr(projectors, "projectors_pay", lambda *_a, **_k: True)
     p = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "K", "V"]}
     budgets = {"one layer each": (1e-9, 512), "all at once": (1e6, 512), "spilled": (1e6, 1e-9)}
     for segments in (None, [(1, 3, 5), (2, 3, 4)]):
         shards = {}
         for name, (side_mb, cache_mb) in budgets.items():
-            monkeypatch.setattr(overlap, "NULL_CROSS_SIDE_MB", side_mb)
+            monkeypatch.setattr(projectors, "NULL_CROSS_SIDE_MB", side_mb)
             monkeypatch.setattr(pkjobs, "WRITER_CACHE_MB", cache_mb)
             out = tmp_path / f"{name}-{segments is None}.parquet"
             pk_null_cross_job(tmp_path / "store", [0, 1], out, p, segments=segments, log=lambda *_: None)
@@ -206,9 +206,9 @@ def test_layer_groups_cover_the_layers_in_order():
     assert layer_groups(list(range(5)), 10**6) == [[0, 1, 2, 3, 4]]
     assert layer_groups([], 2) == []
     # a call's layers: whole layers whose bases and slab rows fit the side's budget
-    per_head = overlap.head_mib(576, 64)
-    assert overlap.layers_per_call(576, 64, 15, budget_mb=15 * per_head * 3.5) == 3
-    assert overlap.layers_per_call(576, 64, 15, budget_mb=1.0) == 1
+    per_head = projectors.head_mib(576, 64)
+    assert projectors.layers_per_call(576, 64, 15, budget_mb=15 * per_head * 3.5) == 3
+    assert projectors.layers_per_call(576, 64, 15, budget_mb=1.0) == 1
 
 
 def test_projector_gram_from_each_writers_first_partner(monkeypatch):
@@ -216,23 +216,23 @@ def test_projector_gram_from_each_writers_first_partner(monkeypatch):
     D x D projectors (1e-12 relative); the columns left of a run's smallest start are not computed (0).
     Runs of at least PRODUCT_ROWS writer heads: with 2 a run, writer arrays of 1, 2 and 2 heads make
     runs [0, 3) from column min(0, 2) and [3, 5) from column 4."""
-    monkeypatch.setattr(overlap, "PRODUCT_ROWS", 2)
+    monkeypatch.setattr(projectors, "PRODUCT_ROWS", 2)
     D, d = 120, 6
     Bw, _ = _bases(5, D, d, 11, drop=(3,))
     Br, _ = _bases(7, D, d, 12)
     W, R = [Bw[:1], Bw[1:3], Bw[3:]], [Br[:2], Br[2:4], Br[4:]]
     want = np.array([[np.trace((Bw[i] @ Bw[i].T) @ (Br[j] @ Br[j].T)) for j in range(7)] for i in range(5)])
-    assert overlap.product_runs([1, 2, 2], [0, 2, 4], 7) == [(0, 3, 0), (3, 5, 4)]
-    got = overlap.projector_gram(W, R, partners_from=[0, 2, 4])
+    assert projectors.product_runs([1, 2, 2], [0, 2, 4], 7) == [(0, 3, 0), (3, 5, 4)]
+    got = projectors.projector_gram(W, R, partners_from=[0, 2, 4])
     np.testing.assert_allclose(got[:3], want[:3], rtol=1e-12)
     np.testing.assert_allclose(got[3:, 4:], want[3:, 4:], rtol=1e-12)
     assert (got[3:, :4] == 0).all()
     # every column computed: the whole Gram (BLAS may round a run's product apart from the whole one's)
-    full = overlap.projector_gram(W, R)
-    np.testing.assert_allclose(overlap.projector_gram(W, R, partners_from=[0, 0, 0]), full, rtol=1e-14)
-    assert overlap.product_runs([1, 2, 2], [7, 7, 7], 7) == []  # no partner: nothing computed
+    full = projectors.projector_gram(W, R)
+    np.testing.assert_allclose(projectors.projector_gram(W, R, partners_from=[0, 0, 0]), full, rtol=1e-14)
+    assert projectors.product_runs([1, 2, 2], [7, 7, 7], 7) == []  # no partner: nothing computed
     with pytest.raises(ValueError, match="partners_from"):
-        overlap.projector_gram(W, R, partners_from=[0, 8, 0])
+        projectors.projector_gram(W, R, partners_from=[0, 8, 0])
 
 
 def test_a_tile_is_one_call_a_sample_with_every_head_packed_once(tmp_path, monkeypatch):
@@ -250,7 +250,7 @@ def test_a_tile_is_one_call_a_sample_with_every_head_packed_once(tmp_path, monke
     fetch_model("tiny", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
     p = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "K", "V"]}
     calls, packed = [], []
-    real_gram, real_pack = overlap.projector_gram, overlap.pack_slab
+    real_gram, real_pack = projectors.projector_gram, projectors.pack_slab
 
     def counting_gram(writers, readers, *a, **k):
         calls.append((sum(B.shape[0] for B in writers), sum(B.shape[0] for B in readers)))
@@ -261,14 +261,14 @@ def test_a_tile_is_one_call_a_sample_with_every_head_packed_once(tmp_path, monke
             packed.append((a, bases.shape[0]))
         return real_pack(bases, a, b, out, twice_upper)
 
-    monkeypatch.setattr(overlap, "projector_gram", counting_gram)
-    monkeypatch.setattr(overlap, "pack_slab", counting_pack)
+    monkeypatch.setattr(projectors, "projector_gram", counting_gram)
+    monkeypatch.setattr(projectors, "pack_slab", counting_pack)
     parts = tile_parts(6, 2)
     assert len(parts) == 6 and sum(len(s) for s in parts) > 6  # diagonal tiles (triangles) and squares
     for i, seg in enumerate(parts):
         rows = {}
         for by_projectors in (True, False):
-            monkeypatch.setattr(overlap, "projectors_pay", lambda *_a, _p=by_projectors, **_k: _p)
+            monkeypatch.setattr(projectors, "projectors_pay", lambda *_a, _p=by_projectors, **_k: _p)
             calls.clear(), packed.clear()
             out = tmp_path / f"{i}-{by_projectors}.parquet"
             pk_null_cross_job(tmp_path / "store", [0, 1], out, p, segments=seg, log=lambda *_: None)
@@ -278,7 +278,7 @@ def test_a_tile_is_one_call_a_sample_with_every_head_packed_once(tmp_path, monke
                 readers = {r for _, r0, r1 in seg for r in range(r0, r1)}
                 assert len(calls) == 2 * 2  # nulls x samples: one call each
                 heads = calls[0][0] + calls[0][1]
-                slabs = len(overlap.projector_slabs(48))
+                slabs = len(projectors.projector_slabs(48))
                 assert sum(n for _, n in packed) == 2 * 2 * slabs * heads  # each head once per slab and call
                 assert calls[0][0] == 4 * len(writers) and calls[0][1] == (4 + 2 + 2) * len(readers)  # 4 q / 2 kv heads
             else:

@@ -94,7 +94,7 @@ def test_cross_null_work_is_the_sum_of_its_parts_draws_and_pairs():
     """The pk_null_cross rule's expected work, recomputed from its fan-out: per sample and null, every
     part's layer pairs at the slab products' seconds plus one draw and one packing of each writer and
     reader layer it holds (each head packed once a sample: its part is one projector-Gram call)."""
-    from headgeom.methods import overlap
+    from headgeom.methods import projectors
     from headgeom.schedule import costs, fanout
     from headgeom.schedule.families import JOBS
     from headgeom.schedule.designs import model_config
@@ -103,13 +103,19 @@ def test_cross_null_work_is_the_sum_of_its_parts_draws_and_pairs():
     fields = p["models"][Q3]["fields"]
     nulls = model_config(config, Q3)["pk"]["nulls"]
     D, d, H, G = fields["d_model"], fields["d_head"], fields["n_heads"], fields["n_kv_heads"]
-    gram = 2 * overlap.packed_length(D) * H * (H + 2 * G) / (overlap.GEMM_FLOPS * overlap.ROUTE_RATES["gram"])
-    draw_w, draw_r = costs.null_cross_draw_seconds(fields)
-    draw_w, draw_r = draw_w + overlap.pack_seconds(D, d, H), draw_r + overlap.pack_seconds(D, d, H + 2 * G)
+    gram = 2 * projectors.packed_length(D) * H * (H + 2 * G) / (projectors.GEMM_FLOPS * projectors.ROUTE_RATES["gram"])
+    types = nulls["types"]
+    o, kv = (sum(costs.draw_seconds(D, d, n, null) for null in types) for n in (H, G))
+    draw_w = o + len(types) * projectors.pack_seconds(D, d, H)  # O
+    draw_r = o + 2 * kv + len(types) * projectors.pack_seconds(D, d, H + 2 * G)  # Q, K, V
+    prep = costs.draw_prep_seconds(D, d, H, "rotation")  # O's and Q's LQ factors (64 x 128 > 4096), once a part
+    assert prep > 0 and costs.draw_prep_seconds(D, d, G, "rotation") == 0
     parts = fanout.parts(JOBS["pk_null_cross"], fields, model_config(config, Q3))
-    per_sample = sum(fanout.n_pairs(pt) * gram + len({w for w, _, _ in pt}) * draw_w
-                     + len({r for _, a, b in pt for r in range(a, b)}) * draw_r for pt in parts)
-    expected = per_sample * int(nulls["cross_samples"]) * len(nulls["types"])
+    assert int(nulls["cross_samples_per_job"]) == 1
+    layers = [(len({w for w, _, _ in pt}), len({r for _, a, b in pt for r in range(a, b)})) for pt in parts]
+    per_sample = sum(fanout.n_pairs(pt) * gram * len(types) + nw * (draw_w + prep) + nr * (draw_r + prep)
+                     for pt, (nw, nr) in zip(parts, layers))
+    expected = per_sample * int(nulls["cross_samples"])
     got = sum(j.expected_s for j in p["jobs"] if j.rule == "pk_null_cross")
     assert got == pytest.approx(expected, rel=1e-9)
     # every pair in exactly one part

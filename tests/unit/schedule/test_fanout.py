@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from headgeom.core.errors import ConfigError
-from headgeom.methods import overlap
+from headgeom.methods import projectors
 from headgeom.schedule import costs, fanout
 from headgeom.schedule.families import JOBS, shard_paths
 
@@ -60,6 +60,14 @@ def test_tiles_draw_fewer_layers_than_row_pieces():
     assert fanout.part_layers(row) == (25, 1, 25)
 
 
+def _prep_repeats(D, writers, readers):
+    """How often a job of 10 samples makes its rotations' LQ factors: the first ones that fit
+    PREPARED_CACHE_MB once, the rest once a sample."""
+    n = len(writers) + len(readers)
+    kept = min(n, costs.PREPARED_CACHE_MB * 2**20 // (8 * D * D))
+    return (kept + (n - kept) * 10) / n
+
+
 @pytest.mark.parametrize("job", ["pk_cross_layer", "pk_null_cross"])
 def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs(job):
     for fields in (QWEN25_7B, QWEN3_235B):
@@ -72,15 +80,19 @@ def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs(job)
             if job == "pk_null_cross":
                 writers, readers = {w for w, _, _ in p}, {r for _, r0, r1 in p for r in range(r0, r1)}
                 # by projector Grams: each pair's slab products, each layer's packing once a sample and null
-                draw_w, draw_r = costs.null_cross_draw_seconds(fields)
                 D, d, H, G = fields["d_model"], fields["d_head"], fields["n_heads"], fields["n_kv_heads"]
-                Lp = overlap.packed_length(D)
-                gram = 2 * Lp * H * (H + 2 * G) / (overlap.GEMM_FLOPS * overlap.ROUTE_RATES["gram"])
-                pack = 2 * d * Lp / (overlap.GEMM_FLOPS * overlap.ROUTE_RATES["pack"]) + 8 * Lp * overlap.BYTES_PER_FLOP_TIME
-                want = 20 * (gram * fanout.n_pairs(p) + (draw_w + H * pack) * len(writers)
-                             + (draw_r + (H + 2 * G) * pack) * len(readers))
+                draw_w, draw_r = (sum(costs.draw_seconds(D, d, n, null) for null in ("rotation", "reassign"))
+                                  for n in (H, G))
+                draw_r = draw_w + 2 * draw_r  # a reader layer: Q (H heads), K and V (G each)
+                Lp = projectors.packed_length(D)
+                gram = 2 * Lp * H * (H + 2 * G) / (projectors.GEMM_FLOPS * projectors.ROUTE_RATES["gram"])
+                pack = 2 * d * Lp / (projectors.GEMM_FLOPS * projectors.ROUTE_RATES["pack"]) + 8 * Lp * projectors.BYTES_PER_FLOP_TIME
+                # a rotation's LQ factor of each wide matrix (O and Q at 235B: 64 x 128 > 4096), once a job
+                prep = costs.draw_prep_seconds(D, d, H, "rotation") * (len(writers) + len(readers))
+                want = 10 * (2 * gram * fanout.n_pairs(p) + (draw_w + 2 * H * pack) * len(writers)
+                             + (draw_r + 2 * (H + 2 * G) * pack) * len(readers)) + prep * _prep_repeats(D, writers, readers)
                 # each side of the part within one projector-Gram call's memory: every head packed once a sample
-                assert max(len(writers), len(readers)) <= overlap.tile_side(D, d, H, H + 2 * G, fields["n_layers"])
+                assert max(len(writers), len(readers)) <= projectors.tile_side(D, d, H, H + 2 * G, fields["n_layers"])
             else:
                 want = costs.pk_cross_pair_seconds(fields) * fanout.n_pairs(p)
             assert r["runtime"] == max(5, -(-costs.SAFETY * want // 60))
@@ -256,7 +268,7 @@ def test_spilled_writer_bases_give_bitwise_identical_rows(tmp_path, monkeypatch)
 def test_null_cross_memory_is_flat_in_the_layer_count():
     """A projector Gram holds a budgeted number of layers a side (the fan-out's tiles fit it), so the
     request does not grow with writers or layers past that budget."""
-    from headgeom.methods.overlap import NULL_CROSS_SIDE_MB
+    from headgeom.methods.projectors import NULL_CROSS_SIDE_MB
 
     few = costs.pk_null_cross({**QWEN25_7B, "n_layers": 8}, 10, 2)["mem_mb"]
     many = costs.pk_null_cross({**QWEN25_7B, "n_layers": 60}, 10, 2)["mem_mb"]

@@ -1,0 +1,235 @@
+"""PK of the cross-layer null pairs from projector Grams (the PK paper's cross-layer nulls), and the
+cost model that picks this route and sizes a pk_null_cross part (headgeom.jobs.pk_paper,
+headgeom.schedule.fanout, headgeom.schedule.costs).
+
+PK(U, V) = tr(P_U P_V) with P = U U^T over orthonormal bases (methods.overlap.orthonormal_bases):
+each head's projector packed once per draw and call, every writer by every reader one GEMM over the
+packed entries (docs/performance.md, "Cross-layer nulls")."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+# Cross-layer nulls need only rho (SD and mean against the nulls), not the blocks' singular values:
+# PK(U_i, V_j) = tr(P_i P_j) = <P_i, P_j>_F with P = U U^T. Over the upper triangle of P (the diagonal
+# once, the rest twice) that is D (D + 1) / 2 multiply-adds a pair instead of the blocks' D d^2, for
+# each head's packing (D^2 d / 2, a GEMM) once per draw and partner operand.
+#
+# The triangle is packed in slabs of rows a..b: the rectangle U[a:b] U[a:]^T of each head, written by
+# one batched GEMM straight into its place (no gather). Its first b - a columns are the slab's
+# diagonal block, which is symmetric and so counted whole (weight 1); the rest lies strictly above the
+# diagonal (weight 2). A writer's slab carries the weights (its GEMM's left factor doubled, the
+# diagonal block then halved: both exact), a reader's does not, so tr(P_w P_r) is the plain dot
+# product of the two packings; the diagonal blocks' lower halves are the only work done twice (about
+# the slab height / D of it).
+SLAB_ELEMS = 2**18  # a slab holds about this many entries per head (2 MiB in float64): the job's buffers
+SLAB_ROWS_MIN = 16  # fewer rows make the packing GEMM memory-bound (its intensity is rows / 4 FLOP/byte)
+
+
+@functools.lru_cache(maxsize=16)
+def projector_slabs(D: int) -> tuple[tuple[int, int, int], ...]:
+    """The row slabs of the packed triangle of a D x D projector, ``(a, b, offset)``: rows a..b, their
+    packed entries at offset .. offset + (b - a) (D - a). A function of D only, so every job packs a
+    head the same way and a PK is the same sum whatever operands it is computed in. About SLAB_ELEMS
+    entries each, at least SLAB_ROWS_MIN rows and at most D / 16 (the repeated diagonal blocks stay
+    about 3 % of the work)."""
+    out, a, off = [], 0, 0
+    cap = max(SLAB_ROWS_MIN, D // 16)
+    while a < D:
+        rows = int(min(max(SLAB_ELEMS // (D - a), SLAB_ROWS_MIN), cap, D - a))
+        out.append((a, a + rows, off))
+        off += rows * (D - a)
+        a += rows
+    return tuple(out)
+
+
+def packed_length(D: int) -> int:
+    """Entries of one head's packed projector (its ``pack_slab`` slabs in order): D (D + 1) / 2 and the slabs'
+    diagonal blocks' lower halves."""
+    a, b, off = projector_slabs(D)[-1]
+    return off + (b - a) * (D - a)
+
+
+def pack_slab(bases, a: int, b: int, out: np.ndarray, twice_upper: bool = False) -> np.ndarray:
+    """Rows a..b of every head's packed projector into ``out`` ((n, (b - a)(D - a)), any strides
+    between heads, each head's entries contiguous): one batched GEMM U[a:b] U[a:]^T written in place.
+    ``bases``: (n, D, d) orthonormal bases (columns beyond the rank zero), or a list of such arrays
+    filling consecutive rows of ``out``. ``twice_upper``: the writer's weights (entries strictly above
+    the diagonal doubled; exact)."""
+    if isinstance(bases, (list, tuple)):
+        r0 = 0
+        for B in bases:
+            pack_slab(B, a, b, out[r0:r0 + B.shape[0]], twice_upper)
+            r0 += B.shape[0]
+        if r0 != out.shape[0]:
+            raise ValueError(f"pack_slab: {r0} heads for {out.shape[0]} rows")
+        return out
+    n, D, d = bases.shape
+    k = b - a
+    if out.shape != (n, k * (D - a)):
+        raise ValueError(f"pack_slab: out is {out.shape}, not ({n}, {k * (D - a)})")
+    left = bases[:, a:b, :]
+    if twice_upper:
+        left = left * 2.0  # (n, k, d): small
+    G = out.reshape(n, k, D - a)  # a view: each head's rows are contiguous in out
+    np.matmul(left, np.swapaxes(bases[:, a:, :], -1, -2), out=G)
+    if twice_upper:
+        G[:, :, :k] *= 0.5  # the diagonal block counts once
+    return out
+
+
+# float32 projector Grams (pk.nulls.precision: float32): slab products in float32, summed over slabs in
+# float64. Stated bound on rho = PK / min dim against float64 on the same bases: 1e-5. Measured
+# (tests/unit/methods/test_null_cross_projectors.py, bench/run.py null_cross): 5e-9 between random subspaces
+# at the 7B and 235B shapes, 1.3e-7 between equal subspaces (PK = d) at D = 3584 (rounding of
+# entries of size up to 1 summed over ~D^2 / 2 terms); below the float32 null statistics' own bound
+# (docs/performance.md, 5e-5).
+FLOAT32_RHO_BOUND = 1e-5
+
+
+PRODUCT_ROWS = 256  # projector_gram with partners_from: writer heads per product (a GEMM this tall runs near peak)
+
+
+def projector_gram(writers, readers, buffers: dict | None = None, partners_from=None) -> np.ndarray:
+    """tr(P_w P_r) for every writer head w and reader head r: (n_w, n_r) float64. ``writers``,
+    ``readers``: lists of (n, D, d) orthonormal bases (many layers' heads: a pk_null_cross part's
+    whole tile, sized to its memory request; each head is packed once per call, so its packing is
+    shared by every partner in the call). Slab by slab (``projector_slabs``): both sides packed into
+    the slab buffers once, then one GEMM of the writers by the readers over the slab, summed over
+    slabs in float64 (the slab products are in the bases' dtype: float32 under
+    ``pk.nulls.precision: float32``). Memory: the two buffers, (n_w + n_r) slab rows.
+
+    ``partners_from``: per writer array, the first reader head (a column of the result) it is
+    paired with; the columns left of it are not computed (0). Writer arrays are then multiplied in
+    consecutive runs of at least PRODUCT_ROWS heads, each run from its smallest start on: a tile on
+    the diagonal of the layer-pair triangle (writer l, readers after l) computes about half its
+    square. Each entry is the same dot product over the slab whatever the run (BLAS may round a
+    thin run's product apart from the whole one's: 1e-16 relative, tests); with fewer than
+    PRODUCT_ROWS writer heads there is one run, the whole product. ``buffers``: a dict in which to keep the buffers for
+    later calls of the same size (a fresh buffer costs its page faults again)."""
+    writers, readers = list(writers), list(readers)
+    nw, nr = sum(B.shape[0] for B in writers), sum(B.shape[0] for B in readers)
+    D = (writers or readers)[0].shape[1]
+    dtype = np.result_type(*writers, *readers)
+    pk = np.zeros((nw, nr))
+    if nw == 0 or nr == 0:
+        return pk
+    runs = product_runs([B.shape[0] for B in writers], partners_from, nr)
+    width = max((b - a) * (D - a) for a, b, _ in projector_slabs(D))
+    buffers = {} if buffers is None else buffers
+
+    def buffer(name, n):
+        M = buffers.get(name)
+        if M is None or M.shape[0] < n or M.shape[1] != width or M.dtype != dtype:
+            M = buffers[name] = np.empty((n, width), dtype=dtype)
+        return M
+
+    Wbuf, Rbuf = buffer("writers", nw), buffer("readers", nr)
+    for a, b, _ in projector_slabs(D):
+        m = (b - a) * (D - a)
+        Pw = pack_slab([B.astype(dtype, copy=False) for B in writers], a, b, Wbuf[:nw, :m], twice_upper=True)
+        Pr = pack_slab([B.astype(dtype, copy=False) for B in readers], a, b, Rbuf[:nr, :m])
+        for r0, r1, c0 in runs:
+            pk[r0:r1, c0:] += Pw[r0:r1] @ Pr[c0:].T
+    return pk
+
+
+def product_runs(heads, partners_from, n_readers: int) -> list[tuple[int, int, int]]:
+    """projector_gram's products, ``(first writer row, row after the last, first reader column)``:
+    one run of every writer without ``partners_from``; with it, consecutive writer arrays (``heads``
+    each) in runs of at least PRODUCT_ROWS heads, each from its arrays' smallest start."""
+    n = sum(heads)
+    if partners_from is None:
+        return [(0, n, 0)]
+    starts = [int(c) for c in partners_from]
+    if len(starts) != len(heads) or any(not 0 <= c <= n_readers for c in starts):
+        raise ValueError(f"projector_gram: partners_from {starts} for {len(heads)} writer arrays and {n_readers} readers")
+    runs, r0, c0 = [], 0, None
+    row = 0
+    for h, c in zip(heads, starts):
+        c0 = c if c0 is None else min(c0, c)
+        row += h
+        if row - r0 >= PRODUCT_ROWS:
+            runs.append((r0, row, c0))
+            r0, c0 = row, None
+    if row > r0:
+        runs.append((r0, row, c0))
+    return [r for r in runs if r[2] < n_readers]
+
+
+# The route of the cross-layer null pairs, from counted FLOPs and bytes at rates relative to one
+# thread's float64 GEMM rate, as `make bench` measures them (bench/run.py null_cross: random
+# orthonormal bases at the Qwen2.5-7B and Qwen3-235B shapes, one BLAS thread; docs/performance.md).
+GEMM_FLOPS = 50e9  # one thread's float64 GEMM rate this model prices in (FLOP/s; measured 50-55 here)
+ROUTE_RATES = {  # fraction of the GEMM rate: the stacked-basis blocks' GEMM, a slab's packing, the slab product
+    # (`make bench` null_cross, float64 at the 7B / 235B shapes: blocks 1.04 / 0.95, packing 0.82 / 0.73,
+    # slab products at a part's call (its whole tile a side) 1.06 / 0.94; the lower ends, rounded down)
+    "blocks": 0.95, "pack": 0.7, "gram": 0.9,
+}
+BYTES_PER_FLOP_TIME = 1 / 6e9  # seconds per byte streamed from memory (about 6 GB/s on one thread)
+# pk_null_cross (headgeom.jobs.pk_paper) packs a part's writer layers and its reader layers (every kind)
+# in one projector_gram call per null sample while each side's orthonormal bases and slab buffers fit
+# this many MiB: the fan-out (headgeom.schedule.fanout.max_tile_side) cuts the layer pairs into tiles
+# of at most ``tile_side`` layers a side, so that every head of a part is drawn and packed once per
+# sample and shared by all its partners (the packing is d / (heads of the other side) of the products'
+# work). A part larger than this (a hand-made one, or a changed budget) is done in (chunk, group) calls.
+NULL_CROSS_SIDE_MB = 5632
+
+
+def head_mib(D: int, d: int, itemsize: int = 8) -> float:
+    """MiB one head holds in a projector_gram call: its orthonormal basis and its slab buffer row."""
+    width = max((b - a) * (D - a) for a, b, _ in projector_slabs(D))
+    return (D * d + width) * itemsize / 2**20
+
+
+def layers_per_call(D: int, d: int, heads_per_layer: int, itemsize: int = 8, budget_mb: float | None = None) -> int:
+    """Whole layers on one side of a projector_gram call within NULL_CROSS_SIDE_MB (at least one)."""
+    budget = NULL_CROSS_SIDE_MB if budget_mb is None else budget_mb
+    return max(1, int(budget // (heads_per_layer * head_mib(D, d, itemsize))))
+
+
+def tile_side(D: int, d: int, n_w: int, n_r: int, n_layers: int, itemsize: int = 8) -> int:
+    """The most layers a side of a pk_null_cross part holds by projector Grams: both sides (n_w
+    writer heads, n_r reader heads a layer) within NULL_CROSS_SIDE_MB, at most n_layers - 1."""
+    return max(1, min(n_layers - 1, layers_per_call(D, d, n_w, itemsize), layers_per_call(D, d, n_r, itemsize)))
+
+
+def pack_seconds(D: int, d: int, heads: int, itemsize: int = 8) -> float:
+    """Seconds to pack ``heads`` heads' projectors once (every slab: 2 d L_p FLOPs a head, its L_p
+    entries written once), on one thread (float32: itemsize 4, twice the rate)."""
+    speed = GEMM_FLOPS * (8 / itemsize)
+    Lp = packed_length(D)
+    return heads * (2 * d * Lp / (speed * ROUTE_RATES["pack"]) + itemsize * Lp * BYTES_PER_FLOP_TIME)
+
+
+def null_cross_route_seconds(D: int, d: int, n_w: int, n_r: int, n_layers: int, itemsize: int = 8,
+                             side: int | None = None) -> dict:
+    """Seconds of one writer layer (n_w heads) against one reader layer (n_r spaces, all kinds) of one
+    null sample, by each route, on one thread (float32: itemsize 4, twice the rate):
+    blocks: the stacked-basis GEMM, 2 D d^2 per head pair;
+    projectors: the slab products, 2 L_p per head pair (L_p = packed_length(D), about D (D + 1) / 2),
+    and each head's packing once per sample (``pack_seconds``), a layer's shared by the ``side``
+    layers it meets in its part (default ``tile_side``: a square tile within the memory budget)."""
+    speed = GEMM_FLOPS * (8 / itemsize)
+    pairs = n_w * n_r
+    blocks = 2 * D * d * d * pairs / (speed * ROUTE_RATES["blocks"])
+    side = tile_side(D, d, n_w, n_r, n_layers, itemsize) if side is None else max(1, side)
+    gram = 2 * packed_length(D) * pairs / (speed * ROUTE_RATES["gram"])
+    pack = (pack_seconds(D, d, n_w, itemsize) + pack_seconds(D, d, n_r, itemsize)) / side
+    return {"blocks": blocks, "projectors": gram + pack, "gram": gram, "pack": pack, "side": side}
+
+
+def projectors_pay(n_heads: int, d_model: int, d_head: int, n_layers: int, n_kv_heads: int | None = None,
+                   kinds=("Q", "K", "V"), itemsize: int = 8) -> bool:
+    """Whether a model's cross-layer null pairs are cheaper from projector Grams
+    (``projector_gram``) than from stacked-basis blocks, by ``null_cross_route_seconds``. A
+    function of the shape only, so every job of a model takes the same route."""
+    if n_layers < 2:
+        return False
+    G = n_heads if n_kv_heads is None else n_kv_heads
+    n_r = sum(n_heads if k in ("O", "Q") else G for k in kinds)
+    t = null_cross_route_seconds(d_model, d_head, n_heads, n_r, n_layers, itemsize)
+    return t["projectors"] < t["blocks"]
+
