@@ -15,6 +15,7 @@ import json
 import math
 
 from headgeom.jobs.pk_paper import FACTOR_CACHE_MB, PREPARED_CACHE_MB, READER_CACHE_MB, WRITER_CACHE_MB
+from headgeom.methods.nulls import NULL_MODELS
 
 REF = {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
 
@@ -90,6 +91,20 @@ DRAW_RATES = {  # fractions of projectors.GEMM_FLOPS; measured at the Qwen3-235B
 }
 
 
+def _deals_columns(null: str) -> bool:
+    """A draw that deals the matrix's columns anew (methods.nulls.NullModel.keeps_columns): a gather, no
+    factorization."""
+    model = NULL_MODELS.get(null)
+    return model is not None and model.keeps_columns
+
+
+def _prepares(null: str) -> bool:
+    """A null whose draws share a preparation of the layer matrix (NullModel.prepare: a rotation's LQ
+    factor); a null registered elsewhere is priced as if it had one."""
+    model = NULL_MODELS.get(null)
+    return model is None or model.prepare is not None
+
+
 def draw_seconds(D: int, d: int, n: int, null: str, itemsize: int = 8) -> float:
     """CPU seconds of one null draw of a layer matrix of ``n`` heads (D x n d) and its heads' bases."""
     from headgeom.methods.projectors import BYTES_PER_FLOP_TIME, GEMM_FLOPS
@@ -97,9 +112,9 @@ def draw_seconds(D: int, d: int, n: int, null: str, itemsize: int = 8) -> float:
     speed = GEMM_FLOPS * (8 / itemsize)
     m = n * d
     bases = n * 8 * D * d * d / (speed * DRAW_RATES["bases"])
-    if null == "reassign":
-        return bases + 2 * D * m * itemsize * BYTES_PER_FLOP_TIME  # the columns read and written once
-    # rotation (and a null registered elsewhere: priced as the dearer draw)
+    if _deals_columns(null):  # a reassignment: the columns read and written once
+        return bases + 2 * D * m * itemsize * BYTES_PER_FLOP_TIME
+    # a rotation (and a null registered elsewhere: priced as the dearer draw)
     qr = 4 / 3 * m**3 + 2 * m * m * D if m <= D else 6 * m * D * D - 8 / 3 * D**3
     return bases + qr / (speed * DRAW_RATES["householder"])
 
@@ -110,12 +125,12 @@ def draw_prep_seconds(D: int, d: int, n: int, null: str, itemsize: int = 8) -> f
     from headgeom.methods.projectors import GEMM_FLOPS
 
     m = n * d
-    if null == "reassign" or m <= D:
+    if not _prepares(null) or m <= D:
         return 0.0
     return (2 * m * D * D - 2 / 3 * D**3) / (GEMM_FLOPS * (8 / itemsize) * DRAW_RATES["lq"])
 
 
-def null_cross_draw_seconds(manifest, null_types=("rotation", "reassign"), kinds=("Q", "K", "V"),
+def null_cross_draw_seconds(manifest, null_types=None, kinds=("Q", "K", "V"),
                             precision: str = "float64", per_job: bool = False) -> tuple[float, float]:
     """Seconds of one layer's null draws and bases, summed over ``null_types``, as a writer (O) and as
     a reader (``kinds``): per sample (``draw_seconds``) or, ``per_job``, once per job (``draw_prep_seconds``)."""
@@ -123,6 +138,7 @@ def null_cross_draw_seconds(manifest, null_types=("rotation", "reassign"), kinds
     D, d = f["d_model"], f["d_head"]
     itemsize = 4 if precision == "float32" else 8
     cost = draw_prep_seconds if per_job else draw_seconds
+    null_types = tuple(NULL_MODELS) if null_types is None else null_types
     heads = {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
     w = sum(cost(D, d, heads["O"], null, itemsize) for null in null_types)
     r = sum(cost(D, d, heads[k], null, itemsize) for null in null_types for k in kinds)
@@ -157,13 +173,13 @@ def null_cross_part_seconds(manifest, n_pairs: int, n_writers: int, n_readers: i
     writer and each reader layer drawn once per sample and null, whatever its pairs; a rotation's LQ
     factors once per job); by projector Grams the pairs' slab products and each layer's packing, once
     per sample and null (the part's heads packed together: methods.projectors.projector_gram).
-    ``null_types``: the nulls by name (default: the first ``n_null_types`` of rotation, reassign)."""
+    ``null_types``: the nulls by name (default: the first ``n_null_types`` of methods.nulls.NULL_MODELS)."""
     from headgeom.methods.projectors import null_cross_route_seconds, pack_seconds
 
     f = _fields(manifest)
     D, H, d, G, L = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"], f["n_layers"]
     itemsize = 4 if precision == "float32" else 8
-    types = tuple(null_types) if null_types is not None else ("rotation", "reassign")[:n_null_types]
+    types = tuple(null_types) if null_types is not None else tuple(NULL_MODELS)[:n_null_types]
     draw_w, draw_r = null_cross_draw_seconds(f, types, precision=precision)
     prep_w, prep_r = null_cross_draw_seconds(f, types, precision=precision, per_job=True)
     t = null_cross_route_seconds(D, d, H, H + 2 * G, max(L, 2), itemsize)
@@ -186,8 +202,8 @@ def null_cross_preparations(f: dict, n_writers: int, n_readers: int, n_samples: 
     again for each sample (headgeom.jobs.pk_paper._Prepared)."""
     D, d = f["d_model"], f["d_head"]
     heads = {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
-    wide = sum(draw_prep_seconds(D, d, heads[k], "rotation") > 0 for k in kinds)
-    n = ("rotation" in tuple(null_types)) * ((heads["O"] * d > D) * n_writers + wide * n_readers)
+    wide = sum(heads[k] * d > D for k in kinds)
+    n = any(map(_prepares, null_types)) * ((heads["O"] * d > D) * n_writers + wide * n_readers)
     kept = min(n, int(PREPARED_CACHE_MB * 2**20 // (D * D * itemsize)))
     return kept + (n - kept) * n_samples
 
