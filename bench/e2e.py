@@ -4,13 +4,16 @@
     .venv/bin/python bench/e2e.py --base 450a73d --rounds 2 --paper
 
 The commit's tree is exported with `git archive` into a temporary directory (the repository's
-worktrees and refs are left alone) and run from this venv with its own source first on PYTHONPATH (the venv's editable install of the working tree
+worktrees and refs are left alone), the working tree is copied there as it is at the start (its
+tracked and untracked files, ignored ones aside: edits made during the runs do not reach them), and
+each is run from this venv with its own source first on PYTHONPATH (the venv's editable install of the working tree
 comes after it). Each run is what `make run` does: `python -m compileall -q headgeom` in that tree,
 then `snakemake -c CORES -s TREE/Snakefile -d FRESH_DIR` (with --paper, then `--configfile
 config/paper.yaml` on its outputs). For each run: wall time, the CPU time (user + sys) of the whole
 Snakemake process tree (os.wait4's rusage: every job process is reaped by Snakemake, so its CPU is
 counted), the step count and the load average before and after; then the ratios working tree / base.
---rounds N alternates base and working tree N times (A B A B ...). --keep keeps the result directories
+--rounds N alternates base and working tree N times (A B A B ...); --parallel runs a round's trees at
+the same time instead (on a shared, loaded machine each then sees the same load; compare CPU time). --keep keeps the result directories
 (e.g. for `tools/compare_runs.py BASE_DIR TREE_DIR`). --base may be given more than once (e.g. the
 reference commit and today's main): each is run, in that order, before the working tree in every round.
 """
@@ -26,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,6 +87,8 @@ def main(argv=None) -> int:
     p.add_argument("--cores", type=int, default=2, help="snakemake -c (default 2, as make run)")
     p.add_argument("--rounds", type=int, default=1, help="base/working-tree pairs, alternated (default 1)")
     p.add_argument("--paper", action="store_true", help="then --configfile config/paper.yaml on each run's outputs")
+    p.add_argument("--parallel", action="store_true",
+                   help="run the trees of a round at the same time (on a loaded machine: the same load for each)")
     p.add_argument("--keep", action="store_true", help="keep the result directories")
     p.add_argument("--out", default=None, help="write the numbers as JSON here")
     args = p.parse_args(argv)
@@ -99,21 +105,41 @@ def main(argv=None) -> int:
         subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
         trees.append((f"base{i}" if len(bases) > 1 else "base", sha, src))
     dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    trees.append(("tree", git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else ""), ROOT))
+    snap = scratch / "src-tree"  # the working tree as it is now (tracked and untracked, ignored aside):
+    snap.mkdir()  # edits made while the runs go on do not reach them
+    listing = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "-co", "--exclude-standard"],
+                             capture_output=True, check=True).stdout
+    names = b"\0".join(n for n in listing.split(b"\0") if n and (ROOT / n.decode()).is_file())
+    tar = subprocess.run(["tar", "-c", "--null", "-T", "-", "-C", str(ROOT)], input=names, capture_output=True,
+                         check=True, cwd=ROOT).stdout
+    subprocess.run(["tar", "-x", "-C", str(snap)], input=tar, check=True)
+    trees.append(("tree", git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else ""), snap))
     print(f"e2e: {' vs '.join(label for _, label, _ in trees)} (working tree last), -c{args.cores}, "
           f"{os.cpu_count()} CPUs, scratch {scratch}", flush=True)
     runs: dict[str, list[dict]] = {name: [] for name, _, _ in trees}
     labels = {name: label for name, label, _ in trees}
+
+    def report(name: str, r: dict) -> None:
+        print(line(f"{name} {labels[name]}", r["run"]), flush=True)
+        if "paper" in r:
+            print(line("  + paper.yaml", r["paper"]), flush=True)
     try:
         for i in range(args.rounds):
-            for name, label, tree in trees:
-                r = run_tree(tree, scratch / f"{name}-{i}", args.cores, args.paper)
+            if args.parallel:  # every tree of the round at once: each sees the same load
+                with ThreadPoolExecutor(len(trees)) as pool:
+                    done = list(pool.map(lambda t: run_tree(t[2], scratch / f"{t[0]}-{i}", args.cores, args.paper),
+                                         trees))
+            else:
+                done = []
+                for name, _, tree in trees:
+                    done.append(run_tree(tree, scratch / f"{name}-{i}", args.cores, args.paper))
+                    report(name, done[-1])
+            for (name, _, _), r in zip(trees, done):
                 runs[name].append(r)
-                print(line(f"{name} {label}", r["run"]), flush=True)
-                if "paper" in r:
-                    print(line("  + paper.yaml", r["paper"]), flush=True)
+                if args.parallel:
+                    report(name, r)
     finally:
-        for _, _, src in trees[:-1]:
+        for _, _, src in trees:
             shutil.rmtree(src, ignore_errors=True)
         if not args.keep:
             for rs in runs.values():
