@@ -102,7 +102,7 @@ def main(argv=None) -> int:
         src.mkdir()
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit], capture_output=True,
                                  check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+        subprocess.run(["tar", "-x", "-f", "-", "-C", str(src)], input=archive, check=True)
         trees.append((f"base{i}" if len(bases) > 1 else "base", sha, src))
     dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     snap = scratch / "src-tree"  # the working tree as it is now (tracked and untracked, ignored aside):
@@ -110,9 +110,9 @@ def main(argv=None) -> int:
     listing = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "-co", "--exclude-standard"],
                              capture_output=True, check=True).stdout
     names = b"\0".join(n for n in listing.split(b"\0") if n and (ROOT / n.decode()).is_file())
-    tar = subprocess.run(["tar", "-c", "--null", "-T", "-", "-C", str(ROOT)], input=names, capture_output=True,
+    tar = subprocess.run(["tar", "-c", "-f", "-", "--null", "-T", "-"], input=names, capture_output=True,
                          check=True, cwd=ROOT).stdout
-    subprocess.run(["tar", "-x", "-C", str(snap)], input=tar, check=True)
+    subprocess.run(["tar", "-x", "-f", "-", "-C", str(snap)], input=tar, check=True)
     trees.append(("tree", git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else ""), snap))
     print(f"e2e: {' vs '.join(label for _, label, _ in trees)} (working tree last), -c{args.cores}, "
           f"{os.cpu_count()} CPUs, scratch {scratch}", flush=True)
