@@ -6,7 +6,7 @@ Under the default config (config/config.yaml): on one fresh Model, each shard fa
 alone, in the order of the table below (later calls reuse nothing of earlier ones except the
 tensor store, and for read_paths, the forward pass when its windows are natural_return's); then,
 on a second fresh Model, the API's heaviest call: ``hg.table("pk_table4_null_summary")``, which
-runs every job of the PK stage (pk, pk_self, pk_cross, both nulls) and builds the table. Per call:
+runs every job of the PK stage (pk_within, pk_self, pk_cross, both nulls) and builds the table. Per call:
 wall seconds and this process's CPU seconds (every thread: torch and OpenBLAS may use more than
 one). Last, ``hg.claims`` on a fresh Model loaded under a name of the claims ledger: every
 table the ledger reads, so every job of every stage. Prints a Markdown table.
@@ -39,7 +39,7 @@ def main() -> None:
     rows.append(("hg.load", w, c))
     calls = [
         ("m.closure()  (paper1_heads)", lambda: m.shards("paper1_heads")),
-        ("m.shards('pk') + pk_self", lambda: m.shards("pk")),
+        ("m.shards('pk_within') + pk_self", lambda: m.shards("pk_within")),
         ("m.shards('pk_cross')", lambda: m.shards("pk_cross")),
         ("m.pk_nulls('within')", lambda: m.pk_nulls("within")),
         ("m.pk_nulls('cross')", lambda: m.pk_nulls("cross")),

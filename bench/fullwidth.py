@@ -2,7 +2,7 @@
 time and peak RSS beside the runtime / mem_mb Snakemake requests (what SLURM enforces).
 
     .venv/bin/python bench/fullwidth.py write [--dir .fullwidth] [--one-file]   # the checkpoint (~1.6 GB)
-    .venv/bin/python bench/fullwidth.py run   [--dir .fullwidth] [--one-file] [--jobs fetch,pk_layer,...]
+    .venv/bin/python bench/fullwidth.py run   [--dir .fullwidth] [--one-file] [--jobs fetch,pk_within_layer,...]
     make bench-fullwidth [FULLWIDTH_DIR=...] [FULLWIDTH_ARGS=...]                # both
 
 ``write`` builds an attention-only checkpoint with Qwen2.5-7B's exact attention shapes (28
@@ -132,7 +132,7 @@ def write_checkpoint(out: Path, seed: int = 0, one_file: bool = False) -> Path:
 
 # ---------------------------------------------------------------------------------- the runs
 
-JOB_KINDS = ("fetch", "pk_layer", "pk_null_within", "pk_cross_layer", "pk_null_cross", "paper1_heads",
+JOB_KINDS = ("fetch", "pk_within_layer", "pk_null_within", "pk_cross_layer", "pk_null_cross", "paper1_heads",
              "paper1_capacity")
 BLAS1 = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 

@@ -28,7 +28,7 @@ p = {"rank_rtol": 1e-6, "kinds": ["O", "Q", "K", "V"], "cross_kinds": ["Q", "K",
      "types": ["rotation", "reassign"], "self_permutations": 10000}
 t = time.perf_counter()
 q = lambda *a: None
-if kind == "pk_layer": jobs.pk_job(store, 0, out, p, out_self=out + ".self", log=q)
+if kind == "pk_within_layer": jobs.pk_job(store, 0, out, p, out_self=out + ".self", log=q)
 elif kind == "pk_cross_layer": jobs.pk_cross_job(store, 0, out, p, log=q)
 elif kind == "pk_null_within": jobs.pk_null_within_job(store, 0, [0], out, {**p, "types": ["rotation"]}, log=q)
 elif kind == "pk_null_within_reassign": jobs.pk_null_within_job(store, 0, [0], out, {**p, "types": ["reassign"]}, log=q)
@@ -41,7 +41,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "results/bench/pk_job_costs.json"))
-    ap.add_argument("--jobs", default="pk_layer,pk_cross_layer,pk_null_within,pk_null_within_reassign,pk_null_cross")
+    ap.add_argument("--jobs", default="pk_within_layer,pk_cross_layer,pk_null_within,pk_null_within_reassign,pk_null_cross")
     a = ap.parse_args()
     from headgeom.io.fetch import fetch_model
     from synth import write_llama

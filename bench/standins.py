@@ -116,7 +116,7 @@ def shape_for(name: str, entry: dict, lineage_final: dict[str, str]) -> Shape:
 
 
 def tiny_config(shape: Shape, vocab: int):
-    """The transformers config of the stand-in: the family's keys at the real counts, d_head 8,
+    """The transformers config of the stand-in: the architecture's keys at the real counts, d_head 8,
     d_model = H·8 / ratio."""
     import transformers
 

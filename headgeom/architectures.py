@@ -1,4 +1,4 @@
-"""Architecture families: where each transformer family keeps its attention pieces (docs/methods.md §0).
+"""Architectures: where each transformer architecture keeps its attention pieces (docs/methods.md §0).
 
 One ``Architecture`` per transformers ``model_type`` group says, in transformers' own module names
 (relative to one decoder/encoder layer of the base model, ``AutoModel``):
@@ -28,11 +28,11 @@ heads, d = d_head):
   grouped      (G, H/G + 2, d): a group's queries, k, v  Falcon new_decoder_architecture
   codegen      (4, 3, H d / 4) in the order q, v, k      CodeGen (mp_num = 4)
 
-A family that a config selects by ``model_type`` can be forced with a model's ``architecture:``
+An architecture that a config selects by ``model_type`` can be forced with a model's ``architecture:``
 key (``architecture_for``). Config-dependent layouts (Falcon's three, BigCode's MQA switch, OPT's
-post-LN variant) are resolved by ``Architecture.resolve(config)``, which returns the family as that
+post-LN variant) are resolved by ``Architecture.resolve(config)``, which returns the architecture as that
 config builds it. This module is the single place that names architectures; the adapters
-(``headgeom.adapters``), the activation hooks and base/instruct read it. A safetensors family,
+(``headgeom.adapters``), the activation hooks and base/instruct read it. A safetensors architecture,
 named or derived, is used only once transformers' own attention module, as the checkpoint's config
 builds it, reproduces it (``headgeom.adapters.oracle``, run by ``adapter_for``).
 """
@@ -87,7 +87,7 @@ class Architecture:
     notes: str = ""
 
     def resolve(self, config: dict) -> "Architecture":
-        """The family as ``config`` builds it (variant layouts applied)."""
+        """The architecture as ``config`` builds it (variant layouts applied)."""
         if self.variant is None:
             return self
         return replace(self, **self.variant(config), variant=None)
@@ -262,13 +262,13 @@ def config_view(config: dict) -> dict:
     return {**_IMPLIED, **c}
 
 
-#: model_type -> family name
+#: model_type -> architecture name
 BY_MODEL_TYPE = {mt: f.name for f in ARCHITECTURES.values() for mt in f.model_types}
 
-#: the family whose layout a derived type is read with (and whose cuts size its oracle instance)
+#: the architecture whose layout a derived type is read with (and whose cuts size its oracle instance)
 DERIVED_LAYOUT = "llama"
 
-#: llama-layout model_types that no family names, run through the forward-pass oracle end to end by
+#: llama-layout model_types that no architecture names, run through the forward-pass oracle end to end by
 #: tests/unit/adapters/test_architectures_oracle.py (any other is derived and checked at first use the same way)
 DERIVED_TESTED = ("arcee", "ernie4_5", "glm", "helium", "ministral", "seed_oss")
 
@@ -293,7 +293,7 @@ REFUSED = {
 # ---- GGUF (llama.cpp's converter, convert_hf_to_gguf.py) ------------------------------------------
 @dataclass(frozen=True)
 class GGUFArch:
-    """How llama.cpp's converter writes one family: GGUF ``general.architecture`` -> family.
+    """How llama.cpp's converter writes one architecture: GGUF ``general.architecture`` -> architecture.
     Tensors are ``blk.{L}.`` + ``GGUF_NAMES[role]``; every fused ``attn_qkv`` the converter writes
     is ``[q | k | v]`` (``concat``: Falcon's groups and BLOOM's per-head interleave are reordered,
     GPT-2's Conv1D transposed)."""
@@ -346,7 +346,7 @@ GGUF_REFUSED = {
 
 
 def gguf_architecture(arch: str) -> Architecture:
-    """The family of a GGUF ``general.architecture`` (or its adapter name ``gguf-<arch>``)."""
+    """The architecture of a GGUF ``general.architecture`` (or its adapter name ``gguf-<arch>``)."""
     arch = arch.removeprefix("gguf-")
     if arch in GGUF_REFUSED:
         raise UnknownArchitectureError(f"GGUF architecture {arch!r} is not supported: {GGUF_REFUSED[arch]}")
@@ -357,15 +357,15 @@ def gguf_architecture(arch: str) -> Architecture:
 
 
 def architecture_for(config: dict, architecture: str | None = None) -> Architecture:
-    """The family of an HF config dict (by ``model_type``), resolved for that config; a given
-    ``architecture`` (a model's ``architecture:`` key) forces the family, and must exist."""
+    """The architecture of an HF config dict (by ``model_type``), resolved for that config; a given
+    ``architecture`` (a model's ``architecture:`` key) forces the architecture, and must exist."""
     if architecture is not None:
         fam = ARCHITECTURES.get(architecture) or ARCHITECTURES.get(BY_MODEL_TYPE.get(architecture, ""))
         if fam is None and architecture.startswith("gguf-") and architecture[5:] in GGUF_ARCHS:
             fam = gguf_architecture(architecture)
         if fam is None:
             raise UnknownArchitectureError(
-                f"architecture {architecture!r} is not a known family; known: {', '.join(sorted(ARCHITECTURES))}")
+                f"architecture {architecture!r} is not a known architecture; known: {', '.join(sorted(ARCHITECTURES))}")
         return fam.resolve(config_view(config))
     mt = config.get("model_type")
     if mt in REFUSED:
@@ -395,8 +395,8 @@ _GGUF_EPS = ("attention.layer_norm_rms_epsilon", "attention.layer_norm_epsilon")
 
 def config_eps(config: dict, fam: Architecture | None = None) -> float | None:
     """The pre-attention norm's epsilon a checkpoint's config declares (an HF config dict with its
-    family ``fam``, or GGUF metadata, as a tensor store's manifest records it); the family's code
-    constant where its norm has one (OLMo); None when the family has no pre-attention norm or the
+    architecture ``fam``, or GGUF metadata, as a tensor store's manifest records it); the architecture's code
+    constant where its norm has one (OLMo); None when the architecture has no pre-attention norm or the
     config names none."""
     arch = config.get("general.architecture")
     if arch:  # GGUF: every supported GGUF layout has an RMSNorm before attention
@@ -415,7 +415,7 @@ def config_eps(config: dict, fam: Architecture | None = None) -> float | None:
 
 
 def o_proj_names() -> tuple[str, ...]:
-    """Output-projection module names of every family (plus GGUF's ``attn_output``)."""
+    """Output-projection module names of every architecture (plus GGUF's ``attn_output``)."""
     return tuple(sorted({f.o for f in ARCHITECTURES.values()} | {"attn_output"}))
 
 
@@ -452,7 +452,7 @@ def coverage_md() -> str:
     """Architecture x stage x verified, from ARCHITECTURES (tests/unit/adapters/test_architectures_oracle.py runs the
     forward-pass oracle on every model_type listed here)."""
     lines = [COVERAGE_BEGIN, "",
-             "| family | model_type | layout | folded into reading spaces | other | weight stages | activation | "
+             "| architecture | model_type | layout | folded into reading spaces | other | weight stages | activation | "
              "verified by the forward-pass oracle |", "|---|---|---|---|---|---|---|---|"]
     for f in sorted(ARCHITECTURES.values(), key=lambda f: f.name):
         other = ", ".join(x for x in (
@@ -461,16 +461,16 @@ def coverage_md() -> str:
             and "options by config") if x) or "–"
         qk = "Q/K skipped (q/k norm)" if f.qk_norm else "Q/K via logits"
         if f.name == "gemma3":
-            qk = "Q/K skipped (family has q/k norm), multimodal `gemma3` wrapper not built"
+            qk = "Q/K skipped (architecture has q/k norm), multimodal `gemma3` wrapper not built"
         act = "yes" + (" (writes through the post-attention "
                f"{ {'rmsnorm': 'RMSNorm', 'layernorm': 'LayerNorm'}[f.post_norm_type]})" if f.post_norm else "")
         lines.append(f"| {f.name} | {', '.join(f'`{m}`' for m in f.model_types)} | {_layout(f)} | {_folded(f)} | {other} "
                      f"| yes | {act} | V/O per head, {'norm, ' if f.norm else ''}{qk}, activation hooks |")
     lines += ["", "Every row is also checked by the same forward-pass oracle when a run first reads a safetensors "
-              "checkpoint of the family (`headgeom check`, the workflow's pre-flight, the fetch), on a tiny random "
+              "checkpoint of the architecture (`headgeom check`, the workflow's pre-flight, the fetch), on a tiny random "
               "instance of that checkpoint's own config: V/O per head, the norm, Q/K via logits where they are "
               "linear, and no module on the value-to-output or query/key path that the row does not describe.",
-              "", "Derived (no family entry; `derive` reads the llama layout from transformers' modules and the "
+              "", "Derived (no architecture entry; `derive` reads the llama layout from transformers' modules and the "
               "forward-pass oracle must pass on a tiny random instance of the config before anything is read; "
               "weight stages and activation alike):", "",
               "| model_type | verified |", "|---|---|"]
@@ -479,10 +479,10 @@ def coverage_md() -> str:
     lines += ["| any other llama-layout `model_type` transformers builds offline | at first use (V/O per head, norm, "
               "Q/K via logits where linear, module tree); refused with what could not be modelled otherwise |"]
     lines += ["", "GGUF (llama.cpp's converter; every architecture transformers' GGUF loader reads), read by the "
-              "adapter `gguf-<architecture>` from the family above and tensors `blk.{L}.attn_q` / `attn_k` / `attn_v` "
-              "(or `attn_qkv`), `attn_output`, `attn_norm`; verified against the family's safetensors factors and, "
-              "where it reads the file, transformers' GGUF loader (tests/unit/adapters/test_gguf_families.py):", "",
-              "| GGUF `general.architecture` | adapter | family | as the converter writes it |", "|---|---|---|---|"]
+              "adapter `gguf-<architecture>` from the architecture above and tensors `blk.{L}.attn_q` / `attn_k` / `attn_v` "
+              "(or `attn_qkv`), `attn_output`, `attn_norm`; verified against the architecture's safetensors factors and, "
+              "where it reads the file, transformers' GGUF loader (tests/unit/adapters/test_gguf_architectures.py):", "",
+              "| GGUF `general.architecture` | adapter | architecture | as the converter writes it |", "|---|---|---|---|"]
     for a, g in sorted(GGUF_ARCHS.items()):
         how = [f"fused `attn_qkv`: {g.split}" if g.split else "separate q/k/v"]
         if g.permute_qk:
@@ -507,13 +507,13 @@ def with_coverage(text: str) -> str:
 
 
 def derive(config: dict) -> Architecture:
-    """A family for a ``model_type`` not in ARCHITECTURES, read from transformers' own modules: the
+    """An architecture for a ``model_type`` not in ARCHITECTURES, read from transformers' own modules: the
     model skeleton is built from the config on the meta device (no weights, no remote code) and
     accepted when a layer has the llama layout (``self_attn.{q,k,v,o}_proj`` and an
     ``input_layernorm`` whose class is an RMSNorm or LayerNorm); the norm's ``(1 + w)`` form is
     read from its forward's source. Anything else is refused with what was found. This reads the
     structure only: ``headgeom.adapters.oracle.derived_architecture`` (what ``adapter_for`` calls) accepts
-    the family only when transformers' own module reproduces it on a tiny random instance."""
+    the architecture only when transformers' own module reproduces it on a tiny random instance."""
     import inspect
 
     mt = config.get("model_type")

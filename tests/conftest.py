@@ -20,7 +20,7 @@ atexit.register(shutil.rmtree, os.environ["HEADGEOM_CACHE"], ignore_errors=True)
 # The longest test files, started first: under `make test`'s two workers (pytest-xdist, file by
 # file) the SLURM tests, mostly waiting on the scheduler, then run beside the CPU-bound rest
 # instead of after it.
-LONG_FIRST = ("workflow/test_slurm.py", "workflow/test_families_e2e.py", "workflow/test_activation_workflow.py",
+LONG_FIRST = ("workflow/test_slurm.py", "workflow/test_architectures_e2e.py", "workflow/test_activation_workflow.py",
               "workflow/test_api_pipeline.py")
 
 

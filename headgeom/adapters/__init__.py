@@ -1,8 +1,8 @@
 """Registry of architecture adapters. ``adapter_for(config, fmt)`` picks one or raises
 UnknownArchitectureError naming every supported architecture.
 
-Every adapter is read from ``headgeom.architectures``: one ``ArchitectureAdapter`` per family of
-``ARCHITECTURES`` (safetensors; named as the family, the name tensor-store manifests record) and one
+Every adapter is read from ``headgeom.architectures``: one ``ArchitectureAdapter`` per architecture of
+``ARCHITECTURES`` (safetensors; named as the architecture, the name tensor-store manifests record) and one
 ``GGUFAdapter`` per architecture of ``GGUF_ARCHS`` (named ``gguf-<general.architecture>``)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def supported(fmt: str | None = None) -> list[str]:
 
 def _forced(architecture: str, fmt: str) -> Adapter | None:
     """The adapter an ``architecture:`` key names for a checkpoint of format ``fmt``: an adapter
-    name, a family name or model_type (for GGUF: the GGUF adapter of that family)."""
+    name, an architecture name or model_type (for GGUF: the GGUF adapter of that architecture)."""
     for name in (architecture, f"gguf-{architecture}"):
         a = ADAPTERS.get(name)
         if a is not None and a.fmt == fmt:
@@ -43,12 +43,12 @@ def _forced(architecture: str, fmt: str) -> Adapter | None:
 
 def adapter_for(config: dict, fmt: str = "safetensors", architecture: str | None = None) -> Adapter:
     """The adapter of a checkpoint's config; ``architecture`` (a model's ``architecture:`` key)
-    forces one by family/adapter name, and must be known and of the checkpoint's format."""
+    forces one by architecture/adapter name, and must be known and of the checkpoint's format."""
     if architecture is not None:
         a = _forced(architecture, fmt)
         if a is None:
             raise UnknownArchitectureError(
-                f"architecture {architecture!r} ({fmt}) is not a known family; supported: {', '.join(supported(fmt))}")
+                f"architecture {architecture!r} ({fmt}) is not a known architecture; supported: {', '.join(supported(fmt))}")
         return _verified(a, config)
     from headgeom.architectures import GGUF_REFUSED, REFUSED
 
@@ -65,7 +65,7 @@ def adapter_for(config: dict, fmt: str = "safetensors", architecture: str | None
     for a in ADAPTERS.values():
         if a.fmt == fmt and arch in a.model_types:
             return _verified(a, config)
-    if fmt == "safetensors" and arch:  # a llama-layout family transformers knows: derived from its modules
+    if fmt == "safetensors" and arch:  # a llama-layout architecture transformers knows: derived from its modules
         from .oracle import derived_architecture
 
         try:
@@ -78,7 +78,7 @@ def adapter_for(config: dict, fmt: str = "safetensors", architecture: str | None
 
 
 def _verified(a: Adapter, config: dict) -> Adapter:
-    """``a``, once its family, resolved for ``config``, reproduces transformers' own attention
+    """``a``, once its architecture, resolved for ``config``, reproduces transformers' own attention
     module (headgeom.adapters.oracle; cached). GGUF adapters are checked by their tests instead."""
     if a.fmt == "safetensors":
         from headgeom.architectures import config_view

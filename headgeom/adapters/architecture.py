@@ -1,6 +1,6 @@
-"""The adapter of any family described in ``headgeom.architectures``: per-head factors from the
-family's module names, its split rule for a fused projection, Conv1D transposes, GQA/MQA grouping
-and its norm fold rule. A family with a standard layout needs no adapter code of its own."""
+"""The adapter of any architecture described in ``headgeom.architectures``: per-head factors from the
+architecture's module names, its split rule for a fused projection, Conv1D transposes, GQA/MQA grouping
+and its norm fold rule. An architecture with a standard layout needs no adapter code of its own."""
 
 from __future__ import annotations
 
@@ -14,18 +14,18 @@ from .base import Adapter, ArchFields, detect_prefix, present
 
 
 class ArchitectureAdapter(Adapter):
-    def __init__(self, family: Architecture):
-        self.architecture = family
-        self.name = family.name
-        self.model_types = family.model_types
+    def __init__(self, architecture: Architecture):
+        self.architecture = architecture
+        self.name = architecture.name
+        self.model_types = architecture.model_types
         # the checkpoint prefix is what precedes the layers path (``model.``, ``bert.``, ``transformer.``);
         # manifests written with the prefix before its last part (``model.decoder.`` + ``layers``) still read
-        self._layers = family.layers
-        self._leaf = family.layers.split(".")[-1]
-        self._parent = family.layers[: -len(self._leaf)]
-        lay = re.escape(family.layers)
+        self._layers = architecture.layers
+        self._leaf = architecture.layers.split(".")[-1]
+        self._parent = architecture.layers[: -len(self._leaf)]
+        lay = re.escape(architecture.layers)
         pats = []
-        for variant in _variants(family):
+        for variant in _variants(architecture):
             for mod in variant.tensors:
                 pats.append(rf"{lay}\.{{L}}\.{re.escape(mod)}\.(weight|bias)")
         self.wanted_patterns = tuple(dict.fromkeys(pats))
@@ -77,7 +77,7 @@ class ArchitectureAdapter(Adapter):
         if fam.post_ln:
             folded += " (post-LN: the input LayerNorm belongs to the previous block)"
         notes = {"folded": folded,
-                 "bias": present(get, p, [m + ".bias" for m in mods]), "family": fam.name}
+                 "bias": present(get, p, [m + ".bias" for m in mods]), "architecture": fam.name}
         if fam.split:
             notes["layout"] = f"fused {fam.qkv}: {fam.split}" + (" (Conv1D, transposed)" if fam.conv1d else "")
         for k in ("qk_norm", "post_norm", "parallel", "moe"):
@@ -92,7 +92,7 @@ def _layout_key(fam: Architecture) -> str:
 
 
 def _variants(fam: Architecture) -> list[Architecture]:
-    """Every layout a config can give the family (for the tensors it may need)."""
+    """Every layout a config can give the architecture (for the tensors it may need)."""
     if fam.variant is None:
         return [fam]
     probes = [{}, {"new_decoder_architecture": True}, {"new_decoder_architecture": True, "num_ln_in_parallel_attn": 1},

@@ -32,7 +32,7 @@ class ArchFields:
     norm_type: str  # what is folded into reading spaces: layernorm | rmsnorm | none
     norm_position: str  # pre | post
     prefix: str = ""  # key prefix found in the checkpoint ("", "model.", "bert.", ...)
-    layout: str = ""  # a family's config-dependent layout (headgeom.adapters.architecture); "" for the others
+    layout: str = ""  # an architecture's config-dependent layout (headgeom.adapters.architecture); "" for the others
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -74,7 +74,7 @@ def detect_prefix(keys: Iterable[str], anchor: str) -> str:
 
 
 def cfg(config: dict, *names, default=None, required=True):
-    """First present key of a config dict (HF configs rename fields across families)."""
+    """First present key of a config dict (HF configs rename fields across architectures)."""
     for n in names:
         if n in config and config[n] is not None:
             return config[n]

@@ -1,12 +1,12 @@
 """GGUF checkpoints (llama.cpp layout), read with the ``gguf`` package: one adapter class for every
-GGUF architecture of ``headgeom.architectures.GGUF_ARCHS``, driven by its family description.
+GGUF architecture of ``headgeom.architectures.GGUF_ARCHS``, driven by its architecture description.
 
 Tensors are dequantized to float32 at fetch time and stored under their GGUF names
 (``blk.{L}.attn_q.weight``, ...: ``GGUF_NAMES``). What the converter changed is undone from the
 table: llama.cpp's Q/K row permutation (interleaved RoPE pairs -> halves) so factors match the HF
 layout exactly (a reading space is a row space, so it would be unchanged either way); a fused
 ``attn_qkv`` is split by the table's rule (the converter writes ``[q | k | v]``); norm weights the
-converter stored with the family's offset already added (Gemma, Nemotron) are the gain as stored.
+converter stored with the architecture's offset already added (Gemma, Nemotron) are the gain as stored.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class GGUFAdapter(Adapter):
                 if g.norm_offset_stored and fam.norm_offset
                 else f" + {offset:g})" if offset else ")")
         mods = ([n["qkv"]] if g.split else [n["q"], n["k"], n["v"]]) + [n["o"]] + ([norm] if norm else [])
-        notes = {"folded": folded, "quantized": True, "family": fam.name,
+        notes = {"folded": folded, "quantized": True, "architecture": fam.name,
                  "bias": present(get, p, [m + ".bias" for m in mods])}
         if g.split:
             notes["layout"] = f"fused {n['qkv']}: {g.split}"

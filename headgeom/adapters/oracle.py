@@ -1,32 +1,32 @@
-"""The forward-pass oracle: a family description checked against transformers' own attention module.
+"""The forward-pass oracle: an architecture description checked against transformers' own attention module.
 
-A family (``headgeom.architectures``) is accepted for a safetensors checkpoint only when
-transformers' own module, as the checkpoint's config builds it, computes what the family says.
-``check(family, config)`` builds a tiny random instance of the config's ``model_type`` from the
+An architecture (``headgeom.architectures``) is accepted for a safetensors checkpoint only when
+transformers' own module, as the checkpoint's config builds it, computes what the architecture says.
+``check(architecture, config)`` builds a tiny random instance of the config's ``model_type`` from the
 config itself with the widths cut (``cut_config``: 64 wide, 4 query heads, the KV grouping kind
 kept, 1 layer; transformers' own classes through ``from_config``: no weights, no remote code),
 float64, biases zeroed and every norm gain or constant-initialised parameter drawn at random,
-reads its factors through the family's adapter (``ArchitectureAdapter``, exactly as the fetch does),
+reads its factors through the architecture's adapter (``ArchitectureAdapter``, exactly as the fetch does),
 and compares them with the module's forward pass, read through hooks on transformers' modules
 (no headgeom code in the reference):
 
   * V/O (``reference``, ``oracle_errors``): one token (softmax = 1), a batch of H copies; in copy
     b every head but b is zeroed at the output projection's input; the projection's output
     must equal ``O_b V_{g(b)}^T n`` with n the attention module's captured input;
-  * the folded norm: the family's norm type and gain applied to the pre-attention norm's
+  * the folded norm: the architecture's norm type and gain applied to the pre-attention norm's
     captured input must equal its output (eps read from the module);
   * Q and K through the attention logits (``qk_reference``, ``qk_residual``), where they are
     linear (no q/k norm): two tokens at position 0, inputs [a, c] and [a', c]; the log ratio of
     the weights on the two keys differs between the passes by ``s q_h(c).(k_g(a) - k_g(a'))``;
   * the module tree (``undescribed``): every submodule of the attention block that runs before
-    the output projection and that the family does not describe (dropout, rotary embeddings and
+    the output projection and that the architecture does not describe (dropout, rotary embeddings and
     a described q/k norm aside) is named with where it sits, read from the tensors it passes.
 
 A failure refuses the architecture (``UnknownArchitectureError``) with what could not be
 modelled, e.g. ``bitnet: attn_sub_norm sits between the heads' outputs and o_proj, so the OV
 operator is not O V^T``. Verdicts are cached on disk (``cache_dir()``: ``$HEADGEOM_CACHE``, else
 ``$XDG_CACHE_HOME/headgeom``, else ``~/.cache/headgeom``; subfolder ``oracle/``), one JSON file
-per (model_type, transformers version, family description, layout-relevant config keys), written
+per (model_type, transformers version, architecture description, layout-relevant config keys), written
 atomically; a warm check reads one small file and imports neither torch nor transformers.
 """
 
@@ -48,7 +48,7 @@ from .architecture import ArchitectureAdapter
 
 #: bumped whenever what the oracle checks changes (old verdicts are then recomputed)
 ORACLE_VERSION = 1
-#: relative errors a family must stay under (float64 model; HF RMSNorms compute in float32)
+#: relative errors an architecture must stay under (float64 model; HF RMSNorms compute in float32)
 TOL = dict(o_v=1e-10, norm=1e-5, qk=1e-4)
 #: widths and counts of the tiny instance (set whatever the config says)
 SMALL = dict(vocab_size=64, max_position_embeddings=64, n_positions=64, intermediate_size=64, n_inner=64,
@@ -71,7 +71,7 @@ def _first(c: dict, keys):
 
 
 def cut_config(config: dict, fam: Architecture) -> dict:
-    """The config of the tiny instance: ``config`` (its text config) with the family's width,
+    """The config of the tiny instance: ``config`` (its text config) with the architecture's width,
     head, KV-head, head-dim and layer keys cut (MHA, GQA or MQA kept), per-layer lists cut to the
     first layer, and the sizes of ``SMALL``; every other key as the config has it."""
     c = {k: v for k, v in config_view(config).items() if not k.startswith("_")}
@@ -238,7 +238,7 @@ def qk_reference(model, fam: Architecture, D: int, draws: int = 4) -> dict:
 
 def qk_residual(lf, r) -> tuple[float, float]:
     """Relative residual of the model's logit differences against s q_h(c).(k_g(a) - k_g(a')),
-    one scale s for every head and draw (the family's softmax scale); the weights p0, p1 on the
+    one scale s for every head and draw (the architecture's softmax scale); the weights p0, p1 on the
     two keys are solved from z = p0 V a + p1 V c (V verified by the V/O oracle)."""
     A, A2, C, z = r
     n, H = A.shape[0], lf.n_heads
@@ -252,7 +252,7 @@ def qk_residual(lf, r) -> tuple[float, float]:
             c = C[b % n]
             M = np.stack([V @ a, V @ c], 1)
             p = np.linalg.lstsq(M, z[b].reshape(H, d)[h], rcond=None)[0]
-            with np.errstate(invalid="ignore", divide="ignore"):  # a module off the family's path: NaN, a failure
+            with np.errstate(invalid="ignore", divide="ignore"):  # a module off the architecture's path: NaN, a failure
                 logr.append(np.log(p[0] / p[1]))
         for b in range(n):
             obs.append(logr[b] - logr[b + n])
@@ -264,9 +264,9 @@ def qk_residual(lf, r) -> tuple[float, float]:
 
 # ---- the module tree --------------------------------------------------------------------------
 def undescribed(model, fam: Architecture) -> list[str]:
-    """What the family does not describe inside the attention block of layer 0: every submodule
-    that runs before the output projection, other than the family's projections (and their
-    parts), dropout, rotary embeddings and, where the family has one, its q/k norm; each named
+    """What the architecture does not describe inside the attention block of layer 0: every submodule
+    that runs before the output projection, other than the architecture's projections (and their
+    parts), dropout, rotary embeddings and, where the architecture has one, its q/k norm; each named
     with where it sits, from the tensors it passes (two tokens, one plain forward)."""
     import torch
 
@@ -335,20 +335,20 @@ def undescribed(model, fam: Architecture) -> list[str]:
         elif "v" in within and same(x, outputs.get(within["v"])):
             out.append(f"{name} sits on the value path (after {within['v']}), so the OV operator is not O V^T")
         elif any(r in within and same(x, outputs.get(within[r])) for r in ("q", "k")) or _QK_NORM.search(name):
-            out.append(f"{name} sits on the query/key path, which the family does not describe, so the "
+            out.append(f"{name} sits on the query/key path, which the architecture does not describe, so the "
                        "attention logits are not bilinear in W_Q, W_K")
         elif order[name] < start:
             out.append(f"{name} sits between the attention block's input and its projections, so the reading "
                        "spaces are not those of W_Q, W_K, W_V")
         else:
             out.append(f"{name} ({type(mods[name]).__name__}) runs inside the attention block before {o} and the "
-                       "family does not describe it")
+                       "architecture does not describe it")
     return out
 
 
 # ---- the check and its cache ------------------------------------------------------------------
 def check(fam: Architecture, config: dict) -> dict:
-    """The oracle's verdict for the family ``fam`` (resolved for ``config``) on a tiny instance of
+    """The oracle's verdict for the architecture ``fam`` (resolved for ``config``) on a tiny instance of
     ``config``: ``{"ok", "reason", "errors"}``; ``ok`` None when transformers cannot build the
     instance (nothing to check against). Uncached."""
     cut = cut_config(config, fam)
@@ -366,7 +366,7 @@ def check(fam: Architecture, config: dict) -> dict:
     sd = model.state_dict()
     absent = [m for m in fam.tensors if not any(k.endswith(f"{fam.layers}.0.{m}.weight") for k in sd)]
     if absent:
-        return dict(ok=False, errors={}, reason=f"{mt}: the family {fam.name!r} names modules that transformers' "
+        return dict(ok=False, errors={}, reason=f"{mt}: the architecture {fam.name!r} names modules that transformers' "
                     f"{type(model).__name__} does not have ({', '.join(absent)})")
     adapter = ArchitectureAdapter(fam)
     cfg = config_view(model.config.to_dict())
@@ -380,13 +380,13 @@ def check(fam: Architecture, config: dict) -> dict:
             if not s > 0:
                 err["qk"] = float("inf")
     except Exception as e:  # the description does not read the instance, or its forward fails
-        return dict(ok=False, errors={}, reason=f"{mt}: the family {fam.name!r} does not read transformers' "
+        return dict(ok=False, errors={}, reason=f"{mt}: the architecture {fam.name!r} does not read transformers' "
                     f"{type(model).__name__} ({type(e).__name__}: {' '.join(str(e).split())[:300]})")
     off = [k for k, v in err.items() if not v < TOL[k]]
     if not tree and not off:
         return dict(ok=True, errors=err, reason="")
     what = {"o_v": "V/O per head", "norm": "the pre-attention norm", "qk": "Q/K through the logits"}
-    reason = "; ".join(tree) or (f"transformers' attention block does not reproduce the family {fam.name!r}: "
+    reason = "; ".join(tree) or (f"transformers' attention block does not reproduce the architecture {fam.name!r}: "
                                  + ", ".join(f"{what[k]} off by {err[k]:.1e} (relative)" for k in off))
     return dict(ok=False, errors=err, reason=f"{mt}: {reason}")
 
@@ -421,7 +421,7 @@ def _transformers_version() -> str | None:
 
 
 def cache_key(config: dict, fam: Architecture | None) -> dict:
-    """What a verdict depends on: the oracle's version, transformers' version, the family as
+    """What a verdict depends on: the oracle's version, transformers' version, the architecture as
     resolved (None: derived) and the tiny instance's config less the keys that change no module
     (identifiers, dtype, token ids, dropout, epsilons, RoPE base)."""
     desc = None if fam is None else {k: v for k, v in asdict(fam).items() if k not in ("variant", "notes")}
@@ -430,7 +430,7 @@ def cache_key(config: dict, fam: Architecture | None) -> dict:
     layout = {k: v for k, v in sorted(cut.items()) if k not in _NOT_LAYOUT and k not in eps and "dropout" not in k
               and not k.endswith(("_pdrop", "token_id", "token_ids"))}
     return dict(oracle=ORACLE_VERSION, model_type=cut.get("model_type"), transformers=_transformers_version(),
-                family=desc, config=layout)
+                architecture=desc, config=layout)
 
 
 def _path(key: dict) -> Path:
@@ -458,8 +458,8 @@ def _store(key: dict, verdict: dict) -> None:
 
 
 def verdict(fam: Architecture | None, config: dict) -> dict:
-    """The cached verdict of ``fam`` (None: the family ``derive`` reads from transformers' modules)
-    for ``config``; computed and stored when absent. A derived verdict carries the family's fields."""
+    """The cached verdict of ``fam`` (None: the architecture ``derive`` reads from transformers' modules)
+    for ``config``; computed and stored when absent. A derived verdict carries the architecture's fields."""
     key = cache_key(config, fam)
     hit = _cached(key)
     if hit is not None:
@@ -472,10 +472,10 @@ def verdict(fam: Architecture | None, config: dict) -> dict:
             v = dict(ok=False, errors={}, reason=str(e), derived=None)
         except Exception as e:  # transformers' modules are not what derive() can read
             v = dict(ok=False, errors={}, derived=None, reason=f"architecture {config_view(config).get('model_type')!r}: "
-                     f"its modules cannot be read as a family ({type(e).__name__}: {' '.join(str(e).split())[:300]})")
+                     f"its modules cannot be read as an architecture ({type(e).__name__}: {' '.join(str(e).split())[:300]})")
         else:
             v = {**check(found, config), "derived": {k: getattr(found, k) for k in _DERIVED}}
-            v["ok"] = bool(v["ok"])  # a derived family that cannot be built is refused
+            v["ok"] = bool(v["ok"])  # a derived architecture that cannot be built is refused
     else:
         v = check(fam, config)
     v["seconds"] = round(time.perf_counter() - t0, 3)
@@ -487,8 +487,8 @@ _DERIVED = ("layers", "norm_type", "norm_offset", "qk_norm", "post_norm", "notes
 
 
 def verify(fam: Architecture, config: dict) -> None:
-    """Refuse (UnknownArchitectureError) a named family whose transformers module, for ``config``,
-    computes something the family does not describe; nothing when it agrees or when transformers
+    """Refuse (UnknownArchitectureError) a named architecture whose transformers module, for ``config``,
+    computes something the architecture does not describe; nothing when it agrees or when transformers
     cannot build the config's ``model_type`` offline (nothing to check against)."""
     v = verdict(fam, config)
     if v["ok"] is False:
@@ -497,7 +497,7 @@ def verify(fam: Architecture, config: dict) -> None:
 
 
 def derived_architecture(config: dict) -> Architecture:
-    """The family of a ``model_type`` that no family names, read from transformers' modules
+    """The architecture of a ``model_type`` that no architecture names, read from transformers' modules
     (``headgeom.architectures.derive``) and accepted only when the oracle passes."""
     v = verdict(None, config)
     mt = config_view(config).get("model_type")

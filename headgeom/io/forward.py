@@ -10,12 +10,12 @@ loaded with ``from_pretrained`` (GGUF through transformers' own ``gguf_file=`` p
   z  (tokens, H, d_head)  the input of the attention output projection split into heads: head
                           h's attention-weighted value mix, so its write is y_h = O_h z_h
   x  (tokens, d_model)    the residual entering the layer, before its norm
-  write_scale (tokens,)   families with a norm on the attention output before the residual add
-                          (``post_norm`` of the family: Gemma-2/3, OLMo-2): 1 / s_t, the norm's
+  write_scale (tokens,)   architectures with a norm on the attention output before the residual add
+                          (``post_norm`` of the architecture: Gemma-2/3, OLMo-2): 1 / s_t, the norm's
                           per-token factor computed from the full attention output a_t the norm
                           receives (RMSNorm: s_t = sqrt(mean(a_t^2) + eps); LayerNorm: of the
                           centred a_t), eps read from the norm module
-  write_gain (d_model,)   and the norm's gain as the model applies it (weight + the family's
+  write_gain (d_model,)   and the norm's gain as the model applies it (weight + the architecture's
                           post_norm_offset, Gemma's 1 + w); head j's write as the model adds it to
                           the residual is then u_tj = write_gain * P_c(O_j z_tj) * write_scale_t
                           (P_c: centring, LayerNorm only), and sum_j u_tj is the norm's output
@@ -37,7 +37,7 @@ import numpy as np
 from ..core.errors import ModelRunError
 
 # Where the pieces sit in each transformers base model (AutoModel): headgeom.architectures.hook_map
-# of the model's family (o: the output projection whose input is z; attn: the module whose first
+# of the model's architecture (o: the output projection whose input is z; attn: the module whose first
 # output is the attention block's output; q/k/v or a fused qkv: the weight check; norm: the
 # pre-attention norm, None for post-LN or no norm).
 from ..architectures import BY_MODEL_TYPE, ARCHITECTURES, hook_map, split_fused  # noqa: E402
@@ -76,7 +76,7 @@ class LoadedModel:
         return _module_eps(m, layer)
 
     def norm_gain(self, layer: int) -> np.ndarray | None:
-        """The pre-attention norm's gain as the model applies it (weight + the family's offset);
+        """The pre-attention norm's gain as the model applies it (weight + the architecture's offset);
         None without a pre-attention norm or for a non-parametric one."""
         if self.hooks["norm"] is None or not self.hooks.get("norm_weight", True):
             return None
@@ -169,7 +169,7 @@ def _gguf_loader(parsed=None):
 
 
 def _hooks_for(cfg, mt, architecture=None):
-    """The hook map of the model's family (forced by ``architecture``), resolved for its config."""
+    """The hook map of the model's architecture (forced by ``architecture``), resolved for its config."""
     from ..architectures import architecture_for
     from ..core.errors import UnknownArchitectureError
 
@@ -317,7 +317,7 @@ def open_model(model_name: str, entry: dict, device: str = "cpu", log=print):
 def capture(lm: LoadedModel, ids: np.ndarray, keep_attn_out: bool = False, device: str = "cpu"):
     """Run the windows (n_windows, window) one at a time; return per layer a dict with
     z (N, H, d_head), x (N, d_model) [and attn_out (N, d_model)], float32, N = n_windows*window;
-    for a family with a post-attention norm also write_scale (N,) and write_gain (d_model,)
+    for an architecture with a post-attention norm also write_scale (N,) and write_gain (d_model,)
     (module docstring)."""
     import torch
 
@@ -391,7 +391,7 @@ def module_weights(lm: LoadedModel, layer: int) -> dict[str, np.ndarray]:
         W = lm.module(layer, key).weight.detach().double().cpu().numpy()
         return np.ascontiguousarray(W.T) if lm.hooks.get("conv1d") else W
 
-    if lm.hooks.get("qkv"):  # a fused projection, split by the family's rule
+    if lm.hooks.get("qkv"):  # a fused projection, split by the architecture's rule
         q, k, v = split_fused(weight("qkv"), lm.hooks["split"], lm.n_heads, lm.n_kv, lm.d_head)
         out.update(q=q.reshape(-1, q.shape[-1]), k=k.reshape(-1, k.shape[-1]), v=v.reshape(-1, v.shape[-1]))
     else:
@@ -411,9 +411,9 @@ CHECKED = {"q": "query projection", "k": "key projection", "v": "value projectio
 def weight_check(lm: LoadedModel, factors, layer: int, store_eps: float | None = None) -> dict[str, float]:
     """Max |store - model| / max|model| per quantity: the store's per-head factors (what the
     weight-space stages use) against the weights transformers runs: the q/k/v/o projections and
-    the pre-attention norm's gain as the model applies it (module weight + the family's offset),
+    the pre-attention norm's gain as the model applies it (module weight + the architecture's offset),
     and, where the store's config declares it (``store_eps``), the norm's epsilon against the one
-    the norm module computes with (``variance_epsilon`` / ``eps``, or the family's code constant)."""
+    the norm module computes with (``variance_epsilon`` / ``eps``, or the architecture's code constant)."""
     w = module_weights(lm, layer)
     f = factors
     stacks = {

@@ -62,7 +62,7 @@ def store_lock(out_dir: str | Path, model: str):
 def extract(ckpt, out_dir: str | Path, model: str, source: dict, log=print, architecture: str | None = None) -> dict:
     """Copy the tensors the architecture's adapter needs from ``ckpt`` into a store
     (under ``store_lock``: concurrent extracts into one store are refused). ``architecture``
-    (the model's ``architecture:`` key) forces the family."""
+    (the model's ``architecture:`` key) forces the architecture."""
     with store_lock(out_dir, model):
         return _extract(ckpt, Path(out_dir), model, source, log, architecture)
 
@@ -261,7 +261,7 @@ class TensorStore:
         self.manifest = json.loads(mpath.read_text())
         self.fields = ArchFields(**self.manifest["fields"])
         name = self.manifest["adapter"]
-        # a family derived from transformers' modules (headgeom.architectures.derive) has no registry entry
+        # an architecture derived from transformers' modules (headgeom.architectures.derive) has no registry entry
         self.adapter = by_name(name) if name in ADAPTERS else adapter_for(self.manifest["config"], self.manifest["format"])
         self._fh = None
 

@@ -266,7 +266,7 @@ def _store_eps(store: TensorStore, architecture=None) -> float | None:
 
 
 def _post_ln(store: TensorStore) -> bool:
-    """The store's family is post-LN (the attention output is normed after the residual add)."""
+    """The store's architecture is post-LN (the attention output is normed after the residual add)."""
     from headgeom.architectures import ARCHITECTURES, config_view
 
     fam = ARCHITECTURES.get(store.manifest.get("adapter"))

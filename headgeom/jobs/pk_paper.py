@@ -1,4 +1,4 @@
-"""The PK paper's per-layer jobs: pk, pk_cross, pk_null_within, pk_null_cross (run through the
+"""The PK paper's per-layer jobs: pk_within, pk_cross, pk_null_within, pk_null_cross (run through the
 shard-family registry, headgeom.schedule.families). They hold no math (headgeom.methods.overlap)
 and no cost figures: what they add is reading a layer, writing its shard, and the bounded caches
 that keep a layer's spaces, bases and factors across pairs and samples, each within its memory
@@ -57,12 +57,12 @@ def _self_overlap_rows(f, spaces, model: str, layer: int, n_perm: int) -> dict:
 
 
 def pk_rows(f, model: str, layer: int, params: dict, self_overlap: bool = False) -> tuple[dict, dict, dict | None]:
-    """The rows of one layer's pk shard, key columns first, its layer facts (provenance), and
+    """The rows of one layer's pk_within shard, key columns first, its layer facts (provenance), and
     with ``self_overlap`` the rows of its pk_self shard (else None): what pk_job writes and
     headgeom.api returns."""
-    from headgeom.methods.overlap import pk_layer
+    from headgeom.methods.overlap import pk_within_layer
 
-    cols, facts, spaces = pk_layer(f, kinds=tuple(params.get("kinds", ("O", "Q", "K", "V"))),
+    cols, facts, spaces = pk_within_layer(f, kinds=tuple(params.get("kinds", ("O", "Q", "K", "V"))),
                                    rank_rtol=params.get("rank_rtol", 1e-6), return_spaces=True)
     rows = None
     if self_overlap:
@@ -77,13 +77,13 @@ def pk_job(store_dir, layer: int, out, params: dict, out_self=None, log=print) -
     f = store.layer_factors(layer)
     model = store.manifest["model"]
     cols, facts, rows = pk_rows(f, model, layer, params, self_overlap=out_self is not None)
-    prov = shard_provenance("pk", store, layer, params)
+    prov = shard_provenance("pk_within", store, layer, params)
     prov["layer_facts"] = facts
     prov["folded"] = f.notes.get("folded", "")
     write_shard(out, cols, prov)
     if out_self is not None:
         write_shard(out_self, rows, {**prov, "job": "pk_self"})
-    log(f"[pk {model} L{layer}] {len(cols['pk'])} pairs, {time.perf_counter() - t0:.2f}s")
+    log(f"[pk_within {model} L{layer}] {len(cols['pk'])} pairs, {time.perf_counter() - t0:.2f}s")
 
 
 class _BoundedMemo:
@@ -490,7 +490,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
 # ------------------------------------------------------------------ entry points (the registry's ``run``)
 
 
-def run_pk_layer(inputs, outputs, wildcards, params, log):
+def run_pk_within_layer(inputs, outputs, wildcards, params, log):
     pk_job(store_dir(inputs), int(wildcards["layer"]), outputs["pairs"], params, out_self=outputs["self_overlap"], log=log)
 
 

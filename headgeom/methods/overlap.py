@@ -224,7 +224,7 @@ def stacked_singular_values(X: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(np.linalg.eigvalsh(G), 0.0, None))[::-1]
 
 
-def pk_layer(f, kinds=KINDS, rank_rtol: float = 1e-6, return_spaces: bool = False):
+def pk_within_layer(f, kinds=KINDS, rank_rtol: float = 1e-6, return_spaces: bool = False):
     """Within-layer PK for every kind. Returns (pair columns, per-kind layer facts[, spaces])."""
     cols: dict[str, list] = {k: [] for k in ("kind", "head_i", "head_j", "pk", "rho", "min_angle_deg", "dim_i", "dim_j", "flags")}
     facts = {}

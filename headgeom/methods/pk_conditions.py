@@ -92,7 +92,7 @@ def conditions(data: dict, fields: dict, types=None) -> list[dict]:
     """Every within-layer and cross-layer condition with its null comparison."""
     types = tuple(NULL_MODELS) if types is None else tuple(types)
     rows = []
-    ow = observed_within(data.get("pk", {}), fields)
+    ow = observed_within(data.get("pk_within", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), WITHIN_KEY)
     for (m, l, k), st in sorted(ow.items()):
         nd = {t: nw.get((m, l, k, t), {}) for t in types}

@@ -17,7 +17,7 @@ after the residual adds; OLMo-2, whose q/k norms come after the projection) is n
 says why (``post_ln_read_path`` / ``no_pre_norm_read_path``), and ``e_tot`` is the linear term alone.
 
 Writes *(choice, ``activation.read_paths.write_point``)*: ``residual`` (default) takes head j's write
-as the model adds it to the residual. Where the family has a norm on the attention output before
+as the model adds it to the residual. Where the architecture has a norm on the attention output before
 the residual add (Gemma-2/3, OLMo-2) that is u_tj = gamma_post * P_c(O_j z_tj) / s_t, with s_t the
 norm's per-token factor computed from the full attention output and gamma_post its gain (headgeom.io.forward:
 ``write_scale`` = 1 / s_t, ``write_gain``); the heads' writes then sum to the norm's output, and the

@@ -5,8 +5,8 @@ A builder declares itself with a decorator beside its function (``headgeom.outpu
 
     table, figure = decorators("PK paper")
 
-    @table("pk_table5_writing", families=("pk",), params={"small_angle_deg": "tables/small_angle_deg"})
-    def pk_table5_writing(*, pk, fields, models, small_angle_deg=10.0) -> Table:
+    @table("pk_table5_writing", families=("pk_within",), params={"small_angle_deg": "tables/small_angle_deg"})
+    def pk_table5_writing(*, pk_within, fields, models, small_angle_deg=10.0) -> Table:
         \"\"\"**PK paper, Table 5.** Writing spaces within one layer: ...\"\"\"
 
 The entry says what the output is (name, kind, paper), which shard families it reads (see

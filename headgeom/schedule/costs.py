@@ -28,11 +28,11 @@ SECONDS = {
     "pk_null_within_sample": 10.5,  # per sample, both nulls, 4 kinds: 10.1 s (Q and K: 4.8 s; O: 4.9 s)
     "pk_null_cross_pair_sample": 9.3,  # per layer pair, per sample, per null
 }
-# peak RSS = BASE + factor x layer MiB; measured at full width (make bench-fullwidth): pk_layer
+# peak RSS = BASE + factor x layer MiB; measured at full width (make bench-fullwidth): pk_within_layer
 # 1,243 MiB (request 1,496), pk_null_within 991 (1,608), pk_cross_layer 1,123-1,570 MiB with 2-15
 # layers read (2,088: flat in the layers read, the store's map let go after each), pk_null_cross
 # 1,008-1,156 MiB with one writer layer (its caches' and draws' model below)
-# (make bench-fullwidth, the process tree: pk_layer 1,235 MiB and pk_cross_layer 1,646 MiB, so these factors
+# (make bench-fullwidth, the process tree: pk_within_layer 1,235 MiB and pk_cross_layer 1,646 MiB, so these factors
 # leave the 1.3x headroom bench/fullwidth.py checks: 1,664 and 2,200 MiB; pk_null_cross, a 10-min part of
 # about 13 layers a side, 5,574 MiB: its draws' working set beyond the part's bases and caches, 7 layer sizes)
 MEM_FACTOR = {"pk_within_layer": 4.75, "pk_cross_pair": 6.0, "pk_null_within_sample": 4.5,
@@ -226,8 +226,8 @@ def _minutes(t_s: float, mem: float) -> dict:
     return job_resources(max(mem, 500), t_s)
 
 
-def pk_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
-    """mem_mb and runtime (minutes) of one pk_layer job of this model (4 kinds, ranks, self-overlap)."""
+def pk_within_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
+    """mem_mb and runtime (minutes) of one pk_within_layer job of this model (4 kinds, ranks, self-overlap)."""
     f = _fields(manifest)
     return _minutes(SECONDS["pk_within_layer"] * work_ratio(f), BASE_MB + MEM_FACTOR["pk_within_layer"] * layer_mib(f))
 

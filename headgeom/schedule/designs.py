@@ -11,7 +11,7 @@ lists and scalars replace.
 A design holds
   ``stages``: which per-layer stages run for the model (``pk``, ``paper1``; default both);
   ``pk``:     any key of the global ``pk`` block, plus the layer selections
-              ``pk.layers`` (the within-layer pair jobs, pk_layer) and
+              ``pk.layers`` (the within-layer pair jobs, pk_within_layer) and
               ``pk.nulls.within_layers`` (the within-layer null jobs); a layer selection is
               null (every layer) or a list of layer indices and inclusive ranges "a-b";
               ``pk.nulls.by_layer``: a list of ``{layers: ..., types / within_kinds /
@@ -223,7 +223,7 @@ def describe(config: dict, model: str, fields: dict) -> dict:
     (of the jobs writing the within-layer pairs and the two null families)."""
     from headgeom.schedule.families import SHARD_FAMILIES, JOBS
 
-    pairs, within, cross = (JOBS[SHARD_FAMILIES[f].job] for f in ("pk", "pk_null_within", "pk_null_cross"))
+    pairs, within, cross = (JOBS[SHARD_FAMILIES[f].job] for f in ("pk_within", "pk_null_within", "pk_null_cross"))
     pk = model_config(config, model)["pk"]
     out = {"stages": list(stages(config, model)),
            "jobs": {j: len(job_wildcards(j, config, model, fields)) for j in JOBS}}

@@ -257,12 +257,12 @@ JOBS = {
     j.name: j
     for j in (
         Job(
-            "pk_layer", pk_jobs.run_pk_layer,
-            outputs={"pairs": ("pk", "layer"), "self_overlap": ("pk_self", "layer")},
+            "pk_within_layer", pk_jobs.run_pk_within_layer,
+            outputs={"pairs": ("pk_within", "layer"), "self_overlap": ("pk_self", "layer")},
             params={"kinds": "pk/kinds", "rank_rtol": "rank_rtol", "self_permutations": "pk/self_permutations"},
-            cost_model=_pk_cost(costs.pk_layer),
+            cost_model=_pk_cost(costs.pk_within_layer),
             seed_scheme="self-overlap permutations: rng_for(model, layer, 'self-overlap', test); pairs deterministic",
-            log="logs/pk/{model}/layer{layer}.log",
+            log="logs/pk_within/{model}/layer{layer}.log",
             stage="pk", when=lambda pk: bool(pk["kinds"]), layers=("layers", None),
         ),
         Job(

@@ -1,6 +1,6 @@
 """The environment that makes the pipeline's job processes inject a test fault.
 
-``fault_env(HEADGEOM_TEST_FAIL_FIRST_ATTEMPT="pk_layer")`` returns the variables to set for a
+``fault_env(HEADGEOM_TEST_FAIL_FIRST_ATTEMPT="pk_within_layer")`` returns the variables to set for a
 Snakemake run: the named ones, and PYTHONPATH with ``tests/helpers/jobhooks`` in front, whose
 ``sitecustomize.py`` installs the hooks in every Python process started with it (its docstring
 lists the variables). The pipeline's own code has no test hooks."""

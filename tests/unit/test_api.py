@@ -102,8 +102,8 @@ def test_api_numbers_are_the_pipeline_shards(tmp_path_factory, snakemake_bin, ro
     for family, job, table in [
         ("paper1_heads", "paper1_heads", m.closure()),
         ("paper1_pairs", "paper1_heads", m.sibling_pairs()),
-        ("pk", "pk_layer", m.pk_within()),
-        ("pk_self", "pk_layer", m.pk_self()),
+        ("pk_within", "pk_within_layer", m.pk_within()),
+        ("pk_self", "pk_within_layer", m.pk_self()),
         ("pk_cross", "pk_cross_layer", m.pk_cross()),
     ]:
         want, provs = shards(run, family)
@@ -244,7 +244,7 @@ def test_hub_repo_equals_local_path(saved, tmp_path, monkeypatch):
 def test_config_reaches_the_job_params(saved):
     model, path = saved
     m = hg.load(path, config={"pk": {"kinds": ["O"]}, "paper1": {"scramble_draws": 3}})
-    assert m.params("pk_layer")["kinds"] == ["O"]
+    assert m.params("pk_within_layer")["kinds"] == ["O"]
     assert set(m.pk_within().column("kind").to_pylist()) == {"O"}
     assert all(len(x) == 3 for x in m.closure().column("P_scramble").to_pylist())
     default = hg.load(path)

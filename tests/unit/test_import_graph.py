@@ -175,9 +175,9 @@ def test_every_registered_job_is_an_arrow_of_the_graph():
 def test_a_job_named_in_a_string_is_refused():
     from headgeom.schedule.families import JOBS, Job
 
-    j = JOBS["pk_layer"]
+    j = JOBS["pk_within_layer"]
     with pytest.raises(TypeError, match="the job function itself"):
-        Job("pk_layer_str", "headgeom.jobs.pk_paper:run_pk_layer", {"shard": ("pk_str", "layer")}, {},
+        Job("pk_within_layer_str", "headgeom.jobs.pk_paper:run_pk_within_layer", {"shard": ("pk_str", "layer")}, {},
             j.cost_model, "none", "logs/x.log")
 
 

@@ -207,7 +207,7 @@ def test_missing_corpus_is_one_error_naming_it(act_run, snakemake_bin, root, tmp
     assert r.returncode != 0
     assert re.search(r"CorpusError: corpus 'toy'.*gone\.txt.*does not exist", out), out[-3000:]
     # the weight-space stages had nothing to redo and are untouched
-    assert "rule paper1_heads" not in out and "rule pk_layer" not in out
+    assert "rule paper1_heads" not in out and "rule pk_within_layer" not in out
 
 
 def test_architecture_the_stage_cannot_run_is_named_and_weight_space_still_runs(snakemake_bin, root, tmp_path):

@@ -16,7 +16,7 @@ from tinyrun import CFG, merge, snakemake
 pytestmark = pytest.mark.slow
 
 TARGETS = [
-    "results/shards/pk/tiny/layer0.parquet", "results/shards/pk/tiny/layer1.parquet",
+    "results/shards/pk_within/tiny/layer0.parquet", "results/shards/pk_within/tiny/layer1.parquet",
     "results/shards/pk_cross/tiny/part0.parquet", "results/shards/pk_null_cross/tiny/block0/part0.parquet",
 ]
 
@@ -57,8 +57,8 @@ def test_second_workdir_computes_nothing(tmp_path, snakemake_bin, root, monkeypa
     # each layer has its own entry (wildcards are part of the key)
     assert set(read_shard(w2 / TARGETS[1])[0].column("layer").to_pylist()) == {1}
 
-    # pk.self_permutations is read by pk_layer only: that job runs, the others come from the cache
+    # pk.self_permutations is read by pk_within_layer only: that job runs, the others come from the cache
     w3, t3 = runs["w3"]
     assert _computed(t3) == {*TARGETS[:2], "results/shards/pk_self/tiny/layer0.parquet",
                              "results/shards/pk_self/tiny/layer1.parquet"}, _computed(t3)
-    assert (w3 / "logs/pk/tiny/layer0.log").stat().st_size > 0
+    assert (w3 / "logs/pk_within/tiny/layer0.log").stat().st_size > 0

@@ -20,7 +20,7 @@ from tinyrun import copy_run, snakemake, tiny_run
 pytestmark = pytest.mark.slow
 
 FLIP = "results/shards/paper1_heads/tiny/layer1.parquet"
-TRUNCATE = "results/shards/pk/tiny/layer0.parquet"
+TRUNCATE = "results/shards/pk_within/tiny/layer0.parquet"
 DELETE = "results/shards/paper1_heads/tiny/layer0.parquet"
 
 

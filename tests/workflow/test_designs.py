@@ -27,11 +27,11 @@ L3, L7 = 48, 4  # layer 46 must exist in the Qwen3 stand-in
 
 def _expected(fields7) -> set[tuple[str, str]]:
     """(rule, output) of every per-layer job of the papers' design, written out by hand."""
-    jobs = {("pk_layer", f"results/shards/pk/{Q3}/layer{l}.parquet") for l in range(L3)}
+    jobs = {("pk_within_layer", f"results/shards/pk_within/{Q3}/layer{l}.parquet") for l in range(L3)}
     jobs |= {("pk_null_within", f"results/shards/pk_null_within/{Q3}/layer46/block0.parquet")}
     jobs |= {(r, f"results/shards/{fam}/{Q3}/layer{l}.parquet") for l in range(L3)
              for r, fam in (("paper1_heads", "paper1_heads"), ("paper1_capacity", "paper1_capacity"))}
-    jobs |= {("pk_layer", f"results/shards/pk/{Q7}/layer{l}.parquet") for l in range(L7)}
+    jobs |= {("pk_within_layer", f"results/shards/pk_within/{Q7}/layer{l}.parquet") for l in range(L7)}
     # 30 samples in blocks of 10 (config/paper.yaml): blocks 0, 1, 2
     jobs |= {("pk_null_within", f"results/shards/pk_null_within/{Q7}/layer{l}/block{b}.parquet")
              for l in range(L7) for b in range(3)}

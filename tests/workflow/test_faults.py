@@ -250,11 +250,11 @@ def test_nonfinite_weights_give_nan_and_flag_and_the_run_continues(degenerate):
     c0 = _closure(w, 0)
     assert np.isnan(c0[1]["P"]) and np.isnan(c0[1]["alpha"]) and c0[1]["flags"] == "nonfinite"
     assert np.isclose(c0[0]["P"], 1.0) and c0[0]["flags"] == ""  # its neighbours are unaffected
-    pk0, prov0 = read_shard(w / "results/shards/pk/tiny/layer0.parquet")
+    pk0, prov0 = read_shard(w / "results/shards/pk_within/tiny/layer0.parquet")
     rows = [r for r in pk0.to_pylist() if r["kind"] == "O" and 1 in (r["head_i"], r["head_j"])]
     assert len(rows) == 3 and all(np.isnan(r["rho"]) and r["flags"] == "undefined" for r in rows)
     assert prov0["layer_facts"]["O"]["ranks"][1] == -1
-    pk1, _ = read_shard(w / "results/shards/pk/tiny/layer1.parquet")
+    pk1, _ = read_shard(w / "results/shards/pk_within/tiny/layer1.parquet")
     q = [r for r in pk1.to_pylist() if r["kind"] == "Q"]
     assert all((np.isnan(r["rho"]) and r["flags"] == "undefined") == (2 in (r["head_i"], r["head_j"])) for r in q)
     assert all(np.isfinite(r["rho"]) for r in pk1.to_pylist() if r["kind"] == "O")  # Inf in Q leaves O alone
@@ -275,10 +275,10 @@ def test_zero_and_rank_deficient_heads_give_nan_and_flag_and_the_run_continues(d
     rank1 = c1[0]  # P is defined (a rank-1 T is exactly closed), principal coordinates are not
     assert rank1["flags"] == "rank_deficient" and rank1["rank_O"] == 1 and np.isclose(rank1["P"], 1.0)
     assert np.isnan(rank1["G_overlap"]) and np.isnan(rank1["identity_relerr"])
-    pk0, _ = read_shard(w / "results/shards/pk/tiny/layer0.parquet")
+    pk0, _ = read_shard(w / "results/shards/pk_within/tiny/layer0.parquet")
     zrows = [r for r in pk0.to_pylist() if r["kind"] == "O" and 2 in (r["head_i"], r["head_j"])]
     assert zrows and all(np.isnan(r["rho"]) and r["flags"] == "undefined" for r in zrows)
-    pk2, _ = read_shard(w / "results/shards/pk/tiny/layer2.parquet")
+    pk2, _ = read_shard(w / "results/shards/pk_within/tiny/layer2.parquet")
     [v] = [r for r in pk2.to_pylist() if r["kind"] == "V"]
     assert np.isnan(v["rho"]) and v["flags"] == "undefined" and v["dim_j"] == 0
     pkw = next(csv.DictReader(open(w / "results/tables/pk_table5_writing.csv")))

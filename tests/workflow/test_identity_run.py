@@ -26,7 +26,7 @@ from synth import write_llama
 pytestmark = pytest.mark.slow
 
 MISPLACED = {  # destination <- a sound shard of another place
-    "results/shards/pk/tiny/layer1.parquet": "results/shards/pk/tiny/layer0.parquet",  # another layer
+    "results/shards/pk_within/tiny/layer1.parquet": "results/shards/pk_within/tiny/layer0.parquet",  # another layer
     "results/shards/pk_cross/tiny2/part0.parquet": "results/shards/pk_cross/tiny/part0.parquet",  # another model
     "results/shards/pk_cross/tiny2/part2.parquet": "results/shards/pk_cross/tiny2/part1.parquet",  # another part
     "results/shards/pk_null_within/tiny/layer0/block1.parquet":  # another null block
@@ -107,7 +107,7 @@ def test_a_table_target_rebuilds_the_misplaced_shards_it_reads(two_models, tmp_p
 SIX = ("results/shards/paper1_heads/tiny/layer0.parquet",  # deleted shard
        "results/tables/p1_table2_strong_tail.prov.json",  # deleted table sidecar
        "results/sensitivity/{alt}/row.json",  # edited sensitivity row
-       "results/shards/pk/tiny/layer1.parquet",  # another layer's shard in its place
+       "results/shards/pk_within/tiny/layer1.parquet",  # another layer's shard in its place
        "results/tensors/tiny",  # a flipped byte in the tensor store
        "figures/{fig}.prov.json")  # a figure whose PNG is deleted
 
@@ -128,7 +128,7 @@ def test_six_damages_are_six_lines_and_all_rebuilt(run, tmp_path, snakemake_bin,
     (w / SIX[0]).unlink()
     (w / SIX[1]).unlink()
     row.write_text(_edit_changed(row.read_text()))
-    shutil.copy2(w / "results/shards/pk/tiny/layer0.parquet", w / SIX[3])
+    shutil.copy2(w / "results/shards/pk_within/tiny/layer0.parquet", w / SIX[3])
     tensors = w / "results/tensors/tiny/tensors.safetensors"
     flip(tensors, 0.9)
     fig.unlink()

@@ -206,10 +206,10 @@ def test_failed_jobs_read_from_snakemake_log():
 
     text = "\n".join([
         "localrule paper1_heads:", "    log: logs/a/0.log", "    jobid: 4", "    wildcards: model=m, layer=0",
-        "rule pk_layer:", "    log: logs/b/0.log", "    jobid: 7", "    wildcards: model=m, layer=0",
-        "Error in rule pk_layer:", "    message: None", "    jobid: 7",
+        "rule pk_within_layer:", "    log: logs/b/0.log", "    jobid: 7", "    wildcards: model=m, layer=0",
+        "Error in rule pk_within_layer:", "    message: None", "    jobid: 7",
         "    log: logs/b/0.log (check log file(s) for error details)",
-        "Trying to restart job 7.", "Finished jobid: 7 (Rule: pk_layer)",  # a retry that succeeded
+        "Trying to restart job 7.", "Finished jobid: 7 (Rule: pk_within_layer)",  # a retry that succeeded
         "Error in rule paper1_heads:", "    message: None", "    jobid: 4",
         "    log: logs/a/0.log (check log file(s) for error details)",
         "Shutting down, this might take some time."])

@@ -184,7 +184,7 @@ def test_adding_a_model_runs_its_jobs_and_the_aggregates(plans):
     # after it: the new model's per-layer jobs (3 layers), nothing of `tiny`, and the aggregates
     L = range(3)
     new = (
-        {("pk_layer", f"results/shards/pk/tiny2/layer{l}.parquet") for l in L}
+        {("pk_within_layer", f"results/shards/pk_within/tiny2/layer{l}.parquet") for l in L}
         | {("pk_cross_layer", "results/shards/pk_cross/tiny2/part0.parquet")}  # 3 pairs, one part
         | {("pk_null_within", f"results/shards/pk_null_within/tiny2/layer{l}/block0.parquet") for l in L}
         | {("pk_null_cross", "results/shards/pk_null_cross/tiny2/block0/part0.parquet")}
@@ -220,7 +220,7 @@ def test_cuda_device_asks_a_gpu_for_the_backend_null_jobs_alone(tmp_path_factory
         else:
             assert gpu == "0", b
     assert seen == {"pk_null_within", "pk_null_cross"}, text[-3000:]
-    assert {"pk_layer", "paper1_heads"} <= set(re.findall(r"^rule (\S+):", text, re.M))  # listed, gpu=0
+    assert {"pk_within_layer", "paper1_heads"} <= set(re.findall(r"^rule (\S+):", text, re.M))  # listed, gpu=0
 
 
 def test_forward_jobs_hold_the_cores_activation_threads_names(tmp_path, snakemake_bin, root):

@@ -110,7 +110,7 @@ PIPELINE_TARGETS = [
 
 def _tiny_pipeline_config(tmp_path: Path) -> Path:
     """One synthetic Llama-layout checkpoint (2 layers, GQA, one planted closed head):
-    1 fetch + 2 paper1_heads + 2 pk_layer jobs go to SLURM; tables/figures are local."""
+    1 fetch + 2 paper1_heads + 2 pk_within_layer jobs go to SLURM; tables/figures are local."""
     from synth import write_llama  # tests/helpers is on sys.path (pyproject: pytest pythonpath)
 
     ckpt = tmp_path / "ckpt"
@@ -219,13 +219,13 @@ def test_real_pipeline_through_slurm_matches_local(slurm_cluster, tmp_path: Path
             return f"{run['slurm_array_job_id']}_{run['slurm_array_task_id']}"
         return run["slurm_job_id"]
 
-    for fam in ("paper1_heads", "pk", "paper1_capacity"):  # every layer's job ran inside SLURM
+    for fam in ("paper1_heads", "pk_within", "paper1_capacity"):  # every layer's job ran inside SLURM
         runs = [read_shard(slurm_dir / f"results/shards/{fam}/synth3/layer{i}.parquet")[1]["run"] for i in range(3)]
         ids = {slurm_id(r) for r in runs}
         assert len(ids) == 3 and ids <= submitted, (fam, runs, submitted)
 
     # Same shards, same numbers, bit for bit; and the final targets exist in both runs.
-    # paper1_heads, paper1_pairs, paper1_capacity, pk, pk_self x 3 layers
+    # paper1_heads, paper1_pairs, paper1_capacity, pk_within, pk_self x 3 layers
     assert _assert_shards_bitwise_equal(slurm_dir, local_dir) == 15
     for rel in targets:
         assert (slurm_dir / rel).stat().st_size > 0 and (local_dir / rel).stat().st_size > 0, rel
@@ -258,7 +258,7 @@ def _profile_run_with(target: str, cfg: Path, work: Path, var: str, value: str) 
 
 @pytest.mark.slow
 def test_retry_reaches_slurm_with_grown_resources(slurm_cluster, tmp_path: Path):
-    """A pk_layer job that fails its first attempt (test-only trigger) is resubmitted by the
+    """A pk_within_layer job that fails its first attempt (test-only trigger) is resubmitted by the
     shipped profile (retries) with twice the cost model's memory: sacct shows both submissions'
     ReqMem; the shard records attempt 2; the efficiency report reads back with `headgeom costs`."""
     import json
@@ -271,15 +271,15 @@ def test_retry_reaches_slurm_with_grown_resources(slurm_cluster, tmp_path: Path)
     cfg = _tiny_pipeline_config(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
-    target = "results/shards/pk/synth/layer0.parquet"
-    log = _profile_run_with(target, cfg, work, "HEADGEOM_TEST_FAIL_FIRST_ATTEMPT", "pk_layer")
+    target = "results/shards/pk_within/synth/layer0.parquet"
+    log = _profile_run_with(target, cfg, work, "HEADGEOM_TEST_FAIL_FIRST_ATTEMPT", "pk_within_layer")
 
-    base = JOBS["pk_layer"].cost(work / "results/tensors/synth/manifest.json", load_config([cfg]))
+    base = JOBS["pk_within_layer"].cost(work / "results/tensors/synth/manifest.json", load_config([cfg]))
     run_id = run_id_from_log(log)
     out = subprocess.run(["sacct", "-X", "-P", "--noheader", "--name", run_id, "--starttime", "now-1days",
                           "--format", "JobID,Comment,State,ReqMem,Timelimit"],
                          capture_output=True, text=True, timeout=60).stdout
-    rows = [line.split("|") for line in out.splitlines() if "rule_pk_layer" in line]
+    rows = [line.split("|") for line in out.splitlines() if "rule_pk_within_layer" in line]
     states = [r[2] for r in rows]
     reqmem = [int(re.match(r"(\d+)M", r[3]).group(1)) for r in rows]
     assert states == ["FAILED", "COMPLETED"], rows
@@ -290,7 +290,7 @@ def test_retry_reaches_slurm_with_grown_resources(slurm_cluster, tmp_path: Path)
     reports = sorted((work / "logs" / "slurm").glob("efficiency_report_*.csv"))
     assert reports, "the profile's efficiency report was not written"
     res = efficiency.compare(reports[-1], work, load_config([cfg]))
-    assert res["pk_layer"]["retried"] >= 1, json.dumps(res, default=str)
+    assert res["pk_within_layer"]["retried"] >= 1, json.dumps(res, default=str)
 
 
 # ---------------------------------------------------------------- job arrays
@@ -430,7 +430,7 @@ def test_watchdog_turns_held_jobs_into_an_error_on_the_console(slurm_cluster, tm
 @pytest.mark.slow
 def test_out_of_memory_kill_is_retried_with_grown_memory(slurm_cluster, tmp_path: Path):
     """SLURM enforces memory on the test cluster (OverMemoryKill, .ci/slurm/slurm.conf.in). A
-    pk_layer job that needs more than its cost model's request (a test-only ballast on every
+    pk_within_layer job that needs more than its cost model's request (a test-only ballast on every
     attempt) is killed OUT_OF_MEMORY, resubmitted by the shipped profile with twice the request,
     and completes; the shard records attempt 2."""
 
@@ -441,22 +441,22 @@ def test_out_of_memory_kill_is_retried_with_grown_memory(slurm_cluster, tmp_path
     cfg = _tiny_pipeline_config(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
-    target = "results/shards/pk/synth/layer0.parquet"
+    target = "results/shards/pk_within/synth/layer0.parquet"
     # fetch first (its own request), so that the cost model can be read for the ballast size
     proc = run_snakemake(["results/tensors/synth/manifest.json", "-c1", "-s", str(REPO / "Snakefile"),
                           "--configfile", str(cfg)], cwd=work, limit_s=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-    base = JOBS["pk_layer"].cost(work / "results/tensors/synth/manifest.json", load_config([cfg]))["mem_mb"]
+    base = JOBS["pk_within_layer"].cost(work / "results/tensors/synth/manifest.json", load_config([cfg]))["mem_mb"]
     # with the job step's own ~300 MB (Snakemake + Python): above the first request, below the second
-    log = _profile_run_with(target, cfg, work, "HEADGEOM_TEST_MEMORY_MB", f"pk_layer={int(base * 0.7)}")
+    log = _profile_run_with(target, cfg, work, "HEADGEOM_TEST_MEMORY_MB", f"pk_within_layer={int(base * 0.7)}")
     out = subprocess.run(["sacct", "-X", "-P", "--noheader", "--name", run_id_from_log(log),
                           "--starttime", "now-1days", "--format", "JobID,Comment,State,ReqMem,MaxRSS"],
                          capture_output=True, text=True, timeout=60).stdout
-    rows = [line.split("|") for line in out.splitlines() if "rule_pk_layer" in line]
+    rows = [line.split("|") for line in out.splitlines() if "rule_pk_within_layer" in line]
     # SLURM kills the job step; the allocation then ends FAILED (22.05) or OUT_OF_MEMORY
     assert [r[2] for r in rows] in (["FAILED", "COMPLETED"], ["OUT_OF_MEMORY", "COMPLETED"]), rows
     assert [int(re.match(r"(\d+)M", r[3]).group(1)) for r in rows] == [base, 2 * base], rows
-    first_log = next((work / "logs/slurm/rule_pk_layer").rglob(f"{rows[0][0]}.log")).read_text()
+    first_log = next((work / "logs/slurm/rule_pk_within_layer").rglob(f"{rows[0][0]}.log")).read_text()
     assert "exceeded memory limit" in first_log, first_log[-3000:]  # killed for memory, not otherwise
     assert read_shard(work / target)[1]["run"]["attempt"] == 2
 
@@ -464,7 +464,7 @@ def test_out_of_memory_kill_is_retried_with_grown_memory(slurm_cluster, tmp_path
 @pytest.mark.slow
 def test_cache_hit_under_slurm_computes_nothing(slurm_cluster, tmp_path: Path):
     """The between-workflow cache through the shipped profile (a bare `--cache`): a first work
-    directory computes fetch and one pk_layer shard on SLURM, and the jobs store them in
+    directory computes fetch and one pk_within_layer shard on SLURM, and the jobs store them in
     $SNAKEMAKE_OUTPUT_CACHE; in a second work directory with the same model and settings the SLURM
     jobs find them there and compute nothing (Snakemake reads the cache inside the job, so the jobs
     are still submitted): the files are links to the first run's, with its provenance."""
@@ -473,7 +473,7 @@ def test_cache_hit_under_slurm_computes_nothing(slurm_cluster, tmp_path: Path):
     from headgeom.io.shards import read_shard
 
     cfg = _tiny_pipeline_config(tmp_path)
-    target = "results/shards/pk/synth/layer0.parquet"
+    target = "results/shards/pk_within/synth/layer0.parquet"
     (tmp_path / "cache").mkdir()
     os.environ["SNAKEMAKE_OUTPUT_CACHE"] = str(tmp_path / "cache")
     logs = {}
@@ -487,15 +487,15 @@ def test_cache_hit_under_slurm_computes_nothing(slurm_cluster, tmp_path: Path):
     finally:
         del os.environ["SNAKEMAKE_OUTPUT_CACHE"]
     submitted = re.findall(r"has been submitted with SLURM jobid (\d+)", logs["w1"])
-    assert len(submitted) == 2, logs["w1"][-4000:]  # fetch and pk_layer, both through SLURM
+    assert len(submitted) == 2, logs["w1"][-4000:]  # fetch and pk_within_layer, both through SLURM
     cached = sorted(p.name for p in (tmp_path / "cache").iterdir())
-    assert len(cached) == 4, cached  # fetch's two files, pk_layer's two shards
+    assert len(cached) == 4, cached  # fetch's two files, pk_within_layer's two shards
     for name in ("w1", "w2"):  # both work directories link to the cache entries
         for rel in (target, "results/tensors/synth/manifest.json"):
             link = tmp_path / name / rel
             assert link.is_symlink() and link.resolve().parent == (tmp_path / "cache").resolve(), (name, rel)
     # in w2 no job script ran: its job logs are empty (w1's are not)
-    assert (tmp_path / "w1/logs/pk/synth/layer0.log").stat().st_size > 0
+    assert (tmp_path / "w1/logs/pk_within/synth/layer0.log").stat().st_size > 0
     assert all(p.stat().st_size == 0 for p in (tmp_path / "w2/logs").rglob("*.log") if "slurm" not in p.parts)
     a, b = (read_shard(tmp_path / w / target) for w in ("w1", "w2"))
     assert a[1] == b[1] and b[1]["run"]["slurm_job_id"] in submitted  # w1's SLURM job computed it

@@ -38,7 +38,7 @@ def tiny(tmp_path):
 
 def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
     _run(snakemake_bin, root, tiny)
-    for family in ("paper1_heads", "pk"):
+    for family in ("paper1_heads", "pk_within"):
         for layer in (0, 1):
             assert (tiny / f"results/shards/{family}/tiny/layer{layer}.parquet").exists()
     assert not (tiny / "results/shards/closure").exists()  # closure is computed once per layer, in paper1_heads
@@ -50,7 +50,7 @@ def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
     assert set(prov["tensors"]) == {f"model.layers.1.self_attn.{x}_proj.weight" for x in "qkvo"} | {"model.layers.1.input_layernorm.weight"}
     P = np.asarray(t.column("P"))
     assert np.isclose(P[3], 1.0) and np.isclose(np.asarray(t.column("alpha"))[3], -0.8)
-    pk_t, _ = read_shard(tiny / "results/shards/pk/tiny/layer0.parquet")
+    pk_t, _ = read_shard(tiny / "results/shards/pk_within/tiny/layer0.parquet")
     assert {"model", "layer", "kind", "head_i", "head_j", "pk", "rho", "min_angle_deg"} <= set(pk_t.column_names)
     assert sorted(set(pk_t.column("kind").to_pylist())) == ["K", "O", "Q", "V"]
 
@@ -90,8 +90,8 @@ def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
     # where the run's time went, from its own logs: every job of every rule wrote its timing line
     rows, _ = timings(tiny)
     by = {r["rule"]: r for r in rows}
-    assert {"fetch", "pk_layer", "paper1_heads", "table_p1_table2_strong_tail", "summary"} <= set(by)
-    assert by["pk_layer"]["jobs"] == 2 and by["all"]["timed"] == 0  # `all` has no log
+    assert {"fetch", "pk_within_layer", "paper1_heads", "table_p1_table2_strong_tail", "summary"} <= set(by)
+    assert by["pk_within_layer"]["jobs"] == 2 and by["all"]["timed"] == 0  # `all` has no log
     assert all(r["timed"] == r["jobs"] for r in rows if r["rule"] not in ("all", "total")), rows
     assert 0 < by["total"]["work_s"] <= by["total"]["wall_s"] + by["total"]["jobs"]  # 1-s stamps
     assert 0 < by["total"]["startup_s"] <= by["total"]["wall_s"] + by["total"]["jobs"]
@@ -102,9 +102,9 @@ def test_local_checkpoint_end_to_end(snakemake_bin, root, tiny):
 def test_single_table_target_builds_only_its_dag(snakemake_bin, root, tiny):
     out = _run(snakemake_bin, root, tiny, "results/tables/p1_table2_strong_tail.csv")
     assert (tiny / "results/tables/p1_table2_strong_tail.csv").exists()
-    assert not (tiny / "results/shards/pk").exists()
+    assert not (tiny / "results/shards/pk_within").exists()
     assert not (tiny / "figures/p1_fig_closure_ccdf.png").exists()
-    assert "pk_layer" not in out
+    assert "pk_within_layer" not in out
 
 
 def test_bad_config_names_the_key(snakemake_bin, root, tmp_path):

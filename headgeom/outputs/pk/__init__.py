@@ -1,6 +1,6 @@
 """The PK paper (reading and writing spaces of heads and their projection-kernel overlap): every
 table and figure, each builder registered by the decorator above it (headgeom.outputs.registry;
-its docstring is the caption), from the PK shards (``pk``, ``pk_cross``, ``pk_self``,
+its docstring is the caption), from the PK shards (``pk_within``, ``pk_cross``, ``pk_self``,
 ``pk_null_within``, ``pk_null_cross``) and the activation stage's ``activation_read_paths``.
 One module per topic:
 

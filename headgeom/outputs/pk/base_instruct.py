@@ -7,7 +7,7 @@ layer) of the two checkpoints are matched by (layer, head_i, head_j) and compare
   relative difference  |Δρ| / ρ_base  (in %, relative to the base checkpoint's ρ)
 with their maxima (and where they occur) and medians, per layer and over all layers; and the check
 that the output-projection (o_proj) tensors themselves differ: per layer, the sha256 of the
-output-projection tensor recorded in the two pk shards' provenance (the tensor-store sha256 of the
+output-projection tensor recorded in the two pk_within shards' provenance (the tensor-store sha256 of the
 stored array), so "ρ agrees although the weights changed" is read off one row."""
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from headgeom.outputs.formats import Column, Table
 from headgeom.outputs.pk.common import table
 
 
-@table("pk_appendix_e_base_instruct", families=("pk",), derived=("pairs",))
+@table("pk_appendix_e_base_instruct", families=("pk_within",), derived=("pairs",))
 def pk_appendix_e_base_instruct(data, fields, pairs: list[tuple[str, str]]) -> Table:
     """**PK paper, Appendix E (base vs instruct).** Base against instruct (models with ``pair:``): absolute
     per-layer differences of writing-space mean ρ, SD and minimum angle, and the decimal places to which
     the layers' mean ρ and SD agree."""
     pairs = [tuple(x) for x in pairs]
-    ow = observed_within(data.get("pk", {}), fields)
+    ow = observed_within(data.get("pk_within", {}), fields)
     rows = []
     for base, inst in pairs:
         layers = sorted({l for (m, l, k) in ow if m == base and k == "O"} & {l for (m, l, k) in ow if m == inst and k == "O"})
@@ -52,12 +52,12 @@ def pk_appendix_e_base_instruct(data, fields, pairs: list[tuple[str, str]]) -> T
                                             "No base/instruct pair (models with `pair:`) among the active models."))
 
 
-# the output projection of every family (headgeom.architectures) and GGUF's attn_output
+# the output projection of every architecture (headgeom.architectures) and GGUF's attn_output
 O_PROJ = re.compile("(" + "|".join(re.escape(n) for n in o_proj_names()) + r")\.weight$")
 
 
 def o_proj_sha(provs: list[dict]) -> dict[tuple[str, int], str]:
-    """(model, layer) -> sha256 of the layer's output-projection tensor, from pk shard provenance."""
+    """(model, layer) -> sha256 of the layer's output-projection tensor, from pk_within shard provenance."""
     out = {}
     for p in provs:
         prov = p.get("provenance", p)
@@ -92,15 +92,15 @@ def _summary(base, inst, layer, keys, a, b, sha, o_layers):
             "o_proj_differ": f"{differ} / {known}" if known else "–"}
 
 
-@table("pk_sec5_5_base_instruct_pairs", families=("pk",), derived=("pairs",))
+@table("pk_sec5_5_base_instruct_pairs", families=("pk_within",), derived=("pairs",))
 def pk_sec5_5_base_instruct_pairs(data: dict, pairs: list[tuple[str, str]]) -> Table:
     """**PK paper, §5.5 (base vs instruct, per pair).** Every declared base/instruct pair (``pair:``):
     writing-space pairs matched by layer and heads; max and median of |Δρ| and of |Δρ|/ρ_base (with
     where the maxima occur) per layer and over all layers (row ``all``, with the range and median of the
     per-layer medians), and the layers whose output-projection tensors differ (sha256)."""
     pairs = [tuple(x) for x in pairs]
-    pk = data.get("pk", {})
-    sha = o_proj_sha((data.get("_provs") or {}).get("pk", []))
+    pk = data.get("pk_within", {})
+    sha = o_proj_sha((data.get("_provs") or {}).get("pk_within", []))
     rows = []
     for base, inst in pairs:
         pb, pi = _pairs_of(pk, base), _pairs_of(pk, inst)

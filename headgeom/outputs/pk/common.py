@@ -12,9 +12,9 @@ table, figure = decorators("PK paper")
 #: the config param of every output comparing with the null models
 NULL_TYPES_PARAM = {"null_types": "pk/nulls/types"}
 #: the families of the within-layer and cross-layer comparisons with their null samples
-WITHIN_WITH_NULLS = ("pk", "pk_null_within")
+WITHIN_WITH_NULLS = ("pk_within", "pk_null_within")
 CROSS_WITH_NULLS = ("pk_cross", "pk_null_cross")
-ALL_PK_FAMILIES = ("pk", "pk_cross", "pk_null_within", "pk_null_cross")
+ALL_PK_FAMILIES = ("pk_within", "pk_cross", "pk_null_within", "pk_null_cross")
 #: the activation stage's read-path family, and the models its outputs take
 READ_PATHS = "activation_read_paths"
 ACTIVATION_MODELS = {"shard_models": "activation", "builder_models": "activation"}

@@ -143,7 +143,7 @@ def draw_fig9(conds, fields, models):
     return fig, {}
 
 
-@table("pk_appendix_f_layer_stats", families=("pk", "pk_cross"))
+@table("pk_appendix_f_layer_stats", families=("pk_within", "pk_cross"))
 def pk_appendix_f_layer_stats(data, fields, models) -> Table:
     """**PK paper, §5.2, Appendices F and G (per layer and layer pair).** One row per layer (within-layer pairs
     of each kind) and per writer → reader layer pair (per reading kind): pairs, mean and SD of ρ, mean ρ
@@ -155,7 +155,7 @@ def pk_appendix_f_layer_stats(data, fields, models) -> Table:
     layers the distance reader − writer and the mean, median and largest over head pairs of the weighted
     measure D‖RB‖²/(‖R‖²‖B‖²) (Table 9's max ρ and max weighted for every layer pair, not only its top ones)."""
     rows = []
-    pk, cross = data.get("pk", {}), data.get("pk_cross", {})
+    pk, cross = data.get("pk_within", {}), data.get("pk_cross", {})
     for scope, src, cols_key in (("within", pk, ("model", "layer", "kind")),
                                  ("cross", cross, ("model", "layer", "layer_r", "kind"))):
         if not src:

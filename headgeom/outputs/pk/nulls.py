@@ -115,7 +115,7 @@ def pk_fig3_fig9_conditions(data, fields, models, null_types) -> Table:
     largest null SD, the empirical p of the SD against each null ((k+1)/(n+1)), and whether the mean
     lies below / above every null sample (null types: {{ snakemake.params.null_types|join(', ') }})."""
     conds, types = conditions(data, fields, null_types), null_types
-    ow = observed_within(data.get("pk", {}), fields)
+    ow = observed_within(data.get("pk_within", {}), fields)
     oc = observed_cross(data.get("pk_cross", {}), fields)
     cmp = {(c["model"], c["scope"], c["kind"], c["layer"], c["layer_r"]): c for c in conds}
     rows = []
@@ -154,7 +154,7 @@ def pk_fig2_rho_ccdf_nulls(data, fields, models, null_types, random_samples: int
     percentile band; dotted at d/D. Cited counts: table ``pk_fig2_counts``."""
     types, random_samples = null_types, int(random_samples)
     plt = pyplot()
-    ow = observed_within(data.get("pk", {}), fields)
+    ow = observed_within(data.get("pk_within", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), WITHIN_KEY)
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.6), squeeze=False)
     picks = {}
@@ -196,7 +196,7 @@ def pk_fig2_counts(data, fields, models, null_types, reference_draws: int = 100)
     random-subspace reference, mean ± SD of ρ over {{ snakemake.params.reference_draws }} random pairs
     (``figures.pk_random_reference_draws``), beside d/D and the analytic SD."""
     types, reference_draws = null_types, int(reference_draws)
-    ow = observed_within(data.get("pk", {}), fields)
+    ow = observed_within(data.get("pk_within", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), WITHIN_KEY)
     rows = []
     for m in models:
@@ -328,7 +328,7 @@ def pk_fig7_quantiles(data, fields, models, null_types):
     quantiles' 5-95 percentile range over each null's samples."""
     types = null_types
     plt = pyplot()
-    ow = observed_within(data.get("pk", {}), fields)
+    ow = observed_within(data.get("pk_within", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), WITHIN_KEY)
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.4), squeeze=False)
     for ax, m in zip(axes[0], models):
@@ -354,7 +354,7 @@ def pk_fig8_reading_sd(data, fields, models, null_types):
     largest sample of each null that keeps the columns (column reassignment; of the null types {{
     snakemake.params.null_types|join(', ') }})."""
     plt = pyplot()
-    ow = observed_within(data.get("pk", {}), fields)
+    ow = observed_within(data.get("pk_within", {}), fields)
     nw = null_groups(data.get("pk_null_within", {}), WITHIN_KEY)
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.4), squeeze=False)
     for ax, m in zip(axes[0], models):
@@ -383,7 +383,7 @@ def pk_sec5_3_null_samples(data, fields, models, null_types) -> Table:
     types = null_types
     rows = []
     for scope, fam, null_key, obs in (
-            ("within", "pk_null_within", WITHIN_KEY, observed_within(data.get("pk", {}), fields)),
+            ("within", "pk_null_within", WITHIN_KEY, observed_within(data.get("pk_within", {}), fields)),
             ("cross", "pk_null_cross", CROSS_KEY, observed_cross(data.get("pk_cross", {}), fields))):
         ng = null_groups(data.get(fam, {}), null_key)
         for key, st in sorted(obs.items()):

@@ -16,15 +16,15 @@ from headgeom.outputs.pk.common import (COMPARISONS, NULL_TYPES_PARAM, READING_K
                                         comparison_label, figure, integer_layers, range_text, samples_text, table)
 
 
-@table("pk_table5_writing", families=("pk",), params={"small_angle_deg": "tables/small_angle_deg"},
+@table("pk_table5_writing", families=("pk_within",), params={"small_angle_deg": "tables/small_angle_deg"},
        headlines=(("mean_rho_median", "writing spaces: median over layers of mean pair ρ"),
                   ("iso", "d/D (mean ρ of isotropic subspaces)")))
-def pk_table5_writing(pk: dict, models: list[str], fields: dict[str, dict], small_angle_deg: float = 10.0) -> Table:
+def pk_table5_writing(pk_within: dict, models: list[str], fields: dict[str, dict], small_angle_deg: float = 10.0) -> Table:
     """**PK paper, Table 5.** Writing spaces within one layer: per model D, d, heads, layers, isotropic value
     d/D, the per-layer mean ρ of writing-space pairs (layer median, min, max), its dispersion SD over
     pairs (median, min, max), the random-subspace SD, and the layers holding a pair whose minimum
     principal angle is under {{ snakemake.params.small_angle_deg }}° (``tables.small_angle_deg``)."""
-    cols = pk
+    cols = pk_within
     rows = []
     for m in models:
         f = fields[m]
@@ -62,13 +62,13 @@ def pk_table5_writing(pk: dict, models: list[str], fields: dict[str, dict], smal
 
 
 
-@table("pk_table1_min_angles", families=("pk", "pk_cross"))
+@table("pk_table1_min_angles", families=("pk_within", "pk_cross"))
 def pk_table1_min_angles(data, fields, models) -> Table:
     """**PK paper, Table 1.** Minimum principal angle over head-subspace pairs, within a layer (O-O, Q-Q, K-K,
     V-V) and across layers (writer O of layer l against every Q/K/V reader of a later layer): pairs,
     minimum angle (and its sine and cosine), median pair angle and pairs under 1°."""
     rows = []
-    pk, cross = data.get("pk", {}), data.get("pk_cross", {})
+    pk, cross = data.get("pk_within", {}), data.get("pk_cross", {})
     for m in models:
         for scope, kind in COMPARISONS:
             src = pk if scope == "within" else cross
@@ -112,7 +112,7 @@ def pk_table7_reading_within(data, fields, models, null_types) -> Table:
     range of mean ρ, layers whose mean is below all null samples, range of the SD, layers whose SD is
     above all null samples, and the minimum angle over all pairs."""
     conds = conditions(data, fields, null_types)
-    ow = observed_within(data.get("pk", {}), fields)
+    ow = observed_within(data.get("pk_within", {}), fields)
     rows = []
     for m in models:
         for kind in READING_KINDS:
@@ -133,14 +133,14 @@ def pk_table7_reading_within(data, fields, models, null_types) -> Table:
                           Column("samples", "Samples per null"), Column("min_angle", "Min angle (°)", "{:.2f}")], rows=rows)
 
 
-@table("pk_sec5_1_ranks", families=("pk",))
+@table("pk_sec5_1_ranks", families=("pk_within",))
 def pk_sec5_1_ranks(provs: dict, models) -> Table:
     """**PK paper, §5.1 setup (ranks and direct sums).** Numerical ranks of the head spaces at relative
     tolerance ``rank_rtol`` (smallest and largest head rank, rank of the layer's sum), the direct-sum
     defect Σ_i rank − rank of the sum against the defect forced by dimension, max(0, H d − D), layers
     above the forced defect, and what was folded into the reading spaces."""
-    # ranks and defects are in the pk shards' provenance: (provenance, kind, layer facts) per layer
-    facts = [(p["provenance"], kind, f) for p in provs["pk"] for kind, f in p["provenance"].get("layer_facts", {}).items()]
+    # ranks and defects are in the pk_within shards' provenance: (provenance, kind, layer facts) per layer
+    facts = [(p["provenance"], kind, f) for p in provs["pk_within"] for kind, f in p["provenance"].get("layer_facts", {}).items()]
     by_space = group_rows(facts, lambda item: (item[0]["model"], item[1]))
     rows = []
     for m in models:
@@ -163,14 +163,14 @@ def pk_sec5_1_ranks(provs: dict, models) -> Table:
                           Column("folded", "Folded into reading spaces")], rows=rows)
 
 
-@table("pk_sec5_3_wo_spectrum", families=("pk",))
+@table("pk_sec5_3_wo_spectrum", families=("pk_within",))
 def pk_sec5_3_wo_spectrum(provs: dict, models) -> Table:
     """**PK paper, §5.3 (singular values of W_O per layer).** The singular values of each layer's
-    output projection W_O^l = [W_O^1 … W_O^H] (D x H d), from the pk shards' layer facts: how many,
+    output projection W_O^l = [W_O^1 … W_O^H] (D x H d), from the pk_within shards' layer facts: how many,
     the three largest, the median (the bulk), the 10th and 90th percentiles, and the largest over the
     median."""
     rows = []
-    for p in provs["pk"]:
+    for p in provs["pk_within"]:
         prov = p["provenance"]
         sv = (prov.get("layer_facts", {}).get("O") or {}).get("singular_values")
         if prov["model"] not in models or sv is None:
@@ -189,12 +189,12 @@ def pk_sec5_3_wo_spectrum(provs: dict, models) -> Table:
                           Column("p90", "p90", "{:.3f}"), Column("s1_over_median", "s1 / median", "{:.2f}")], rows=rows)
 
 
-@figure("pk_fig6_depth", families=("pk",))
+@figure("pk_fig6_depth", families=("pk_within",))
 def pk_fig6_depth(data, fields, models):
     """**PK paper, Figure 6.** Depth profile of the mean (top) and dispersion (bottom) of writing-space ρ;
     dotted: isotropic value and random-subspace SD."""
     plt = pyplot()
-    ow = observed_within(data.get("pk", {}), fields)
+    ow = observed_within(data.get("pk_within", {}), fields)
     fig, axes = plt.subplots(2, len(models), figsize=(4 * len(models), 5), squeeze=False)
     for j, m in enumerate(models):
         f = fields[m]
@@ -227,11 +227,11 @@ def pick_layer(spec, n_layers: int, where: str = "figures.pk_rho_layer") -> int:
     return layer % n_layers
 
 
-@figure("pk_fig_rho_ccdf_layer", families=("pk",), params={"layer": "figures/pk_rho_layer", "kind": "figures/pk_rho_kind"})
-def pk_fig_rho_ccdf_layer(pk: dict, fields: dict[str, dict], models: list[str], layer="middle", kind: str = "O"):
+@figure("pk_fig_rho_ccdf_layer", families=("pk_within",), params={"layer": "figures/pk_rho_layer", "kind": "figures/pk_rho_kind"})
+def pk_fig_rho_ccdf_layer(pk_within: dict, fields: dict[str, dict], models: list[str], layer="middle", kind: str = "O"):
     """**PK paper.** CCDF of ρ over the {{ snakemake.params.kind }}-{{ snakemake.params.kind }} pairs of one
     layer per model (``figures.pk_rho_layer`` = {{ snakemake.params.layer }}); dotted at d/D."""
-    cols, picks = pk, {m: pick_layer(layer, fields[m]["n_layers"]) for m in models}
+    cols, picks = pk_within, {m: pick_layer(layer, fields[m]["n_layers"]) for m in models}
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     for i, (m, layer) in enumerate(picks.items()):

@@ -1,7 +1,7 @@
 """The activation stage per architecture, on tiny random checkpoints transformers saves and runs
 (with the character-level tokenizer of tests/helpers/synth_hf.py):
 
-  * writes where the model adds them: for a family with a norm on the attention output before the
+  * writes where the model adds them: for an architecture with a norm on the attention output before the
     residual add (Gemma-3, Gemma-2, OLMo-2) the heads' recorded writes sum to the tensor the
     decoder layer adds to its residual (MLP zeroed: layer output - layer input), float32, 1e-5;
   * post-LN (BERT): the read paths' normalization columns are NaN with the flag

@@ -1,12 +1,12 @@
-"""Forward-pass oracle, one test for every family of ``headgeom.architectures``.
+"""Forward-pass oracle, one test for every architecture of ``headgeom.architectures``.
 
-Per family (and per config-dependent layout), transformers builds a tiny random model from a
-config (hidden 64, 4 query heads, 2 KV heads where the family has GQA, 1 layer), biases zeroed
+Per architecture (and per config-dependent layout), transformers builds a tiny random model from a
+config (hidden 64, 4 query heads, 2 KV heads where the architecture has GQA, 1 layer), biases zeroed
 and norm gains random, saved as safetensors; headgeom extracts it (open_checkpoint -> extract ->
 TensorStore) and the per-head factors must reproduce transformers' own forward, read through
 hooks on transformers' modules (no headgeom code in the reference). The references are the
 package's forward-pass oracle (``headgeom.adapters.oracle``, which ``adapter_for`` runs on every
-safetensors family at first use, on an instance it builds itself); here they run end to end,
+safetensors architecture at first use, on an instance it builds itself); here they run end to end,
 through a saved checkpoint, the fetch's extraction and the tensor store:
 
   * one token (softmax = 1), batch of H copies; in copy b every head but b is zeroed at the
@@ -17,7 +17,7 @@ through a saved checkpoint, the fetch's extraction and the tensor store:
   * Q and K through the attention logits (``test_oracle_qk``): two tokens at position 0, the
     attention input replaced by [a, c] and [a', c]; the log ratio of the weights on the two keys
     (solved from z) differs between the passes by s q_h(c).(k_g(a) - k_g(a')), one softmax
-    scale s for all heads. Skipped for q/k-norm families (nonlinear in W_Q, W_K);
+    scale s for all heads. Skipped for q/k-norm architectures (nonlinear in W_Q, W_K);
   * the activation stage's hooks (``test_activation_hooks``) from the same description.
 
 ``test_oracle_catches_broken_splits`` / ``test_oracle_qk_catches_swapped_q_heads`` break a split
@@ -191,7 +191,7 @@ def test_activation_hooks(i, built, tmp_path):
         lf = store.layer_factors(l)
         check = weight_check(lm, lf, l, eps_store)
         assert max(check.values()) < 1e-12, (IDS[i], check)
-        # the pre-attention norm's gain and epsilon are checked wherever the family has a parametric norm
+        # the pre-attention norm's gain and epsilon are checked wherever the architecture has a parametric norm
         assert ("norm_gain" in check) == bool(fam.norm and fam.norm_weight), IDS[i]
         assert ("norm_eps" in check) == bool(fam.norm), (IDS[i], check)
         z = cap[l]["z"].astype(np.float64)
@@ -206,16 +206,16 @@ def test_activation_hooks(i, built, tmp_path):
             assert np.max(np.abs(u - posts[l])) <= 1e-5 * np.max(np.abs(posts[l])), IDS[i]
 
 
-def test_architecture_key_forces_a_family_or_errors():
+def test_architecture_key_forces_an_architecture_or_errors():
     from headgeom.adapters import adapter_for
     from headgeom.core.errors import HeadgeomError
 
     assert adapter_for({"model_type": "mistral"}, architecture="mixtral").name == "mixtral"
     assert architecture_for({"model_type": "llama"}, "falcon").split in ("concat", "grouped", "per_head")
-    with pytest.raises(HeadgeomError, match="not a known family"):
-        adapter_for({"model_type": "llama"}, architecture="no-such-family")
-    with pytest.raises(HeadgeomError, match="not a known family"):
-        architecture_for({"model_type": "llama"}, "no-such-family")
+    with pytest.raises(HeadgeomError, match="not a known architecture"):
+        adapter_for({"model_type": "llama"}, architecture="no-such-architecture")
+    with pytest.raises(HeadgeomError, match="not a known architecture"):
+        architecture_for({"model_type": "llama"}, "no-such-architecture")
     with pytest.raises(HeadgeomError, match="latent attention"):
         adapter_for({"model_type": "deepseek_v3"})
     with pytest.raises(HeadgeomError, match="unknown architecture 'mamba_x'"):

@@ -10,7 +10,7 @@ import pytest
 
 from headgeom.methods.closure import closure_layer
 from headgeom.io.fetch import fetch_model
-from headgeom.methods.overlap import pk_layer
+from headgeom.methods.overlap import pk_within_layer
 from headgeom.io.store import TensorStore
 
 EMBEDDED = {
@@ -92,8 +92,8 @@ def test_llama_gguf_unpermute_keeps_reading_space(stores):
     np.testing.assert_array_equal(permute_llama_rows(f.W_Q.reshape(-1, f.d_model), 9), raw_q)
     g = LayerFactors(W_Q=split_rows(raw_q, 9), W_K=f.W_K, W_V=f.W_V, W_O=f.W_O, kv_group=f.kv_group,
                      norm_gain=f.norm_gain, norm_type=f.norm_type)
-    a, _ = pk_layer(f, kinds=("Q",))
-    b, _ = pk_layer(g, kinds=("Q",))
+    a, _ = pk_within_layer(f, kinds=("Q",))
+    b, _ = pk_within_layer(g, kinds=("Q",))
     np.testing.assert_allclose(a["pk"], b["pk"], rtol=1e-10)
 
 

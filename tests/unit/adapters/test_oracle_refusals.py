@@ -1,11 +1,11 @@
-"""A family is accepted only when transformers' own attention module reproduces it (headgeom.adapters.oracle).
+"""An architecture is accepted only when transformers' own attention module reproduces it (headgeom.adapters.oracle).
 
 * tiny BitNet (an RMSNorm between the heads' outputs and o_proj) and a llama-layout type made
   here whose attention block carries an extra module between V and O are refused at pre-flight
   (``headgeom.commands.check.problems``, what ``headgeom check`` and the workflow run) with
   their reasons; the same type without the extra module passes (the control);
-* the oracle alone (BitNet taken out of ``REFUSED``) names ``attn_sub_norm``; a named family
-  forced onto the extra-module type, and a config switch that adds a q/k norm the family does
+* the oracle alone (BitNet taken out of ``REFUSED``) names ``attn_sub_norm``; a named architecture
+  forced onto the extra-module type, and a config switch that adds a q/k norm the architecture does
   not describe (Phi's ``qk_layernorm``), are refused the same way;
 * the verdict cache: one file per key, written once, read warm without building anything, a
   corrupt file recomputed, keys that change no module share an entry.
@@ -104,7 +104,7 @@ def test_the_oracle_alone_refuses_bitnet(monkeypatch):
                                "num_key_value_heads": 5, "num_hidden_layers": 30})
 
 
-def test_named_family_forced_onto_the_extra_module_is_refused(tmp_path):
+def test_named_architecture_forced_onto_the_extra_module_is_refused(tmp_path):
     found = _problems(forced={**_save(ExtraConfig.model_type, tmp_path / "x"), "architecture": "llama"},
                       control={**_save(PlainConfig.model_type, tmp_path / "p"), "architecture": "llama"})
     assert list(found) == ["forced"] and f"mix {BETWEEN}" in found["forced"], found

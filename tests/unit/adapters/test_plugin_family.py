@@ -46,8 +46,8 @@ def test_plugin_job_is_registered_scheduled_and_planned(tmp_path):
 def test_a_plugin_clashing_with_a_registered_name_is_refused(tmp_path):
     (tmp_path / "clash.py").write_text(
         "from headgeom.schedule.families import JOBS, Job, register\n"
-        "j = JOBS['pk_layer']\n"
-        "register(Job('pk_layer2', j.run, {'shard': ('pk', 'layer')}, {}, j.cost_model, 'none', 'logs/x.log'))\n")
+        "j = JOBS['pk_within_layer']\n"
+        "register(Job('pk_within_layer2', j.run, {'shard': ('pk_within', 'layer')}, {}, j.cost_model, 'none', 'logs/x.log'))\n")
     r = subprocess.run([sys.executable, "-c", "from headgeom.schedule.families import load_plugins; load_plugins()"],
                        env=plugin_env("clash", tmp_path), capture_output=True, text=True)
     assert r.returncode != 0 and "already registered" in r.stderr

@@ -24,18 +24,18 @@ DAG of jobs will be updated after completion.
 Finished jobid: 4 (Rule: fetch)
 1 of 4 steps (25%) done
 [Wed Dec  2 18:20:38 2026]
-localrule pk_layer:
+localrule pk_within_layer:
     input: results/tensors/m/manifest.json
-    log: logs/pk/m/layer0.log
+    log: logs/pk_within/m/layer0.log
     jobid: 7
 [Wed Dec  2 18:20:39 2026]
-localrule pk_layer:
-    log: logs/pk/m/layer1.log
+localrule pk_within_layer:
+    log: logs/pk_within/m/layer1.log
     jobid: 8
 [Wed Dec  2 18:20:41 2026]
-Finished jobid: 7 (Rule: pk_layer)
+Finished jobid: 7 (Rule: pk_within_layer)
 [Wed Dec  2 18:20:43 2026]
-Finished jobid: 8 (Rule: pk_layer)
+Finished jobid: 8 (Rule: pk_within_layer)
 [Wed Dec  2 18:20:44 2026]
 localrule table_t:
     log: logs/tables/t.log
@@ -50,9 +50,9 @@ def _write(tmp_path):
     (tmp_path / "run.log").write_text(RUN_LOG)
     for rel, text in {
         "logs/fetch/m.log": "fetched\nheadgeom timing: startup_s=0.500 work_s=20.000\n",
-        "logs/pk/m/layer0.log": "headgeom timing: startup_s=0.250 work_s=1.000\n",
+        "logs/pk_within/m/layer0.log": "headgeom timing: startup_s=0.250 work_s=1.000\n",
         # the last timing line counts
-        "logs/pk/m/layer1.log": "headgeom timing: startup_s=9.0 work_s=9.0\nheadgeom timing: startup_s=nan work_s=2.500\n",
+        "logs/pk_within/m/layer1.log": "headgeom timing: startup_s=9.0 work_s=9.0\nheadgeom timing: startup_s=nan work_s=2.500\n",
     }.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
@@ -62,25 +62,25 @@ def test_rule_table_from_a_run_log_and_job_logs(tmp_path):
     _write(tmp_path)
     rows, _ = timings.timings(tmp_path, tmp_path / "run.log")
     by = {r["rule"]: r for r in rows}
-    assert [r["rule"] for r in rows] == ["fetch", "pk_layer", "total"]  # the failed table_t job is not a row
+    assert [r["rule"] for r in rows] == ["fetch", "pk_within_layer", "total"]  # the failed table_t job is not a row
     # fetch: 18:20:15 -> 18:20:37 = 22 s; work 20 s; start-up 2 s, 0.5 s of it in the process
     assert by["fetch"]["jobs"] == 1 and by["fetch"]["wall_s"] == 22
     assert by["fetch"]["work_s"] == 20 and by["fetch"]["overhead_s"] == 2 and by["fetch"]["startup_s"] == 0.5
-    # pk_layer: 38 -> 41 (3 s) and 39 -> 43 (4 s), overlapping; works 1 + 2.5; nan start-up counts 0
-    assert by["pk_layer"]["jobs"] == 2 and by["pk_layer"]["wall_s"] == 7 and by["pk_layer"]["mean_wall_s"] == 3.5
-    assert by["pk_layer"]["work_s"] == 3.5 and by["pk_layer"]["overhead_s"] == 3.5
-    assert by["pk_layer"]["startup_s"] == 0.25
+    # pk_within_layer: 38 -> 41 (3 s) and 39 -> 43 (4 s), overlapping; works 1 + 2.5; nan start-up counts 0
+    assert by["pk_within_layer"]["jobs"] == 2 and by["pk_within_layer"]["wall_s"] == 7 and by["pk_within_layer"]["mean_wall_s"] == 3.5
+    assert by["pk_within_layer"]["work_s"] == 3.5 and by["pk_within_layer"]["overhead_s"] == 3.5
+    assert by["pk_within_layer"]["startup_s"] == 0.25
     assert by["total"]["jobs"] == 3 and by["total"]["wall_s"] == 29 and by["total"]["overhead_s"] == 5.5
 
 
 def test_jobs_without_timing_lines_have_no_work_columns(tmp_path):
     _write(tmp_path)
-    (tmp_path / "logs/pk/m/layer0.log").write_text("no timing here\n")
-    (tmp_path / "logs/pk/m/layer1.log").unlink()
+    (tmp_path / "logs/pk_within/m/layer0.log").write_text("no timing here\n")
+    (tmp_path / "logs/pk_within/m/layer1.log").unlink()
     rows, _ = timings.timings(tmp_path, tmp_path / "run.log")
-    pk = next(r for r in rows if r["rule"] == "pk_layer")
+    pk = next(r for r in rows if r["rule"] == "pk_within_layer")
     assert pk["timed"] == 0 and pk["overhead_s"] is None
-    assert "| pk_layer | 2 | 7 | 3.50 | – | – | – | – |" in timings.render(rows, tmp_path / "run.log")
+    assert "| pk_within_layer | 2 | 7 | 3.50 | – | – | – | – |" in timings.render(rows, tmp_path / "run.log")
 
 
 def test_cli_latest_log_and_errors(tmp_path, capsys):

@@ -184,7 +184,7 @@ def test_job_resources_scale_with_shape(tmp_path):
     ref = manifest(**REF)
     r = resources("pk_cross_layer", ref)
     assert r["runtime"] == int(-(-1.5 * SECONDS["pk_cross_pair"] * 27 // 60))  # measured cost x 27 later layers
-    assert 1.3 * 1235 <= resources("pk_layer", ref)["mem_mb"] < 2 * 1235  # measured peak 1,235 MiB (bench-fullwidth), 1.3x headroom
+    assert 1.3 * 1235 <= resources("pk_within_layer", ref)["mem_mb"] < 2 * 1235  # measured peak 1,235 MiB (bench-fullwidth), 1.3x headroom
     nc = resources("pk_null_cross", ref, n_samples=1)
     # writers spill beyond the cache (measured peak 739 MB at 7 and at 28 layers by blocks, docs/performance.md);
     # projector Grams hold up to NULL_CROSS_SIDE_MB of bases and slab rows a side on top
@@ -215,9 +215,9 @@ def test_base_instruct_table_reports_per_layer_differences():
             rows["min_angle_deg"] += list(ang)
     cols = {k: np.array(v, dtype=object if k in ("model", "kind") else None) for k, v in rows.items()}
     fields = {m: {"d_head": 8, "d_model": 64} for m in ("base", "inst")}
-    t = table_base_instruct({"pk": cols}, fields, [("base", "inst")])
+    t = table_base_instruct({"pk_within": cols}, fields, [("base", "inst")])
     (row,) = t.rows
     assert row["layers"] == 3
     assert np.isclose(row["median_abs_mean"], 2e-4) and np.isclose(row["max_abs_mean"], 3e-4)
     assert row["median_abs_sd"] < 1e-12 and row["median_abs_angle"] == 0.0
-    assert table_base_instruct({"pk": cols}, fields, []).notes.startswith("No base/instruct pair")
+    assert table_base_instruct({"pk_within": cols}, fields, []).notes.startswith("No base/instruct pair")

@@ -560,10 +560,10 @@ def test_closure_layer_rank_rtol_is_used_for_both_factors():
 # ------------------------------------------------------------------ PK: the rest of the module
 
 
-def test_pk_layer_against_projectors_for_every_kind():
+def test_pk_within_layer_against_projectors_for_every_kind():
     rng = np.random.default_rng(30)
     f = random_layer(H=4, G=2, D=14, d=3, norm="layernorm", rng=rng)
-    cols, facts = PK.pk_layer(f)
+    cols, facts = PK.pk_within_layer(f)
     Pc = np.eye(14) - np.ones((14, 14)) / 14
     facs = {"O": list(f.W_O), "Q": [Pc @ np.diag(f.norm_gain) @ W.T for W in f.W_Q],
             "K": [Pc @ np.diag(f.norm_gain) @ W.T for W in f.W_K], "V": [Pc @ np.diag(f.norm_gain) @ W.T for W in f.W_V]}
@@ -586,7 +586,7 @@ def test_pk_layer_against_projectors_for_every_kind():
             assert np.allclose(got.pop("singular_values"), sv, rtol=1e-12, atol=1e-12)
         assert got == {"ranks": ranks, "layer_rank": layer_rank, "direct_sum_defect": sum(ranks) - layer_rank,
                        "expected_defect": max(0, n * 3 - 14), "n_heads": n}
-    _, _, spaces = PK.pk_layer(f, kinds=("O", "K"), return_spaces=True)
+    _, _, spaces = PK.pk_within_layer(f, kinds=("O", "K"), return_spaces=True)
     assert set(spaces) == {"O", "K"} and spaces["K"][2].tolist() == [3, 3]
     np.testing.assert_allclose(spaces["K"][0][1], facs["K"][1], atol=1e-12)
 

@@ -342,7 +342,7 @@ def test_stacked_rank_threshold_is_relative_to_the_largest_singular_value_of_the
         assert PK.stacked_rank(B, rtol) == int(np.linalg.matrix_rank(S, tol=rtol * sv[0])) == (2 if eps == 4e-6 else 1)
 
 
-# ------------------------------------------------------------------ pk_layer, layer_spaces
+# ------------------------------------------------------------------ pk_within_layer, layer_spaces
 
 
 def gqa_layer(rng, H=6, G=2, D=16, d=4, weak=None) -> LayerFactors:
@@ -358,13 +358,13 @@ def gqa_layer(rng, H=6, G=2, D=16, d=4, weak=None) -> LayerFactors:
                         kv_group=np.arange(H) // (H // G), norm_gain=1 + rng.random(D), norm_type="rmsnorm")
 
 
-def test_pk_layer_and_layer_spaces_use_the_rank_rtol_given():
+def test_pk_within_layer_and_layer_spaces_use_the_rank_rtol_given():
     """rank_rtol = 1e-2 with a last singular value 1e-3 s_max: every head has rank 3, and the
-    layer rank is that of the rank-3 spaces, both from SVDs at 1e-2. pk_layer 29 (spaces at
+    layer rank is that of the rank-3 spaces, both from SVDs at 1e-2. pk_within_layer 29 (spaces at
     the default tolerance), 49 (layer rank at the default), layer_spaces 12."""
     rng = np.random.default_rng(116)
     f = gqa_layer(rng, weak=2e-3)
-    cols, facts, spaces = PK.pk_layer(f, rank_rtol=1e-2, return_spaces=True)
+    cols, facts, spaces = PK.pk_within_layer(f, rank_rtol=1e-2, return_spaces=True)
     for kind in PK.KINDS:
         X = PK.factor_stack(f, kind)
         ranks = [svd_proj(x, 1e-2)[1] for x in X]
@@ -382,11 +382,11 @@ def test_pk_layer_and_layer_spaces_use_the_rank_rtol_given():
     assert ls["K"][2].tolist() == [3, 3]
 
 
-def test_pk_layer_layer_rank_uses_the_rank_rtol_given():
+def test_pk_within_layer_layer_rank_uses_the_rank_rtol_given():
     """Writers of full rank 4 (at 1e-2 and 1e-6) where head 1 repeats a direction of head 0
     up to a tilt of 1e-4: the sum of the spaces has one singular value ~1e-4 / s_max, so
     dim(sum) is 7 at rank_rtol 1e-2 and 8 at 1e-6 (from the SVD of the stacked SVD bases).
-    pk_layer 49 (layer rank at the default tolerance)."""
+    pk_within_layer 49 (layer rank at the default tolerance)."""
     rng = np.random.default_rng(120)
     D, d = 16, 4
     O = rng.standard_normal((2, D, d))
@@ -394,7 +394,7 @@ def test_pk_layer_layer_rank_uses_the_rank_rtol_given():
     f = LayerFactors(W_Q=np.swapaxes(O, 1, 2), W_K=np.swapaxes(O, 1, 2), W_V=np.swapaxes(O, 1, 2), W_O=O,
                      kv_group=np.arange(2), norm_gain=None, norm_type="none")
     for rtol, expect in ((1e-2, 7), (1e-6, 8)):
-        _, facts = PK.pk_layer(f, kinds=("O",), rank_rtol=rtol)
+        _, facts = PK.pk_within_layer(f, kinds=("O",), rank_rtol=rtol)
         assert facts["O"]["ranks"] == [svd_proj(x, rtol)[1] for x in O] == [4, 4]
         assert facts["O"]["layer_rank"] == stack_rank_ref(O, rtol) == expect
         assert facts["O"]["direct_sum_defect"] == 8 - expect
@@ -412,10 +412,10 @@ def test_layer_spaces_default_tolerance_keeps_full_rank_heads():
     assert PK.layer_spaces(f2, ("O",))["O"][2].tolist() == [3, 3]
 
 
-def test_pk_layer_with_no_kinds_gives_empty_columns():
-    """kinds = (): every column is an empty array and there are no facts. pk_layer 79, 81."""
+def test_pk_within_layer_with_no_kinds_gives_empty_columns():
+    """kinds = (): every column is an empty array and there are no facts. pk_within_layer 79, 81."""
     rng = np.random.default_rng(118)
-    cols, facts = PK.pk_layer(gqa_layer(rng), kinds=())
+    cols, facts = PK.pk_within_layer(gqa_layer(rng), kinds=())
     assert facts == {}
     assert set(cols) == {"kind", "head_i", "head_j", "pk", "rho", "min_angle_deg", "dim_i", "dim_j", "flags"}
     for v in cols.values():

@@ -19,7 +19,7 @@ import pytest
 
 from headgeom.core.seeds import rng_for
 from headgeom.methods.nulls import null_factors
-from headgeom.methods.overlap import factor_stack, isotropic_rho, layer_stats, orthonormal_bases, pk_layer, pk_within
+from headgeom.methods.overlap import factor_stack, isotropic_rho, layer_stats, orthonormal_bases, pk_within_layer, pk_within
 
 REL_BOUND = 5e-5
 
@@ -27,7 +27,7 @@ REL_BOUND = 5e-5
 def condition_stats(f, kinds_nulls, samples, precision):
     """(kind, null) -> (null means, null SDs, r) over the samples, as pk_null_within_job draws them."""
     iso = isotropic_rho(f.d_head, f.d_model)
-    obs, _ = pk_layer(f, kinds=tuple({k for k, _ in kinds_nulls}))
+    obs, _ = pk_within_layer(f, kinds=tuple({k for k, _ in kinds_nulls}))
     out = {}
     for kind, null in kinds_nulls:
         X = factor_stack(f, kind)

@@ -85,12 +85,12 @@ def test_cross_blocks_one_gemm_matches_pairwise():
     np.testing.assert_allclose(C[2, 1], a[2].T @ b[1])
 
 
-def test_pk_layer_kinds_and_direct_sum_defect():
+def test_pk_within_layer_kinds_and_direct_sum_defect():
     H, G, D, d = 6, 2, 16, 4  # H d = 24 > D = 16: writing spaces cannot be a direct sum
     f = LayerFactors(W_Q=rng.standard_normal((H, d, D)), W_K=rng.standard_normal((G, d, D)),
                      W_V=rng.standard_normal((G, d, D)), W_O=rng.standard_normal((H, D, d)),
                      kv_group=np.arange(H) // 3, norm_gain=np.ones(D), norm_type="rmsnorm")
-    cols, facts = overlap.pk_layer(f)
+    cols, facts = overlap.pk_within_layer(f)
     kinds = list(cols["kind"])
     assert kinds.count("O") == 15 and kinds.count("Q") == 15 and kinds.count("K") == 1 and kinds.count("V") == 1
     assert facts["O"]["direct_sum_defect"] == facts["O"]["expected_defect"] == 8
@@ -109,7 +109,7 @@ def test_stacked_singular_values_are_those_of_the_explicit_w_o(H, D, d):
     f = LayerFactors(W_Q=rng.standard_normal((H, d, D)), W_K=rng.standard_normal((1, d, D)),
                      W_V=rng.standard_normal((1, d, D)), W_O=W_O, kv_group=np.zeros(H, int),
                      norm_gain=np.ones(D), norm_type="rmsnorm")
-    np.testing.assert_allclose(overlap.pk_layer(f, kinds=("O",))[1]["O"]["singular_values"], want, rtol=1e-10,
+    np.testing.assert_allclose(overlap.pk_within_layer(f, kinds=("O",))[1]["O"]["singular_values"], want, rtol=1e-10,
                                atol=1e-12 * want[0])
     bad = W_O.copy()
     bad[0, 0, 0] = np.nan

@@ -59,7 +59,7 @@ def planted(tmp_path_factory):
             pk_job(w / "store" / m, layer, out, {"kinds": ["O"], "rank_rtol": 1e-6}, log=lambda *_: None)
             paths.append(out)
     cols, provs = read_shards(paths)
-    return {"pk": cols, "_provs": {"pk": provs}}, t, t2
+    return {"pk_within": cols, "_provs": {"pk_within": provs}}, t, t2
 
 
 def test_planted_pair_known_differences(planted):

@@ -54,7 +54,7 @@ def test_fig2_observed_curve_is_drawn_at_the_right_level():
     fig, extra = nulls.pk_fig2_rho_ccdf_nulls(data, fields, ["m"], ("rotation", "reassign"), random_samples=5)
     ax = fig.axes[0]
     line = next(ln for ln in ax.get_lines() if ln.get_label() == "observed")
-    rho = PK.observed_within(data["pk"], fields)[("m", extra["layers"]["m"], "O")]["rho"]
+    rho = PK.observed_within(data["pk_within"], fields)[("m", extra["layers"]["m"], "O")]["rho"]
     xs, ys = line.get_xdata(), line.get_ydata()
     u = np.unique(rho)
     for a, b in zip(u[:-1], u[1:]):
@@ -122,23 +122,23 @@ def _fig2_data():
     pk = {k: np.asarray(v) for k, v in pk.items()}
     nul = {k: (np.asarray(v, dtype=object) if k == "rho" else np.asarray(v)) for k, v in nul.items()}
     fields = {"m": {"d_head": 4, "d_model": 32, "n_heads": 6, "n_layers": 3, "n_kv_heads": 6}}
-    return {"pk": pk, "pk_null_within": nul}, fields
+    return {"pk_within": pk, "pk_null_within": nul}, fields
 
 
 def test_fig2_counts_table():
     data, fields = _fig2_data()
     t = nulls.pk_fig2_counts(data, fields, ["m"], ("rotation", "reassign"), reference_draws=50)
     (row,) = t.rows
-    rho = np.asarray(data["pk"]["rho"], float)[np.asarray(data["pk"]["layer"]) == 1]
-    sds = {L: np.asarray(data["pk"]["rho"], float)[np.asarray(data["pk"]["layer"]) == L].std() for L in (0, 1, 2)}
+    rho = np.asarray(data["pk_within"]["rho"], float)[np.asarray(data["pk_within"]["layer"]) == 1]
+    sds = {L: np.asarray(data["pk_within"]["rho"], float)[np.asarray(data["pk_within"]["layer"]) == L].std() for L in (0, 1, 2)}
     assert sorted(sds, key=sds.get)[1] == row["layer"] == 1
     assert row["pairs"] == 15 and row["median"] == pytest.approx(np.median(rho)) and row["max"] == pytest.approx(0.6)
     for t_ in ("rotation", "reassign"):
         assert row[f"below_all_{t_}"] == int(np.sum(rho < 0.1)) == 3
         assert row[f"above_all_{t_}"] == int(np.sum(rho > 0.4))
         assert row[f"n_{t_}"] == 3
-    obs_med = {L: np.median(np.asarray(data["pk"]["rho"], float)[np.asarray(data["pk"]["layer"]) == L]) for L in (0, 1, 2)}
-    obs_p95 = {L: np.quantile(np.asarray(data["pk"]["rho"], float)[np.asarray(data["pk"]["layer"]) == L], 0.95)
+    obs_med = {L: np.median(np.asarray(data["pk_within"]["rho"], float)[np.asarray(data["pk_within"]["layer"]) == L]) for L in (0, 1, 2)}
+    obs_p95 = {L: np.quantile(np.asarray(data["pk_within"]["rho"], float)[np.asarray(data["pk_within"]["layer"]) == L], 0.95)
                for L in (0, 1, 2)}
     exp_med = sum(obs_med[L] < (0.2 if L == 1 else 0.3) for L in (0, 1, 2))
     exp_p95 = sum(obs_p95[L] > 0.35 for L in (0, 1, 2))

@@ -60,7 +60,7 @@ def _data(seed=0, n_layers=4, H=4, n_samples=5):
              "observed": rng.uniform(0, 1, 6), "null_mean": rng.uniform(0, 1, 6), "p": rng.uniform(0, 1, 6),
              "n_null": [100] * 6, "exact": [False] * 6}
     arr = lambda x: {k: np.asarray(v) for k, v in x.items()}
-    return {"pk": arr(pk), "pk_cross": arr(cross), "pk_null_within": arr(nw), "pk_null_cross": arr(nc),
+    return {"pk_within": arr(pk), "pk_cross": arr(cross), "pk_null_within": arr(nw), "pk_null_cross": arr(nc),
             "pk_self": arr(self_)}
 
 
@@ -81,8 +81,8 @@ def test_null_samples_against_numpy(data):
     assert len(t.rows) == 4 * 2 * 2 + 6 * 2 * 2
     for r in t.rows:
         if r["scope"] == "within":
-            obs = _sel(data["pk"], layer=r["layer"], kind=r["kind"])
-            rho, ang = data["pk"]["rho"][obs], data["pk"]["min_angle_deg"][obs]
+            obs = _sel(data["pk_within"], layer=r["layer"], kind=r["kind"])
+            rho, ang = data["pk_within"]["rho"][obs], data["pk_within"]["min_angle_deg"][obs]
             nm = _sel(data["pk_null_within"], layer=r["layer"], kind=r["kind"], null=r["null"])
             nl = data["pk_null_within"]
         else:
@@ -113,7 +113,7 @@ def test_layer_stats_against_numpy(data):
     iso_sd = np.sqrt(2 * (D - d) ** 2 / (D**2 * (D - 1) * (D + 2)))
     assert len(t.rows) == 4 * 2 + 6 * 2
     for r in t.rows:
-        src = data["pk"] if r["scope"] == "within" else data["pk_cross"]
+        src = data["pk_within"] if r["scope"] == "within" else data["pk_cross"]
         keys = dict(layer=r["layer"], kind=r["kind"]) | ({} if r["scope"] == "within" else dict(layer_r=r["layer_r"]))
         s = _sel(src, **keys)
         rho = src["rho"][s]
@@ -217,7 +217,7 @@ def test_ledger_reads_of_the_per_layer_tables_find_their_rows(tmp_path):
     data = {}
     for fam, cols in _data(seed=1).items():
         cols = dict(cols, model=np.full(len(cols["model"]), m))
-        if fam in ("pk", "pk_null_within"):  # within-layer kinds O and V (V below d/D in layers 0, 1)
+        if fam in ("pk_within", "pk_null_within"):  # within-layer kinds O and V (V below d/D in layers 0, 1)
             cols["kind"] = np.where(cols["kind"] == "Q", "V", cols["kind"])
         if fam == "pk_cross":  # V below d/D from distance 2 on, Q at distance 3
             dist, kind = cols["layer_r"] - cols["layer"], cols["kind"]
@@ -252,7 +252,7 @@ def test_ledger_reads_of_the_per_layer_tables_find_their_rows(tmp_path):
 def test_wo_spectrum_table_against_numpy():
     rng = np.random.default_rng(3)
     spectra = {0: rng.gamma(2.0, 0.3, 12), 1: rng.gamma(2.0, 0.3, 12)}
-    provs = {"pk": [{"provenance": {"model": "m", "layer": l, "layer_facts": {"O": {"singular_values": list(sv)}}}}
+    provs = {"pk_within": [{"provenance": {"model": "m", "layer": l, "layer_facts": {"O": {"singular_values": list(sv)}}}}
                     for l, sv in spectra.items()]
              + [{"provenance": {"model": "other", "layer": 0, "layer_facts": {"O": {"singular_values": [1.0]}}}}]}
     t = within_layer.pk_sec5_3_wo_spectrum(provs, ["m"])
@@ -298,7 +298,7 @@ def test_edge_layer_and_distance_band_reads(tmp_path):
                                      ("head_r", 1 - h), ("rho", 64 / 768 + dev), ("min_angle_deg", 30.0),
                                      ("weighted", 1.0), ("lambda_min_S", 1e-8)):
                             cross[c].append(v)
-        data = {"pk": {k: np.asarray(v) for k, v in pk.items()}, "pk_cross": {k: np.asarray(v) for k, v in cross.items()}}
+        data = {"pk_within": {k: np.asarray(v) for k, v in pk.items()}, "pk_cross": {k: np.asarray(v) for k, v in cross.items()}}
         fields = {big: {"d_head": 128, "d_model": 4096}, gpt: {"d_head": 64, "d_model": 768}}
         (tmp_path / "pk_appendix_f_layer_stats.csv").write_text(
             cross_layer.pk_appendix_f_layer_stats(data, fields, [big, gpt]).csv())
@@ -345,7 +345,7 @@ def test_rows_do_not_depend_on_the_order_of_layers_in_the_shards(data):
         assert not np.array_equal(order, np.arange(order.size))
         return {k: np.asarray(v)[order] for k, v in cols.items()}
 
-    moved = {"pk": layers_reversed(data["pk"], "layer"), "pk_cross": layers_reversed(data["pk_cross"], "layer"),
+    moved = {"pk_within": layers_reversed(data["pk_within"], "layer"), "pk_cross": layers_reversed(data["pk_cross"], "layer"),
              "pk_null_within": layers_reversed(data["pk_null_within"], "layer"),
              "pk_null_cross": layers_reversed(data["pk_null_cross"], "layer_w"), "pk_self": data["pk_self"]}
     builders = {"layer stats": lambda d: cross_layer.pk_appendix_f_layer_stats(d, FIELDS, ["m"]),

@@ -121,20 +121,20 @@ def test_a_toy_null_model_and_a_toy_table_through_the_registries_alone(store, mo
     """One sampler + one NullModel entry makes a null the null job draws; one decorated builder
     makes a table build_output writes. The toy null flips the sign of every column
     of the stacked layer matrix, which leaves every head's space, and so every ρ, unchanged:
-    its per-sample mean ρ must equal the observed mean ρ of the same layer (pk_layer)."""
+    its per-sample mean ρ must equal the observed mean ρ of the same layer (pk_within_layer)."""
     monkeypatch.setattr(N, "NULL_MODELS", dict(N.NULL_MODELS))
     N.register_null(N.NullModel("flip", lambda S, rng: -S, "sign flip"))
     table, _ = registry.decorators("PK paper")
 
-    @table("toy_null_means", families=("pk", "pk_null_within"), params={"null_types": "pk/nulls/types"})
-    def toy_table(pk, pk_null_within, models, null_types):
+    @table("toy_null_means", families=("pk_within", "pk_null_within"), params={"null_types": "pk/nulls/types"})
+    def toy_table(pk_within, pk_null_within, models, null_types):
         """**Toy.** Mean ρ per ``null`` ({{ snakemake.params.null_types|join(', ') }})."""
         nw = pk_null_within
         rows = [{"model": m, "null": t, "kind": "O",
                  "mean": float(np.mean([x for x, n, k in zip(nw["mean"], nw["null"], nw["kind"]) if n == t and k == "O"]))}
                 for m in models for t in null_types]
         rows.append({"model": models[0], "null": "observed", "kind": "O",
-                     "mean": float(np.mean([r for r, k in zip(pk["rho"], pk["kind"]) if k == "O"]))})
+                     "mean": float(np.mean([r for r, k in zip(pk_within["rho"], pk_within["kind"]) if k == "O"]))})
         return Table(columns=[Column("model", "Model"), Column("null", "Null"),
                               Column("kind", "Kind"), Column("mean", "Mean ρ")], rows=rows)
 
@@ -144,7 +144,7 @@ def test_a_toy_null_model_and_a_toy_table_through_the_registries_alone(store, mo
     manifest = str(w / "results/tensors/toy/manifest.json")
     paths = {}
     for fam, wc, params in (
-        ("pk", {"layer": "0"}, {"kinds": ["O"], "rank_rtol": 1e-6, "self_permutations": 10}),
+        ("pk_within", {"layer": "0"}, {"kinds": ["O"], "rank_rtol": 1e-6, "self_permutations": 10}),
         ("pk_null_within", {"layer": "0", "block": "0"},
          {"types": ["rotation", "flip"], "kinds": ["O"], "rank_rtol": 1e-6, "samples": [0, 1]}),
     ):

@@ -64,7 +64,7 @@ def test_only_the_registries_name_what_they_declare(kind):
 
 def test_the_registries_are_what_the_check_reads():
     names = registered()
-    assert {"pk_layer", "pk_cross_layer", "fetch", "activation_forward"} <= names["job"]
+    assert {"pk_within_layer", "pk_cross_layer", "fetch", "activation_forward"} <= names["job"]
     assert {"rotation", "reassign"} <= names["null model"]
     assert {"p1_anchors", "p1_table2_strong_tail"} <= names["output"]
     assert {"llama", "gpt2", "bert", "gemma3"} <= names["architecture"]
@@ -75,7 +75,7 @@ def test_the_check_sees_a_name_put_back():
     src = (ROOT / "headgeom/schedule/designs.py").read_text()
     n = src.count("\n") + 2
     assert literals(src, names["job"]) == []
-    assert literals(src + '\nJOB_STAGE = {"pk_layer": "pk"}\n', names["job"]) == [(n, "pk_layer")]
+    assert literals(src + '\nJOB_STAGE = {"pk_within_layer": "pk"}\n', names["job"]) == [(n, "pk_within_layer")]
     assert literals(src + '\nNULLS = ("rotation",)\n', names["null model"]) == [(n, "rotation")]
     assert literals(src + '\nT = ["p1_anchors"]\n', names["output"]) == [(n, "p1_anchors")]
     rules = (ROOT / "workflow/rules/claims.smk").read_text()

@@ -21,7 +21,7 @@ from headgeom.outputs.paper1.capacity import p1_table3_trajectories
 def test_sine_and_cosine_of_the_smallest_angle():
     ang = np.array([13.0, 40.0, 0.39, 77.0])
     cols = {"model": np.array(["m"] * 4, dtype=object), "kind": np.array(["O"] * 4, dtype=object), "min_angle_deg": ang}
-    (row,) = within_layer.pk_table1_min_angles({"pk": cols, "pk_cross": {}}, {}, ["m"]).rows
+    (row,) = within_layer.pk_table1_min_angles({"pk_within": cols, "pk_cross": {}}, {}, ["m"]).rows
     assert row["min_angle"] == 0.39
     assert row["sin_min_angle"] == pytest.approx(math.sin(0.39 * math.pi / 180))  # 0.0068: the paper's 0.007
     assert row["cos_min_angle"] == pytest.approx(math.cos(0.39 * math.pi / 180))
@@ -58,7 +58,7 @@ def test_base_instruct_decimals_range_over_layers():
             rows["min_angle_deg"] += [30.0, 40.0]
     cols = {k: np.array(v, dtype=object if k in ("model", "kind") else None) for k, v in rows.items()}
     fields = {m: {"d_head": 8, "d_model": 64} for m in ("base", "inst")}
-    (row,) = base_instruct.pk_appendix_e_base_instruct({"pk": cols}, fields, [("base", "inst")]).rows
+    (row,) = base_instruct.pk_appendix_e_base_instruct({"pk_within": cols}, fields, [("base", "inst")]).rows
     # layer 0: 0.12310 vs 0.12312 agree to 4 decimals; layer 1: 0.1231 vs 0.1234 to 3 (SD identical)
     lo = min(agreeing_decimals(0.1231, 0.1231 + s) for s in (2e-5, 3e-4))
     hi = max(agreeing_decimals(0.1231, 0.1231 + s) for s in (2e-5, 3e-4))

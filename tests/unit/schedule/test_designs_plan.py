@@ -22,7 +22,7 @@ def _plan(models):
 def test_qwen3_235b_nulls_at_layer_46_only_three_samples():
     p = _plan([Q3])
     by_rule = Counter(j.rule for j in p["jobs"] if not j.rule.startswith("sensitivity_"))
-    assert by_rule == {"pk_layer": 94, "pk_null_within": 1, "paper1_heads": 94, "paper1_capacity": 94}
+    assert by_rule == {"pk_within_layer": 94, "pk_null_within": 1, "paper1_heads": 94, "paper1_capacity": 94}
     (null,) = [j for j in p["jobs"] if j.rule == "pk_null_within"]
     assert null.wildcards == {"layer": 46, "block": 0}
 
@@ -30,12 +30,12 @@ def test_qwen3_235b_nulls_at_layer_46_only_three_samples():
 def test_qwen25_7b_reading_and_cross_nulls_no_writing_nulls_no_paper1():
     p = _plan([Q7, Q7I])
     by = Counter((j.model, j.rule) for j in p["jobs"])
-    assert by[(Q7, "pk_layer")] == 28 and by[(Q7, "pk_null_within")] == 28 * 3  # 30 samples, blocks of 10
+    assert by[(Q7, "pk_within_layer")] == 28 and by[(Q7, "pk_null_within")] == 28 * 3  # 30 samples, blocks of 10
     # cross-layer pairs and their nulls: 3 sample blocks x the fan-out parts of the 378 layer pairs
     assert by[(Q7, "pk_cross_layer")] >= 1 and by[(Q7, "pk_null_cross")] >= 3 and by[(Q7, "pk_null_cross")] % 3 == 0
     assert not any(r.startswith("paper1") for m, r in by if m == Q7)
     # the instruct twin: writing-space pairs only
-    assert {r for m, r in by if m == Q7I} == {"pk_layer"} and by[(Q7I, "pk_layer")] == 28
+    assert {r for m, r in by if m == Q7I} == {"pk_within_layer"} and by[(Q7I, "pk_within_layer")] == 28
     assert "within nulls rotation/reassign on QK at layers 0-27, n = 30" in p["models"][Q7]["design"]
 
 

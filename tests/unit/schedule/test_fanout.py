@@ -214,14 +214,14 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
     cfg = load_config(overrides={"pk": {"nulls": {"cross_samples_per_job": 6}},  # 6 samples a job under a
                                  "fanout": {"max_job_minutes": 30}})  # 30-min ceiling: parts
     nulls = cfg["pk"]["nulls"]
-    want_layer = costs.pk_layer(QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]))
+    want_layer = costs.pk_within_layer(QWEN25_7B, nulls["samples_per_job"], len(nulls["types"]))
     seg = fanout.part(JOBS["pk_null_cross"], QWEN25_7B, cfg, 1)
     want_null = costs.pk_null_cross(QWEN25_7B, per_job(nulls, "cross"), len(nulls["types"]),
                                 n_pairs=fanout.n_pairs(seg), n_writers=len({w for w, _, _ in seg}),
                                 n_readers=len({r for _, r0, r1 in seg for r in range(r0, r1)}))
     rows = [  # the plugin's CSV: pandas index column, then its columns (steps only)
-        ("0", "11.batch", f"rule_pk_layer_wildcards_{model}_0", 60 * want_layer["runtime"] / 3, 900, want_layer["mem_mb"]),
-        ("1", "12.batch", f"rule_pk_layer_wildcards_{model}_1", 60 * want_layer["runtime"] * 2, 900, 2 * want_layer["mem_mb"]),
+        ("0", "11.batch", f"rule_pk_within_layer_wildcards_{model}_0", 60 * want_layer["runtime"] / 3, 900, want_layer["mem_mb"]),
+        ("1", "12.batch", f"rule_pk_within_layer_wildcards_{model}_1", 60 * want_layer["runtime"] * 2, 900, 2 * want_layer["mem_mb"]),
         ("2", "13.batch", f"rule_pk_null_cross_wildcards_{model}_0_1", 60, want_null["mem_mb"] * 1.5, want_null["mem_mb"]),
         ("3", "14.batch", "rule_fetch_wildcards_x", 5, 100, 4000),
     ]
@@ -231,8 +231,8 @@ def test_costs_reads_the_efficiency_report_against_the_cost_model(tmp_path):
         for i, jid, rule, el, rss, req in rows:
             fh.write(f"{i},{jid},batch,{rule},{el},{rss},{req}\n")
     res = efficiency.compare(rep, tmp_path, cfg)
-    assert set(res) == {"pk_layer", "pk_null_cross"}  # fetch is not a registry job
-    pl = res["pk_layer"]
+    assert set(res) == {"pk_within_layer", "pk_null_cross"}  # fetch is not a registry job
+    pl = res["pk_within_layer"]
     assert pl["jobs"] == 2 and pl["model_runtime_max_min"] == want_layer["runtime"]
     assert pl["time_ratio_max"] == pytest.approx(2.0) and pl["retried"] == 1
     assert [o["wildcards"] for o in pl["over"]] == [{"model": model, "layer": "1"}]

@@ -144,7 +144,7 @@ def test_a_recomputation_stopped_by_a_damaged_input_is_damaged_not_mismatch():
     from headgeom.verify.audit.report import _recompute
 
     def misplaced():
-        raise DamagedFileError("results/shards/pk/m/layer1.parquet is damaged: it is the shard of pk/m/layer0")
+        raise DamagedFileError("results/shards/pk_within/m/layer1.parquet is damaged: it is the shard of pk_within/m/layer0")
 
     def broken():
         raise KeyError("column")

@@ -19,39 +19,39 @@ from headgeom.jobs.activation import forward_where
 
 def _shard(path, layer=0, params=None, store_sha="a" * 64):
     cols = {"model": np.array(["m"] * 3, dtype=object), "layer": np.full(3, layer), "x": np.arange(3.0)}
-    write_shard(path, cols, {"job": "pk", "model": "m", "layer": layer, "params": params or {"k": 1},
+    write_shard(path, cols, {"job": "pk_within", "model": "m", "layer": layer, "params": params or {"k": 1},
                              "model_source": {"store_sha256": store_sha}})
 
 
 def test_place_of_a_shard_is_read_from_its_path():
-    assert shard_where("w/results/shards/pk/m/layer3.parquet") == {"family": "pk", "model": "m", "layer": 3}
+    assert shard_where("w/results/shards/pk_within/m/layer3.parquet") == {"family": "pk_within", "model": "m", "layer": 3}
     assert shard_where("/a/results/shards/pk_null_cross/m/block2/part11.parquet") == {
         "family": "pk_null_cross", "model": "m", "block": 2, "part": 11}
-    assert shard_where("results/sensitivity/band=0.5/results/shards/pk/m/layer3/block0.parquet") == {
-        "family": "pk", "model": "m", "layer": 3, "block": 0, "alt": "band=0.5"}
-    for outside in ("x/layer3.parquet", "results/shards/pk/m/foo3.parquet", "results/shards/pk/m/layer1/layer2.parquet"):
+    assert shard_where("results/sensitivity/band=0.5/results/shards/pk_within/m/layer3/block0.parquet") == {
+        "family": "pk_within", "model": "m", "layer": 3, "block": 0, "alt": "band=0.5"}
+    for outside in ("x/layer3.parquet", "results/shards/pk_within/m/foo3.parquet", "results/shards/pk_within/m/layer1/layer2.parquet"):
         assert shard_where(outside) is None, outside
 
 
 def test_a_sound_shard_at_another_shards_path_is_damage(tmp_path):
-    root = tmp_path / "results/shards/pk/m"
+    root = tmp_path / "results/shards/pk_within/m"
     root.mkdir(parents=True)
     _shard(root / "layer0.parquet", 0)
     _shard(root / "layer1.parquet", 1)
     assert shard_problems(root / "layer0.parquet") == []
-    for dst in (root / "layer1.parquet", tmp_path / "results/shards/pk/other/layer0.parquet",
+    for dst in (root / "layer1.parquet", tmp_path / "results/shards/pk_within/other/layer0.parquet",
                 tmp_path / "results/shards/pk_cross/m/layer0.parquet",
-                tmp_path / "results/shards/pk/m/layer0/block1.parquet"):
+                tmp_path / "results/shards/pk_within/m/layer0/block1.parquet"):
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(root / "layer0.parquet", dst)
         probs = shard_problems(dst)
-        assert len(probs) == 1 and "it is the shard of pk/m/layer0, not of" in probs[0], (dst, probs)
+        assert len(probs) == 1 and "it is the shard of pk_within/m/layer0, not of" in probs[0], (dst, probs)
         with pytest.raises(DamagedFileError, match="a sound shard at another shard's path"):
             read_shards([dst])
 
 
 def test_a_shard_of_another_checkpoint_or_config_is_damage(tmp_path):
-    p = tmp_path / "results/shards/pk/m/layer0.parquet"
+    p = tmp_path / "results/shards/pk_within/m/layer0.parquet"
     p.parent.mkdir(parents=True)
     _shard(p, params={"k": 1}, store_sha="a" * 64)
     assert shard_problems(p) == []  # no store beside it: the checkpoint is not compared

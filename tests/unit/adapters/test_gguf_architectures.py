@@ -1,13 +1,13 @@
 """GGUF, one test for every architecture of ``headgeom.architectures.GGUF_ARCHS``.
 
-Per GGUF architecture, transformers builds the tiny random model of its family (float32, the
-oracle's config: hidden 64, 4 query heads, 2 KV heads where the family has GQA, 2 layers), saved
+Per GGUF architecture, transformers builds the tiny random model of its architecture (float32, the
+oracle's config: hidden 64, 4 query heads, 2 KV heads where the architecture has GQA, 2 layers), saved
 as safetensors; it is converted to GGUF the way llama.cpp's convert_hf_to_gguf.py does (tensor
 names from the ``gguf`` package's own name map, Q/K rows permuted for llama, Falcon's KV groups
 and BLOOM's per-head interleave reordered to [q | k | v], GPT-2's Conv1D transposed, Gemma's and
 Nemotron's norm weights stored + 1) and written with ``gguf.GGUFWriter``. Then:
 
-  * the GGUF adapter's factors (open_checkpoint -> extract -> TensorStore) equal the family's
+  * the GGUF adapter's factors (open_checkpoint -> extract -> TensorStore) equal the architecture's
     safetensors factors of the same model (projections bit for bit, the gain to float32 rounding);
   * where transformers' own GGUF loader reads the file (``from_pretrained(..., gguf_file=...)``),
     the attention weights it loads equal the model's: the conversion above is the one transformers

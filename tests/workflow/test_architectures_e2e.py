@@ -1,15 +1,15 @@
-"""Every family of the forward-pass oracle (tests/unit/adapters/test_architectures_oracle.py) through the
+"""Every architecture of the forward-pass oracle (tests/unit/adapters/test_architectures_oracle.py) through the
 default pipeline end to end, activation stage included, in one Snakemake run.
 
 Per model_type the oracle's own config builder (``tiny_config``: hidden 64, 4 query heads, 2 KV
-heads where the family has GQA) gives a 2-layer config; transformers builds a random model from
+heads where the architecture has GQA) gives a 2-layer config; transformers builds a random model from
 it and saves it as safetensors, with the character-level tokenizer of tests/helpers/synth_hf.py
 beside it. All of them are the active models of one config (``source: local``,
 ``activation.models: null``, a local corpus, both activation sections on the same 2 x 24-token
 windows so that each model has one forward pass) with small settings, and one
 ``snakemake --keep-going`` builds every table (so every shard of every model and stage), the
 claims ledger, the choice sensitivity and the summary; not the figures, which draw a panel per
-model and would add minutes. Then, per family and stage: every shard the
+model and would add minutes. Then, per architecture and stage: every shard the
 model's design schedules exists and is non-empty, the natural-return and read-path columns are
 finite where they are defined (NaN only with the flag that says so; never one constant value
 across heads), and the claims and summary steps ran.
@@ -17,9 +17,9 @@ across heads), and the claims and summary steps ran.
 Cost: about 630 CPU-seconds for ~600 jobs (Snakemake and every job together), so about 5.5 minutes on
 2 idle cores; 8-10 minutes measured on 2 shared cores at load 6.
 
-A family that fails names itself and its stage in one assertion listing all of them.
-``KNOWN_BROKEN`` is checked strictly: a family listed there must still fail (fixing the bug
-forces the entry out), a family not listed must pass.
+An architecture that fails names itself and its stage in one assertion listing all of them.
+``KNOWN_BROKEN`` is checked strictly: an architecture listed there must still fail (fixing the bug
+forces the entry out), an architecture not listed must pass.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# family (model_type) -> why it fails, the stage and the error; must shrink as bugs are fixed
+# architecture (model_type) -> why it fails, the stage and the error; must shrink as bugs are fixed
 KNOWN_BROKEN: dict[str, str] = {}
 
 
@@ -87,7 +87,7 @@ def _targets() -> list[str]:
 TARGETS = _targets()
 
 
-def family_of(mt: str):
+def architecture_of(mt: str):
     from headgeom.architectures import BY_MODEL_TYPE, ARCHITECTURES
 
     return ARCHITECTURES[BY_MODEL_TYPE[mt]]
@@ -99,7 +99,7 @@ def write_checkpoint(mt: str, path: Path) -> None:
     import torch
     import transformers as T
 
-    extra = {family_of(mt).layers_keys[0]: N_LAYERS}
+    extra = {architecture_of(mt).layers_keys[0]: N_LAYERS}
     if mt == "gpt_neo":  # its per-layer attention types must cover every layer
         extra["attention_types"] = [[["global", "local"], N_LAYERS // 2]]
     cfg = ORACLE.tiny_config(mt, extra)
@@ -111,7 +111,7 @@ def write_checkpoint(mt: str, path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def e2e_run(tmp_path_factory, snakemake_bin, root):
-    w = tmp_path_factory.mktemp("families_e2e")
+    w = tmp_path_factory.mktemp("architectures_e2e")
     for mt in MODEL_TYPES:
         write_checkpoint(mt, w / "ckpt" / mt)
     (w / "text.txt").write_text(TEXT)
@@ -124,7 +124,7 @@ def e2e_run(tmp_path_factory, snakemake_bin, root):
     cpu0, t0 = _children_cpu(), time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     wall, cpu = time.monotonic() - t0, _children_cpu() - cpu0
-    print(f"\nfamilies e2e: {len(MODEL_TYPES)} models, wall {wall:.0f} s, CPU {cpu:.0f} s (children)")
+    print(f"\narchitectures e2e: {len(MODEL_TYPES)} models, wall {wall:.0f} s, CPU {cpu:.0f} s (children)")
     return w, r
 
 
@@ -215,7 +215,7 @@ def read_paths_problems(df, norm_free_layers: set[int]) -> list[str]:
     return bad
 
 
-def family_problems(w: Path, cfg: dict, mt: str) -> dict[str, list[str]]:
+def architecture_problems(w: Path, cfg: dict, mt: str) -> dict[str, list[str]]:
     """stage -> problems, for one model."""
     import json
 
@@ -258,7 +258,7 @@ def family_problems(w: Path, cfg: dict, mt: str) -> dict[str, list[str]]:
 def _failures(w: Path, cfg: dict) -> dict[str, str]:
     fails = {}
     for mt in MODEL_TYPES:
-        probs = family_problems(w, cfg, mt)
+        probs = architecture_problems(w, cfg, mt)
         if probs:
             errs = _job_errors(w, mt)
             fails[mt] = "; ".join(f"{stage}: {', '.join(p)}" for stage, p in probs.items()) + (
@@ -266,7 +266,7 @@ def _failures(w: Path, cfg: dict) -> dict[str, str]:
     return fails
 
 
-def test_every_family_runs_the_whole_pipeline(e2e_run):
+def test_every_architecture_runs_the_whole_pipeline(e2e_run):
     from headgeom.core.config import load_config
 
     w, r = e2e_run
@@ -276,14 +276,14 @@ def test_every_family_runs_the_whole_pipeline(e2e_run):
     fixed = sorted(set(KNOWN_BROKEN) - set(fails))
     lines = [f"  {mt}: {why}" for mt, why in sorted(unexpected.items())]
     lines += [f"  {mt}: listed in KNOWN_BROKEN but passes now: remove it" for mt in fixed]
-    assert not lines, "families failing the pipeline (family: stage: problem):\n" + "\n".join(lines) + (
+    assert not lines, "architectures failing the pipeline (architecture: stage: problem):\n" + "\n".join(lines) + (
         "\n" + r.stderr[-3000:] if unexpected else "")
 
 
 def test_snakemake_succeeded_and_ran_claims_and_summary(e2e_run):
-    """With no known-broken family the run exits 0 and builds every target (the tables, the
+    """With no known-broken architecture the run exits 0 and builds every target (the tables, the
     claims ledger, the choice sensitivity and a summary naming every model); otherwise only jobs
-    of the known-broken families failed."""
+    of the known-broken architectures failed."""
     w, r = e2e_run
     out = r.stdout + r.stderr
     if not KNOWN_BROKEN:
@@ -308,7 +308,7 @@ def test_natural_return_table_has_every_model(e2e_run):
     w, _ = e2e_run
     p = w / "results" / "tables" / "p1_activations_natural_return.csv"
     if KNOWN_BROKEN and not p.exists():
-        pytest.skip("a known-broken family's activation job failed, so no activation table")
+        pytest.skip("a known-broken architecture's activation job failed, so no activation table")
     import pandas as pd
 
     t = pd.read_csv(p)
