@@ -6,7 +6,7 @@
 * workflow/report/captions/<kind>_<name>.rst: each output's ``snakemake --report`` caption;
 * docs/config.md: every config key with its description and default
   (workflow/schemas/config.schema.yaml).
-* docs/models.md: the architecture coverage block (headgeom/architectures.py).
+* docs/models.md: the architecture coverage block (headgeom.adapters.coverage, from headgeom/architectures.py).
 
 ``headgeom docs --check`` (and tests/unit/outputs/test_registries.py) fails when any of them is stale.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from headgeom.architectures import with_coverage
+from headgeom.adapters.coverage import with_coverage
 from headgeom.io.files import write_text
 from headgeom.schedule.families import SHARD_FAMILIES, JOBS
 from headgeom.outputs import OUTPUTS
