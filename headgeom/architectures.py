@@ -365,7 +365,7 @@ def architecture_for(config: dict, architecture: str | None = None) -> Architect
             fam = gguf_architecture(architecture)
         if fam is None:
             raise UnknownArchitectureError(
-                f"architecture {architecture!r} is not a known architecture; known: {', '.join(sorted(ARCHITECTURES))}")
+                f"architecture: {architecture!r} is not a known architecture; known: {', '.join(sorted(ARCHITECTURES))}")
         return fam.resolve(config_view(config))
     mt = config.get("model_type")
     if mt in REFUSED:

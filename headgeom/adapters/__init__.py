@@ -48,7 +48,7 @@ def adapter_for(config: dict, fmt: str = "safetensors", architecture: str | None
         a = _forced(architecture, fmt)
         if a is None:
             raise UnknownArchitectureError(
-                f"architecture {architecture!r} ({fmt}) is not a known architecture; supported: {', '.join(supported(fmt))}")
+                f"architecture: {architecture!r} ({fmt}) is not a known architecture; supported: {', '.join(supported(fmt))}")
         return _verified(a, config)
     from headgeom.architectures import GGUF_REFUSED, REFUSED
 

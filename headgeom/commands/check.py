@@ -202,7 +202,7 @@ def _architecture(entry: dict, m: _Model) -> str | None:
 
         if arch in ARCHITECTURES or arch in BY_MODEL_TYPE:
             return None
-        return (f"architecture {arch!r} is not a known architecture; known: "
+        return (f"architecture: {arch!r} is not a known architecture; known: "
                 f"{', '.join(sorted(set(ARCHITECTURES) | {a for a in ADAPTERS if a.startswith('gguf-')}))}")
     try:
         adapter_for(m.config, m.fmt, arch)
