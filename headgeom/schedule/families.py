@@ -358,6 +358,11 @@ JOBS = {
 
 SHARD_FAMILIES = {f.name: f for j in JOBS.values() for f in j.families}
 
+#: shard families renamed since an older headgeom wrote them: old name -> new name. A results tree
+#: written before the rename still holds results/shards/<old>; nothing reads it, and ``headgeom
+#: verify`` and the workflow's load check name it stale (headgeom.verify.integrity).
+RENAMED_FAMILIES = {"pk": "pk_within"}
+
 
 def register(job: Job) -> Job:
     """Add a job (and its families) to the registry: what a plugin module calls."""
@@ -445,8 +450,12 @@ def family_of(path: str) -> ShardFamily:
     """The family of a shard path (results/shards/<family>/...)."""
     root = Path(layout.SHARDS_ROOT).parts
     parts = Path(path).parts
-    if len(parts) > len(root) and parts[:len(root)] == root and parts[len(root)] in SHARD_FAMILIES:
-        return SHARD_FAMILIES[parts[len(root)]]
+    name = parts[len(root)] if len(parts) > len(root) and parts[:len(root)] == root else None
+    if name in SHARD_FAMILIES:
+        return SHARD_FAMILIES[name]
+    if name in RENAMED_FAMILIES:
+        raise KeyError(f"{path}: a shard of the family {name!r}, since renamed {RENAMED_FAMILIES[name]!r} (written by "
+                       f"an older headgeom; nothing reads it: delete {layout.SHARDS_ROOT}/{name})")
     raise KeyError(f"{path}: not a shard of a known family ({layout.SHARDS_ROOT}/<family>/; known: "
                    f"{', '.join(SHARD_FAMILIES)})")
 

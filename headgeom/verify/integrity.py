@@ -1,6 +1,7 @@
 """The check of a whole run: every file a config's DAG expects (headgeom.verify.expected) against
 its record, and what it is against what is asked for; one ``Problem`` per missing, damaged or
-misplaced file, with the command that rebuilds it.
+misplaced file, with the command that rebuilds it, and one per directory of shards of no known
+family (a family renamed since the tree was written: stale; nothing reads it).
 
 * shards (results/shards, and those of the choice sensitivity): ``headgeom.io.shards.shard_check``
   (the content record in each shard's footer; its identity: place, checkpoint, config digest);
@@ -25,6 +26,10 @@ from pathlib import Path
 from headgeom import layout
 from headgeom.io.shards import rebuild_command
 
+# what a Problem's ``what`` starts with for a directory of shards this headgeom does not read (a renamed
+# or unknown family): nothing rebuilds it; the load check names it
+UNREAD = "not read by this headgeom"
+
 # bytes of tensor stores and forward passes the load check hashes in full per run (beyond it: sizes
 # and headers alone); headgeom verify hashes every byte
 HASH_BUDGET = 2 << 30
@@ -47,16 +52,38 @@ def _shard_problems(workdir: Path, exp, threads: int) -> tuple[int, list[Problem
     from concurrent.futures import ThreadPoolExecutor
 
     from headgeom.io.shards import rebuild_hint, shard_problems
+    from headgeom.schedule.families import SHARD_FAMILIES
 
     roots = [workdir / layout.SHARDS_ROOT, *sorted((workdir / layout.SENSITIVITY_ROOT).glob(f"*/{layout.SHARDS_ROOT}"))]
-    paths = sorted(p for root in roots for p in root.rglob("*.parquet") if not p.name.startswith("."))
+    paths, unknown = [], {}  # shards of a known family; results/shards/<no known family> -> its shards
+    for root in roots:
+        for p in sorted(root.rglob("*.parquet")):
+            if not p.name.startswith("."):
+                fam = root / p.relative_to(root).parts[0]
+                (paths.append(p) if fam.name in SHARD_FAMILIES else unknown.setdefault(fam, []).append(p))
     rels = [str(p.relative_to(workdir)) for p in paths]
     with ThreadPoolExecutor(max(1, threads)) as ex:
         found = list(ex.map(lambda i: shard_problems(paths[i], exp.shards.get(rels[i])), range(len(paths))))
-    out = [Problem(rel, "; ".join(probs), *_shard_rebuild(rel)) for rel, probs in zip(rels, found) if probs]
+    out = [_unknown_family(d.relative_to(workdir), len(ps)) for d, ps in unknown.items()]
+    out += [Problem(rel, "; ".join(probs), *_shard_rebuild(rel)) for rel, probs in zip(rels, found) if probs]
     there = set(rels)
     out += [Problem(p, "missing", rebuild_hint(p), p) for p in exp.shards if p not in there]
     return len(paths), out
+
+
+def _unknown_family(rel: Path, n: int) -> Problem:
+    """A directory of shards under results/shards whose name is no shard family: a family renamed
+    since an older headgeom wrote it (stale), or none this headgeom (with its plugins) knows. Nothing
+    reads its shards; the remedy is to delete it (the load check names it and forces nothing)."""
+    from headgeom.schedule.families import RENAMED_FAMILIES, SHARD_FAMILIES
+
+    new = RENAMED_FAMILIES.get(rel.name)
+    if new is not None:
+        what = (f"{UNREAD}: stale, {n} shard(s) of the family {rel.name!r}, since renamed {new!r} "
+                f"(written by an older headgeom; the run writes {rel.parent / new})")
+    else:
+        what = f"{UNREAD}: {n} shard(s) of no known shard family (known: {', '.join(SHARD_FAMILIES)})"
+    return Problem(str(rel), what, f"none; delete it (rm -r {rel})")
 
 
 def _shard_rebuild(rel: str) -> tuple[str, str]:
@@ -173,12 +200,15 @@ def to_rebuild(config: dict, workdir: str | Path = ".", say=print, threads: int 
     that exists is taken as an intermediate file deleted on purpose. A missing file is rebuilt here
     only when something built from it exists (a shard or row that a sidecar lists; a sidecar whose
     table's or figure's other files exist); any other missing file the run builds as usual (a
-    model just added to the config is not a list of missing shards). Nothing is moved or deleted
-    here (a dry run changes nothing); the rebuild overwrites the damaged file."""
+    model just added to the config is not a list of missing shards). A directory of shards of no
+    known family (one renamed since, as results/shards/pk) is named, not rebuilt. Nothing is moved
+    or deleted here (a dry run changes nothing); the rebuild overwrites the damaged file."""
     _, problems = run_problems(config, workdir, threads, budget=HASH_BUDGET)
     listed = _listed(Path(workdir)) if any(p.what == "missing" for p in problems) else set()
     out = {}
     for p in problems:
+        if p.what.startswith(UNREAD):
+            say(f"headgeom: {p.path}: {p.what}; {p.rebuild}")
         if p.force is None or p.force in out or (p.what == "missing" and not _built_on(workdir, p, listed)):
             continue
         say(f"headgeom: {p.path} is {'missing' if p.what == 'missing' else f'damaged ({p.what})'}: its job reruns")
