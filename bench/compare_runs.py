@@ -1,6 +1,7 @@
 """Compare the numbers of two pipeline runs: every Parquet shard and every CSV table.
 
-    .venv/bin/python bench/compare_runs.py OLD_ROOT NEW_ROOT [--moved closure=paper1_heads] [--by-family]
+    .venv/bin/python bench/compare_runs.py OLD_ROOT NEW_ROOT [--renamed pk=pk_within] [--moved closure=paper1_heads]
+                                                              [--by-family]
 
 OLD_ROOT and NEW_ROOT are working directories of `make run` (each with results/shards and
 results/tables). File hashes differ between any two code versions (provenance records the
@@ -9,6 +10,10 @@ code), so this compares data only:
 * Parquet shards, matched by relative path: rows matched by their key columns (model, layer,
   head, pair, kind, null, sample, ...), every other column compared value by value; floats
   bitwise (NaN equals NaN), lists element by element.
+* ``--renamed OLD=NEW``: a family of OLD_ROOT that NEW_ROOT writes under another name (the same
+  shards, e.g. the within-layer pairs ``pk`` -> ``pk_within``): each old shard is compared with the
+  new family's shard at the same place as any shard is (every column both ways), and counted among
+  the shards; a renamed shard missing from NEW_ROOT is a difference.
 * ``--moved OLD=NEW``: a family of OLD_ROOT that NEW_ROOT no longer writes (its values now
   live in another family's shards of the same model and layer): each old shard's columns are
   compared with the same columns of the new family's shard, rows matched by key.
@@ -56,19 +61,23 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("old", type=Path)
     ap.add_argument("new", type=Path)
+    ap.add_argument("--renamed", action="append", default=[], metavar="OLD_FAMILY=NEW_FAMILY",
+                    help="a family NEW_ROOT writes under another name: its shards compared in full")
     ap.add_argument("--moved", action="append", default=[], metavar="OLD_FAMILY=NEW_FAMILY")
     ap.add_argument("--by-family", action="store_true",
                     help="match shards by family and model (rows by key), not by path: runs with a different fan-out")
     args = ap.parse_args(argv)
     moved = dict(m.split("=", 1) for m in args.moved)
+    renamed = dict(m.split("=", 1) for m in args.renamed)
     diffs: list[str] = []
     if args.by_family:
         counts = {"families": 0, "shards old": 0, "shards new": 0, "rows": 0, "shard values": 0,
-                  "moved families": 0, "moved values": 0}
-        compare_families(args.old, args.new, moved, counts, diffs)
+                  "moved families": 0, "moved values": 0} | ({"renamed families": 0} if renamed else {})
+        compare_families(args.old, args.new, moved, counts, diffs, renamed)
     else:
-        counts = {"shards": 0, "shard values": 0, "moved shards": 0, "moved values": 0}
-        compare_paths(args.old, args.new, moved, counts, diffs)
+        counts = {"shards": 0, "shard values": 0, "moved shards": 0, "moved values": 0} | (
+            {"renamed shards": 0} if renamed else {})
+        compare_paths(args.old, args.new, moved, counts, diffs, renamed)
     counts |= {"tables": 0, "table values": 0}
     compare_tables(args.old, args.new, counts, diffs)
     print(", ".join(f"{k}: {v}" for k, v in counts.items()))
@@ -78,19 +87,23 @@ def main(argv=None) -> int:
     return 1 if diffs else 0
 
 
-def _by_family(root: Path) -> dict[tuple[str, str], list[Path]]:
-    """(family, model) -> its shards, from results/shards/<family>/<model>/...parquet."""
+def _by_family(root: Path, renamed: dict | None = None) -> dict[tuple[str, str], list[Path]]:
+    """(family, model) -> its shards, from results/shards/<family>/<model>/...parquet; a family of
+    ``renamed`` (old -> new name) under its new name."""
     out: dict[tuple[str, str], list[Path]] = {}
     for p in sorted((root / "results" / "shards").rglob("*.parquet")):
         fam, model = p.relative_to(root / "results" / "shards").parts[:2]
-        out.setdefault((fam, model), []).append(p)
+        out.setdefault(((renamed or {}).get(fam, fam), model), []).append(p)
     return out
 
 
-def compare_families(old: Path, new: Path, moved: dict, counts: dict, diffs: list) -> None:
-    fa, fb = _by_family(old), _by_family(new)
+def compare_families(old: Path, new: Path, moved: dict, counts: dict, diffs: list, renamed: dict | None = None) -> None:
+    renamed = renamed or {}
+    fa, fb = _by_family(old, renamed), _by_family(new)
     for fam, model in sorted(set(fa) | set(fb)):
         label = f"{fam}/{model}"
+        if fam in renamed.values() and (fam, model) in fa:
+            counts["renamed families"] += 1
         if (fam, model) in fa and (fam, model) in fb:
             target, key = "families", "shard values"
             a_paths, b_paths, only_old = fa[(fam, model)], fb[(fam, model)], False
@@ -116,25 +129,36 @@ def compare_families(old: Path, new: Path, moved: dict, counts: dict, diffs: lis
         counts[key] += compare_columns(a, b, label, diffs, only_old_columns=only_old, whole_rows=True)
 
 
-def compare_paths(old: Path, new: Path, moved: dict, counts: dict, diffs: list) -> None:
+def renamed_path(rel: str, renamed: dict) -> str:
+    """A shard's path (results/shards/<family>/...) with its family under its new name, if renamed."""
+    parts = rel.split("/")
+    return "/".join([*parts[:2], renamed.get(parts[2], parts[2]), *parts[3:]])
 
-    sa = {p.relative_to(old).as_posix() for p in (old / "results" / "shards").rglob("*.parquet")}
+
+def compare_paths(old: Path, new: Path, moved: dict, counts: dict, diffs: list, renamed: dict | None = None) -> None:
+    renamed = renamed or {}
+    # old shards by the path they have in NEW_ROOT (a renamed family's under its new name)
+    sa = {renamed_path(p.relative_to(old).as_posix(), renamed): p.relative_to(old).as_posix()
+          for p in (old / "results" / "shards").rglob("*.parquet")}
     sb = {p.relative_to(new).as_posix() for p in (new / "results" / "shards").rglob("*.parquet")}
-    for rel in sorted(sa | sb):
+    for rel in sorted(set(sa) | sb):
         fam = rel.split("/")[2]
         if rel in sa and rel in sb:
             counts["shards"] += 1
-            counts["shard values"] += compare_shard(old / rel, new / rel, rel, diffs)
+            if sa[rel] != rel:
+                counts["renamed shards"] += 1
+            label = rel if sa[rel] == rel else f"{sa[rel]} -> {rel}"
+            counts["shard values"] += compare_shard(old / sa[rel], new / rel, label, diffs)
         elif rel in sa and fam in moved:
             target = rel.replace(f"results/shards/{fam}/", f"results/shards/{moved[fam]}/", 1)
             if target not in sb:
                 diffs.append(f"{rel}: moved to {moved[fam]}, but {target} is missing")
                 continue
             counts["moved shards"] += 1
-            counts["moved values"] += compare_shard(old / rel, new / target, f"{rel} -> {target}", diffs,
+            counts["moved values"] += compare_shard(old / sa[rel], new / target, f"{rel} -> {target}", diffs,
                                                     only_old_columns=True)
         else:
-            diffs.append(f"{rel}: only in {'old' if rel in sa else 'new'}")
+            diffs.append(f"{sa.get(rel, rel)}: only in {'old' if rel in sa else 'new'}")
 
 
 def compare_tables(old: Path, new: Path, counts: dict, diffs: list) -> None:

@@ -1,6 +1,6 @@
 """bench/compare_runs.py: the before/after check of a restructuring finds a one-ulp change,
-treats NaN as equal to NaN, matches rows by key whatever their order, and follows a family
-whose values moved into another family's shards."""
+treats NaN as equal to NaN, matches rows by key whatever their order, follows a family whose
+values moved into another family's shards, and compares a renamed family in full under its new name."""
 
 from __future__ import annotations
 
@@ -127,3 +127,22 @@ def test_by_family_last_bit_change_names_only_the_float_column(tmp_path, capsys)
     assert "column 'share': 1 of 4 values differ" in out
     assert "largest difference 1.4e-16 of the column's scale" in out
     assert not any(f"column '{k}'" in out for k in ("writer", "reader", "writer_layer", "reader_layer"))
+
+
+def test_renamed_family_is_compared_in_full_under_its_new_name(tmp_path, capsys):
+    old = _run(tmp_path / "old", [0.1, 0.2, 0.3])  # family "closure"
+    new = _run(tmp_path / "new", [0.1, 0.2, 0.3], moved=True, order=(2, 1, 0))  # the same shard, family "heads"
+    assert compare_runs.main([str(old), str(new)]) == 1  # by path: present on one side only
+    capsys.readouterr()
+    assert compare_runs.main([str(old), str(new), "--renamed", "closure=heads"]) == 0
+    assert "shards: 1, shard values: 15, moved shards: 0, moved values: 0, renamed shards: 1" in capsys.readouterr().out
+    assert compare_runs.main([str(old), str(new), "--renamed", "closure=heads", "--by-family"]) == 0
+    assert "renamed families: 1" in capsys.readouterr().out
+    # every column both ways: a column the new family adds is a difference (not so under --moved)
+    extra = _run(tmp_path / "extra", [0.1, 0.2, 0.3], moved=True, extra_cols=True)
+    assert compare_runs.main([str(old), str(extra), "--renamed", "closure=heads"]) == 1
+    bad = _run(tmp_path / "bad", [0.1, 0.2, np.nextafter(0.3, 1.0)], moved=True)
+    assert compare_runs.main([str(old), str(bad), "--renamed", "closure=heads"]) == 1
+    assert "results/shards/closure/m/layer0.parquet -> results/shards/heads/m/layer0.parquet: column 'P'" in \
+        capsys.readouterr().out
+    assert compare_runs.main([str(old), str(bad), "--renamed", "closure=heads", "--by-family"]) == 1
