@@ -201,7 +201,7 @@ def to_rebuild(config: dict, workdir: str | Path = ".", say=print, threads: int 
     only when something built from it exists (a shard or row that a sidecar lists; a sidecar whose
     table's or figure's other files exist); any other missing file the run builds as usual (a
     model just added to the config is not a list of missing shards). A directory of shards of no
-    known family (one renamed since, as results/shards/pk) is named, not rebuilt. Nothing is moved
+    known family (one renamed since: families.RENAMED_FAMILIES) is named, not rebuilt. Nothing is moved
     or deleted here (a dry run changes nothing); the rebuild overwrites the damaged file."""
     _, problems = run_problems(config, workdir, threads, budget=HASH_BUDGET)
     listed = _listed(Path(workdir)) if any(p.what == "missing" for p in problems) else set()

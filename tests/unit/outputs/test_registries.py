@@ -72,8 +72,9 @@ def test_shard_paths_follow_the_scope():
     assert FAM.family_of("results/shards/paper1_pairs/m/layer0.parquet").job == "paper1_heads"
     with pytest.raises(KeyError, match="not a shard of a known family"):
         FAM.family_of("results/shards/nope/m/layer0.parquet")
-    with pytest.raises(KeyError, match="the family 'pk', since renamed 'pk_within'.*delete results/shards/pk"):
-        FAM.family_of("results/shards/pk/m/layer0.parquet")  # a tree written before the rename
+    for old, new in FAM.RENAMED_FAMILIES.items():  # a tree written before the rename
+        with pytest.raises(KeyError, match=f"the family '{old}', since renamed '{new}'.*delete results/shards/{old}\\)"):
+            FAM.family_of(f"results/shards/{old}/m/layer0.parquet")
 
 
 def test_generated_docs_and_captions_are_current():

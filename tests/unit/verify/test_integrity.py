@@ -194,26 +194,28 @@ def test_activation_layer_file_is_checked_against_its_forward_json(tmp_path):
 
 
 def test_shards_of_a_renamed_or_unknown_family_are_named_not_read(tmp_path, monkeypatch):
-    """A results tree written before a family was renamed (results/shards/pk, now pk_within) or
+    """A results tree written before a family was renamed (the within-layer pairs, now pk_within) or
     holding a family nobody registers: verify names each such directory once, with its shard
     count, as not read by this headgeom (the renamed one as stale, with its new name); the load
     check says the same line and forces no rebuild of it."""
     from types import SimpleNamespace
 
+    from headgeom.schedule.families import RENAMED_FAMILIES
     from headgeom.verify import integrity
 
+    (old, new), = [(o, n) for o, n in RENAMED_FAMILIES.items() if n == "pk_within"]
     for layer in (0, 1):
-        _shard(tmp_path / f"results/shards/pk/m/layer{layer}.parquet")
+        _shard(tmp_path / f"results/shards/{old}/m/layer{layer}.parquet")
     _shard(tmp_path / "results/shards/nope/m/layer0.parquet")
     n, problems = integrity._shard_problems(tmp_path, SimpleNamespace(shards={}), threads=1)
     assert n == 0  # none of them is checked (or read) as a shard
     by_path = {p.path: p for p in problems}
-    assert set(by_path) == {"results/shards/pk", "results/shards/nope"}
-    stale, unknown = by_path["results/shards/pk"], by_path["results/shards/nope"]
-    assert stale.what.startswith(integrity.UNREAD) and "stale, 2 shard(s) of the family 'pk', since renamed " \
-        "'pk_within'" in stale.what and "results/shards/pk_within" in stale.what
-    assert "1 shard(s) of no known shard family" in unknown.what and "pk_within" in unknown.what
-    assert stale.force is None and unknown.force is None and "rm -r results/shards/pk" in stale.rebuild
+    assert set(by_path) == {f"results/shards/{old}", "results/shards/nope"}
+    stale, unknown = by_path[f"results/shards/{old}"], by_path["results/shards/nope"]
+    assert stale.what.startswith(integrity.UNREAD) and f"stale, 2 shard(s) of the family '{old}', since renamed " \
+        f"'{new}'" in stale.what and f"results/shards/{new})" in stale.what
+    assert "1 shard(s) of no known shard family" in unknown.what and new in unknown.what
+    assert stale.force is None and unknown.force is None and stale.rebuild.endswith(f"(rm -r results/shards/{old})")
 
     monkeypatch.setattr(integrity, "run_problems", lambda *a, **k: (0, problems))
     said = []
