@@ -230,11 +230,12 @@ class Model:
         """Every shard path of ``family`` for this model (its jobs run as needed, each once);
         ``scheduled_only``: none (no error) when the config runs none of its jobs."""
         from headgeom.api_jobs import progress_bar
-        from headgeom.schedule.families import JOBS, SHARD_FAMILIES
+        from headgeom.schedule.families import JOBS, family as shard_family
 
-        if family not in SHARD_FAMILIES:
-            raise HeadgeomError(f"no shard family {family!r} (known: {', '.join(SHARD_FAMILIES)})")
-        job = JOBS[SHARD_FAMILIES[family].job]
+        try:
+            job = JOBS[shard_family(family).job]
+        except KeyError as e:  # named with the known families (and a renamed one's new name)
+            raise HeadgeomError(e.args[0]) from None
         if scheduled_only:
             from headgeom.schedule.designs import runs as scheduled
 

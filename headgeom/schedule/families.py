@@ -416,7 +416,8 @@ def family(name: str) -> ShardFamily:
     try:
         return SHARD_FAMILIES[name]
     except KeyError:
-        raise KeyError(f"no shard family {name!r} (known: {', '.join(SHARD_FAMILIES)})") from None
+        now = f"; it was renamed {RENAMED_FAMILIES[name]!r}" if name in RENAMED_FAMILIES else ""
+        raise KeyError(f"no shard family {name!r}{now} (known: {', '.join(SHARD_FAMILIES)})") from None
 
 
 def n_parts(job: str, fields: dict, config: dict) -> int:

@@ -14,6 +14,7 @@ import pytest
 
 import headgeom.api as hg
 from headgeom.core.errors import CorpusError, HeadgeomError
+from headgeom.schedule.families import RENAMED_FAMILIES
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "docs" / "notebook.py"
 
@@ -85,6 +86,8 @@ def test_bad_input_is_one_headgeom_error(minilm):
         (lambda: minilm.pk_nulls("sideways"), HeadgeomError, "'within' or 'cross'"),
         (lambda: minilm.pk_nulls("within", samples=0), HeadgeomError, "positive number"),
         (lambda: minilm.shards("pk_nope"), HeadgeomError, "no shard family 'pk_nope'"),
+        *[(lambda o=o: minilm.shards(o), HeadgeomError, f"no shard family '{o}'; it was renamed '{n}'")
+          for o, n in RENAMED_FAMILIES.items()],  # a notebook from before a rename
         (lambda: minilm.natural_return("Too short a text."), CorpusError, "too short"),
         (lambda: minilm.natural_return(42), HeadgeomError, "a string or a list of strings"),
         (lambda: hg.table("no_such_table", [minilm]), HeadgeomError, "no table 'no_such_table'"),
