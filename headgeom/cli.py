@@ -267,7 +267,7 @@ def _verify(args) -> int:
     t0 = time.perf_counter()
     checked, problems = run_problems(_run_config(args), args.directory)
     for p in problems:
-        print(f"{'missing' if p.what == 'missing' else 'damaged'}: {p.line()}", file=sys.stderr)
+        print(f"{p.label()}: {p.line()}", file=sys.stderr)
     print(f"headgeom verify: {checked} files checked in {time.perf_counter() - t0:.1f} s, "
           + (f"{len(problems)} problem{'s' if len(problems) != 1 else ''}" if problems else
              "all present and match their records"))

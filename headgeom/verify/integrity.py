@@ -26,10 +26,6 @@ from pathlib import Path
 from headgeom import layout
 from headgeom.io.shards import rebuild_command
 
-# what a Problem's ``what`` starts with for a directory of shards this headgeom does not read (a renamed
-# or unknown family): nothing rebuilds it; the load check names it
-UNREAD = "not read by this headgeom"
-
 # bytes of tensor stores and forward passes the load check hashes in full per run (beyond it: sizes
 # and headers alone); headgeom verify hashes every byte
 HASH_BUDGET = 2 << 30
@@ -41,6 +37,12 @@ class Problem:
     what: str  # why, in a few words
     rebuild: str  # the command that rebuilds it
     force: str | None = None  # the target the load check makes the run rebuild (None: none)
+    kind: str = ""  # "stale" / "unknown": a directory of shards of a renamed / of no known family, which
+    #   nothing reads or rebuilds; "": a file, missing or damaged (``label``)
+
+    def label(self) -> str:
+        """missing, damaged, stale or unknown."""
+        return self.kind or ("missing" if self.what == "missing" else "damaged")
 
     def line(self) -> str:
         return f"{self.path}: {self.what}; rebuild: {self.rebuild}"
@@ -79,11 +81,11 @@ def _unknown_family(rel: Path, n: int) -> Problem:
 
     new = RENAMED_FAMILIES.get(rel.name)
     if new is not None:
-        what = (f"{UNREAD}: stale, {n} shard(s) of the family {rel.name!r}, since renamed {new!r} "
-                f"(written by an older headgeom; the run writes {rel.parent / new})")
+        what = (f"{n} shard(s) of the family {rel.name!r}, since renamed {new!r} (written by an older "
+                f"headgeom; nothing reads them; the run writes {rel.parent / new})")
     else:
-        what = f"{UNREAD}: {n} shard(s) of no known shard family (known: {', '.join(SHARD_FAMILIES)})"
-    return Problem(str(rel), what, f"none; delete it (rm -r {rel})")
+        what = f"{n} shard(s) of no known shard family (known: {', '.join(SHARD_FAMILIES)}); nothing reads them"
+    return Problem(str(rel), what, f"nothing; delete it: rm -r {rel}", kind="stale" if new else "unknown")
 
 
 def _shard_rebuild(rel: str) -> tuple[str, str]:
@@ -207,8 +209,8 @@ def to_rebuild(config: dict, workdir: str | Path = ".", say=print, threads: int 
     listed = _listed(Path(workdir)) if any(p.what == "missing" for p in problems) else set()
     out = {}
     for p in problems:
-        if p.what.startswith(UNREAD):
-            say(f"headgeom: {p.path}: {p.what}; {p.rebuild}")
+        if p.kind:
+            say(f"headgeom: {p.path} is {p.kind}: {p.what}; {p.rebuild}")
         if p.force is None or p.force in out or (p.what == "missing" and not _built_on(workdir, p, listed)):
             continue
         say(f"headgeom: {p.path} is {'missing' if p.what == 'missing' else f'damaged ({p.what})'}: its job reruns")

@@ -196,8 +196,8 @@ def test_activation_layer_file_is_checked_against_its_forward_json(tmp_path):
 def test_shards_of_a_renamed_or_unknown_family_are_named_not_read(tmp_path, monkeypatch):
     """A results tree written before a family was renamed (the within-layer pairs, now pk_within) or
     holding a family nobody registers: verify names each such directory once, with its shard
-    count, as not read by this headgeom (the renamed one as stale, with its new name); the load
-    check says the same line and forces no rebuild of it."""
+    count, as stale (with the new name) or unknown, read by nothing; the load check says the same
+    line and forces no rebuild of it."""
     from types import SimpleNamespace
 
     from headgeom.schedule.families import RENAMED_FAMILIES
@@ -212,12 +212,12 @@ def test_shards_of_a_renamed_or_unknown_family_are_named_not_read(tmp_path, monk
     by_path = {p.path: p for p in problems}
     assert set(by_path) == {f"results/shards/{old}", "results/shards/nope"}
     stale, unknown = by_path[f"results/shards/{old}"], by_path["results/shards/nope"]
-    assert stale.what.startswith(integrity.UNREAD) and f"stale, 2 shard(s) of the family '{old}', since renamed " \
-        f"'{new}'" in stale.what and f"results/shards/{new})" in stale.what
-    assert "1 shard(s) of no known shard family" in unknown.what and new in unknown.what
-    assert stale.force is None and unknown.force is None and stale.rebuild.endswith(f"(rm -r results/shards/{old})")
+    assert stale.label() == "stale" and f"2 shard(s) of the family '{old}', since renamed '{new}'" in stale.what
+    assert f"the run writes results/shards/{new})" in stale.what
+    assert unknown.label() == "unknown" and "1 shard(s) of no known shard family" in unknown.what and new in unknown.what
+    assert stale.force is None and unknown.force is None and stale.rebuild.endswith(f"rm -r results/shards/{old}")
 
     monkeypatch.setattr(integrity, "run_problems", lambda *a, **k: (0, problems))
     said = []
     assert integrity.to_rebuild({}, tmp_path, say=said.append) == []
-    assert said == [f"headgeom: {p.path}: {p.what}; {p.rebuild}" for p in problems]
+    assert said == [f"headgeom: {p.path} is {p.kind}: {p.what}; {p.rebuild}" for p in problems]
