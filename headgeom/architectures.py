@@ -272,6 +272,17 @@ DERIVED_LAYOUT = "llama"
 #: tests/unit/adapters/test_architectures_oracle.py (any other is derived and checked at first use the same way)
 DERIVED_TESTED = ("arcee", "ernie4_5", "glm", "helium", "ministral", "seed_oss")
 
+#: what docs/models.md's coverage table (headgeom.adapters.coverage) says of an architecture beyond its
+#: fields, by column: the fused projection's split rules, what is folded, other options, the Q/K check
+COVERAGE_NOTES = {
+    "falcon": {"split": "grouped (new_decoder_architecture), concat (multi_query), per_head (MHA)"},
+    "gpt_bigcode": {"split": "concat (multi_query), per_head (MHA)"},
+    "opt": {"folded": "; post-LN variant: nothing"},
+    "stablelm": {"other": "options by config"},
+    "cohere": {"other": "options by config"},
+    "gemma3": {"qk": "Q/K skipped (architecture has q/k norm), multimodal `gemma3` wrapper not built"},
+}
+
 #: refused with the reason (architectures transformers builds but whose attention is not
 #: standard multi-head/grouped/multi-query attention)
 REFUSED = {
