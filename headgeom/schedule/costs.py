@@ -22,7 +22,7 @@ REF = {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
 # CPU seconds at REF shape, one BLAS thread, measured at full width through Snakemake
 # (`make bench-fullwidth`, docs/costs.md)
 SECONDS = {
-    "pk_within_layer": 13.1,       # 4 kinds of bases, pairs, ranks, self-overlap (10,000 perms): 13 s
+    "pk_within_per_layer": 13.1,       # 4 kinds of bases, pairs, ranks, self-overlap (10,000 perms): 13 s
     "pk_cross_pair": 6.0,          # per later layer: Q/K/V bases, all writer x reader blocks, angles,
     #                                weighted: 4.8 s per pair over a 14-pair part, 6 s for a 1-pair part
     "pk_null_within_sample": 10.5,  # per sample, both nulls, 4 kinds: 10.1 s (Q and K: 4.8 s; O: 4.9 s)
@@ -35,7 +35,7 @@ SECONDS = {
 # (make bench-fullwidth, the process tree: pk_within_layer 1,235 MiB and pk_cross_layer 1,646 MiB, so these factors
 # leave the 1.3x headroom bench/fullwidth.py checks: 1,664 and 2,200 MiB; pk_null_cross, a 10-min part of
 # about 13 layers a side, 5,574 MiB: its draws' working set beyond the part's bases and caches, 7 layer sizes)
-MEM_FACTOR = {"pk_within_layer": 4.75, "pk_cross_pair": 6.0, "pk_null_within_sample": 4.5,
+MEM_FACTOR = {"pk_within_per_layer": 4.75, "pk_cross_pair": 6.0, "pk_null_within_sample": 4.5,
               "pk_null_cross_draws": 7.0}
 # What a job holds before its data: under SLURM each job runs a Snakemake process (the jobstep,
 # which for an array task also decodes the array's job list) and the job's Python (numpy, pyarrow,
@@ -229,7 +229,7 @@ def _minutes(t_s: float, mem: float) -> dict:
 def pk_within_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
     """mem_mb and runtime (minutes) of one pk_within_layer job of this model (4 kinds, ranks, self-overlap)."""
     f = _fields(manifest)
-    return _minutes(SECONDS["pk_within_layer"] * work_ratio(f), BASE_MB + MEM_FACTOR["pk_within_layer"] * layer_mib(f))
+    return _minutes(SECONDS["pk_within_per_layer"] * work_ratio(f), BASE_MB + MEM_FACTOR["pk_within_per_layer"] * layer_mib(f))
 
 
 def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None) -> dict:
