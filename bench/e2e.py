@@ -14,7 +14,7 @@ Snakemake process tree (os.wait4's rusage: every job process is reaped by Snakem
 counted), the step count and the load average before and after; then the ratios working tree / base.
 --rounds N alternates base and working tree N times (A B A B ...); --parallel runs a round's trees at
 the same time instead (on a shared, loaded machine each then sees the same load; compare CPU time). --keep keeps the result directories
-(e.g. for `tools/compare_runs.py BASE_DIR TREE_DIR`). --base may be given more than once (e.g. the
+(e.g. for `bench/compare_runs.py BASE_DIR TREE_DIR`). --base may be given more than once (e.g. the
 reference commit and today's main): each is run, in that order, before the working tree in every round.
 """
 
