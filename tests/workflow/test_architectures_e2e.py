@@ -52,7 +52,7 @@ def _oracle():
     pytest collected it in this session or not)."""
     name = "test_architectures_oracle"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "unit" / f"{name}.py")
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "unit" / "adapters" / f"{name}.py")
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         spec.loader.exec_module(mod)

@@ -3,7 +3,6 @@ from pathlib import Path
 from headgeom.core.logs import to_log
 
 from headgeom.jobs.activation import forward_job, windows_job
-from headgeom.schedule.families import FORWARD
 
 log = to_log(snakemake)
 wc = snakemake.wildcards
@@ -20,4 +19,4 @@ if source:  # a longer pass of the same corpus and window length: its first wind
 else:
     forward_job(wc.model, dict(snakemake.params.entry), Path(snakemake.input.manifest).parent, wc.corpus,
                 dict(snakemake.params.corpus_entry), snakemake.output[0], params, log=log,
-                step=FORWARD.name)
+                step=snakemake.rule)  # the step's name: the rule's, as registered (schedule.families.STEPS)
