@@ -8,14 +8,18 @@ beside it. All of them are the active models of one config (``source: local``,
 ``activation.models: null``, a local corpus, both activation sections on the same 2 x 24-token
 windows so that each model has one forward pass) with small settings, and one
 ``snakemake --keep-going`` builds every table (so every shard of every model and stage), the
-claims ledger, the choice sensitivity and the summary; not the figures, which draw a panel per
-model and would add minutes. Then, per architecture and stage: every shard the
+claims ledger and the summary; not the figures, which draw a panel per model and would add minutes,
+and not the choice sensitivity, whose alternatives rerun every model's forward pass (without BOS)
+and activation shards, about half of this run's work again, through the same job functions
+(tests/workflow/test_choice_sensitivity.py runs it on the tiny run, test_activation_workflow.py on
+MiniLM). Then, per architecture and stage: every shard the
 model's design schedules exists and is non-empty, the natural-return and read-path columns are
 finite where they are defined (NaN only with the flag that says so; never one constant value
 across heads), and the claims and summary steps ran.
 
-Cost: about 630 CPU-seconds for ~600 jobs (Snakemake and every job together), so about 5.5 minutes on
-2 idle cores; 8-10 minutes measured on 2 shared cores at load 6.
+Cost: the jobs' own work and start-up, summed from their logs (``headgeom timing`` lines) on 2 cores at
+load 2: about 670 CPU-seconds for ~610 jobs (the choice sensitivity would add 290 more in 49 jobs), beside
+the checkpoints' writing and Snakemake's own time.
 
 An architecture that fails names itself and its stage in one assertion listing all of them.
 ``KNOWN_BROKEN`` is checked strictly: an architecture listed there must still fail (fixing the bug
@@ -81,7 +85,7 @@ def _targets() -> list[str]:
     from headgeom.outputs import OUTPUTS
 
     tables = [next(iter(o.paths().values())) for o in OUTPUTS.values() if o.kind == "table"]  # the CSVs
-    return [*tables, "results/tables/claims.csv", "results/tables/choice_sensitivity.csv", "results/summary.md"]
+    return [*tables, "results/tables/claims.csv", "results/summary.md"]
 
 
 TARGETS = _targets()
@@ -282,7 +286,7 @@ def test_every_architecture_runs_the_whole_pipeline(e2e_run):
 
 def test_snakemake_succeeded_and_ran_claims_and_summary(e2e_run):
     """With no known-broken architecture the run exits 0 and builds every target (the tables, the
-    claims ledger, the choice sensitivity and a summary naming every model); otherwise only jobs
+    claims ledger and a summary naming every model); otherwise only jobs
     of the known-broken architectures failed."""
     w, r = e2e_run
     out = r.stdout + r.stderr

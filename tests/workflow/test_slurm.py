@@ -72,7 +72,8 @@ def test_profile_is_plain_sacct_slurm():
 @pytest.mark.slow
 def test_tiny_workflow_runs_through_slurm(slurm_cluster, tmp_path: Path):
     (tmp_path / "Snakefile").write_text(TINY_SNAKEFILE)
-    proc = run_snakemake(["--profile", str(PROFILE)], cwd=tmp_path, limit_s=150)
+    # the suite's first SLURM run: the cluster may still be starting while the other worker builds checkpoints
+    proc = run_snakemake(["--profile", str(PROFILE)], cwd=tmp_path, limit_s=300)
     log = proc.stdout + proc.stderr
     rc = proc.returncode
     assert rc == 0, f"snakemake failed (exit {rc}):\n{log[-6000:]}"
