@@ -1,7 +1,7 @@
 """Statistics helpers shared by the reports: AUROC, the hierarchical bootstrap, empirical p-values,
-correlations, medians and percentile bands. scipy.stats computes what it serves as is (Spearman,
-Pearson); the functions kept here say why in their docstring: a NaN policy of their own (finite
-pairs only), exact tie handling, or a resampling scheme scipy.stats does not offer."""
+correlations, medians and percentile bands. scipy.stats computes what it serves as is (Spearman);
+the functions kept here say why in their docstring: a NaN policy of their own (finite pairs only),
+exact tie handling, a resampling scheme scipy.stats does not offer, or numpy's bits (Pearson)."""
 
 from __future__ import annotations
 
@@ -172,12 +172,12 @@ def spearman(a, b) -> float:
 
 
 def pearson(a, b) -> float:
-    """Pearson's correlation (scipy.stats.pearsonr) over the pairs where both values are finite;
-    NaN with fewer than 3 such pairs or a constant side."""
-    from scipy.stats import pearsonr
-
+    """Pearson's correlation over the pairs where both values are finite; NaN with fewer than 3 such
+    pairs or a constant side. np.corrcoef, not scipy.stats.pearsonr: the two agree to a few ulps
+    (tests/unit/core/test_stats_summaries.py) but sum in another order, and np.corrcoef's bits are
+    the ones the published read-path tables hold."""
     pairs = finite_pairs(a, b)
-    return np.nan if pairs is None else float(pearsonr(*pairs).statistic)
+    return np.nan if pairs is None else float(np.corrcoef(*pairs)[0, 1])
 
 
 def ccdf_on_grid(samples, grid: np.ndarray) -> np.ndarray:

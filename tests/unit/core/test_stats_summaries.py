@@ -102,12 +102,16 @@ def test_a_constant_side_gives_nan_without_a_warning(corr):
         assert np.isfinite(corr(x, np.array([2.0, 2.0, 2.0, 2.5, 9.0])))
 
 
-def test_pearson_is_within_rounding_of_the_formula_on_large_inputs():
-    """pearsonr sums in its own order: the value agrees with the formula to rounding, not bit for bit."""
+def test_pearson_is_within_rounding_of_the_formula_and_of_scipy_on_large_inputs():
+    """np.corrcoef, the formula and scipy.stats.pearsonr each sum in their own order: the value agrees
+    with both to rounding (a few ulps), not bit for bit."""
+    from scipy.stats import pearsonr
+
     rng = np.random.default_rng(3)
     a = rng.random(50_000)
     b = 0.3 * a + rng.random(50_000)
     assert S.pearson(a, b) == pytest.approx(_pearson_by_formula(a, b), rel=1e-12)
+    assert S.pearson(a, b) == pytest.approx(float(pearsonr(a, b).statistic), rel=1e-14)
 
 
 def test_median_of_rows_counts_a_missing_value_as_nan():
