@@ -65,12 +65,11 @@ class Backend:
             Q = Q * t.sign(t.where(dR == 0, t.ones_like(dR), dR))
             Ct = t.as_tensor(np.asarray(C), device=self.device)
             return (Ct @ (Q.T if transpose else Q)).cpu().numpy()
-        from scipy.linalg import lapack
+        from headgeom.core import lapack  # scipy's LAPACK, called with the GIL released (worker threads)
 
-        geqrt, gemqrt = lapack.get_lapack_funcs(("geqrt", "gemqrt"), (Z,))
-        a, T, info = geqrt(max(1, min(HAAR_NB, r)), np.array(Z, order="F"), overwrite_a=1)
+        a, T, info = lapack.geqrt(max(1, min(HAAR_NB, r)), np.array(Z, order="F"))
         if info != 0:
-            raise RuntimeError(f"LAPACK {geqrt.typecode}geqrt failed (info {info}) on a {m} x {r} Gaussian")
+            raise RuntimeError(f"LAPACK geqrt failed (info {info}) on a {m} x {r} {Z.dtype} Gaussian")
         dR = np.diag(a)
         sgn = np.sign(np.where(dR == 0, 1.0, dR)).astype(C.dtype, copy=False)
         if not transpose:  # (C Q)^T = Q^T C^T, C^T Fortran-ordered: C's bytes, no transposed copy
@@ -80,9 +79,9 @@ class Backend:
             W = np.zeros((m, r), dtype=C.dtype, order="F")
             W[:r] = sgn[:, None] * C.T
             trans = "N"
-        out, info = gemqrt(a, T, W, side="L", trans=trans, overwrite_c=1)
+        out, info = lapack.gemqrt(a, T, W, side="L", trans=trans)
         if info != 0:
-            raise RuntimeError(f"LAPACK {gemqrt.typecode}gemqrt failed (info {info})")
+            raise RuntimeError(f"LAPACK gemqrt failed (info {info})")
         out = out.T  # C-ordered D x m
         if not transpose:
             out *= sgn  # C Q diag(s)

@@ -241,18 +241,22 @@ class _Factors:
     read again for each draw (the same bits either way)."""
 
     def __init__(self, store, budget_mb: float):
+        import threading
+
         self.store, self.budget, self.used, self.kept = store, budget_mb * 2**20, 0, {}
+        self._lock = threading.Lock()  # the store's memory map is one per job: a worker thread reads under it
 
     def get(self, kind: str, layer: int):
         from headgeom.methods.overlap import factor_stack, stacked_heads
 
-        X = self.kept.get((kind, layer))
-        if X is None:
-            X = stacked_heads(factor_stack(self.store.layer_factors(layer), kind))
-            self.store.release()
-            if self.used + X.nbytes <= self.budget:
-                self.kept[kind, layer] = X
-                self.used += X.nbytes
+        with self._lock:
+            X = self.kept.get((kind, layer))
+            if X is None:
+                X = stacked_heads(factor_stack(self.store.layer_factors(layer), kind))
+                self.store.release()
+                if self.used + X.nbytes <= self.budget:
+                    self.kept[kind, layer] = X
+                    self.used += X.nbytes
         return X
 
 
@@ -261,14 +265,74 @@ class _Prepared(dict):
     the draw and not kept (the same bits either way)."""
 
     def __init__(self, budget_mb: float):
+        import threading
+
         super().__init__()
         self.budget, self.used = budget_mb * 2**20, 0
+        self._lock = threading.Lock()  # worker threads prepare different layers at once
 
     def __setitem__(self, key, value):
         size = sum(getattr(v, "nbytes", 0) for v in value.values())
-        if self.used + size <= self.budget:
-            super().__setitem__(key, value)
-            self.used += size
+        with self._lock:
+            if self.used + size <= self.budget:
+                super().__setitem__(key, value)
+                self.used += size
+
+
+class _Draws:
+    """A job's null draws, ``threads`` at a time: each draw in a worker thread on one BLAS thread (a
+    draw's QR, bases and Gaussian release the GIL: headgeom.core.lapack), so that a part's layers are
+    drawn side by side; the products after them run on ``threads`` BLAS threads (``products``).
+    One thread: the draws one after another, the BLAS threads left as the job was started with.
+    Every draw is seeded by its names and runs on one BLAS thread either way: the same bits."""
+
+    def __init__(self, threads: int):
+        self.threads = max(1, int(threads))
+        self._pool = None
+
+    def __enter__(self):
+        if self.threads > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="headgeom-draw")
+        return self
+
+    def __exit__(self, *exc):
+        if self._pool is not None:
+            self._pool.shutdown()
+
+    def _limits(self, n: int):
+        from contextlib import nullcontext
+
+        if self._pool is None:
+            return nullcontext()
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(limits=n)
+
+    def each(self, tasks):
+        """``(key, draw)`` pairs -> ``(key, draw())`` pairs in the tasks' order, ``threads`` draws running
+        at a time and at most twice that many made and not yet taken (the job's memory model counts
+        them)."""
+        if self._pool is None:
+            yield from ((k, fn()) for k, fn in tasks)
+            return
+        from collections import deque
+
+        pending = deque()
+        with self._limits(1):
+            for k, fn in tasks:
+                pending.append((k, self._pool.submit(fn)))
+                if len(pending) >= 2 * self.threads:
+                    k0, f0 = pending.popleft()
+                    yield k0, f0.result()
+            while pending:
+                k0, f0 = pending.popleft()
+                yield k0, f0.result()
+
+    def products(self):
+        """The context of the pair products: ``threads`` BLAS threads (one GEMM over many partners)."""
+        return self._limits(self.threads)
 
 
 def _null_stats_row(rows, stats, **keys):
@@ -383,7 +447,10 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     groups of reader layers and chunks of writer layers within it, one call per (group, chunk). From
     stacked-basis blocks otherwise (reader layers one at a time, each writer read once per reader
     layer; writer draws kept in memory up to WRITER_CACHE_MB and spilled to $TMPDIR beyond it, so
-    peak memory does not grow with the layer count). Rows
+    peak memory does not grow with the layer count). ``params["cross_threads"]`` (pk.nulls.cross_threads): the
+    cores the job holds; a sample's draws then run that many at a time in worker threads and the
+    products on that many BLAS threads, and each side of a call may hold that many times
+    NULL_CROSS_SIDE_MB (methods.projectors.side_budget_mb, as the fan-out sized the tiles). Rows
     come null, sample, reader, kind, writer: with every pair in one part they are the rows of the
     unsplit job, and any fan-out (or budget) gives the same row per pair, bit for bit."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
@@ -418,10 +485,12 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     heads = {k: heads_of_kind(fl, k) for k in ("O",) + kinds}
     # the shape decides, not the job: every part of a model takes the same route
     by_projectors = projectors_pay(fl.n_heads, fl.d_model, fl.d_head, L, fl.n_kv_heads, kinds, itemsize)
+    threads = int(params.get("cross_threads") or 1)  # pk.nulls.cross_threads: the cores the job holds
+    side_mb = projectors.side_budget_mb(threads)  # what one side of a call may hold: the fan-out sized the tile by it
     if by_projectors:
-        groups = layer_groups(sorted(writers_of),
-                              layers_per_call(fl.d_model, fl.d_head, sum(heads[k] for k in kinds), itemsize))
-        chunks = layer_groups(writer_layers, layers_per_call(fl.d_model, fl.d_head, heads["O"], itemsize))
+        groups = layer_groups(sorted(writers_of), layers_per_call(fl.d_model, fl.d_head, sum(heads[k] for k in kinds),
+                                                                  itemsize, side_mb))
+        chunks = layer_groups(writer_layers, layers_per_call(fl.d_model, fl.d_head, heads["O"], itemsize, side_mb))
     else:
         groups = [[lr] for lr in sorted(writers_of)]
 
@@ -435,34 +504,40 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     buffers: dict = {}  # projector_gram's slab buffers, reused by every call of the same size
     # by projector Grams a part's writer bases are one side of its calls (NULL_CROSS_SIDE_MB, priced by the cost
     # model): kept in memory; by blocks beyond WRITER_CACHE_MB they are spilled
-    cache_mb = max(WRITER_CACHE_MB, projectors.NULL_CROSS_SIDE_MB if by_projectors else 0)
-    with _SpillingCache(cache_mb) as writers:
+    cache_mb = max(WRITER_CACHE_MB, side_mb if by_projectors else 0)
+
+    def draw(kind, l, seed):  # one draw of layer l's factors of ``kind``, for a worker thread
+        return lambda: spaces(factors.get(kind, l), seed, (kind, l))
+
+    with _SpillingCache(cache_mb) as writers, _Draws(threads) as draws:
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
                 writers.clear()
-                for l in writer_layers:  # one draw per writer layer and sample, kept (or spilled) for its readers
-                    Xw = factors.get("O", l)
-                    writers.put(l, spaces(Xw, rng_for(model, "null-cross-writer", null, l, s), ("O", l)))
-                    del Xw
+                # one draw per writer layer and sample, kept (or spilled) for its readers
+                for l, value in draws.each((l, draw("O", l, rng_for(model, "null-cross-writer", null, l, s)))
+                                           for l in writer_layers):
+                    writers.put(l, value)
                 for group in groups:
                     stats = {}
-                    readers = {(lr, kind): spaces(factors.get(kind, lr),
-                                                  rng_for(model, "null-cross-reader", null, kind, lr, s), (kind, lr))
-                               for lr in group for kind in kinds}
+                    readers = dict(draws.each(((lr, kind), draw(kind, lr, rng_for(model, "null-cross-reader", null,
+                                                                                 kind, lr, s)))
+                                              for lr in group for kind in kinds))
                     if by_projectors:  # one Gram per chunk of writer layers, against every reader of the group
-                        for chunk in chunks:
-                            _projector_call_stats(writers, readers, group, chunk, writers_of, kinds, iso, stats,
-                                                  buffers)
+                        with draws.products():
+                            for chunk in chunks:
+                                _projector_call_stats(writers, readers, group, chunk, writers_of, kinds, iso, stats,
+                                                      buffers)
                     else:
                         lr = group[0]
-                        for lw in sorted(writers_of[lr]):  # each writer read once per reader layer
-                            Bw, rw = writers.get(lw)
-                            Sw = stacked(Bw)  # once per writer and reader layer, for its kinds
-                            for kind in kinds:  # nulls compare SD and mean: rho only
-                                Br, rk = readers[lr, kind]
-                                rho = cross_pairs(Bw, rw, Br, rk, angles=False, backend=bk, Sw=Sw)["rho"]
-                                stats[lr, kind, lw] = layer_stats(rho, np.full(len(rho), np.nan), iso)
-                            del Bw, Sw
+                        with draws.products():
+                            for lw in sorted(writers_of[lr]):  # each writer read once per reader layer
+                                Bw, rw = writers.get(lw)
+                                Sw = stacked(Bw)  # once per writer and reader layer, for its kinds
+                                for kind in kinds:  # nulls compare SD and mean: rho only
+                                    Br, rk = readers[lr, kind]
+                                    rho = cross_pairs(Bw, rw, Br, rk, angles=False, backend=bk, Sw=Sw)["rho"]
+                                    stats[lr, kind, lw] = layer_stats(rho, np.full(len(rho), np.nan), iso)
+                                del Bw, Sw
                     del readers
                     for lr in group:
                         for kind in kinds:  # rows in the order null, sample, reader, kind, writer

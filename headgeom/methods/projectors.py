@@ -178,6 +178,13 @@ BYTES_PER_FLOP_TIME = 1 / 6e9  # seconds per byte streamed from memory (about 6 
 NULL_CROSS_SIDE_MB = 5632
 
 
+def side_budget_mb(threads: int = 1) -> float:
+    """What one side of a pk_null_cross call may hold: NULL_CROSS_SIDE_MB per core the job holds
+    (pk.nulls.cross_threads), so a job on more cores takes a larger tile: each layer drawn and packed
+    in fewer parts."""
+    return NULL_CROSS_SIDE_MB * max(1, int(threads))
+
+
 def head_mib(D: int, d: int, itemsize: int = 8) -> float:
     """MiB one head holds in a projector_gram call: its orthonormal basis and its slab buffer row."""
     width = max((b - a) * (D - a) for a, b, _ in projector_slabs(D))
@@ -190,10 +197,12 @@ def layers_per_call(D: int, d: int, heads_per_layer: int, itemsize: int = 8, bud
     return max(1, int(budget // (heads_per_layer * head_mib(D, d, itemsize))))
 
 
-def tile_side(D: int, d: int, n_w: int, n_r: int, n_layers: int, itemsize: int = 8) -> int:
+def tile_side(D: int, d: int, n_w: int, n_r: int, n_layers: int, itemsize: int = 8, threads: int = 1) -> int:
     """The most layers a side of a pk_null_cross part holds by projector Grams: both sides (n_w
-    writer heads, n_r reader heads a layer) within NULL_CROSS_SIDE_MB, at most n_layers - 1."""
-    return max(1, min(n_layers - 1, layers_per_call(D, d, n_w, itemsize), layers_per_call(D, d, n_r, itemsize)))
+    writer heads, n_r reader heads a layer) within ``side_budget_mb(threads)``, at most n_layers - 1."""
+    budget = side_budget_mb(threads)
+    return max(1, min(n_layers - 1, layers_per_call(D, d, n_w, itemsize, budget),
+                      layers_per_call(D, d, n_r, itemsize, budget)))
 
 
 def pack_seconds(D: int, d: int, heads: int, itemsize: int = 8) -> float:

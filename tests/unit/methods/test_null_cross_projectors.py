@@ -293,3 +293,37 @@ def test_a_tile_is_one_call_a_sample_with_every_head_packed_once(tmp_path, monke
                 np.testing.assert_array_equal(np.isnan(x), np.isnan(y))
                 ok = np.isfinite(y)
                 np.testing.assert_allclose(x[ok], y[ok], rtol=1e-12, atol=1e-15, err_msg=k)
+
+
+@pytest.mark.parametrize("by_projectors", [True, False])
+def test_null_cross_job_on_more_threads_gives_the_same_rows_bit_for_bit(tmp_path, monkeypatch, by_projectors):
+    """pk.nulls.cross_threads: the draws in worker threads (the rotation's QR with the GIL released) and
+    the products on more BLAS threads give the one-thread shard bit for bit, on a shape whose writer and
+    Q matrices are wide (n d > D: the rotation's LQ factor, prepared once per layer and shared), with
+    every layer in one call and with one layer a side (many calls, writers spilled)."""
+    from headgeom.io.fetch import fetch_model
+    from headgeom.jobs.pk_paper import pk_null_cross_job
+    from synth import write_llama
+
+    write_llama(tmp_path / "ck", d_model=48, n_heads=4, n_kv=2, d_head=16, n_layers=5, closed=())
+    fetch_model("wide", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
+    monkeypatch.setattr(projectors, "projectors_pay", lambda *_a, **_k: by_projectors)
+    p = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "K", "V"]}
+    for side_mb, cache_mb in ((1e6, 512), (1e-9, 1e-9)):
+        monkeypatch.setattr(projectors, "NULL_CROSS_SIDE_MB", side_mb)
+        monkeypatch.setattr(pkjobs, "WRITER_CACHE_MB", cache_mb)
+        shards = {}
+        for threads in (1, 2, 3):
+            out = tmp_path / f"t{threads}-{side_mb}.parquet"
+            pk_null_cross_job(tmp_path / "store", [0, 1], out, {**p, "cross_threads": threads}, log=lambda *_: None)
+            shards[threads] = read_shard(out)[0].to_pydict()
+        ref = shards.pop(1)
+        assert len(ref["sd"]) == 2 * 2 * 10 * 3  # nulls x samples x pairs x kinds
+        for threads, got in shards.items():
+            assert got.keys() == ref.keys()
+            for k in ref:
+                a, b = np.asarray(ref[k]), np.asarray(got[k])
+                if a.dtype.kind == "f":
+                    assert np.array_equal(a.view(np.int64), b.view(np.int64)), (threads, k)
+                else:
+                    assert a.tolist() == b.tolist(), (threads, k)
