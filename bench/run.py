@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # section name -> (module of bench/sections, function); the order is --only's default order
 SECTIONS = {"stages": ("nulls", "bench_stages"), "closure": ("kernels", "bench_closure"), "pk": ("kernels", "bench_pk"),
             "nulls": ("nulls", "bench_nulls"), "null_cross": ("nulls", "bench_null_cross"),
+            "null_cross_threads": ("nulls", "bench_null_cross_threads"),
             "fetch": ("pipeline", "bench_fetch"), "capacity": ("capacity", "bench_capacity"),
             "overhead": ("pipeline", "bench_overhead")}
 

@@ -204,3 +204,96 @@ def bench_stages(args) -> dict:
         log(f"stages {k}: {v['flops']['total'] / 1e9:.1f} GFLOP in {v['seconds']:.2f}s = {v['gflops']:.1f} GFLOP/s, "
             f"{100 * v['share_of_matmul']:.0f}% of matmul ({rate / 1e9:.1f})")
     return res
+
+
+def bench_null_cross_threads(args) -> dict:
+    """A pk_null_cross part's phases on 1 and on 2 threads, at the Qwen3-235B shape: the draws (worker threads,
+    one BLAS thread each: headgeom.jobs.pk_paper._Draws) of 2 writer and 2 reader layers, both nulls, and the
+    products on the job's BLAS threads: the packing of their projectors (methods.projectors.pack_slab, every slab)
+    and a slab product at the design's tile (the writer heads by the reader heads of config/paper.yaml's 8-core
+    tile, over an eighth of a slab; the 2 x 2 layers' whole projector_gram, on 1 and 2 threads, is the results
+    compared); wall time,
+    each phase's speed-up / 2 beside the cost model's THREAD_EFFICIENCY, and 1 and 2 threads' results compared
+    (draws: the same bits; products: within 1e-13 relative). Fails (``ok`` false) when a phase's efficiency is
+    under the model's or the results differ beyond that."""
+    from threadpoolctl import threadpool_limits
+
+    from headgeom.core.seeds import rng_for
+    from headgeom.jobs.pk_paper import _Draws
+    from headgeom.methods.nulls import null_factors
+    from headgeom.methods.overlap import orthonormal_bases, stacked_heads
+    from headgeom.methods.projectors import pack_slab, projector_gram, projector_slabs
+    from headgeom.schedule.costs import THREAD_EFFICIENCY
+
+    s = hb.QWEN3_235B
+    D, d, H, G = s["d_model"], s["d_head"], s["n_heads"], s["n_kv"]
+    rng = np.random.default_rng(0)
+    heads = {"O": H, "Q": H, "K": G, "V": G}
+    X = {(k, l): stacked_heads(rng.standard_normal((heads[k], D, d))) for l in range(2) for k in heads}
+
+    def tasks():
+        return [((null, k, l), (lambda k=k, l=l, null=null: orthonormal_bases(
+            null_factors(X[k, l], null, rng_for("bench", null, k, l), prepared={}, key=(k, l)))))
+            for null in ("rotation", "reassign") for l in range(2) for k in heads]
+
+    out = {"shape": "qwen3-235b", "what": "wall seconds of one part's phases (2 writer and 2 reader layers, both "
+                                          "nulls) on 1 and 2 threads; efficiency = speed-up / 2"}
+
+    # the slab products at the design's tile: a GEMM of its writer heads by its reader heads (the fan-out's side
+    # at this shape under config/paper.yaml) over an eighth of a slab's packed entries
+    from headgeom.core.config import ROOT, load_config
+    from headgeom.schedule import designs, fanout
+    from headgeom.schedule.families import JOBS
+
+    paper = designs.global_design(load_config([ROOT / "config" / "models.yaml", ROOT / "config" / "paper.yaml"]))
+    fields = {"d_model": D, "d_head": d, "n_heads": H, "n_kv_heads": G, "n_layers": s["n_layers"]}
+    side = fanout.max_tile_side(JOBS["pk_null_cross"], fields, paper)
+    out["tile_side"], out["cross_threads"] = side, paper["pk"]["nulls"]["cross_threads"]
+    Pw = rng.standard_normal((side * H, 2**15))
+    Pr = rng.standard_normal((side * (H + 2 * G), 2**15))
+    out["gram_shape"] = [Pw.shape[0], Pr.shape[0], Pw.shape[1]]
+
+    def slab_product_seconds():
+        t0 = time.perf_counter()
+        Pw @ Pr.T
+        return time.perf_counter() - t0
+
+    def pack_all(writers, readers):  # every slab of both sides, as projector_gram packs them
+        width = max((b - a) * (D - a) for a, b, _ in projector_slabs(D))
+        nw, nr = sum(B.shape[0] for B in writers), sum(B.shape[0] for B in readers)
+        Wb, Rb = np.empty((nw, width)), np.empty((nr, width))
+        for a, b, _ in projector_slabs(D):
+            m = (b - a) * (D - a)
+            pack_slab(writers, a, b, Wb[:, :m], twice_upper=True)
+            pack_slab(readers, a, b, Rb[:, :m])
+    draws, grams = {}, {}
+    for t in (1, 2):
+        t0 = time.perf_counter()
+        with _Draws(t) as pool:
+            draws[t] = dict(pool.each(tasks()))
+        out[f"draws_{t}_s"] = time.perf_counter() - t0
+        writers = [draws[t]["rotation", "O", l][0] for l in range(2)]
+        readers = [draws[t]["rotation", k, l][0] for l in range(2) for k in ("Q", "K", "V")]
+        with threadpool_limits(limits=t):
+            grams[t] = projector_gram(writers, readers)
+            t0 = time.perf_counter()
+            pack_all(writers, readers)
+            out[f"packing_{t}_s"] = time.perf_counter() - t0
+            out[f"gram_{t}_s"] = slab_product_seconds()
+        log(f"null_cross_threads: {t} thread(s): draws {out[f'draws_{t}_s']:.1f} s, packing {out[f'packing_{t}_s']:.1f} s, "
+            f"slab products {out[f'gram_{t}_s']:.1f} s")
+    out["draws_same_bits"] = bool(all(np.array_equal(draws[1][k][0], draws[2][k][0])
+                                      and np.array_equal(draws[1][k][1], draws[2][k][1]) for k in draws[1]))
+    # the products on 2 BLAS threads may round apart from 1 thread's (OpenBLAS's split of a GEMM's rows)
+    out["products_max_rel_diff"] = float(np.max(np.abs(grams[2] - grams[1]) / np.abs(grams[1])))
+    out["ok"] = out["draws_same_bits"] and out["products_max_rel_diff"] <= 1e-13
+    for phase in ("draws", "packing", "gram"):
+        e = out[f"{phase}_1_s"] / (2 * out[f"{phase}_2_s"])
+        out[f"{phase}_efficiency"], out[f"{phase}_model"] = e, THREAD_EFFICIENCY[phase]
+        out["ok"] = out["ok"] and e >= THREAD_EFFICIENCY[phase]
+    log(f"null_cross_threads: efficiency on 2 threads: draws {out['draws_efficiency']:.2f} (model "
+        f"{THREAD_EFFICIENCY['draws']}), packing {out['packing_efficiency']:.2f} (model {THREAD_EFFICIENCY['packing']}), "
+        f"slab products {out['gram_efficiency']:.2f} (model {THREAD_EFFICIENCY['gram']}); "
+        f"draws the same bits: {out['draws_same_bits']}, products within {out['products_max_rel_diff']:.1e} "
+        f"relative; load {os.getloadavg()[0]:.1f}")
+    return out

@@ -279,12 +279,28 @@ class _Prepared(dict):
                 self.used += size
 
 
+def job_threads(asked) -> int:
+    """The threads a job runs: ``asked`` (its config's cores, at least one), at most the cores this process
+    may run on (SLURM binds a job to its cpus_per_task; a local run of Snakemake caps a rule's threads at
+    --cores). The draws' bits do not depend on it; the products' (BLAS's threaded GEMMs) may, by rounding."""
+    import os
+
+    n = max(1, int(asked or 1))
+    try:
+        return min(n, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity on this platform
+        return min(n, os.cpu_count() or 1)
+
+
 class _Draws:
     """A job's null draws, ``threads`` at a time: each draw in a worker thread on one BLAS thread (a
     draw's QR, bases and Gaussian release the GIL: headgeom.core.lapack), so that a part's layers are
     drawn side by side; the products after them run on ``threads`` BLAS threads (``products``).
     One thread: the draws one after another, the BLAS threads left as the job was started with.
-    Every draw is seeded by its names and runs on one BLAS thread either way: the same bits."""
+    Every draw is seeded by its names and runs on one BLAS thread either way: the same bits. The
+    products' GEMMs on several BLAS threads may round apart from one thread's (OpenBLAS splits a GEMM's
+    rows between its threads and the split moves its edge kernels): 1e-16 relative, measured by
+    `make bench` (null_cross_threads); the shard records the threads (provenance ``threads``)."""
 
     def __init__(self, threads: int):
         self.threads = max(1, int(threads))
@@ -449,8 +465,9 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     layer; writer draws kept in memory up to WRITER_CACHE_MB and spilled to $TMPDIR beyond it, so
     peak memory does not grow with the layer count). ``params["cross_threads"]`` (pk.nulls.cross_threads): the
     cores the job holds; a sample's draws then run that many at a time in worker threads and the
-    products on that many BLAS threads, and each side of a call may hold that many times
-    NULL_CROSS_SIDE_MB (methods.projectors.side_budget_mb, as the fan-out sized the tiles). Rows
+    products on that many BLAS threads (at most the cores the process may use: job_threads), and each side
+    of a call may hold that many times NULL_CROSS_SIDE_MB (methods.projectors.side_budget_mb, as the fan-out
+    sized the tiles, from the config's value). Rows
     come null, sample, reader, kind, writer: with every pair in one part they are the rows of the
     unsplit job, and any fan-out (or budget) gives the same row per pair, bit for bit."""
     from headgeom.methods.nulls import NULL_MODELS, null_factors
@@ -485,8 +502,9 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     heads = {k: heads_of_kind(fl, k) for k in ("O",) + kinds}
     # the shape decides, not the job: every part of a model takes the same route
     by_projectors = projectors_pay(fl.n_heads, fl.d_model, fl.d_head, L, fl.n_kv_heads, kinds, itemsize)
-    threads = int(params.get("cross_threads") or 1)  # pk.nulls.cross_threads: the cores the job holds
-    side_mb = projectors.side_budget_mb(threads)  # what one side of a call may hold: the fan-out sized the tile by it
+    threads = job_threads(params.get("cross_threads"))  # pk.nulls.cross_threads, within the cores the job may use
+    # what one side of a call may hold: the fan-out sized the tile by the config's cores, whatever this process gets
+    side_mb = projectors.side_budget_mb(int(params.get("cross_threads") or 1))
     if by_projectors:
         groups = layer_groups(sorted(writers_of), layers_per_call(fl.d_model, fl.d_head, sum(heads[k] for k in kinds),
                                                                   itemsize, side_mb))
@@ -509,19 +527,27 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     def draw(kind, l, seed):  # one draw of layer l's factors of ``kind``, for a worker thread
         return lambda: spaces(factors.get(kind, l), seed, (kind, l))
 
+    def reader_draws(group, null, s):
+        return [((lr, kind), draw(kind, lr, rng_for(model, "null-cross-reader", null, kind, lr, s)))
+                for lr in group for kind in kinds]
+
     with _SpillingCache(cache_mb) as writers, _Draws(threads) as draws:
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
                 writers.clear()
-                # one draw per writer layer and sample, kept (or spilled) for its readers
-                for l, value in draws.each((l, draw("O", l, rng_for(model, "null-cross-writer", null, l, s)))
-                                           for l in writer_layers):
-                    writers.put(l, value)
-                for group in groups:
+                # one draw per writer layer and sample, kept (or spilled) for its readers; the first group's
+                # readers drawn in the same pass (on several threads the workers stay busy)
+                first = {}
+                for key, value in draws.each([(("O", l), draw("O", l, rng_for(model, "null-cross-writer", null, l, s)))
+                                              for l in writer_layers] + (reader_draws(groups[0], null, s) if groups else [])):
+                    if key[0] == "O":
+                        writers.put(key[1], value)
+                    else:
+                        first[key] = value
+                for gi, group in enumerate(groups):
                     stats = {}
-                    readers = dict(draws.each(((lr, kind), draw(kind, lr, rng_for(model, "null-cross-reader", null,
-                                                                                 kind, lr, s)))
-                                              for lr in group for kind in kinds))
+                    readers = first if gi == 0 else dict(draws.each(reader_draws(group, null, s)))
+                    first = None
                     if by_projectors:  # one Gram per chunk of writer layers, against every reader of the group
                         with draws.products():
                             for chunk in chunks:
@@ -550,6 +576,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
         "job": "pk_null_cross", "model": model, "samples": samples, "params": params,
         "pair_segments": [list(seg) for seg in segments],
         "pair_products": "projector Grams" if by_projectors else "stacked-basis blocks",
+        "threads": threads,
         "code": code_version(), "model_source": store.provenance(), "fields": store.manifest["fields"],
         "tensors": {k: v["sha256"] for k, v in store.manifest["tensors"].items()},
         "seed_scheme": "writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "

@@ -69,12 +69,20 @@ def job_gpus(config: dict, job) -> int:
     return int("device" in job.params.values() and str(config["device"]).startswith("cuda"))
 
 
+def job_threads(config: dict, job):
+    """The cores one job holds (the rule's ``threads``): its registry entry's ``threads`` under the model's
+    design, else one. Snakemake hands them to the job's BLAS and caps them at ``--cores``."""
+    if job.threads is None:
+        return 1
+    return lambda wildcards: job.threads(designs.model_config(config, wildcards.model))
+
+
 def job_resources(config: dict, job) -> dict:
-    """A job's resources: its cost model's memory and time, one core, its GPUs, the attempt."""
+    """A job's resources: its cost model's memory and time, its cores, its GPUs, the attempt."""
     return {
         "mem_mb": job_cost(config, job, "mem_mb"),
         "runtime": job_cost(config, job, "runtime"),
-        "cpus_per_task": 1,
+        "cpus_per_task": lambda wildcards, threads: threads,
         "gpu": job_gpus(config, job),
         "attempt": job_attempt,
     }

@@ -167,12 +167,41 @@ def null_cross_route_pair_seconds(manifest, precision: str = "float64") -> float
     return t["projectors"] if null_cross_by_projectors(f, precision) else t["blocks"]
 
 
+# Parallel efficiency of a pk_null_cross job on several cores (pk.nulls.cross_threads), by phase: the draws
+# (worker threads, one BLAS thread each: QR, bases, Gaussians), the packing of the projectors and the slab
+# products (GEMMs), both on the job's BLAS threads. Speed-up on 2 threads / 2, measured by `make bench`
+# (null_cross_threads, at the Qwen3-235B shape, 1 and 2 threads back to back on an idle 2-core machine: the draws
+# and packing of 2 writer and 2 reader layers 0.99 and 0.80, a slab product of the design's 47-layer tile
+# 0.94-0.99), rounded down. Only 2 cores were there to measure: the model holds the 2-thread efficiency at any
+# thread count (docs/performance.md says so).
+THREAD_EFFICIENCY = {"draws": 0.95, "packing": 0.8, "gram": 0.9}
+
+
+def parallel_seconds(work: dict, threads: int = 1) -> float:
+    """Wall seconds of phases of single-thread ``work`` ({phase: CPU-s}, phases of THREAD_EFFICIENCY) on
+    ``threads`` cores."""
+    t = max(1, int(threads))
+    if t == 1:
+        return float(sum(work.values()))
+    return float(sum(w / (t * THREAD_EFFICIENCY[phase]) for phase, w in work.items()))
+
+
 def null_cross_part_seconds(manifest, n_pairs: int, n_writers: int, n_readers: int, n_samples: int = 1,
-                            n_null_types: int = 2, precision: str = "float64", null_types=None) -> float:
-    """Seconds of a pk_null_cross part: its pairs by the job's route and its layers' draws (each
-    writer and each reader layer drawn once per sample and null, whatever its pairs; a rotation's LQ
-    factors once per job); by projector Grams the pairs' slab products and each layer's packing, once
-    per sample and null (the part's heads packed together: methods.projectors.projector_gram).
+                            n_null_types: int = 2, precision: str = "float64", null_types=None,
+                            threads: int = 1) -> float:
+    """Seconds of a pk_null_cross part on ``threads`` cores (null_cross_part_work's phases at
+    THREAD_EFFICIENCY; one thread: the CPU seconds of the work)."""
+    return parallel_seconds(null_cross_part_work(manifest, n_pairs, n_writers, n_readers, n_samples, n_null_types,
+                                                 precision, null_types), threads)
+
+
+def null_cross_part_work(manifest, n_pairs: int, n_writers: int, n_readers: int, n_samples: int = 1,
+                         n_null_types: int = 2, precision: str = "float64", null_types=None) -> dict:
+    """CPU seconds of a pk_null_cross part on one thread, {"draws", "packing", "gram"}: its layers' draws (each
+    writer and each reader layer drawn once per sample and null, whatever its pairs; a rotation's LQ factors
+    once per job) and its pairs by the job's route ("gram"); by projector Grams the pairs' slab products and
+    each layer's packing ("packing"), once per sample and null (the part's heads packed together:
+    methods.projectors.projector_gram).
     ``null_types``: the nulls by name (default: the first ``n_null_types`` of methods.nulls.NULL_MODELS)."""
     from headgeom.methods.projectors import null_cross_route_seconds, pack_seconds
 
@@ -183,16 +212,18 @@ def null_cross_part_seconds(manifest, n_pairs: int, n_writers: int, n_readers: i
     draw_w, draw_r = null_cross_draw_seconds(f, types, precision=precision)
     prep_w, prep_r = null_cross_draw_seconds(f, types, precision=precision, per_job=True)
     t = null_cross_route_seconds(D, d, H, H + 2 * G, max(L, 2), itemsize)
-    pair = t["blocks"]
+    pair, pack_w, pack_r = t["blocks"], 0.0, 0.0
     if null_cross_by_projectors(f, precision):
         pair = t["gram"]
-        draw_w += len(types) * pack_seconds(D, d, H, itemsize)
-        draw_r += len(types) * pack_seconds(D, d, H + 2 * G, itemsize)
-    per_sample = pair * n_pairs * len(types) + draw_w * n_writers + draw_r * n_readers
+        pack_w = len(types) * pack_seconds(D, d, H, itemsize)
+        pack_r = len(types) * pack_seconds(D, d, H + 2 * G, itemsize)
+    draws = (draw_w * n_writers + draw_r * n_readers) * n_samples
     prep = prep_w * n_writers + prep_r * n_readers  # each wide matrix's preparation once
     n_prep = null_cross_preparations(f, n_writers, n_readers, 1, types, itemsize)
     made = null_cross_preparations(f, n_writers, n_readers, n_samples, types, itemsize)
-    return per_sample * n_samples + (prep * made / n_prep if n_prep else 0.0)
+    return {"draws": draws + (prep * made / n_prep if n_prep else 0.0),
+            "packing": (pack_w * n_writers + pack_r * n_readers) * n_samples,
+            "gram": pair * n_pairs * len(types) * n_samples}
 
 
 def null_cross_preparations(f: dict, n_writers: int, n_readers: int, n_samples: int, null_types,
@@ -262,7 +293,7 @@ def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2, kinds=No
 
 def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
                   n_writers: int | None = None, n_readers: int | None = None, precision: str = "float64",
-                  null_types=None) -> dict:
+                  null_types=None, threads: int = 1) -> dict:
     """A part of ``n_pairs`` layer pairs of ``n_writers`` writer and ``n_readers`` reader layers
     (headgeom.schedule.fanout; default: all of them). Work: null_cross_part_seconds, its pairs by the
     job's route and its layers' draws (and by projector Grams their packing), per sample and null, and the
@@ -274,25 +305,31 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
     nulls' preparations are kept up to FACTOR_CACHE_MB and PREPARED_CACHE_MB. Measured peak RSS at
     Qwen2.5-7B shape (blocks, reassign null, K readers, bench/null_cross_rss.py): 739 MB with 6
     writer layers; the model keeps 7 layer-sizes for the draws' working set on top of the caches (a part's measured peak, 1.3x)
-    (make bench-fullwidth measures the job through Snakemake)."""
+    (make bench-fullwidth measures the job through Snakemake). On ``threads`` cores (pk.nulls.cross_threads):
+    each side of a call holds up to ``threads`` x NULL_CROSS_SIDE_MB, that many draws' working sets at once,
+    and the time is the work's at THREAD_EFFICIENCY; ``threads`` in the result (its core-hours are that
+    many times its hours)."""
     f = _fields(manifest)
     L = f["n_layers"]
     n_pairs = L * (L - 1) // 2 if n_pairs is None else n_pairs
     n_writers = min(L - 1, n_pairs) if n_writers is None else n_writers
     n_readers = min(L - 1, n_pairs) if n_readers is None else n_readers
-    from headgeom.methods.projectors import head_mib, layers_per_call
+    from headgeom.methods.projectors import head_mib, layers_per_call, side_budget_mb
 
     D, H, d, G = f["d_model"], f["n_heads"], f["d_head"], f["n_kv_heads"]
     itemsize = 4 if precision == "float32" else 8
+    threads = max(1, int(threads))
     factors_mib = min(FACTOR_CACHE_MB + PREPARED_CACHE_MB, L * 8 * D * (2 * H + 2 * G) * d / 2**20)
     if null_cross_by_projectors(f, precision):  # a call's two sides: the part's bases and slab rows, up to a side's budget
         per_head = head_mib(D, d, itemsize)
-        held_mib = sum(n * per_head * min(layers_per_call(D, d, n, itemsize), max(k, 1))
+        held_mib = sum(n * per_head * min(layers_per_call(D, d, n, itemsize, side_budget_mb(threads)), max(k, 1))
                        for n, k in ((H, n_writers), (H + 2 * G, n_readers)))
     else:  # writer draws kept up to WRITER_CACHE_MB (the rest spilled), readers one layer at a time
         held_mib = min(WRITER_CACHE_MB, n_writers * itemsize * D * H * d / 2**20)
-    work_s = null_cross_part_seconds(f, n_pairs, n_writers, n_readers, n_samples, n_null_types, precision, null_types)
-    return _minutes(work_s, BASE_MB + held_mib + factors_mib + MEM_FACTOR["pk_null_cross_draws"] * layer_mib(f))
+    wall_s = null_cross_part_seconds(f, n_pairs, n_writers, n_readers, n_samples, n_null_types, precision, null_types,
+                                     threads)
+    res = _minutes(wall_s, BASE_MB + held_mib + factors_mib + threads * MEM_FACTOR["pk_null_cross_draws"] * layer_mib(f))
+    return {**res, "threads": threads}
 
 
 # ---------------------------------------------------------------- the fetch

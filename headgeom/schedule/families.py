@@ -70,6 +70,8 @@ class Job:
     pair_seconds: Callable | None = None  # pair_seconds(fields, config): one layer pair's seconds (fanout "pairs")
     part_seconds: Callable | None = None  # part_seconds(fields, config, pairs, writers, readers): a part's
     #   seconds (fanout "tiles")
+    threads: Callable | None = None  # threads(config of the model) -> the cores one job holds (its BLAS and
+    #   worker threads, SLURM's cpus_per_task; its cost model prices its time on them); None: one
     max_side: Callable | None = None  # max_side(fields, config): the most layers a tile's side may hold (its
     #   memory), None: no bound (fanout "tiles")
     blocks: str | None = None  # "within" / "cross": null-sample blocks (params gain `samples`)
@@ -136,8 +138,9 @@ def _pk_cost(model, writers: bool = False, kinds: str | None = None):
             extra = {"n_pairs": fanout.n_pairs(seg)}
             if writers:
                 _, extra["n_writers"], extra["n_readers"] = fanout.part_layers(seg)
-        if writers:  # the null pairs' route and memory depend on the arithmetic's width
+        if writers:  # the null pairs' route and memory depend on the arithmetic's width, and on the job's cores
             extra["precision"], extra["null_types"] = nulls.get("precision", "float64"), tuple(nulls["types"])
+            extra["threads"] = cross_threads(config)
         return model(manifest, _block_samples(job, nulls, wc), len(nulls["types"]), **extra)
 
     return cost
@@ -157,12 +160,19 @@ def _block_samples(job, nulls: dict, wc: dict) -> int:
     return len(sample_range(int(nulls[f"{job.blocks}_samples"]), int(wc["block"]), size))
 
 
+def cross_threads(config) -> int:
+    """The cores one pk_null_cross job holds (pk.nulls.cross_threads; 1 where unset)."""
+    return max(1, int(config["pk"]["nulls"].get("cross_threads") or 1))
+
+
 def _null_part_seconds(fields, config, n_pairs, n_writers, n_readers):
+    """A part's wall seconds on the job's cores (what the fan-out holds under its ceiling)."""
     from headgeom.methods.nulls import per_job
 
     nulls = config["pk"]["nulls"]
     return costs.null_cross_part_seconds(fields, n_pairs, n_writers, n_readers, per_job(nulls, "cross"),
-                                         len(nulls["types"]), nulls.get("precision", "float64"), nulls["types"])
+                                         len(nulls["types"]), nulls.get("precision", "float64"), nulls["types"],
+                                         cross_threads(config))
 
 
 def _null_tile_side(fields, config):
@@ -174,7 +184,8 @@ def _null_tile_side(fields, config):
     from headgeom.methods.projectors import tile_side
 
     H, G = fields["n_heads"], fields["n_kv_heads"]  # readers of every cross kind (Q, K, V): the most a layer holds
-    return tile_side(fields["d_model"], fields["d_head"], H, H + 2 * G, fields["n_layers"], 4 if precision == "float32" else 8)
+    return tile_side(fields["d_model"], fields["d_head"], H, H + 2 * G, fields["n_layers"],
+                     4 if precision == "float32" else 8, cross_threads(config))
 
 
 def _within_nulls(pk) -> bool:
@@ -292,8 +303,10 @@ JOBS = {
             "pk_null_cross", pk_jobs.run_pk_null_cross,
             outputs={"shard": ("pk_null_cross", "block_part")},
             params={"types": "pk/nulls/types", "cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol",
-                    "precision": "pk/nulls/precision", "backend": "backend", "device": "device"},
+                    "precision": "pk/nulls/precision", "cross_threads": "pk/nulls/cross_threads",
+                    "backend": "backend", "device": "device"},
             cost_model=_pk_cost(costs.pk_null_cross, writers=True),
+            threads=cross_threads,
             seed_scheme="writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "
                         "reader: rng_for(model, 'null-cross-reader', null, kind, layer_r, sample)",
             log="logs/pk_null_cross/{model}/block{block}/part{part}.log",

@@ -25,7 +25,7 @@ _RES = re.compile(r"^    resources: (.*)$")
 
 
 def dry_run_requests(text: str) -> dict[str, dict]:
-    """first output -> {rule, output, mem_mb, runtime} of every job of a dry run."""
+    """first output -> {rule, output, mem_mb, runtime, cpus_per_task} of every job of a dry run."""
     jobs, cur = {}, None
     for line in text.splitlines():
         m = _JOB.match(line)
@@ -36,5 +36,5 @@ def dry_run_requests(text: str) -> dict[str, dict]:
             jobs[cur["output"]] = cur
         elif cur is not None and _RES.match(line):
             res = dict(kv.split("=", 1) for kv in _RES.match(line).group(1).split(", ") if "=" in kv)
-            cur.update({k: int(res[k]) for k in ("mem_mb", "runtime") if k in res})
+            cur.update({k: int(res[k]) for k in ("mem_mb", "runtime", "cpus_per_task") if k in res})
     return jobs

@@ -15,12 +15,13 @@ from dryrun import dry_run_requests as _dry_run
 
 pytestmark = pytest.mark.slow
 
-@pytest.mark.parametrize("ceiling", [120, 1e-6])
-def test_plan_matches_the_dry_run(tmp_path, snakemake_bin, root, ceiling):
+@pytest.mark.parametrize("ceiling,threads", [(120, 1), (1e-6, 2)])
+def test_plan_matches_the_dry_run(tmp_path, snakemake_bin, root, ceiling, threads):
+    """The jobs, their memory, runtime and cores (pk.nulls.cross_threads: the null jobs' cpus_per_task)."""
     w = tmp_path
     write_llama(w / "ckpt", n_layers=5, closed=((0, 0, 1.5),))
     cfg = merge({"models": {"tiny": {"source": "local", "path": str(w / "ckpt")}}, **CFG},
-                {"pk": {"nulls": {"cross_samples": 3}}, "fanout": {"max_job_minutes": ceiling}})
+                {"pk": {"nulls": {"cross_samples": 3, "cross_threads": threads}}, "fanout": {"max_job_minutes": ceiling}})
     (w / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     config = CF.load_config([w / "cfg.yaml"])
 
@@ -38,7 +39,9 @@ def test_plan_matches_the_dry_run(tmp_path, snakemake_bin, root, ceiling):
         planned = {j.output: j for j in p["jobs"]}
         assert planned.keys() == dry.keys()
         for o, j in planned.items():
-            assert (j.rule, j.mem_mb, j.runtime) == (dry[o]["rule"], dry[o]["mem_mb"], dry[o]["runtime"]), o
+            assert (j.rule, j.mem_mb, j.runtime, j.threads) == (dry[o]["rule"], dry[o]["mem_mb"], dry[o]["runtime"],
+                                                                dry[o]["cpus_per_task"]), o
+            assert j.threads == (threads if j.rule == "pk_null_cross" else 1)
         for rule, agg in p["rules"].items():
             assert agg["jobs"] == sum(1 for d in dry.values() if d["rule"] == rule)
     # 10 layer pairs, 2 blocks of cross samples: one part each, or one pair per part
@@ -98,7 +101,7 @@ def test_wall_clock_falls_with_cores_down_to_the_longest_job():
     walls = [P.wall_clock_hours(p, c) for c in (1, 64, 256, 1024, 4096, 100_000)]
     assert all(a > b for a, b in zip(walls[:3], walls[1:4]))  # falls with cores ...
     assert all(a >= b for a, b in zip(walls[3:], walls[4:]))  # ... and never rises
-    total_h = sum(j.runtime for j in p["jobs"]) / 60
+    total_h = sum(j.threads * j.runtime for j in p["jobs"]) / 60
     fetch_h = p["fetch_min"] / 60
     assert walls[0] == pytest.approx(total_h + fetch_h)  # one core: fetch + every job in turn
     assert walls[-1] == pytest.approx(longest / 60 + fetch_h)  # enough cores: fetch + the longest job
@@ -112,3 +115,29 @@ def test_makespan_against_brute_force():
                for assign in itertools.product(range(2), repeat=len(times)))
     assert best <= P.makespan(times, 2) <= 4 / 3 * best
     assert P.makespan(times, 100) == 7 and P.makespan(times, 1) == sum(times)
+
+
+def test_makespan_of_jobs_on_several_cores():
+    """A job holding k cores starts when k are free: worked by hand."""
+    # 4 cores: the 4-core job alone, then the four 1-core jobs side by side: 80 core-minutes / 4
+    assert P.makespan([10, 10, 10, 10, 10], 4, [4, 1, 1, 1, 1]) == 20
+    # 3 cores: the two 2-core jobs cannot overlap (4 cores), so >= 6 + 4; the 1-core job fits beside the first
+    assert P.makespan([6, 5, 4], 3, [2, 1, 2]) == 10
+    with pytest.raises(ValueError, match="holds 5 cores"):
+        P.makespan([1], 4, [5])
+
+
+def test_plan_counts_a_jobs_cores_in_its_core_hours_and_wall_clock():
+    config = CF.load_config([CF.ROOT / "config" / "models.yaml", CF.ROOT / "config" / "paper.yaml"],
+                            {"designs": {}, "pk": {"nulls": {"cross_threads": 4}}})
+    p = P.plan(config, models=["qwen3-235b-a22b"])
+    cross = [j for j in p["jobs"] if j.rule == "pk_null_cross"]
+    assert cross and all(j.threads == 4 for j in cross)
+    assert all(j.threads == 1 for j in p["jobs"] if j.rule != "pk_null_cross")
+    r = p["rules"]["pk_null_cross"]
+    assert r["core_hours"] == pytest.approx(sum(4 * j.runtime / 60 for j in cross))
+    assert r["work_core_hours"] == pytest.approx(sum(4 * j.expected_s / 3600 for j in cross))
+    # one core: every job's core-minutes in turn (a 4-core job's on the one core), after the fetch
+    one = P.wall_clock_hours(p, 1)
+    assert one == pytest.approx(p["fetch_min"] / 60 + sum(j.threads * j.runtime for j in p["jobs"]) / 60)
+    assert P.wall_clock_hours(p, 1, expected=True) < one

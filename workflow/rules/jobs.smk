@@ -3,7 +3,7 @@
 # (headgeom.rules.jobs). Adding a family is one job function + one registry entry; nothing here changes.
 from headgeom.schedule.families import JOBS
 from headgeom.rules.fetch import cache_on
-from headgeom.rules.jobs import job_inputs, job_outputs, job_params, job_resources
+from headgeom.rules.jobs import job_inputs, job_outputs, job_params, job_resources, job_threads
 
 for _job in JOBS.values():
 
@@ -19,7 +19,7 @@ for _job in JOBS.values():
         cache: cache_on(workflow) and _job.cache
         conda:
             "../../envs/headgeom.yaml"
-        threads: 1
+        threads: job_threads(config, _job)
         resources:
             **job_resources(config, _job),
         params:

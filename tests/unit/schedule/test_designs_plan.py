@@ -55,10 +55,13 @@ def test_plan_cli_unscoped_prices_the_full_suite_the_paper_could_not_afford(caps
     assert null_within_jobs("--global-design") == 94 * 3  # every layer, 30 samples in blocks of 10
 
 
-def _unscoped_plan(models):
+def _unscoped_plan(models, threads=None):
+    """The global design's plan (``threads``: pk.nulls.cross_threads in place of config/paper.yaml's)."""
     from headgeom.schedule.designs import global_design
 
     config = global_design(CF.load_config([CF.ROOT / "config" / "models.yaml", CF.ROOT / "config" / "paper.yaml"]))
+    if threads is not None:
+        config["pk"]["nulls"]["cross_threads"] = threads
     return P.plan(config, models=models), config
 
 
@@ -90,34 +93,41 @@ def test_expected_work_never_above_the_request_and_reported_per_rule(capsys):
     assert float(lines["total"][2]) == round(sum(j.runtime for j in p["jobs"]) / 60, 1)
 
 
-def test_cross_null_work_is_the_sum_of_its_parts_draws_and_pairs():
+@pytest.mark.parametrize("threads", [1, 16])
+def test_cross_null_work_is_the_sum_of_its_parts_draws_and_pairs(threads):
     """The pk_null_cross rule's expected work, recomputed from its fan-out: per sample and null, every
     part's layer pairs at the slab products' seconds plus one draw and one packing of each writer and
-    reader layer it holds (each head packed once a sample: its part is one projector-Gram call)."""
+    reader layer it holds (each head packed once a sample: its part is one projector-Gram call); on
+    several cores each phase at its parallel efficiency, the core-hours that many times the hours."""
     from headgeom.methods import projectors
     from headgeom.schedule import costs, fanout
     from headgeom.schedule.families import JOBS
     from headgeom.schedule.designs import model_config
 
-    p, config = _unscoped_plan([Q3])
+    p, config = _unscoped_plan([Q3], threads)
     fields = p["models"][Q3]["fields"]
     nulls = model_config(config, Q3)["pk"]["nulls"]
     D, d, H, G = fields["d_model"], fields["d_head"], fields["n_heads"], fields["n_kv_heads"]
+    e = costs.THREAD_EFFICIENCY if threads > 1 else {"draws": 1, "packing": 1, "gram": 1}
     gram = 2 * projectors.packed_length(D) * H * (H + 2 * G) / (projectors.GEMM_FLOPS * projectors.ROUTE_RATES["gram"])
     types = nulls["types"]
     o, kv = (sum(costs.draw_seconds(D, d, n, null) for null in types) for n in (H, G))
-    draw_w = o + len(types) * projectors.pack_seconds(D, d, H)  # O
-    draw_r = o + 2 * kv + len(types) * projectors.pack_seconds(D, d, H + 2 * G)  # Q, K, V
+    draw_w, pack_w = o, len(types) * projectors.pack_seconds(D, d, H)  # O
+    draw_r, pack_r = o + 2 * kv, len(types) * projectors.pack_seconds(D, d, H + 2 * G)  # Q, K, V
     prep = costs.draw_prep_seconds(D, d, H, "rotation")  # O's and Q's LQ factors (64 x 128 > 4096), once a part
     assert prep > 0 and costs.draw_prep_seconds(D, d, G, "rotation") == 0
     parts = fanout.parts(JOBS["pk_null_cross"], fields, model_config(config, Q3))
     assert int(nulls["cross_samples_per_job"]) == 1
     layers = [(len({w for w, _, _ in pt}), len({r for _, a, b in pt for r in range(a, b)})) for pt in parts]
-    per_sample = sum(fanout.n_pairs(pt) * gram * len(types) + nw * (draw_w + prep) + nr * (draw_r + prep)
-                     for pt, (nw, nr) in zip(parts, layers))
+    # core-seconds: each phase's CPU seconds / efficiency (on one core: the CPU seconds)
+    per_sample = sum(fanout.n_pairs(pt) * gram * len(types) / e["gram"] + (nw * pack_w + nr * pack_r) / e["packing"]
+                     + (nw * (draw_w + prep) + nr * (draw_r + prep)) / e["draws"] for pt, (nw, nr) in zip(parts, layers))
     expected = per_sample * int(nulls["cross_samples"])
-    got = sum(j.expected_s for j in p["jobs"] if j.rule == "pk_null_cross")
+    cross = [j for j in p["jobs"] if j.rule == "pk_null_cross"]
+    assert {j.threads for j in cross} == {threads}
+    got = sum(j.threads * j.expected_s for j in cross)
     assert got == pytest.approx(expected, rel=1e-9)
+    assert p["rules"]["pk_null_cross"]["work_core_hours"] == pytest.approx(expected / 3600, rel=1e-9)
     # every pair in exactly one part
     assert sum(fanout.n_pairs(pt) for pt in parts) == fields["n_layers"] * (fields["n_layers"] - 1) // 2
 
@@ -125,14 +135,17 @@ def test_cross_null_work_is_the_sum_of_its_parts_draws_and_pairs():
 def test_expected_work_meets_the_papers_budgets_with_one_cross_sample_a_job():
     """The cross-layer null parts redraw every layer they hold for each of their samples: with one
     sample a job (pk.nulls.cross_samples_per_job) the fan-out takes tiles large enough that the PK
-    paper's Qwen2.5-7B design expects <= 15 core-h of work and the global Qwen3-235B suite <= 800;
-    in blocks of samples_per_job (10) the 235B suite's draws alone would break that budget."""
+    paper's Qwen2.5-7B design expects <= 15 core-h of work and the global Qwen3-235B suite <= 350 on
+    16 cores a cross-layer null job (<= 800 on one); in blocks of samples_per_job (10) on one core the
+    235B suite's draws alone would break that budget."""
     def work_h(p):
-        return sum(j.expected_s for j in p["jobs"]) / 3600
+        return sum(j.threads * j.expected_s for j in p["jobs"]) / 3600
 
-    p7, (p235, config) = _plan([Q7]), _unscoped_plan([Q3])
-    assert work_h(p7) <= 15 and work_h(p235) <= 800
+    p7, (p235, _) = _plan([Q7]), _unscoped_plan([Q3])
+    assert work_h(p7) <= 15 and work_h(p235) <= 350  # config/paper.yaml's 16 cores a cross-layer null job
     assert {j.wildcards["block"] for j in p235["jobs"] if j.rule == "pk_null_cross"} == set(range(30))
+    one, config = _unscoped_plan([Q3], threads=1)  # on one core a job: 13-layer tiles, each layer drawn 4.4 times
+    assert 350 < work_h(one) <= 800
     config["pk"]["nulls"]["cross_samples_per_job"] = None  # falls back to samples_per_job: 3 blocks of 10
     tens = P.plan(config, models=[Q3])
     assert {j.wildcards["block"] for j in tens["jobs"] if j.rule == "pk_null_cross"} == {0, 1, 2}

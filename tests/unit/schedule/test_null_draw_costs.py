@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from headgeom.schedule import costs
@@ -57,3 +59,47 @@ def test_a_parts_draws_are_priced_per_sample_and_its_preparations_once(monkeypat
             dp = costs.draw_prep_seconds(D, d, H, "rotation")  # O of the 2 writers, Q of the 2 readers
             # a second sample: everything again but the preparations kept
             assert two - one == pytest.approx(one - (kept if dp else 0) * dp)
+
+
+QWEN3_235B = {"d_model": 4096, "d_head": 128, "n_heads": 64, "n_kv_heads": 4, "n_layers": 94}
+
+
+def test_a_part_on_several_cores_is_its_phases_at_their_efficiencies():
+    from headgeom.schedule import costs
+
+    work = costs.null_cross_part_work(QWEN3_235B, 300, 20, 20, 1, 2)
+    assert set(work) == set(costs.THREAD_EFFICIENCY) and all(v > 0 for v in work.values())
+    one = costs.null_cross_part_seconds(QWEN3_235B, 300, 20, 20, 1, 2)
+    assert one == pytest.approx(sum(work.values()))  # one core: the CPU seconds
+    eff = costs.THREAD_EFFICIENCY
+    four = costs.null_cross_part_seconds(QWEN3_235B, 300, 20, 20, 1, 2, threads=4)
+    assert four == pytest.approx(work["draws"] / (4 * eff["draws"]) + work["packing"] / (4 * eff["packing"])
+                                 + work["gram"] / (4 * eff["gram"]))
+    res = costs.pk_null_cross(QWEN3_235B, 1, 2, 300, 20, 20, threads=4)
+    assert res["threads"] == 4 and res["work_s"] == pytest.approx(four)
+    assert res["runtime"] == math.ceil(costs.SAFETY * four / 60)
+    # the memory: the sides may hold 4 x NULL_CROSS_SIDE_MB, and 4 draws' working sets
+    assert res["mem_mb"] > costs.pk_null_cross(QWEN3_235B, 1, 2, 300, 20, 20)["mem_mb"]
+
+
+def test_more_cores_a_job_give_larger_tiles_and_fewer_draws_at_the_235b_shape():
+    """config/paper.yaml's cores per cross-layer null job: the tile grows until one sample's whole triangle
+    is one part (each layer drawn once a sample), every part within the ceiling on its cores, and the stage's
+    core-hours fall though each core does less than its share."""
+    from headgeom.core.config import ROOT, load_config
+    from headgeom.schedule import designs, fanout
+    from headgeom.schedule.families import JOBS
+
+    base = designs.global_design(load_config([ROOT / "config" / "models.yaml", ROOT / "config" / "paper.yaml"]))
+    job = JOBS["pk_null_cross"]
+    work, n_parts = {}, {}
+    for threads in (1, 16):
+        cfg = {**base, "pk": {**base["pk"], "nulls": {**base["pk"]["nulls"], "cross_threads": threads}}}
+        parts = fanout.parts(job, QWEN3_235B, cfg)
+        n_parts[threads] = len(parts)
+        costs_ = [job.cost(QWEN3_235B, cfg, {"part": str(i), "block": "0"}) for i in range(len(parts))]
+        assert all(c["runtime"] <= fanout.max_job_minutes(cfg) for c in costs_)
+        assert all(c["threads"] == threads for c in costs_)
+        work[threads] = sum(c["threads"] * c["work_s"] for c in costs_)
+    assert n_parts[1] > 1 and n_parts[16] == 1
+    assert work[16] < work[1]
