@@ -87,7 +87,10 @@ def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bi
     for rule in ("pk_cross_layer", "pk_null_cross"):  # parts of different sizes, each under the ceiling
         parts = [j.runtime for j in p["jobs"] if j.rule == rule]
         assert len(parts) > 1 and len(set(parts)) > 1 and max(parts) <= p["ceiling_min"], (rule, parts)
-    assert JOBS["pk_null_cross"].cost(fields, config)["runtime"] > p["ceiling_min"]  # the whole stage would not fit
+    from headgeom.schedule.designs import model_config
+
+    # the whole stage would not fit one job on the design's one core
+    assert JOBS["pk_null_cross"].cost(fields, model_config(config, model))["runtime"] > p["ceiling_min"]
 
 
 def test_wall_clock_falls_with_cores_down_to_the_longest_job():
@@ -128,8 +131,10 @@ def test_makespan_of_jobs_on_several_cores():
 
 
 def test_plan_counts_a_jobs_cores_in_its_core_hours_and_wall_clock():
-    config = CF.load_config([CF.ROOT / "config" / "models.yaml", CF.ROOT / "config" / "paper.yaml"],
-                            {"designs": {}, "pk": {"nulls": {"cross_threads": 4}}})
+    from headgeom.schedule.designs import global_design
+
+    config = global_design(CF.load_config([CF.ROOT / "config" / "models.yaml", CF.ROOT / "config" / "paper.yaml"],
+                                          {"pk": {"nulls": {"cross_threads": 4}}}))
     p = P.plan(config, models=["qwen3-235b-a22b"])
     cross = [j for j in p["jobs"] if j.rule == "pk_null_cross"]
     assert cross and all(j.threads == 4 for j in cross)
