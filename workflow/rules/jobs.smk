@@ -3,7 +3,13 @@
 # (headgeom.rules.jobs). Adding a family is one job function + one registry entry; nothing here changes.
 from headgeom.schedule.families import JOBS
 from headgeom.rules.fetch import cache_on
-from headgeom.rules.jobs import job_inputs, job_outputs, job_params, job_resources, job_threads
+from headgeom.rules.jobs import (
+    job_inputs,
+    job_outputs,
+    job_params,
+    job_resources,
+    job_threads,
+)
 
 for _job in JOBS.values():
 
