@@ -64,6 +64,15 @@ def summarize(results: dict, env: dict) -> str:
                          and r["float32"]["rho_vs_float64_max_abs"] < r["float32"]["bound"]))
             rows.append((f"null cross pairs, {name}", "packing one head: per-head GEMM + gather s / slab packing s",
                          fmt_x(r["gather_packing_s_per_head"] / r["slab_packing_s_per_head"]), "–", None))
+    nt = results.get("null_cross_threads")
+    if nt:
+        for phase, what in (("draws", "draws"), ("packing", "packing"), ("gram", "slab products at the design's tile")):
+            rows.append((f"null cross on 2 threads, {nt['shape']}", f"{what}: speed-up / 2 (wall)",
+                         f"{nt[f'{phase}_efficiency']:.2f}", f"≥ {nt[f'{phase}_model']} (the cost model's)",
+                         nt[f"{phase}_efficiency"] >= nt[f"{phase}_model"]))
+        rows.append((f"null cross on 2 threads, {nt['shape']}", "draws: the same bits; products: max rel. difference",
+                     f"{nt['draws_same_bits']}; {nt['products_max_rel_diff']:.1e}", "True; ≤ 1e-13",
+                     nt["draws_same_bits"] and nt["products_max_rel_diff"] <= 1e-13))
     f = results.get("fetch")
     if f:
         rows.append(("fetch, loopback hub", "bytes transferred / bytes of the needed tensors", f"{f['ratio_transferred_over_needed']:.4f}", "–", None))

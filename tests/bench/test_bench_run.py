@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_section_resolves():
     import run as bench_run
 
-    assert tuple(bench_run.SECTIONS) == ("stages", "closure", "pk", "nulls", "null_cross", "fetch", "capacity", "overhead")
+    assert tuple(bench_run.SECTIONS) == ("stages", "closure", "pk", "nulls", "null_cross", "null_cross_threads", "fetch",
+                                         "capacity", "overhead")
     for name in bench_run.SECTIONS:
         assert callable(bench_run.section(name)), name
 
