@@ -171,8 +171,8 @@ def null_cross_route_pair_seconds(manifest, precision: str = "float64") -> float
 # (worker threads, one BLAS thread each: QR, bases, Gaussians), the packing of the projectors and the slab
 # products (GEMMs), both on the job's BLAS threads. Speed-up on 2 threads / 2, measured by `make bench`
 # (null_cross_threads, at the Qwen3-235B shape, 1 and 2 threads back to back on an idle 2-core machine: the draws
-# and packing of 2 writer and 2 reader layers 0.99 and 0.80, a slab product of the design's 47-layer tile
-# 0.94-0.99), rounded down. Only 2 cores were there to measure: the model holds the 2-thread efficiency at any
+# and packing of 2 writer and 2 reader layers 0.98-0.99 and 0.80-0.89, a slab product of the design's 93-layer
+# tile 0.94-1.04), rounded down. Only 2 cores were there to measure: the model holds the 2-thread efficiency at any
 # thread count (docs/performance.md says so).
 THREAD_EFFICIENCY = {"draws": 0.95, "packing": 0.8, "gram": 0.9}
 
