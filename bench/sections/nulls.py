@@ -208,18 +208,18 @@ def bench_stages(args) -> dict:
 
 def bench_null_cross_threads(args) -> dict:
     """A pk_null_cross part's phases on 1 and on 2 threads, at the Qwen3-235B shape: the draws (worker threads,
-    one BLAS thread each: headgeom.jobs.pk_paper._Draws) of 2 writer and 2 reader layers, both nulls, and the
+    one BLAS thread each: headgeom.jobs.draws.Draws) of 2 writer and 2 reader layers, both nulls, and the
     products on the job's BLAS threads: the packing of their projectors (methods.projectors.pack_slab, every slab)
-    and a slab product at the design's tile (the writer heads by the reader heads of config/paper.yaml's 8-core
-    tile, over an eighth of a slab; the 2 x 2 layers' whole projector_gram, on 1 and 2 threads, is the results
-    compared); wall time,
+    and a slab product at the design's tile (the writer heads by the reader heads of the fan-out's tile at this
+    shape under config/paper.yaml, over an eighth of a slab; the 2 x 2 layers' whole projector_gram, on 1 and 2
+    threads, is the results compared); wall time,
     each phase's speed-up / 2 beside the cost model's THREAD_EFFICIENCY, and 1 and 2 threads' results compared
     (draws: the same bits; products: within 1e-13 relative). Fails (``ok`` false) when a phase's efficiency is
     under the model's or the results differ beyond that."""
     from threadpoolctl import threadpool_limits
 
     from headgeom.core.seeds import rng_for
-    from headgeom.jobs.pk_paper import _Draws
+    from headgeom.jobs.draws import Draws
     from headgeom.methods.nulls import null_factors
     from headgeom.methods.overlap import orthonormal_bases, stacked_heads
     from headgeom.methods.projectors import pack_slab, projector_gram, projector_slabs
@@ -269,7 +269,7 @@ def bench_null_cross_threads(args) -> dict:
     draws, grams = {}, {}
     for t in (1, 2):
         t0 = time.perf_counter()
-        with _Draws(t) as pool:
+        with Draws(t) as pool:
             draws[t] = dict(pool.each(tasks()))
         out[f"draws_{t}_s"] = time.perf_counter() - t0
         writers = [draws[t]["rotation", "O", l][0] for l in range(2)]

@@ -15,6 +15,7 @@ from headgeom.core.provenance import code_version
 from headgeom.io.shards import write_shard
 from headgeom.io.store import TensorStore
 from headgeom.jobs.common import shard_provenance, store_dir, with_keys
+from headgeom.jobs.draws import Draws, job_threads
 from headgeom.core.logs import progress_of
 
 # memory budgets of the caches: what a job keeps in memory at most, the rest recomputed or spilled
@@ -279,78 +280,6 @@ class _Prepared(dict):
                 self.used += size
 
 
-def job_threads(asked) -> int:
-    """The threads a job runs: ``asked`` (its config's cores, at least one), at most the cores this process
-    may run on (SLURM binds a job to its cpus_per_task; a local run of Snakemake caps a rule's threads at
-    --cores). The draws' bits do not depend on it; the products' (BLAS's threaded GEMMs) may, by rounding."""
-    import os
-
-    n = max(1, int(asked or 1))
-    try:
-        return min(n, len(os.sched_getaffinity(0)))
-    except AttributeError:  # no affinity on this platform
-        return min(n, os.cpu_count() or 1)
-
-
-class _Draws:
-    """A job's null draws, ``threads`` at a time: each draw in a worker thread on one BLAS thread (a
-    draw's QR, bases and Gaussian release the GIL: headgeom.core.lapack), so that a part's layers are
-    drawn side by side; the products after them run on ``threads`` BLAS threads (``products``).
-    One thread: the draws one after another, the BLAS threads left as the job was started with.
-    Every draw is seeded by its names and runs on one BLAS thread either way: the same bits. The
-    products' GEMMs on several BLAS threads may round apart from one thread's (OpenBLAS splits a GEMM's
-    rows between its threads and the split moves its edge kernels): 1e-16 relative, measured by
-    `make bench` (null_cross_threads); the shard records the threads (provenance ``threads``)."""
-
-    def __init__(self, threads: int):
-        self.threads = max(1, int(threads))
-        self._pool = None
-
-    def __enter__(self):
-        if self.threads > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="headgeom-draw")
-        return self
-
-    def __exit__(self, *exc):
-        if self._pool is not None:
-            self._pool.shutdown()
-
-    def _limits(self, n: int):
-        from contextlib import nullcontext
-
-        if self._pool is None:
-            return nullcontext()
-        from threadpoolctl import threadpool_limits
-
-        return threadpool_limits(limits=n)
-
-    def each(self, tasks):
-        """``(key, draw)`` pairs -> ``(key, draw())`` pairs in the tasks' order, ``threads`` draws running
-        at a time and at most twice that many made and not yet taken (the job's memory model counts
-        them)."""
-        if self._pool is None:
-            yield from ((k, fn()) for k, fn in tasks)
-            return
-        from collections import deque
-
-        pending = deque()
-        with self._limits(1):
-            for k, fn in tasks:
-                pending.append((k, self._pool.submit(fn)))
-                if len(pending) >= 2 * self.threads:
-                    k0, f0 = pending.popleft()
-                    yield k0, f0.result()
-            while pending:
-                k0, f0 = pending.popleft()
-                yield k0, f0.result()
-
-    def products(self):
-        """The context of the pair products: ``threads`` BLAS threads (one GEMM over many partners)."""
-        return self._limits(self.threads)
-
-
 def _null_stats_row(rows, stats, **keys):
     for k, v in keys.items():
         rows.setdefault(k, []).append(v)
@@ -465,7 +394,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     layer; writer draws kept in memory up to WRITER_CACHE_MB and spilled to $TMPDIR beyond it, so
     peak memory does not grow with the layer count). ``params["cross_threads"]`` (pk.nulls.cross_threads): the
     cores the job holds; a sample's draws then run that many at a time in worker threads and the
-    products on that many BLAS threads (at most the cores the process may use: job_threads), and each side
+    products on that many BLAS threads (at most the cores the process may use: jobs.draws.job_threads), and each side
     of a call may hold that many times NULL_CROSS_SIDE_MB (methods.projectors.side_budget_mb, as the fan-out
     sized the tiles, from the config's value). Rows
     come null, sample, reader, kind, writer: with every pair in one part they are the rows of the
@@ -502,9 +431,10 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     heads = {k: heads_of_kind(fl, k) for k in ("O",) + kinds}
     # the shape decides, not the job: every part of a model takes the same route
     by_projectors = projectors_pay(fl.n_heads, fl.d_model, fl.d_head, L, fl.n_kv_heads, kinds, itemsize)
-    threads = job_threads(params.get("cross_threads"))  # pk.nulls.cross_threads, within the cores the job may use
+    asked = int(params.get("cross_threads") or 1)  # pk.nulls.cross_threads: the cores the config gives the job
+    threads = job_threads(asked)  # within the cores the process may use
     # what one side of a call may hold: the fan-out sized the tile by the config's cores, whatever this process gets
-    side_mb = projectors.side_budget_mb(int(params.get("cross_threads") or 1))
+    side_mb = projectors.side_budget_mb(asked)
     if by_projectors:
         groups = layer_groups(sorted(writers_of), layers_per_call(fl.d_model, fl.d_head, sum(heads[k] for k in kinds),
                                                                   itemsize, side_mb))
@@ -531,7 +461,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
         return [((lr, kind), draw(kind, lr, rng_for(model, "null-cross-reader", null, kind, lr, s)))
                 for lr in group for kind in kinds]
 
-    with _SpillingCache(cache_mb) as writers, _Draws(threads) as draws:
+    with _SpillingCache(cache_mb) as writers, Draws(threads) as draws:
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
                 writers.clear()

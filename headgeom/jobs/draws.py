@@ -1,0 +1,77 @@
+"""How a cross-layer null job runs on several cores (pk.nulls.cross_threads): the threads it may take,
+and its null draws in worker threads with its products on that many BLAS threads
+(headgeom.jobs.pk_paper.pk_null_cross_job; the cost model's THREAD_EFFICIENCY prices them)."""
+
+from __future__ import annotations
+
+
+def job_threads(asked) -> int:
+    """The threads a job runs: ``asked`` (its config's cores, at least one), at most the cores this process
+    may run on (SLURM binds a job to its cpus_per_task; a local run of Snakemake caps a rule's threads at
+    --cores). The draws' bits do not depend on it; the products' (BLAS's threaded GEMMs) may, by rounding."""
+    import os
+
+    n = max(1, int(asked or 1))
+    try:
+        return min(n, len(os.sched_getaffinity(0)))
+    except AttributeError:  # no affinity on this platform
+        return min(n, os.cpu_count() or 1)
+
+
+class Draws:
+    """A job's null draws, ``threads`` at a time: each draw in a worker thread on one BLAS thread (a
+    draw's QR, bases and Gaussian release the GIL: headgeom.core.lapack), so that a part's layers are
+    drawn side by side; the products after them run on ``threads`` BLAS threads (``products``).
+    One thread: the draws one after another, the BLAS threads left as the job was started with.
+    Every draw is seeded by its names and runs on one BLAS thread either way: the same bits. The
+    products' GEMMs on several BLAS threads may round apart from one thread's (OpenBLAS splits a GEMM's
+    rows between its threads and the split moves its edge kernels): 1e-16 relative, measured by
+    `make bench` (null_cross_threads); the shard records the threads (provenance ``threads``)."""
+
+    def __init__(self, threads: int):
+        self.threads = max(1, int(threads))
+        self._pool = None
+
+    def __enter__(self):
+        if self.threads > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="headgeom-draw")
+        return self
+
+    def __exit__(self, *exc):
+        if self._pool is not None:
+            self._pool.shutdown()
+
+    def _limits(self, n: int):
+        from contextlib import nullcontext
+
+        if self._pool is None:
+            return nullcontext()
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(limits=n)
+
+    def each(self, tasks):
+        """``(key, draw)`` pairs -> ``(key, draw())`` pairs in the tasks' order, ``threads`` draws running
+        at a time and at most twice that many made and not yet taken (the job's memory model counts
+        them)."""
+        if self._pool is None:
+            yield from ((k, fn()) for k, fn in tasks)
+            return
+        from collections import deque
+
+        pending = deque()
+        with self._limits(1):
+            for k, fn in tasks:
+                pending.append((k, self._pool.submit(fn)))
+                if len(pending) >= 2 * self.threads:
+                    k0, f0 = pending.popleft()
+                    yield k0, f0.result()
+            while pending:
+                k0, f0 = pending.popleft()
+                yield k0, f0.result()
+
+    def products(self):
+        """The context of the pair products: ``threads`` BLAS threads (one GEMM over many partners)."""
+        return self._limits(self.threads)
