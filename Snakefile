@@ -12,6 +12,7 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from headgeom import layout, targets
+from headgeom.rules import jobserver as job_server
 from headgeom.rules.start import start, wildcard_patterns
 
 min_version("9.0")
@@ -59,7 +60,14 @@ rule all:
 RUN_STARTED = time.time()
 
 
+# A local run forks its jobs from one process that has their libraries imported
+# (headgeom.rules.jobserver; HEADGEOM_NO_JOB_SERVER=1: each job in its own process).
+onstart:
+    job_server.start(workflow, say=lambda line: print(line, file=sys.stderr))
+
+
 onsuccess:
+    job_server.stop()
     summary = Path(layout.SUMMARY)
     if summary.is_file() and summary.stat().st_mtime >= RUN_STARTED:
         print(f"\n{summary.read_text(encoding='utf-8')}")
@@ -70,6 +78,7 @@ onsuccess:
 onerror:
     from headgeom.core.logs import end_of_run_errors
 
+    job_server.stop()
     lines = end_of_run_errors(log, layout.LOGS_DIR, since=RUN_STARTED)
     if lines:
         print(

@@ -134,7 +134,9 @@ def write_checkpoint(out: Path, seed: int = 0, one_file: bool = False) -> Path:
 
 JOB_KINDS = ("fetch", "pk_within_layer", "pk_null_within", "pk_cross_layer", "pk_null_cross", "paper1_heads",
              "paper1_capacity")
-BLAS1 = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# one BLAS thread, and each job in its own process as under SLURM (no local job server: its forked jobs
+# would share the server's pages, which the process tree's RSS counts twice)
+BLAS1 = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HEADGEOM_NO_JOB_SERVER": "1"}
 
 
 def _config(out: Path, ckpt: Path, ceiling: float) -> Path:

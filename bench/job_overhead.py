@@ -9,9 +9,13 @@ first FLOP:
 * ``empty``: a ``script:`` job whose script is empty (Snakemake's scheduling, its script
   preamble, which unpickles the job's ``snakemake`` object and so imports Snakemake, and the
   interpreter);
-* ``job_imports``: the same with the imports workflow/scripts/job.py and a paper-1 / PK job make
-  (headgeom's registry, numpy, pyarrow, the methods), and the provenance it computes once
+* ``job_imports``: the same with the imports a per-layer job makes in a process of its own (as under
+  SLURM: headgeom's registry, numpy, pyarrow, the methods), and the provenance it computes once
   (``code_version``: source hash + git);
+* ``served``: what a local run's per-layer job is: its command (headgeom.rules.jobclient, ``shell:``)
+  handing the same imports' job to the job server (headgeom.rules.jobserver, started by the workflow's
+  ``onstart``), which has them imported and forks the job; the server's own start and imports are in
+  the per-job figure, spread over the N jobs;
 
 and times, as single processes, the interpreter alone and each import set. Reports wall time
 and CPU time (user + sys of Snakemake and all its children) per job: CPU time is what the load
@@ -74,6 +78,43 @@ def workflow(work: Path, n: int, body: str) -> None:
         """))
 
 
+def served_workflow(work: Path, n: int) -> None:
+    """N jobs whose command hands a job doing JOB_IMPORTS' work to the workflow's job server."""
+    (work / "overhead_entry.py").write_text(textwrap.dedent(f"""
+        from headgeom.rules.scripts import entry
+
+        @entry
+        def overhead_touch(job):
+            {JOB_IMPORTS.replace("; ", chr(10) + "            ")}
+            open(job.output[0], "w").close()
+        """))
+    (work / "Snakefile").write_text(textwrap.dedent(f"""
+        import json, shlex, sys
+        from headgeom.rules import jobclient, jobserver
+
+        onstart:
+            jobserver.start(workflow)
+
+        onsuccess:
+            jobserver.stop()
+
+        rule all:
+            input: expand("out/{{i}}.txt", i=range({n}))
+
+        rule job:
+            output: "out/{{i}}.txt"
+            log: "logs/{{i}}.log"
+            threads: 1
+            params:
+                spec=lambda wildcards, output: json.dumps({{"input": jobclient.named({{}}),
+                    "output": jobclient.named(dict(output.items()) or {{"o": output[0]}}),
+                    "wildcards": jobclient.named(dict(wildcards.items())), "params": jobclient.named({{}})}})
+            shell:
+                shlex.quote(sys.executable) + " -I -S " + shlex.quote(jobclient.__file__)
+                + " overhead_touch {{params.spec:q}} {{log:q}} 1 0 5 {{threads}} job"
+        """))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--jobs", type=int, default=20)
@@ -95,13 +136,18 @@ def main(argv=None) -> int:
     for name, code in singles.items():
         runs = [timed([PY, "-c", code], env=env, cwd=ROOT) for _ in range(a.repeat)]
         res["single_process"][name] = {"wall_s": min(w for w, _ in runs), "cpu_s": min(c for _, c in runs)}
-    for name, body in (("empty", ""), ("job_imports", JOB_IMPORTS)):
+    for name, body in (("empty", ""), ("job_imports", JOB_IMPORTS), ("served", None)):
         work = Path(tempfile.mkdtemp(prefix="headgeom-overhead-"))
         try:
-            workflow(work, a.jobs, body)
-            wall, cpu = timed([SNAKEMAKE, "-c1", "-s", str(work / "Snakefile"), "-d", str(work)], env=env)
+            if body is None:
+                served_workflow(work, a.jobs)
+            else:
+                workflow(work, a.jobs, body)
+            wenv = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(work), env.get("PYTHONPATH")])),
+                    "HEADGEOM_PLUGINS": "overhead_entry"}  # the served jobs' entry, a plugin's
+            wall, cpu = timed([SNAKEMAKE, "-c1", "-s", str(work / "Snakefile"), "-d", str(work)], env=wenv)
             # the same workflow with nothing to do: Snakemake's own startup, DAG and exit
-            wall0, cpu0 = timed([SNAKEMAKE, "-c1", "-s", str(work / "Snakefile"), "-d", str(work)], env=env)
+            wall0, cpu0 = timed([SNAKEMAKE, "-c1", "-s", str(work / "Snakefile"), "-d", str(work)], env=wenv)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         res["snakemake"][name] = {"wall_s": wall, "cpu_s": cpu, "noop_wall_s": wall0, "noop_cpu_s": cpu0,

@@ -6,7 +6,10 @@ needs a model's shape asks ``checkpoints.fetch`` for it (``model_fields``)."""
 
 from __future__ import annotations
 
+import inspect
 import json
+import shlex
+import sys
 
 from snakemake.ioutils import lookup
 
@@ -147,10 +150,53 @@ def job_params(workflow, config: dict, job) -> dict:
         params["final_model"] = final_model(config)
     if job.fanout:
         params["pairs"] = pair_segments(config, job)
+    params["job"] = job.name
+    params["spec"] = job_spec(params)  # the job's values for its command (job_command); not the cache's key
     if cache_on(workflow) and job.cache:
         params["cache_key"] = cache_key
-    params["job"] = job.name
     return params
+
+
+def _param_value(value, wildcards, input, output):
+    """A param as Snakemake evaluates it: a function called with the wildcards and what else it names."""
+    if not callable(value):
+        return value
+    names = inspect.signature(value).parameters
+    return value(wildcards, **{k: v for k, v in (("input", input), ("output", output)) if k in names})
+
+
+def job_spec(params: dict):
+    """The params entry ``spec``: the job's input, output, wildcards and other params as JSON, which its
+    command hands to the job (headgeom.rules.jobclient); a ConfigError when that is too long for a
+    command line."""
+    from headgeom.core.errors import ConfigError
+    from headgeom.rules.jobclient import SPEC_MAX_BYTES, named
+
+    defs = dict(params)
+
+    def inner(wildcards, input, output):
+        values = {k: _param_value(v, wildcards, input, output) for k, v in defs.items()}
+        spec = json.dumps({"input": named(dict(input.items())), "output": named(dict(output.items())),
+                           "wildcards": named(dict(wildcards.items())), "params": named(values)})
+        if len(spec) > SPEC_MAX_BYTES:
+            raise ConfigError(f"{values['job']} ({dict(wildcards.items())}): its params are {len(spec):,} bytes of "
+                              f"JSON, more than a command line takes ({SPEC_MAX_BYTES:,})")
+        return spec
+
+    return inner
+
+
+def job_command(workflow, job) -> str:
+    """A per-layer job's shell command: its values handed to the job by headgeom.rules.jobclient, a
+    standard-library script that starts in milliseconds (no Snakemake import before the job, as a
+    ``script:`` job has), through the local run's job server where there is one."""
+    from headgeom.rules import jobclient
+
+    settings = getattr(workflow, "deployment_settings", None)
+    python = "python" if settings is not None and settings.deployment_method else shlex.quote(sys.executable)
+    return (f"{python} -I -S {shlex.quote(jobclient.__file__)} per_layer_job "
+            "{params.spec:q} {log:q} {resources.attempt} {resources.mem_mb} {resources.runtime} {threads} "
+            f"{job.name}")
 
 
 def job_outputs(job) -> dict:

@@ -4,6 +4,7 @@
 from headgeom.schedule.families import JOBS
 from headgeom.rules.fetch import cache_on
 from headgeom.rules.jobs import (
+    job_command,
     job_inputs,
     job_outputs,
     job_params,
@@ -30,5 +31,5 @@ for _job in JOBS.values():
             **job_resources(config, _job),
         params:
             **job_params(workflow, config, _job),
-        script:
-            "../scripts/job.py"
+        shell:
+            job_command(workflow, _job)

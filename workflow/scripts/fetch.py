@@ -1,7 +1,4 @@
-from pathlib import Path
+# A model's attention tensors into its tensor store (headgeom.rules.scripts.fetch).
+from headgeom.rules.jobserver import run_script
 
-from headgeom.core.logs import to_log
-from headgeom.io.fetch import fetch_model
-
-log = to_log(snakemake)
-fetch_model(snakemake.wildcards.model, dict(snakemake.params.entry), Path(snakemake.output.manifest).parent, log=log)
+run_script("fetch", snakemake)

@@ -1,10 +1,5 @@
-# One table or figure of the output registry (headgeom.outputs), named by params.output (kind, name).
-from headgeom.core.logs import to_log
-from headgeom.outputs import build_output
+# One table or figure of the output registry (headgeom.outputs), named by params.output (kind, name)
+# (headgeom.rules.scripts.output; forked by the local run's job server where there is one).
+from headgeom.rules.jobserver import run_script
 
-log = to_log(snakemake)
-params = dict(snakemake.params.items())
-(kind, name), models = params.pop("output"), params.pop("models")
-inputs = {k: list(v) for k, v in snakemake.input.items() if k != "manifests"}
-build_output(kind, name, inputs, list(snakemake.input.manifests), list(models), dict(snakemake.output.items()), params)
-log(f"[{kind} {name}] from {sum(len(v) for v in inputs.values())} shards")
+run_script("output", snakemake)

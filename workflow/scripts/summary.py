@@ -1,6 +1,4 @@
-from headgeom.core.logs import to_log
-from headgeom.publish.summary import summary_job
+# results/summary.md (headgeom.rules.scripts.summary).
+from headgeom.rules.jobserver import run_script
 
-log = to_log(snakemake)
-summary_job(snakemake.output.md, list(snakemake.params.models))  # results/summary.md of this work directory
-log(f"[summary] {snakemake.output.md} for {', '.join(snakemake.params.models)}")
+run_script("summary", snakemake)
