@@ -81,7 +81,7 @@ class Workbench:
     # ------------------------------------------------------------------ per-layer jobs
 
     def run(self, job, wildcards: dict, params: dict, inputs: dict) -> dict[str, Path]:
-        """Run one job of the registry (its entry point, as workflow/scripts/job.py does) unless
+        """Run one job of the registry (its entry point, as a per-layer job does: headgeom.rules.scripts.per_layer_job) unless
         the same job, wildcards, params and inputs ran already; {family: shard path}."""
         from headgeom.schedule.families import run_job
 

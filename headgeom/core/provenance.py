@@ -14,7 +14,7 @@ from headgeom import __version__
 PKG_DIR = Path(__file__).resolve().parents[1]
 
 
-# How the running job was executed (set by workflow/scripts/job.py): its attempt number (a
+# How the running job was executed (set by the per-layer job entry, headgeom.rules.scripts.per_layer_job): its attempt number (a
 # retry asks for more memory and time, headgeom/rules/jobs.py job_cost), the rule and, under
 # SLURM, the job id; write_shard records it in every shard's provenance as "run".
 _RUN: dict = {}

@@ -265,13 +265,28 @@ def serve(path: str, parent: int | None = None) -> None:
 _SERVER: dict = {}
 
 
+MIN_JOBS = 4  # a run of fewer jobs starts none: the server's imports cost about what 3 jobs' own do
+
+
+def planned_jobs(workflow) -> int | None:
+    """The jobs the run has to do as it starts (a checkpoint adds more later); None where not known."""
+    try:
+        return sum(1 for _ in workflow.dag.needrun_jobs())
+    except Exception:  # Snakemake's internals: unknown is not an error
+        return None
+
+
 def wanted(workflow) -> bool:
-    """Whether a run forks its jobs from a server: a local run's main process, no conda or container
-    deployment (their jobs run another interpreter), not switched off (HEADGEOM_NO_JOB_SERVER)."""
+    """Whether a run forks its jobs from a server: a local run's main process with at least MIN_JOBS
+    jobs to do, no conda or container deployment (their jobs run another interpreter), not switched
+    off (HEADGEOM_NO_JOB_SERVER)."""
     if not enabled() or not getattr(workflow, "is_main_process", False) or not getattr(workflow, "local_exec", False):
         return False
     settings = getattr(workflow, "deployment_settings", None)
-    return not (settings is not None and settings.deployment_method)
+    if settings is not None and settings.deployment_method:
+        return False
+    n = planned_jobs(workflow)
+    return n is None or n >= MIN_JOBS
 
 
 def start(workflow=None, say=None) -> str | None:

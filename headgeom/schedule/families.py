@@ -475,7 +475,7 @@ def family_of(path: str) -> ShardFamily:
 
 
 def run_job(name: str, inputs: dict, outputs: dict, wildcards: dict, params: dict, log=print) -> None:
-    """Run job ``name`` (what workflow/scripts/job.py and ``headgeom audit`` call)."""
+    """Run job ``name`` (what a per-layer job, headgeom.rules.scripts.per_layer_job, and ``headgeom audit`` call)."""
     JOBS[name].run(inputs, outputs, wildcards, params, log)
 
 

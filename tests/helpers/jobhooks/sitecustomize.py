@@ -6,7 +6,7 @@ so a process whose PYTHONPATH starts with this directory runs this file before a
 every job it runs, locally and through SLURM (sbatch exports the submitting environment).
 
 With one of the variables below set, ``headgeom.schedule.families.run_job`` (what
-``workflow/scripts/job.py`` calls for every per-layer job) is wrapped as the module is imported:
+``headgeom.rules.scripts.per_layer_job`` calls for every per-layer job) is wrapped as the module is imported:
 
   HEADGEOM_TEST_FAIL_FIRST_ATTEMPT=<rule>[,<rule>...]
       attempt 1 of a listed rule raises RuntimeError, so that a retry with grown resources can be
@@ -16,7 +16,7 @@ With one of the variables below set, ``headgeom.schedule.families.run_job`` (wha
       it until the process ends), so that SLURM's memory enforcement kills an attempt whose request
       is smaller and lets one with a grown request finish (tests/workflow/test_slurm.py)
 
-The attempt is the one job.py records with ``headgeom.core.provenance.set_run`` before it calls
+The attempt is the one the per-layer entry records with ``headgeom.core.provenance.set_run`` before it calls
 ``run_job``. Without either variable this file does nothing.
 """
 

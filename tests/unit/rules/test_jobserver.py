@@ -169,3 +169,36 @@ def test_an_unknown_entry_is_a_config_error():
 
     with pytest.raises(ConfigError, match="no job entry 'nope'"):
         scripts.entry_function("nope")
+
+
+class _Dag:
+    def __init__(self, n):
+        self.n = n
+
+    def needrun_jobs(self):
+        return iter(range(self.n))
+
+
+class _Deploy:
+    def __init__(self, methods):
+        self.deployment_method = methods
+
+
+class _Workflow:
+    def __init__(self, n=10, main=True, local=True, methods=frozenset()):
+        self.dag, self.is_main_process, self.local_exec = _Dag(n), main, local
+        self.deployment_settings = _Deploy(methods)
+
+
+@pytest.mark.parametrize("wf, off, want", [
+    (_Workflow(), "", True),
+    (_Workflow(n=jobserver.MIN_JOBS - 1), "", False),  # a few jobs: the server's imports would cost more
+    (_Workflow(main=False), "", False),  # a cluster job's own Snakemake
+    (_Workflow(local=False), "", False),  # a cluster run: its jobs run elsewhere
+    (_Workflow(methods={"conda"}), "", False),  # its jobs run another interpreter
+    (_Workflow(), "1", False),
+    (_Workflow(), "0", True),
+])
+def test_which_runs_start_a_server(monkeypatch, wf, off, want):
+    monkeypatch.setenv(jobclient.OFF, off)
+    assert jobserver.wanted(wf) is want
