@@ -468,6 +468,8 @@ def main(argv=None) -> int:
     g.add_argument("--check", action="store_true", help="write nothing; exit 1 if any generated file is stale")
     g.set_defaults(func=_docs)
 
+    for p in sub.choices.values():  # --config is not --configfile: no option by a prefix of its name
+        p.allow_abbrev = False
     args = ap.parse_args(argv)
     from headgeom.core.errors import ConfigError
     from headgeom.schedule.families import load_plugins

@@ -176,8 +176,11 @@ def load_config_file(path) -> dict:
     lines = duplicate_key_lines(path)
     if lines:
         raise ConfigError("; ".join(lines))
-    with open(path, encoding="utf-8") as fh:
-        return yaml.safe_load(fh) or {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return yaml.safe_load(fh) or {}
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"config file {path}: {e.strerror if isinstance(e, OSError) else e}") from None
 
 
 def _yaml_hint(e) -> str:

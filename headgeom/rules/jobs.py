@@ -186,17 +186,17 @@ def job_spec(params: dict):
     return inner
 
 
-def job_command(workflow, job) -> str:
+def job_command(workflow) -> str:
     """A per-layer job's shell command: its values handed to the job by headgeom.rules.jobclient, a
     standard-library script that starts in milliseconds (no Snakemake import before the job, as a
-    ``script:`` job has), through the local run's job server where there is one."""
+    ``script:`` job has), through the local run's job server where there is one. The same for every job
+    (Snakemake formats a rule's ``shell:`` when the job runs, so it names nothing of the rule file's loop)."""
     from headgeom.rules import jobclient
 
     settings = getattr(workflow, "deployment_settings", None)
     python = "python" if settings is not None and settings.deployment_method else shlex.quote(sys.executable)
     return (f"{python} -I -S {shlex.quote(jobclient.__file__)} per_layer_job "
-            "{params.spec:q} {log:q} {resources.attempt} {resources.mem_mb} {resources.runtime} {threads} "
-            f"{job.name}")
+            "{params.spec:q} {log:q} {resources.attempt} {resources.mem_mb} {resources.runtime} {threads} {params.job}")
 
 
 def job_outputs(job) -> dict:

@@ -1,18 +1,19 @@
 """The local run's job server: one process with the jobs' libraries imported (numpy, scipy, pyarrow,
 matplotlib, headgeom) that forks a child for each job, so that a job does not pay those imports
-again (about 0.5 CPU-s a process on this project's machines, more than many embedded-model jobs
+again (about 0.2-0.3 CPU-s a process on this project's machines, more than many embedded-model jobs
 take for their work).
 
-A workflow script hands its job to the server (``run_script``): its Snakemake object's values
-(input, output, log, params, wildcards, resources, threads, rule, config) as JSON, its working
-directory and environment, and its stdout and stderr (the descriptors themselves). The forked
-child takes that environment (BLAS threads included) and those descriptors, runs the script's
-function on the same values (``Job``), runs the exit handlers a script's process runs at exit (the
-log's timing line) and answers with its exit status, which the script exits with. The child
-dies with the script: when the script's end of the connection closes (Snakemake cancelled the
-job), the child exits at once. The same function runs in the script's own process, as any
-script does, where there is no server (a cluster job, ``--use-conda``, ``HEADGEOM_NO_JOB_SERVER=1``)
-or the job's values are not plain JSON; either way it computes the same values in the same order.
+A job reaches the server from its command (headgeom.rules.jobclient: the per-layer jobs' ``shell:``)
+or its workflow script (``run_script``: the tables, figures and the rest): its values (input, output,
+log, params, wildcards, resources, threads, rule, config) as JSON, its working directory and
+environment, and its stdout and stderr (the descriptors themselves). The forked child takes that
+environment (BLAS threads included) and those descriptors, runs the job's entry
+(headgeom.rules.scripts.ENTRIES) on the same values (``Job``), runs the exit handlers a process runs
+at exit (the log's timing line) and answers with its exit status, which the command or script exits
+with. The child dies with its command: when that end of the connection closes (Snakemake cancelled
+the job), the child exits at once. The same entry runs in the job's own process where there is no
+server (a cluster job, ``--use-conda``, a run of fewer than MIN_JOBS jobs, ``HEADGEOM_NO_JOB_SERVER=1``)
+or a script's values are not plain JSON; either way it computes the same values in the same order.
 
 The workflow starts the server for a local run (``start``, from the Snakefile's ``onstart``) and
 stops it when the run ends (``stop``); the server also exits when the Snakemake process that
@@ -163,7 +164,8 @@ def _exit_status(code) -> int:
 
 def _child(conn) -> None:
     """One job, in the forked child: never returns."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's own handler: not the job's
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the server's own handlers: not the job's
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     rc = 1
     try:
         msg, fds = _receive(conn)
@@ -239,6 +241,7 @@ def serve(path: str, parent: int | None = None) -> None:
     parent = os.getppid() if parent is None else parent
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the jobs and Snakemake, which then stops this
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     tmp = f"{path}.{os.getpid()}"
     sock.bind(tmp)

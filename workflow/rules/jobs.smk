@@ -32,4 +32,4 @@ for _job in JOBS.values():
         params:
             **job_params(workflow, config, _job),
         shell:
-            job_command(workflow, _job)
+            job_command(workflow)

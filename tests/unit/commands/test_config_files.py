@@ -114,3 +114,20 @@ def test_check_d_reads_the_directorys_config(other_dir, tmp_path, capsys, monkey
 def test_check_d_of_a_directory_without_a_config_reads_the_packages(tmp_path):
     cfg = load_config(root=workflow_root(tmp_path))
     assert cfg == load_config()
+
+
+def test_a_missing_config_file_is_a_config_error_naming_it(tmp_path):
+    from headgeom.core.config import load_config_file
+    from headgeom.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"config file .*nope\.yaml: No such file"):
+        load_config_file(tmp_path / "nope.yaml")
+
+
+def test_an_option_is_not_taken_for_a_longer_one_it_begins(capsys):
+    """`headgeom plan --config ...` is refused, not read as --configfile (a file named by the value)."""
+    from headgeom.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "--config", "pk={nulls: {precision: float32}}"])
+    assert e.value.code == 2 and "unrecognized arguments: --config" in capsys.readouterr().err

@@ -202,3 +202,15 @@ class _Workflow:
 def test_which_runs_start_a_server(monkeypatch, wf, off, want):
     monkeypatch.setenv(jobclient.OFF, off)
     assert jobserver.wanted(wf) is want
+
+
+def test_the_per_layer_command_names_no_rule_of_the_rule_files_loop():
+    """Snakemake formats a ``shell:`` when the job runs, after jobs.smk's loop has ended: the command is one
+    string for every job, its rule and values filled in by Snakemake (a job's name in it would be the last
+    job's)."""
+    from headgeom.rules.jobs import job_command
+    from headgeom.schedule.families import JOBS
+
+    cmd = job_command(_Workflow())
+    assert "{params.job}" in cmd and "{params.spec:q}" in cmd
+    assert not any(name in cmd for name in JOBS)
