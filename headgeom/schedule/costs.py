@@ -23,9 +23,8 @@ REF = {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
 # (`make bench-fullwidth`, docs/costs.md)
 SECONDS = {
     "pk_within_per_layer": 13.1,       # 4 kinds of bases, pairs, ranks, self-overlap (10,000 perms): 13 s
-    "pk_cross_pair": 9.5,          # per layer pair: Q/K/V bases, all writer x reader blocks, angles, weighted:
-    #                                8.9 s a pair over a 53-pair part and 10.6 s over a 28-pair part (reading 28 and 8
-    #                                layers), measured on a machine whose GEMM ran at 40 GFLOP/s (make bench-fullwidth)
+    "pk_cross_pair": 6.0,          # per later layer: Q/K/V bases, all writer x reader blocks, angles,
+    #                                weighted: 4.8 s per pair over a 14-pair part, 6 s for a 1-pair part
     "pk_null_within_sample": 10.5,  # per sample, both nulls, 4 kinds: 10.1 s (Q and K: 4.8 s; O: 4.9 s)
     "pk_null_cross_pair_sample": 9.3,  # per layer pair, per sample, per null
 }
