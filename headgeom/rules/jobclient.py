@@ -1,14 +1,14 @@
 """The per-layer jobs' command (workflow/rules/jobs.smk's ``shell:``), and the protocol by which any job
 reaches the local run's job server (headgeom.rules.jobserver). Standard library only: the command runs
-this file as ``python -I -S jobclient.py ENTRY SPEC LOG ATTEMPT MEM_MB RUNTIME THREADS RULE``, which
-starts in about 15 ms where a ``script:`` job's Python imports Snakemake (0.15 CPU-s) before it can
-hand anything over.
+``python -m headgeom.rules.jobclient ENTRY SPEC LOG ATTEMPT MEM_MB RUNTIME THREADS JOB``, which starts in
+about 40 ms where a ``script:`` job's Python imports Snakemake (0.13 CPU-s) before it can hand anything over.
 
-ENTRY names the job's function (headgeom.rules.scripts.ENTRIES: per_layer_job); SPEC is the job's params entry ``spec`` (headgeom.rules.jobs.job_spec): its input, output, wildcards
-and params as JSON; the rest are Snakemake's values for the job. The client hands the job to the
-server (its stdout, stderr, working directory and environment with it) and exits with the job's
-status. Without a server it replaces itself with ``python -m headgeom.rules.jobserver run``, which
-runs the same function on the same values in this process, as a cluster job does."""
+ENTRY names the job's function (headgeom.rules.scripts.ENTRIES: per_layer_job); SPEC is the job's params
+entry ``spec`` (headgeom.rules.jobs.job_spec): its input, output, wildcards and params as JSON; the rest
+are Snakemake's values for the job. The client hands the job to the server (its stdout, stderr, working
+directory and environment with it) and exits with the job's status. Without a server it replaces itself
+with ``python -m headgeom.rules.jobserver run``, which runs the same function on the same values in this
+process, as a cluster job does."""
 
 from __future__ import annotations
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import shlex
-import sys
 
 from snakemake.ioutils import lookup
 
@@ -188,14 +186,15 @@ def job_spec(params: dict):
 
 def job_command(workflow) -> str:
     """A per-layer job's shell command: its values handed to the job by headgeom.rules.jobclient, a
-    standard-library script that starts in milliseconds (no Snakemake import before the job, as a
-    ``script:`` job has), through the local run's job server where there is one. The same for every job
-    (Snakemake formats a rule's ``shell:`` when the job runs, so it names nothing of the rule file's loop)."""
-    from headgeom.rules import jobclient
-
+    standard-library module that starts in milliseconds (no Snakemake import before the job, as a
+    ``script:`` job has), through the local run's job server where there is one. The same text for
+    every job and every install: Snakemake formats a rule's ``shell:`` when the job runs (after the
+    rule file's loop), and reruns a rule whose command text changed, so the interpreter is the
+    environment's HEADGEOM_PYTHON (the workflow's own, set by headgeom.rules.start) rather than a path;
+    ``python`` where the job runs in a conda or container environment."""
     settings = getattr(workflow, "deployment_settings", None)
-    python = "python" if settings is not None and settings.deployment_method else shlex.quote(sys.executable)
-    return (f"{python} -I -S {shlex.quote(jobclient.__file__)} per_layer_job "
+    python = "python" if settings is not None and settings.deployment_method else '"${{HEADGEOM_PYTHON:-python}}"'
+    return (f"{python} -m headgeom.rules.jobclient per_layer_job "
             "{params.spec:q} {log:q} {resources.attempt} {resources.mem_mb} {resources.runtime} {threads} {params.job}")
 
 

@@ -10,6 +10,7 @@ setting: ``snakemake --lint`` builds its workflow with ``check_envvars=False`` (
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -88,7 +89,8 @@ def start(workflow, config: dict, argv: list[str] | None = None) -> None:
     6. a bare ``--cache`` widened to the cacheable rules (headgeom.rules.fetch.widen_bare_cache);
     7. under ``--report``: the code version recorded for the report's landing page;
     8. the code version handed to the jobs in their environment (computed here once, not in every
-       job: headgeom.core.provenance.hand_down_code_version)."""
+       job: headgeom.core.provenance.hand_down_code_version), and this interpreter (HEADGEOM_PYTHON: what the
+       per-layer jobs' command runs, headgeom.rules.jobs.job_command)."""
     from snakemake.utils import validate
 
     from headgeom.core.provenance import code_version, hand_down_code_version
@@ -108,3 +110,4 @@ def start(workflow, config: dict, argv: list[str] | None = None) -> None:
     if cmd.report:  # the landing page (workflow/report/workflow.rst) names the code it describes
         config["_report_code"] = code_version()
     hand_down_code_version()
+    os.environ["HEADGEOM_PYTHON"] = sys.executable  # the per-layer jobs' interpreter (headgeom.rules.jobs.job_command)

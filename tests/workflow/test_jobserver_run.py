@@ -43,5 +43,6 @@ def test_the_run_starts_the_server_and_its_jobs_use_it(tmp_path_factory, snakema
     logs = list((served / "logs").rglob("*.log"))
     startups = [float(line.split("startup_s=")[1].split()[0]) for p in logs for line in Path(p).read_text().splitlines()
                 if line.startswith("headgeom timing: ")]
-    # a forked job starts in milliseconds, a process of its own after its imports (0.2 s and more)
-    assert len(startups) > 20 and max(sorted(startups)[: len(startups) // 2]) < 0.05
+    # a forked job starts in milliseconds (tens of them on a loaded machine); a process of its own only after
+    # its imports, 0.2 s and more
+    assert len(startups) > 20 and sorted(startups)[len(startups) // 2] < 0.15

@@ -55,7 +55,7 @@ def command(entry: str, out: Path, log: Path, server: str | None, cwd: Path, thr
     if server:
         env[jobclient.ENV] = server
     env.update(PLUGIN)
-    argv = [sys.executable, "-I", "-S", jobclient.__file__, entry,
+    argv = [sys.executable, "-m", "headgeom.rules.jobclient", entry,
             spec(out, samples=[0, 1], kind="Q"), str(log), "2", "700", "5", str(threads), "a_rule"]
     return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
@@ -204,13 +204,16 @@ def test_which_runs_start_a_server(monkeypatch, wf, off, want):
     assert jobserver.wanted(wf) is want
 
 
-def test_the_per_layer_command_names_no_rule_of_the_rule_files_loop():
+def test_the_per_layer_command_is_one_text_for_every_job_and_install():
     """Snakemake formats a ``shell:`` when the job runs, after jobs.smk's loop has ended: the command is one
-    string for every job, its rule and values filled in by Snakemake (a job's name in it would be the last
-    job's)."""
+    string for every job, its values filled in by Snakemake (a job's name in it would be the last job's);
+    and it reruns a rule whose command text changed, so the text names no path (a moved checkout or venv
+    would rerun every job)."""
     from headgeom.rules.jobs import job_command
     from headgeom.schedule.families import JOBS
 
     cmd = job_command(_Workflow())
     assert "{params.job}" in cmd and "{params.spec:q}" in cmd
     assert not any(name in cmd for name in JOBS)
+    # and no path of this install: Snakemake reruns a rule whose command text changed
+    assert sys.executable not in cmd and "/" not in cmd and "HEADGEOM_PYTHON" in cmd
