@@ -110,7 +110,7 @@ def served_workflow(work: Path, n: int) -> None:
                     "output": jobclient.named(dict(output.items()) or {{"o": output[0]}}),
                     "wildcards": jobclient.named(dict(wildcards.items())), "params": jobclient.named({{}})}})
             shell:
-                shlex.quote(sys.executable) + " -I -S " + shlex.quote(jobclient.__file__)
+                shlex.quote(sys.executable) + " -m headgeom.rules.jobclient"
                 + " overhead_touch {{params.spec:q}} {{log:q}} 1 0 5 {{threads}} job"
         """))
 
