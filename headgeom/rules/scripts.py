@@ -44,7 +44,7 @@ def output(smk) -> None:
     log(f"[{kind} {name}] from {sum(len(v) for v in inputs.values())} shards")
 
 
-def fetch(smk) -> None:
+def fetch_tensors(smk) -> None:
     """A model's attention tensors into its tensor store (headgeom.io.fetch)."""
     from headgeom.core.logs import to_log
     from headgeom.io.fetch import fetch_model
@@ -118,7 +118,7 @@ def sensitivity_row(smk) -> None:
                     inputs=[*smk.input.tables, *smk.input.provs])
 
 
-ENTRIES = {f.__name__: f for f in (per_layer_job, output, fetch, claims, macros, summary, choice_sensitivity,
+ENTRIES = {f.__name__: f for f in (per_layer_job, output, fetch_tensors, claims, macros, summary, choice_sensitivity,
                                    sensitivity_row)}
 
 

@@ -1,4 +1,4 @@
-# A model's attention tensors into its tensor store (headgeom.rules.scripts.fetch).
+# A model's attention tensors into its tensor store (headgeom.rules.scripts.fetch_tensors).
 from headgeom.rules.jobserver import run_script
 
-run_script("fetch", snakemake)
+run_script("fetch_tensors", snakemake)
