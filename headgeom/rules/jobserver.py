@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -310,7 +311,7 @@ def start(workflow=None, say=None) -> str | None:
     while not os.path.exists(path):
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            _remove(home)
+            shutil.rmtree(home, ignore_errors=True)
             if say is not None:
                 say("headgeom: the job server did not start; each job runs in its own process")
             return None
@@ -319,18 +320,6 @@ def start(workflow=None, say=None) -> str | None:
     os.environ[ENV] = path
     atexit.register(stop)
     return path
-
-
-def _remove(home: str) -> None:
-    for name in os.listdir(home) if os.path.isdir(home) else ():
-        try:
-            os.unlink(os.path.join(home, name))
-        except OSError:
-            pass
-    try:
-        os.rmdir(home)
-    except OSError:
-        pass
 
 
 def stop() -> None:
@@ -347,7 +336,7 @@ def stop() -> None:
             proc.kill()
             proc.wait()
     if home:
-        _remove(home)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def run(entry: str, job_json: str) -> None:

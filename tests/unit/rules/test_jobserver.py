@@ -27,19 +27,15 @@ PLUGIN = {"PYTHONPATH": os.pathsep.join(filter(None, [str(HELPERS), os.environ.g
 @pytest.fixture(scope="module")
 def server():
     """A server started as the workflow starts it, with the test entries."""
-    old = {k: os.environ.get(k) for k in PLUGIN}
-    os.environ.update(PLUGIN)
-    try:
-        path = jobserver.start()
-        assert path and os.path.exists(path)
-        yield path
-    finally:
-        jobserver.stop()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in PLUGIN.items():
+            mp.setenv(k, v)
+        try:
+            path = jobserver.start()
+            assert path and os.path.exists(path)
+            yield path
+        finally:
+            jobserver.stop()
 
 
 def spec(out: Path, **params) -> str:
@@ -48,7 +44,7 @@ def spec(out: Path, **params) -> str:
                        "params": jobclient.named(params)})
 
 
-def command(entry: str, out: Path, log: Path, server: str | None, cwd: Path, threads: int = 2, **popen):
+def command(entry: str, out: Path, log: Path, server: str | None, cwd: Path, threads: int = 2):
     env = dict(os.environ, JOBSERVER_TEST_MARKER="from the command", OPENBLAS_NUM_THREADS=str(threads),
                OMP_NUM_THREADS=str(threads))
     env.pop(jobclient.ENV, None)
@@ -57,7 +53,7 @@ def command(entry: str, out: Path, log: Path, server: str | None, cwd: Path, thr
     env.update(PLUGIN)
     argv = [sys.executable, "-m", "headgeom.rules.jobclient", entry,
             spec(out, samples=[0, 1], kind="Q"), str(log), "2", "700", "5", str(threads), "a_rule"]
-    return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    return subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def test_a_job_runs_forked_from_the_server_with_the_commands_directory_environment_and_values(server, tmp_path):
