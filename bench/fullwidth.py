@@ -304,6 +304,7 @@ def bounds(m: dict, floor: int) -> str:
 def run(out: Path, ckpt: Path, kinds, ceiling: float, result: Path) -> list[dict]:
     from headgeom.schedule.costs import MIN_RUNTIME
 
+    gemm = [node_gemm_gflops()]
     work = out / ("run" if ckpt.name == "ckpt" else f"run-{ckpt.name}")
     work.mkdir(parents=True, exist_ok=True)
     cfg = _config(work, ckpt, ceiling)
@@ -325,12 +326,32 @@ def run(out: Path, ckpt: Path, kinds, ceiling: float, result: Path) -> list[dict
         print(_line(rows[-1], MIN_RUNTIME), flush=True)
     for r in rows:
         r["bounds"] = bounds(r, MIN_RUNTIME)
+    gemm.append(node_gemm_gflops())
     result.parent.mkdir(parents=True, exist_ok=True)
     result.write_text(json.dumps({"checkpoint": str(ckpt), "ceiling_min": ceiling, "load_avg": os.getloadavg(),
-                                  "jobs": rows}, indent=1) + "\n")
+                                  "gemm_gflops": gemm, "jobs": rows}, indent=1) + "\n")
     print()
     print(table(rows, MIN_RUNTIME))
+    print(node_line(gemm))
     return rows
+
+
+def node_gemm_gflops() -> float:
+    """This node's one-thread float64 GEMM rate (GFLOP/s), in a process of its own as a job's BLAS runs."""
+    code = ("import sys, time; sys.path.insert(0, sys.argv[1]); from bench.null_cross_routes import gemm_rate; "
+            "import numpy as np; print(gemm_rate(np.float64, 3, clock=time.process_time) / 1e9)")
+    r = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True, text=True, check=True,
+                       env={**os.environ, **BLAS1})
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+def node_line(gemm) -> str:
+    """The node's GEMM rate beside the rates the requests are priced for."""
+    from headgeom.methods.projectors import GEMM_FLOPS, SLOWEST_GEMM_FLOPS
+
+    return (f"this node's one-thread float64 GEMM: {min(gemm):.1f}-{max(gemm):.1f} GFLOP/s (before and after the jobs); "
+            f"the expected work is priced at {GEMM_FLOPS / 1e9:.0f}, the requests for a node of "
+            f"{SLOWEST_GEMM_FLOPS / 1e9:.0f} (headgeom.methods.projectors)")
 
 
 def _requests_fetch(work: Path, cfg: Path, manifest: str) -> dict:

@@ -162,7 +162,11 @@ def product_runs(heads, partners_from, n_readers: int) -> list[tuple[int, int, i
 # The route of the cross-layer null pairs, from counted FLOPs and bytes at rates relative to one
 # thread's float64 GEMM rate, as `make bench` measures them (bench/run.py null_cross: random
 # orthonormal bases at the Qwen2.5-7B and Qwen3-235B shapes, one BLAS thread; docs/performance.md).
-GEMM_FLOPS = 50e9  # one thread's float64 GEMM rate this model prices in (FLOP/s; measured 50-55 here)
+GEMM_FLOPS = 50e9  # one thread's float64 GEMM rate this model prices in (FLOP/s; measured 50-55 here on most days)
+# the slowest node's rate measured (40 GFLOP/s, 36-42 over a day's runs): what a job's request is priced at
+# (headgeom.schedule.costs.SAFETY), so that it holds on such a node too
+SLOWEST_GEMM_FLOPS = 40e9
+NODE_SPREAD = GEMM_FLOPS / SLOWEST_GEMM_FLOPS
 ROUTE_RATES = {  # fraction of the GEMM rate: the stacked-basis blocks' GEMM, a slab's packing, the slab product
     # (`make bench` null_cross, float64 at the 7B / 235B shapes: blocks 1.04 / 0.95, packing 0.82 / 0.73,
     # slab products at a part's call (its whole tile a side) 1.06 / 0.94; the lower ends, rounded down)

@@ -1,13 +1,15 @@
 """Job resources (mem_mb, runtime in minutes) of every per-layer rule: one cost model per job,
 read by the shard-family registry (headgeom.schedule.families) and so by the rules and SLURM.
 
-PK jobs and the fetch: scaled from costs measured at Qwen2.5-7B shape (d_model 3584, d_head
-128, 28 q / 4 kv heads) with one BLAS thread on this project's 2-core machines, each job run
-through Snakemake on a checkpoint of that shape: `make bench-fullwidth` (bench/fullwidth.py;
-docs/costs.md). Paper 1 jobs: `paper1_resources` below, measured with `python bench/paper1_costs.py`.
+Time: the PK jobs from counted FLOPs, each kernel at a rate measured against the same process's GEMM
+rate with one BLAS thread, priced at the reference rate methods.projectors.GEMM_FLOPS (checked at the
+Qwen2.5-7B and Qwen3-235B layer shapes by `bench/pk_job_costs.py` and `bench/null_cross_part.py`, and
+through Snakemake at Qwen2.5-7B's full width by `make bench-fullwidth`; docs/costs.md). The fetch: per
+GiB kept. Paper 1 jobs: `paper1_resources` below, measured with `python bench/paper1_costs.py`.
+A request asks SAFETY x that expected work: a margin, and the slowest node measured.
 
-Time scales with the GEMM work D * (H d) * ((H + 2G) d) relative to the reference shape;
-memory with the float64 size of one layer's Q/K/V/O factors (224 MiB at the reference)."""
+Memory: scaled with the float64 size of one layer's Q/K/V/O factors (224 MiB at Qwen2.5-7B's layer),
+measured at full width."""
 
 from __future__ import annotations
 
@@ -16,26 +18,18 @@ import math
 
 from headgeom.jobs.pk_paper import FACTOR_CACHE_MB, PREPARED_CACHE_MB, READER_CACHE_MB, WRITER_CACHE_MB
 from headgeom.methods.nulls import NULL_MODELS
+from headgeom.methods.projectors import NODE_SPREAD
 
-REF = {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
+REF = {"d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}  # Qwen2.5-7B's layer: make bench-fullwidth's shape
 
-# CPU seconds at REF shape, one BLAS thread, measured at full width through Snakemake
-# (`make bench-fullwidth`, docs/costs.md)
-SECONDS = {
-    "pk_within_per_layer": 13.1,       # 4 kinds of bases, pairs, ranks, self-overlap (10,000 perms): 13 s
-    "pk_cross_pair": 6.0,          # per later layer: Q/K/V bases, all writer x reader blocks, angles,
-    #                                weighted: 4.8 s per pair over a 14-pair part, 6 s for a 1-pair part
-    "pk_null_within_sample": 10.5,  # per sample, both nulls, 4 kinds: 10.1 s (Q and K: 4.8 s; O: 4.9 s)
-    "pk_null_cross_pair_sample": 9.3,  # per layer pair, per sample, per null
-}
-# peak RSS = BASE + factor x layer MiB; measured at full width (make bench-fullwidth): pk_within_layer
-# 1,243 MiB (request 1,496), pk_null_within 991 (1,608), pk_cross_layer 1,123-1,570 MiB with 2-15
-# layers read (2,088: flat in the layers read, the store's map let go after each), pk_null_cross
-# 1,008-1,156 MiB with one writer layer (its caches' and draws' model below)
-# (make bench-fullwidth, the process tree: pk_within_layer 1,235 MiB and pk_cross_layer 1,646 MiB, so these factors
-# leave the 1.3x headroom bench/fullwidth.py checks: 1,664 and 2,200 MiB; pk_null_cross, a 10-min part of
-# about 13 layers a side, 5,574 MiB: its draws' working set beyond the part's bases and caches, 7 layer sizes)
-MEM_FACTOR = {"pk_within_per_layer": 4.75, "pk_cross_pair": 6.0, "pk_null_within_sample": 4.5,
+# peak RSS = BASE + factor x layer MiB; measured at full width: through Snakemake at Qwen2.5-7B's (make
+# bench-fullwidth, the process tree: pk_within_layer 1,226 MiB, pk_null_within 1,212, pk_cross_layer 1,641-1,642
+# with 8-28 layers read: flat in the layers read, the store's map let go after each; pk_null_cross, a 10-min part
+# of about 13 layers a side, 5,574 MiB: its draws' working set beyond the part's bases and caches, 7 layer sizes),
+# and the job's own process at Qwen3-235B's (bench/pk_job_costs.py: pk_within_layer 2,490 MB, pk_null_within
+# 2,735, pk_cross_layer 2,813: 4.7 layer sizes for the wide Q's rotation, where 7B's needs 3.9). The factors
+# leave 1.3 x at both shapes, with Snakemake's own ~190 MiB on top of the 235B process
+MEM_FACTOR = {"pk_within_per_layer": 5.5, "pk_cross_pair": 6.0, "pk_null_within_sample": 6.0,
               "pk_null_cross_draws": 7.0}
 # What a job holds before its data: under SLURM each job runs a Snakemake process (the jobstep,
 # which for an array task also decodes the array's job list) and the job's Python (numpy, pyarrow,
@@ -43,7 +37,13 @@ MEM_FACTOR = {"pk_within_per_layer": 4.75, "pk_cross_pair": 6.0, "pk_null_within
 # (tests/workflow/test_slurm.py; sacct MaxRSS): batch steps of array tasks 355-471 MB (a paper1_heads
 # task asking for 451 MB was killed), a tiny layer's job step 297-299 MB. 600 MB covers both.
 BASE_MB = 600
-SAFETY = 1.5
+# A request is MARGIN x the expected work (the model's error and a loaded node) x NODE_SPREAD: the expected
+# work is priced at the reference GEMM rate (methods.projectors.GEMM_FLOPS: the rate measured on most days,
+# 50-55 GFLOP/s a thread), a request at the slowest node measured (SLOWEST_GEMM_FLOPS), so that a job keeps
+# its margin there too (make bench-fullwidth checks 1.3 x on the node it runs on). A download is no
+# slower on a slow node: it takes MARGIN alone.
+MARGIN = 1.5
+SAFETY = MARGIN * NODE_SPREAD
 
 # the PK jobs' cache budgets (READER_CACHE_MB, ... imported above from headgeom.jobs.pk_paper, where the
 # jobs hold them) are priced by the cost models below
@@ -59,22 +59,6 @@ def _fields(manifest) -> dict:
 
 def layer_mib(f: dict) -> float:
     return 8 * f["d_model"] * f["d_head"] * (2 * f["n_heads"] + 2 * f["n_kv_heads"]) / 2**20
-
-
-def work_ratio(f: dict) -> float:
-    def w(x):
-        return x["d_model"] * x["n_heads"] * x["d_head"] * (x["n_heads"] + 2 * x["n_kv_heads"]) * x["d_head"]
-
-    return w(f) / w(REF)
-
-
-# Seconds of one writer->reader layer pair of a cross-layer job (before SAFETY): what the
-# fan-out (headgeom.schedule.fanout) packs into jobs under the runtime ceiling (a registry job's
-# pair_seconds).
-
-
-def pk_cross_pair_seconds(manifest) -> float:
-    return SECONDS["pk_cross_pair"] * work_ratio(_fields(manifest))
 
 
 # The cross-layer nulls' draws, from counted FLOPs at rates measured against the same process's GEMM rate
@@ -111,12 +95,20 @@ def draw_seconds(D: int, d: int, n: int, null: str, itemsize: int = 8) -> float:
 
     speed = GEMM_FLOPS * (8 / itemsize)
     m = n * d
-    bases = n * 8 * D * d * d / (speed * DRAW_RATES["bases"])
+    bases = bases_seconds(D, d, n, itemsize)
     if _deals_columns(null):  # a reassignment: the columns read and written once
         return bases + 2 * D * m * itemsize * BYTES_PER_FLOP_TIME
     # a rotation (and a null registered elsewhere: priced as the dearer draw)
     qr = 4 / 3 * m**3 + 2 * m * m * D if m <= D else 6 * m * D * D - 8 / 3 * D**3
     return bases + qr / (speed * DRAW_RATES["householder"])
+
+
+def bases_seconds(D: int, d: int, n: int, itemsize: int = 8) -> float:
+    """CPU seconds of ``n`` heads' orthonormal bases (methods.overlap.orthonormal_bases: four GEMMs of
+    2 D d^2 a head, at the rate their GEMMs, eigendecompositions and Cholesky factors run at together)."""
+    from headgeom.methods.projectors import GEMM_FLOPS
+
+    return n * 8 * D * d * d / (GEMM_FLOPS * (8 / itemsize) * DRAW_RATES["bases"])
 
 
 def draw_prep_seconds(D: int, d: int, n: int, null: str, itemsize: int = 8) -> float:
@@ -239,6 +231,134 @@ def null_cross_preparations(f: dict, n_writers: int, n_readers: int, n_samples: 
     return kept + (n - kept) * n_samples
 
 
+# ---------------------------------------------------------------- the PK jobs' kernels
+#
+# pk_cross_layer and pk_null_within from counted FLOPs, as the cross-layer nulls are: each kernel at a rate
+# measured against the same process's GEMM rate (one BLAS thread), so that the models hold on a node of any
+# speed (`bench/pk_job_costs.py` checks each job at the Qwen2.5-7B and Qwen3-235B shapes; docs/costs.md).
+# The products of stacked bases or factors run at projectors.ROUTE_RATES["blocks"]; the heads' orthonormal
+# bases at DRAW_RATES["bases"]; the rest here:
+KERNEL_RATES = {  # fractions of projectors.GEMM_FLOPS
+    "eigvalsh": 0.33,  # an m x m symmetric matrix's eigenvalues (LAPACK syevd, no vectors), 4/3 m^3: 0.34 at m 3584
+    "sigma": 0.16,  # sigma_max of a d x d block (overlap.sigma_max): its Gram, 2 d^3, and its eigenvalues, 4/3 d^3
+}
+# a layer read from the tensor store (hashes checked, float32 widened to float64 factors), per GiB of its float64
+# factors (one layer of Qwen2.5-7B: 224 MiB)
+LAYER_READ_S_PER_GIB = 4.8
+
+
+def read_seconds(f: dict) -> float:
+    return LAYER_READ_S_PER_GIB * layer_mib(f) / 1024
+
+
+def gemm_seconds(flops: float, itemsize: int = 8) -> float:
+    """CPU seconds of a product of stacked bases or factors of ``flops`` FLOPs."""
+    from headgeom.methods.projectors import GEMM_FLOPS, ROUTE_RATES
+
+    return flops / (GEMM_FLOPS * (8 / itemsize) * ROUTE_RATES["blocks"])
+
+
+def eigvalsh_seconds(m: int) -> float:
+    from headgeom.methods.projectors import GEMM_FLOPS
+
+    return 4 / 3 * m**3 / (GEMM_FLOPS * KERNEL_RATES["eigvalsh"])
+
+
+def sigma_seconds(n_blocks: int, d: int) -> float:
+    """CPU seconds of sigma_max over ``n_blocks`` d x d blocks (always float64: the statistics' arithmetic)."""
+    from headgeom.methods.projectors import GEMM_FLOPS
+
+    return n_blocks * (2 + 4 / 3) * d**3 / (GEMM_FLOPS * KERNEL_RATES["sigma"])
+
+
+def upper_blocks_flops(D: int, d: int, n: int, itemsize: int = 8) -> float:
+    """FLOPs of methods.overlap.upper_blocks for ``n`` heads: its strips of heads, each against every head
+    right of its first one."""
+    from headgeom.methods.overlap import UPPER_STRIP_COLS, UPPER_STRIP_MB
+
+    k = max(1, min(n, UPPER_STRIP_COLS // d, int(UPPER_STRIP_MB * 2**20 // (itemsize * n * d * d))))
+    return float(sum(2 * D * (min(a + k, n) - a) * d * (n - a - 1) * d for a in range(0, n - 1, k)))
+
+
+def _heads(f: dict) -> dict:
+    return {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
+
+
+def pk_cross_pair_seconds(manifest, kinds=("Q", "K", "V")) -> float:
+    """CPU seconds of one writer -> reader layer pair of a pk_cross_layer part: the reader layer read and
+    its heads' bases (a part keeps no reader layer at these widths: READER_CACHE_MB), the writer x reader
+    blocks of the bases and of the factors (the weighted overlap), and each block's sigma_max."""
+    f = _fields(manifest)
+    D, d, H = f["d_model"], f["d_head"], f["n_heads"]
+    R = sum(_heads(f)[k] for k in kinds)
+    return (read_seconds(f) + bases_seconds(D, d, R) + gemm_seconds(2 * 2 * D * (H * d) * (R * d))
+            + sigma_seconds(H * R, d))
+
+
+def pk_cross_writer_seconds(manifest) -> float:
+    """CPU seconds a pk_cross_layer part pays once per writer layer: its read, its heads' bases and
+    lambda_min(S) (methods.overlap.lambda_min_S: the stacked bases' Gram and its eigenvalues, when the heads
+    span the residual stream)."""
+    f = _fields(manifest)
+    D, d, H = f["d_model"], f["d_head"], f["n_heads"]
+    span = (gemm_seconds(2 * D * (H * d) ** 2) + eigvalsh_seconds(H * d)) if H * d >= D else 0.0
+    return read_seconds(f) + bases_seconds(D, d, H) + span
+
+
+def span_seconds(D: int, m: int) -> float:
+    """CPU seconds of the spectrum of a D x m stacked matrix from the smaller of its Grams
+    (methods.overlap.stacked_rank, stacked_singular_values): the Gram and its eigenvalues."""
+    small, large = min(m, D), max(m, D)
+    return gemm_seconds(2 * small * small * large) + eigvalsh_seconds(small)
+
+
+# pk_within_layer's self-overlap tests (jobs.pk_paper._self_overlap_rows): writer and reader kinds of one layer
+SELF_OVERLAP_TESTS = (("O", "V"), ("Q", "K"), ("O", "Q"))
+
+
+def pk_within_seconds(manifest, kinds=("O", "Q", "K", "V")) -> float:
+    """CPU seconds of a pk_within_layer job: its layer read; per kind its heads' bases, their pairs and the
+    stacked bases' rank; W_O's spectrum; and the self-overlap tests' blocks (their 10,000 permutations
+    of the labels cost little beside them)."""
+    f = _fields(manifest)
+    D, d, H = f["d_model"], f["d_head"], f["n_heads"]
+    heads = _heads(f)
+    t = read_seconds(f)
+    for kind in kinds:
+        n = heads[kind]
+        t += bases_seconds(D, d, n) + within_pairs_seconds(D, d, n) + span_seconds(D, n * d)
+    if "O" in kinds:
+        t += span_seconds(D, H * d)
+    for a, b in SELF_OVERLAP_TESTS:
+        if a in kinds and b in kinds:
+            t += gemm_seconds(2 * D * heads[a] * d * heads[b] * d)
+    return t
+
+
+def within_pairs_seconds(D: int, d: int, n: int, itemsize: int = 8) -> float:
+    """CPU seconds of one set of ``n`` heads' within-layer pairs (methods.overlap.pk_within): their blocks
+    (upper_blocks) and each block's sigma_max."""
+    return gemm_seconds(upper_blocks_flops(D, d, n, itemsize), itemsize) + sigma_seconds(n * (n - 1) // 2, d)
+
+
+def null_within_seconds(manifest, n_samples: int, null_types, kinds, precision: str = "float64") -> float:
+    """CPU seconds of a pk_null_within job: its layer read, then per kind (two heads or more) and null the
+    draws' shared preparation once (draw_prep_seconds) and per sample a draw with its bases (draw_seconds)
+    and the draw's within-layer pairs."""
+    f = _fields(manifest)
+    D, d = f["d_model"], f["d_head"]
+    itemsize = 4 if precision == "float32" else 8
+    t = read_seconds(f)
+    for kind in kinds:
+        n = _heads(f)[kind]
+        if n < 2:
+            continue
+        for null in null_types:
+            t += draw_prep_seconds(D, d, n, null, itemsize) + n_samples * (
+                draw_seconds(D, d, n, null, itemsize) + within_pairs_seconds(D, d, n, itemsize))
+    return t
+
+
 MIN_RUNTIME = 5  # minutes a job asks for at least (a scheduler's granularity; start-up and imports)
 
 
@@ -258,37 +378,34 @@ def _minutes(t_s: float, mem: float) -> dict:
 
 
 def pk_within_layer(manifest, n_samples: int = 1, n_null_types: int = 2) -> dict:
-    """mem_mb and runtime (minutes) of one pk_within_layer job of this model (4 kinds, ranks, self-overlap)."""
+    """mem_mb and runtime (minutes) of one pk_within_layer job of this model (4 kinds, ranks, self-overlap):
+    pk_within_seconds."""
     f = _fields(manifest)
-    return _minutes(SECONDS["pk_within_per_layer"] * work_ratio(f), BASE_MB + MEM_FACTOR["pk_within_per_layer"] * layer_mib(f))
+    return _minutes(pk_within_seconds(f), BASE_MB + MEM_FACTOR["pk_within_per_layer"] * layer_mib(f))
 
 
-def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None) -> dict:
-    """A part of ``n_pairs`` layer pairs (headgeom.schedule.fanout; default: writer layer 0's row);
-    one writer and one reader layer in memory at a time, plus the reader layers' spaces kept for
-    later writers up to READER_CACHE_MB."""
+def pk_cross_layer(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
+                   n_writers: int | None = None) -> dict:
+    """A part of ``n_pairs`` layer pairs of ``n_writers`` writer layers (headgeom.schedule.fanout; default:
+    writer layer 0's row): pk_cross_pair_seconds a pair, pk_cross_writer_seconds a writer layer; one writer
+    and one reader layer in memory at a time, plus the reader layers' spaces kept for later writers up to
+    READER_CACHE_MB."""
     f = _fields(manifest)
     n_pairs = max(f["n_layers"] - 1, 1) if n_pairs is None else n_pairs
-    return _minutes(pk_cross_pair_seconds(f) * n_pairs,
+    n_writers = 1 if n_writers is None else n_writers
+    return _minutes(pk_cross_pair_seconds(f) * n_pairs + pk_cross_writer_seconds(f) * n_writers,
                     BASE_MB + READER_CACHE_MB + MEM_FACTOR["pk_cross_pair"] * layer_mib(f))
 
 
-def kinds_share(f: dict, kinds) -> float:
-    """The share of a layer's null work in ``kinds`` (None: all four): each kind's squared head
-    count (O and Q: n_heads; K and V: n_kv_heads), as its head pairs. Measured at Qwen2.5-7B's
-    shape: O 4.9 s, Q + K 4.8 s, all four 10.1 s per sample (shares 0.49, 0.50, 1)."""
-    if kinds is None:
-        return 1.0
-    heads = {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
-    return sum(heads[k] ** 2 for k in kinds) / sum(h ** 2 for h in heads.values())
-
-
-def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2, kinds=None) -> dict:
-    """One block of within-layer null samples of the ``kinds`` whose nulls run (all four: None);
-    the time scales with the kinds' share of the layer's heads."""
+def pk_null_within(manifest, n_samples: int = 1, n_null_types: int = 2, kinds=None, precision: str = "float64",
+                   null_types=None) -> dict:
+    """One block of within-layer null samples of the ``kinds`` whose nulls run (all four: None), of
+    ``null_types`` (default: the first ``n_null_types`` of methods.nulls.NULL_MODELS): null_within_seconds."""
     f = _fields(manifest)
-    return _minutes(SECONDS["pk_null_within_sample"] * work_ratio(f) * kinds_share(f, kinds) * n_samples
-                    * n_null_types / 2, BASE_MB + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
+    types = tuple(null_types) if null_types is not None else tuple(NULL_MODELS)[:n_null_types]
+    kinds = ("O", "Q", "K", "V") if kinds is None else tuple(kinds)
+    return _minutes(null_within_seconds(f, n_samples, types, kinds, precision),
+                    BASE_MB + MEM_FACTOR["pk_null_within_sample"] * layer_mib(f))
 
 
 def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: int | None = None,
@@ -342,10 +459,11 @@ def pk_null_cross(manifest, n_samples: int = 1, n_null_types: int = 2, n_pairs: 
 # the job's process 3,611 MiB at its peak (Python, torch and safetensors ~470 MiB on top).
 FETCH_BASE_MB = BASE_MB + 400  # the fetch's own process imports torch (safetensors' "pt" reader): +~200 MiB
 FETCH_STORE_FACTOR = 1.3  # the tree's peak 3,867 MiB (make bench-fullwidth): 5,176 MiB asked, 1.34x
-FETCH_S_PER_GIB = 5.0  # CPU s per GiB of float32 store (read, widen, hash, write, hash): 13 s for 3.06 GiB
+FETCH_S_PER_GIB = 6.9  # CPU s per GiB of float32 store (read, widen, hash, write, hash): 26 s for 3.06 GiB on a
+#                        node whose GEMM ran at 40 GFLOP/s, x 40 / 50 to the reference rate
 # A hub source's download: the fetch reads only the attention tensors' byte ranges (headgeom.io.hub), at
 # most 4 bytes a parameter (a float32 checkpoint; bfloat16 ones are half), at a stated sustained rate from
-# the hub to a compute node; the request asks SAFETY x that time on top of the work
+# the hub to a compute node; the request asks MARGIN x that time on top of the work
 FETCH_HUB_MB_PER_S = 50.0
 
 
@@ -364,7 +482,7 @@ def fetch(fields: dict | None, source: str | None = None) -> dict:
     s = store_mib(fields)
     largest = fields["d_model"] * fields["n_heads"] * fields["d_head"] * 4 / 2**20
     return job_resources(FETCH_BASE_MB + FETCH_STORE_FACTOR * s + 2 * largest, FETCH_S_PER_GIB * s / 1024,
-                         wait_min=SAFETY * download_seconds(fields) / 60 if source == "hf" else 0)
+                         wait_min=MARGIN * download_seconds(fields) / 60 if source == "hf" else 0)
 
 
 def download_seconds(fields: dict) -> float:

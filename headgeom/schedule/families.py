@@ -68,6 +68,8 @@ class Job:
     layers: tuple | None = None  # (dpath under ``pk`` of its layer selection, keep(pk of a layer) or None);
     #   None: every layer (headgeom.schedule.designs.layers)
     pair_seconds: Callable | None = None  # pair_seconds(fields, config): one layer pair's seconds (fanout "pairs")
+    writer_seconds: Callable | None = None  # writer_seconds(fields, config): what a part pays once per writer
+    #   layer (fanout "pairs"; None: nothing)
     part_seconds: Callable | None = None  # part_seconds(fields, config, pairs, writers, readers): a part's
     #   seconds (fanout "tiles")
     threads: Callable | None = None  # threads(config of the model) -> the cores one job holds (its BLAS and
@@ -125,8 +127,9 @@ def wildcard_values(wildcards) -> dict:
 
 
 def _pk_cost(model, writers: bool = False, kinds: str | None = None):
-    """Cost of one PK job (a costs.pk_* model); a fanned-out job's part sizes it (its pairs, and
-    with ``writers`` its writer layers); ``kinds``: the pk.nulls key of the kinds it runs."""
+    """Cost of one PK job (a costs.pk_* model); a fanned-out job's part sizes it (its pairs and writer
+    layers, and with ``writers`` its reader layers and cores: the cross-layer null); ``kinds``: the pk.nulls
+    key of the kinds it runs (a null job: its nulls and precision too)."""
 
     def cost(job, manifest, config, wildcards=None):
         nulls = config["pk"]["nulls"]
@@ -136,10 +139,12 @@ def _pk_cost(model, writers: bool = False, kinds: str | None = None):
 
             seg = fanout.part(job, costs._fields(manifest), config, int(wc["part"]))
             extra = {"n_pairs": fanout.n_pairs(seg)}
+            _, extra["n_writers"], n_readers = fanout.part_layers(seg)
             if writers:
-                _, extra["n_writers"], extra["n_readers"] = fanout.part_layers(seg)
-        if writers:  # the null pairs' route and memory depend on the arithmetic's width, and on the job's cores
+                extra["n_readers"] = n_readers
+        if writers or kinds:  # a null's draws and pairs depend on the arithmetic's width and on the nulls run
             extra["precision"], extra["null_types"] = nulls.get("precision", "float64"), tuple(nulls["types"])
+        if writers:  # and the cross-layer null's on the job's cores
             extra["threads"] = cross_threads(config)
         return model(manifest, _block_samples(job, nulls, wc), len(nulls["types"]), **extra)
 
@@ -286,6 +291,7 @@ JOBS = {
             fanout="pairs",
             stage="pk", when=lambda pk: bool(pk["cross_kinds"]),
             pair_seconds=lambda fields, config: costs.pk_cross_pair_seconds(fields),
+            writer_seconds=lambda fields, config: costs.pk_cross_writer_seconds(fields),
         ),
         Job(
             "pk_null_within", pk_jobs.run_pk_null_within,

@@ -33,29 +33,32 @@ def max_job_minutes(config: dict) -> float:
     return float((config.get("fanout") or {}).get("max_job_minutes", DEFAULT_MAX_JOB_MINUTES))
 
 
-def pair_parts(n_layers: int, max_pairs: int) -> list[list[tuple[int, int, int]]]:
-    """The writer-major layer-pair list cut into parts of at most ``max_pairs`` pairs."""
-    if max_pairs < 1:
-        raise ConfigError(f"fan-out: max_pairs must be >= 1 (got {max_pairs})")
+def pair_parts(n_layers: int, max_pairs: float, writer_pairs: float = 0.0) -> list[list[tuple[int, int, int]]]:
+    """The writer-major layer-pair list cut into parts whose pairs, plus ``writer_pairs`` for each of their
+    writer layers (what a part pays once per writer, in pairs), are at most ``max_pairs``."""
+    per_row = max_pairs - writer_pairs  # the most pairs a part of one writer holds
+    if per_row < 1:
+        raise ConfigError(f"fan-out: a part must hold at least one pair and its writer ({max_pairs:g} pairs "
+                          f"allowed, a writer costs {writer_pairs:g})")
     parts: list[list[tuple[int, int, int]]] = []
     cur: list[tuple[int, int, int]] = []
-    n_cur = 0
+    n_cur = 0.0
     for w in range(n_layers - 1):
         row = n_layers - 1 - w
-        if row > max_pairs:  # this writer alone is too long: split its readers
+        if row > per_row:  # this writer alone is too long: split its readers
             if cur:
                 parts.append(cur)
-                cur, n_cur = [], 0
-            k = math.ceil(row / max_pairs)
+                cur, n_cur = [], 0.0
+            k = math.ceil(row / int(per_row))
             size = math.ceil(row / k)
             for r0 in range(w + 1, n_layers, size):
                 parts.append([(w, r0, min(r0 + size, n_layers))])
             continue
-        if n_cur + row > max_pairs:
+        if n_cur + row + writer_pairs > max_pairs:
             parts.append(cur)
-            cur, n_cur = [], 0
+            cur, n_cur = [], 0.0
         cur.append((w, w + 1, n_layers))
-        n_cur += row
+        n_cur += row + writer_pairs
     if cur:
         parts.append(cur)
     return parts
@@ -65,11 +68,19 @@ def n_pairs(part) -> int:
     return sum(r1 - r0 for _, r0, r1 in part)
 
 
-def max_pairs_per_job(job, fields: dict, config: dict) -> int:
-    """How many layer pairs one job of ``job`` (a registry Job) may hold so that its cost-model
-    runtime (its pair_seconds, SAFETY included) stays under the ceiling; at least 1."""
+def max_pairs_per_job(job, fields: dict, config: dict) -> float:
+    """How many layer pairs one job of ``job`` (a registry Job) may hold, its writer layers counted as
+    ``writer_pairs`` pairs each, so that its cost-model runtime (its pair_seconds, SAFETY included) stays
+    under the ceiling; at least one pair and its writer."""
     per_pair = costs.SAFETY * job.pair_seconds(fields, config)
-    return max(1, int(max_job_minutes(config) * 60 // per_pair))
+    return max(1 + writer_pairs(job, fields, config), max_job_minutes(config) * 60 / per_pair)
+
+
+def writer_pairs(job, fields: dict, config: dict) -> float:
+    """What a part of ``job`` pays once per writer layer, in layer pairs (its writer_seconds / pair_seconds)."""
+    if job.writer_seconds is None:
+        return 0.0
+    return job.writer_seconds(fields, config) / job.pair_seconds(fields, config)
 
 
 def tile_parts(n_layers: int, side: int) -> list[list[tuple[int, int, int]]]:
@@ -117,7 +128,7 @@ def parts(job, fields: dict, config: dict) -> list[list[tuple[int, int, int]]]:
     """The parts of one model's cross-layer job (fields: the manifest's ``fields``)."""
     if job.fanout == "tiles":
         return tile_parts(fields["n_layers"], max_tile_side(job, fields, config))
-    return pair_parts(fields["n_layers"], max_pairs_per_job(job, fields, config))
+    return pair_parts(fields["n_layers"], max_pairs_per_job(job, fields, config), writer_pairs(job, fields, config))
 
 
 def part(job, fields: dict, config: dict, index: int) -> list[tuple[int, int, int]]:

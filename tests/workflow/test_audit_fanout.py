@@ -25,12 +25,13 @@ def test_audit_of_a_multi_writer_fanout_part(tmp_path, snakemake_bin, root):
 
     w = tmp_path
     write_llama(w / "ckpt", n_layers=N_LAYERS, closed=((0, 0, 1.5), (2, 3, -0.8)), shards=2)
-    # a ceiling that fits 3 layer pairs per pk_cross_layer job: parts [w0 -> 1..3], [w1 -> 2..3, w2 -> 3]
-    per_pair = costs.SAFETY * costs.pk_cross_pair_seconds(FIELDS)
-    minutes = 3.5 * per_pair / 60
+    # a ceiling that fits 3.5 layer pairs and two writer layers per pk_cross_layer job: parts [w0 -> 1..3],
+    # [w1 -> 2..3, w2 -> 3]
+    minutes = costs.SAFETY * (3.5 * costs.pk_cross_pair_seconds(FIELDS) + 2 * costs.pk_cross_writer_seconds(FIELDS)) / 60
     cfg = {"models": {"tiny4": {"source": "local", "path": str(w / "ckpt")}}, **CFG,
            "active_models": ["tiny4"], "fanout": {"max_job_minutes": minutes}}
-    parts = fanout.pair_parts(N_LAYERS, fanout.max_pairs_per_job(JOBS["pk_cross_layer"], FIELDS, cfg))
+    parts = fanout.parts(JOBS["pk_cross_layer"], FIELDS, cfg)
+    assert parts == [[(0, 1, 4)], [(1, 2, 4), (2, 3, 4)]], parts
     assert len(parts) >= 2 and any(len(p) > 1 for p in parts), parts
     (w / "cfg.yaml").write_text(yaml.safe_dump(cfg))
     snakemake(snakemake_bin, root, w, "results/tables/pk_table2_lower_bound.csv")

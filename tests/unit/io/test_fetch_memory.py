@@ -63,6 +63,7 @@ def test_the_fetch_is_sized_from_the_models_shape():
     # the download: the attention tensors' float32 bytes (3.3 GB) at the stated rate, with the margin
     download_s = costs.store_mib(QWEN25_7B) * 2**20 / (costs.FETCH_HUB_MB_PER_S * 1e6)
     assert 3.2e9 / (costs.FETCH_HUB_MB_PER_S * 1e6) < download_s < 3.4e9 / (costs.FETCH_HUB_MB_PER_S * 1e6)
-    assert hub["work_s"] == pytest.approx(req["work_s"] + costs.SAFETY * download_s)
-    assert hub["runtime"] >= (req["work_s"] + costs.SAFETY * download_s) / 60
+    # a download is no slower on a slow node: its wait takes the margin alone
+    assert hub["work_s"] == pytest.approx(req["work_s"] + costs.MARGIN * download_s)
+    assert hub["runtime"] >= (costs.SAFETY * req["work_s"] + costs.MARGIN * download_s) / 60
     assert FETCH.cost(None, {"models": {}}, {"model": "unknown"})["mem_mb"] == 4000  # no shape known

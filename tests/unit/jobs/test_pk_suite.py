@@ -169,9 +169,12 @@ def test_null_job_stacks_each_kind_once_for_all_its_draws(tmp_path):
 
 def test_job_resources_scale_with_shape(tmp_path):
     import json
+    import math
+
+    import pytest
 
     from headgeom.schedule import costs
-    from headgeom.schedule.costs import REF, SECONDS
+    from headgeom.schedule.costs import REF
 
     def resources(job, manifest, **kw):  # each job's cost model (headgeom.schedule.families names it)
         return getattr(costs, job)(manifest, **kw)
@@ -183,7 +186,9 @@ def test_job_resources_scale_with_shape(tmp_path):
 
     ref = manifest(**REF)
     r = resources("pk_cross_layer", ref)
-    assert r["runtime"] == int(-(-1.5 * SECONDS["pk_cross_pair"] * 27 // 60))  # measured cost x 27 later layers
+    # 27 later layers' pairs and the writer layer once, at the request's margin
+    work = 27 * costs.pk_cross_pair_seconds(ref) + costs.pk_cross_writer_seconds(ref)
+    assert r["runtime"] == math.ceil(costs.SAFETY * work / 60) and r["work_s"] == pytest.approx(work)
     assert 1.3 * 1235 <= resources("pk_within_layer", ref)["mem_mb"] < 2 * 1235  # measured peak 1,235 MiB (bench-fullwidth), 1.3x headroom
     nc = resources("pk_null_cross", ref, n_samples=1)
     # writers spill beyond the cache (measured peak 739 MB at 7 and at 28 layers by blocks, docs/performance.md);

@@ -36,6 +36,28 @@ def test_parts_cover_every_pair_once_under_the_cap(L, max_pairs):
         assert fanout.n_pairs(a) + (L - 1 - b[0][0]) > max_pairs or b[0][1] != b[0][0] + 1
 
 
+@pytest.mark.parametrize("L,max_pairs,writer_pairs", [(5, 3, 0.5), (28, 25, 1.0), (28, 10, 4.5), (94, 40, 1.7),
+                                                       (94, 6, 5.0)])
+def test_parts_count_their_writer_layers_against_the_cap(L, max_pairs, writer_pairs):
+    """A part pays once per writer layer (pk_cross_layer: its read, bases and lambda_min(S)): its pairs
+    plus writer_pairs a writer stay under the cap, and every pair is still in exactly one part, in order."""
+    parts = fanout.pair_parts(L, max_pairs, writer_pairs)
+    pairs = [(w, r) for p in parts for w, r0, r1 in p for r in range(r0, r1)]
+    assert pairs == [(w, r) for w in range(L - 1) for r in range(w + 1, L)]
+    units = [fanout.n_pairs(p) + writer_pairs * fanout.part_layers(p)[1] for p in parts]
+    assert all(u <= max_pairs + 1e-12 for u in units), (units, max_pairs)
+    # greedy: the next whole row would not have fitted
+    whole = lambda seg: seg[1] == seg[0] + 1 and seg[2] == L  # noqa: E731
+    for a, b in zip(parts, parts[1:]):
+        if whole(a[-1]) and whole(b[0]):
+            assert (fanout.n_pairs(a) + writer_pairs * fanout.part_layers(a)[1]
+                    + (L - 1 - b[0][0]) + writer_pairs > max_pairs)
+    # the writers' cost moves pairs into more parts than the pairs alone need
+    assert len(parts) >= len(fanout.pair_parts(L, max_pairs))
+    with pytest.raises(ConfigError, match="at least one pair"):
+        fanout.pair_parts(L, 2, 1.5)
+
+
 @pytest.mark.parametrize("L,side", [(2, 1), (5, 1), (5, 2), (5, 4), (5, 100), (28, 5), (94, 3), (94, 40)])
 def test_tiles_cover_every_pair_once_within_their_side(L, side):
     parts = fanout.tile_parts(L, side)
@@ -94,7 +116,9 @@ def test_no_paper_job_exceeds_the_ceiling_and_small_ceilings_make_more_jobs(job)
                 # each side of the part within one projector-Gram call's memory: every head packed once a sample
                 assert max(len(writers), len(readers)) <= projectors.tile_side(D, d, H, H + 2 * G, fields["n_layers"])
             else:
-                want = costs.pk_cross_pair_seconds(fields) * fanout.n_pairs(p)
+                # each pair's reader layer and products, and each writer layer's read, bases and lambda_min(S) once
+                want = (costs.pk_cross_pair_seconds(fields) * fanout.n_pairs(p)
+                        + costs.pk_cross_writer_seconds(fields) * len({w for w, _, _ in p}))
             assert r["runtime"] == max(5, -(-costs.SAFETY * want // 60))
         lower = {**PAPER, "fanout": {"max_job_minutes": 30}}
         assert len(fanout.parts(JOBS[job], fields, lower)) > len(parts)
