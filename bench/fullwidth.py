@@ -223,7 +223,8 @@ def run_one(work: Path, cfg: Path, target: str, rule: str, period: float = 0.2) 
     invocation (what a runtime limit covers), ``job_s`` the job's own processes' lifetime, ``cpu_s``
     the CPU seconds of the whole tree (Snakemake's start-up included): on a shared machine the wall
     time is the load's, the CPU time what one idle core would take."""
-    cmd = _snakemake_cmd(work, cfg, "--forcerun", target, "--allowed-rules", rule, targets=(target,))
+    # --force reruns the target alone (--forcerun would also rerun whatever outputs of an earlier run read it)
+    cmd = _snakemake_cmd(work, cfg, "--force", "--allowed-rules", rule, targets=(target,))
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, env={**os.environ, **BLAS1}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     peak, job_peak, job_t0, job_t1, cpu = 0, 0, None, None, {}
@@ -338,8 +339,9 @@ def run(out: Path, ckpt: Path, kinds, ceiling: float, result: Path) -> list[dict
 
 def node_gemm_gflops() -> float:
     """This node's one-thread float64 GEMM rate (GFLOP/s), in a process of its own as a job's BLAS runs."""
-    code = ("import sys, time; sys.path.insert(0, sys.argv[1]); from bench.null_cross_routes import gemm_rate; "
-            "import numpy as np; print(gemm_rate(np.float64, 3, clock=time.process_time) / 1e9)")
+    code = ("import sys, time; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/bench']; "
+            "from bench.null_cross_routes import gemm_rate; import numpy as np; "
+            "print(gemm_rate(np.float64, 3, clock=time.process_time) / 1e9)")
     r = subprocess.run([sys.executable, "-c", code, str(ROOT)], capture_output=True, text=True, check=True,
                        env={**os.environ, **BLAS1})
     return float(r.stdout.strip().splitlines()[-1])
