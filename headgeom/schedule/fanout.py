@@ -36,7 +36,7 @@ def max_job_minutes(config: dict) -> float:
 def pair_parts(n_layers: int, max_pairs: float, writer_pairs: float = 0.0) -> list[list[tuple[int, int, int]]]:
     """The writer-major layer-pair list cut into parts whose pairs, plus ``writer_pairs`` for each of their
     writer layers (what a part pays once per writer, in pairs), are at most ``max_pairs``."""
-    per_row = max_pairs - writer_pairs  # the most pairs a part of one writer holds
+    per_row = max_pairs - writer_pairs + 1e-9  # the most pairs a part of one writer holds (1 + w - w may round below 1)
     if per_row < 1:
         raise ConfigError(f"fan-out: a part must hold at least one pair and its writer ({max_pairs:g} pairs "
                           f"allowed, a writer costs {writer_pairs:g})")
@@ -54,7 +54,7 @@ def pair_parts(n_layers: int, max_pairs: float, writer_pairs: float = 0.0) -> li
             for r0 in range(w + 1, n_layers, size):
                 parts.append([(w, r0, min(r0 + size, n_layers))])
             continue
-        if n_cur + row + writer_pairs > max_pairs:
+        if n_cur + row + writer_pairs > max_pairs + 1e-9:
             parts.append(cur)
             cur, n_cur = [], 0.0
         cur.append((w, w + 1, n_layers))

@@ -56,6 +56,8 @@ def test_parts_count_their_writer_layers_against_the_cap(L, max_pairs, writer_pa
     assert len(parts) >= len(fanout.pair_parts(L, max_pairs))
     with pytest.raises(ConfigError, match="at least one pair"):
         fanout.pair_parts(L, 2, 1.5)
+    # the smallest cap (one pair and its writer) holds one pair, whatever the rounding of 1 + w - w
+    assert all(fanout.n_pairs(p) == 1 for p in fanout.pair_parts(L, 1 + writer_pairs, writer_pairs))
 
 
 @pytest.mark.parametrize("L,side", [(2, 1), (5, 1), (5, 2), (5, 4), (5, 100), (28, 5), (94, 3), (94, 40)])
