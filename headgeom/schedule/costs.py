@@ -57,6 +57,11 @@ def _fields(manifest) -> dict:
         return json.load(fh)["fields"]
 
 
+def _heads(f: dict) -> dict:
+    """Spaces of each kind in one layer: a head each for O and Q, a KV group each for K and V."""
+    return {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
+
+
 def layer_mib(f: dict) -> float:
     return 8 * f["d_model"] * f["d_head"] * (2 * f["n_heads"] + 2 * f["n_kv_heads"]) / 2**20
 
@@ -131,7 +136,7 @@ def null_cross_draw_seconds(manifest, null_types=None, kinds=("Q", "K", "V"),
     itemsize = 4 if precision == "float32" else 8
     cost = draw_prep_seconds if per_job else draw_seconds
     null_types = tuple(NULL_MODELS) if null_types is None else null_types
-    heads = {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
+    heads = _heads(f)
     w = sum(cost(D, d, heads["O"], null, itemsize) for null in null_types)
     r = sum(cost(D, d, heads[k], null, itemsize) for null in null_types for k in kinds)
     return w, r
@@ -224,7 +229,7 @@ def null_cross_preparations(f: dict, n_writers: int, n_readers: int, n_samples: 
     part makes: each once while they fit PREPARED_CACHE_MB (D x D each, the first ones made), the rest
     again for each sample (headgeom.jobs.pk_paper._Prepared)."""
     D, d = f["d_model"], f["d_head"]
-    heads = {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
+    heads = _heads(f)
     wide = sum(heads[k] * d > D for k in kinds)
     n = any(map(_prepares, null_types)) * ((heads["O"] * d > D) * n_writers + wide * n_readers)
     kept = min(n, int(PREPARED_CACHE_MB * 2**20 // (D * D * itemsize)))
@@ -278,10 +283,6 @@ def upper_blocks_flops(D: int, d: int, n: int, itemsize: int = 8) -> float:
 
     k = max(1, min(n, UPPER_STRIP_COLS // d, int(UPPER_STRIP_MB * 2**20 // (itemsize * n * d * d))))
     return float(sum(2 * D * (min(a + k, n) - a) * d * (n - a - 1) * d for a in range(0, n - 1, k)))
-
-
-def _heads(f: dict) -> dict:
-    return {"O": f["n_heads"], "Q": f["n_heads"], "K": f["n_kv_heads"], "V": f["n_kv_heads"]}
 
 
 def pk_cross_pair_seconds(manifest, kinds=("Q", "K", "V")) -> float:
@@ -348,9 +349,10 @@ def null_within_seconds(manifest, n_samples: int, null_types, kinds, precision: 
     f = _fields(manifest)
     D, d = f["d_model"], f["d_head"]
     itemsize = 4 if precision == "float32" else 8
+    heads = _heads(f)
     t = read_seconds(f)
     for kind in kinds:
-        n = _heads(f)[kind]
+        n = heads[kind]
         if n < 2:
             continue
         for null in null_types:

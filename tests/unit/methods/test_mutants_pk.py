@@ -20,6 +20,7 @@ from scipy import stats as sps
 from headgeom.core.backend import Backend
 from headgeom.core.factors import LayerFactors
 from headgeom.methods import overlap as PK
+from recording_backend import RecordingBackend, ShapeRecordingBackend
 
 
 def svd_proj(X: np.ndarray, rtol: float = 1e-6) -> tuple[np.ndarray, int]:
@@ -38,18 +39,6 @@ def heads_with_spectrum(rng, n: int, D: int, svals) -> np.ndarray:
         V = np.linalg.qr(rng.standard_normal((d, d)))[0]
         out.append(U @ np.diag(svals) @ V.T)
     return np.stack(out)
-
-
-class RecordingBackend(Backend):
-    """The numpy backend, counting the products that go through it."""
-
-    def __init__(self, name: str = "numpy"):
-        super().__init__(name, "cpu")
-        self.calls = 0
-
-    def matmul(self, a, b):
-        self.calls += 1
-        return super().matmul(a, b)
 
 
 # ------------------------------------------------------------------ orthonormal_bases
@@ -494,16 +483,6 @@ def per_head_blocks(B: np.ndarray) -> np.ndarray:
     """Reference for upper_blocks: U_i^T U_j for i < j in triu order, one explicit product each."""
     n = B.shape[0]
     return np.stack([B[i].T @ B[j] for i in range(n) for j in range(i + 1, n)])
-
-
-class ShapeRecordingBackend(RecordingBackend):
-    def __init__(self, name: str = "numpy"):
-        super().__init__(name)
-        self.shapes = []
-
-    def matmul(self, a, b):
-        self.shapes.append((a.shape, b.shape))
-        return super().matmul(a, b)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

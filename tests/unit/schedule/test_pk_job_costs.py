@@ -1,5 +1,5 @@
 """The PK jobs' cost models from counted FLOPs (headgeom.schedule.costs): the FLOPs they count are the
-FLOPs the kernels issue (a backend that records every product), the parts compose as the jobs run, and a
+FLOPs the kernels issue (a backend that records every product's shapes), the parts compose as the jobs run, and a
 request keeps its margin on the slowest node measured."""
 
 from __future__ import annotations
@@ -9,29 +9,16 @@ import pytest
 
 from headgeom.methods import overlap, projectors
 from headgeom.schedule import costs
+from recording_backend import ShapeRecordingBackend
 
 QWEN25_7B = {"n_layers": 28, "d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
 QWEN3_235B = {"n_layers": 94, "d_model": 4096, "d_head": 128, "n_heads": 64, "n_kv_heads": 4}
 
 
-class RecordingBackend:
-    """A backend (headgeom.core.backend's interface) that multiplies with numpy and counts 2 m k n FLOPs."""
-
-    name, device = "recording", "cpu"
-
-    def __init__(self):
-        self.flops = 0
-
-    def matmul(self, a, b):
-        out = np.asarray(a) @ np.asarray(b)
-        self.flops += 2 * int(np.prod(out.shape)) * a.shape[-1]
-        return out
-
-
 @pytest.mark.parametrize("D,d,n", [(40, 4, 2), (40, 4, 9), (64, 8, 30), (96, 16, 5), (48, 2, 64)])
 def test_upper_blocks_flops_are_what_upper_blocks_multiplies(D, d, n):
     bases = np.random.default_rng(0).standard_normal((n, D, d))
-    rec = RecordingBackend()
+    rec = ShapeRecordingBackend("torch")  # every product through matmul
     got = overlap.upper_blocks(bases, rec)
     assert rec.flops == costs.upper_blocks_flops(D, d, n)
     # and the blocks are the per-pair products (the kernel the count describes)
@@ -49,7 +36,7 @@ def test_a_cross_pairs_gemms_are_what_the_pair_prices():
     rng = np.random.default_rng(1)
     Xw = rng.standard_normal((H, D, d))
     Bw, rw = overlap.orthonormal_bases(Xw)
-    rec = RecordingBackend()
+    rec = ShapeRecordingBackend("torch")  # every product through matmul
     for n in (H, G, G):  # Q, K, V
         Xr = rng.standard_normal((n, D, d))
         Br, rr = overlap.orthonormal_bases(Xr)
