@@ -289,7 +289,7 @@ def _null_stats_row(rows, stats, **keys):
 
 def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=print) -> None:
     """The given null sample indices of every kind's within-layer pairs, both nulls."""
-    from headgeom.methods.nulls import NULL_MODELS, null_factors
+    from headgeom.methods.nulls import NULL_MODELS, null_factors, precision_of
     from headgeom.methods.overlap import isotropic_rho, layer_stats, orthonormal_bases, pk_within, stacked_heads
     from headgeom.core.seeds import rng_for
 
@@ -301,7 +301,7 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
 
     iso = isotropic_rho(f.d_head, f.d_model)
     samples = [int(x) for x in samples]
-    precision = params.get("precision", "float64")
+    precision = precision_of(params, "within")
     bk = backend_from(params)
     rows: dict = {}
     prepared: dict = {}  # what every draw of one kind's X shares (nulls.NullModel.prepare)
@@ -399,7 +399,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     sized the tiles, from the config's value). Rows
     come null, sample, reader, kind, writer: with every pair in one part they are the rows of the
     unsplit job, and any fan-out (or budget) gives the same row per pair, bit for bit."""
-    from headgeom.methods.nulls import NULL_MODELS, null_factors
+    from headgeom.methods.nulls import NULL_MODELS, null_factors, precision_of
     from headgeom.methods import projectors
     from headgeom.methods.overlap import cross_pairs, isotropic_rho, layer_stats, orthonormal_bases, stacked
     from headgeom.methods.projectors import layers_per_call, projectors_pay
@@ -425,7 +425,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     samples = [int(x) for x in samples]
     fl = store.fields
     iso = isotropic_rho(fl.d_head, fl.d_model)
-    precision = params.get("precision", "float64")
+    precision = precision_of(params, "cross")
     itemsize = 4 if precision == "float32" else 8
     bk = backend_from(params)
     heads = {k: heads_of_kind(fl, k) for k in ("O",) + kinds}
@@ -506,6 +506,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
         "job": "pk_null_cross", "model": model, "samples": samples, "params": params,
         "pair_segments": [list(seg) for seg in segments],
         "pair_products": "projector Grams" if by_projectors else "stacked-basis blocks",
+        "precision": precision,  # the arithmetic that ran (pk.nulls.cross_precision, else precision)
         "threads": threads,
         "code": code_version(), "model_source": store.provenance(), "fields": store.manifest["fields"],
         "tensors": {k: v["sha256"] for k, v in store.manifest["tensors"].items()},

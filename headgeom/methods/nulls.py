@@ -155,6 +155,15 @@ def per_job(nulls: dict, which: str) -> int:
     return int(nulls["samples_per_job"])
 
 
+def precision_of(nulls: dict, which: str) -> str:
+    """Arithmetic of the null jobs of ``which`` (within / cross) under a ``pk.nulls`` block (or a null job's
+    params, which carry the same keys): the cross-layer nulls' own ``cross_precision`` where set (the PK
+    paper ran Qwen2.5-7B's cross-layer comparison alone in float32), else ``precision``."""
+    if which == "cross" and nulls.get("cross_precision") is not None:
+        return str(nulls["cross_precision"])
+    return str(nulls.get("precision") or "float64")
+
+
 def sample_range(n_samples: int, block: int, per_job: int) -> range:
     return range(block * per_job, min((block + 1) * per_job, n_samples))
 

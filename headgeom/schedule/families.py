@@ -34,6 +34,7 @@ from headgeom.core.errors import ConfigError
 from headgeom.jobs import activation as activation_jobs, paper1 as paper1_jobs, pk_paper as pk_jobs
 from headgeom.schedule import costs
 from headgeom.methods.read_paths import COLUMN_READS as READ_PATH_COLUMNS
+from headgeom.methods.nulls import precision_of
 
 # which shards of a family exist for one model (n_layers from its manifest; blocks of the null
 # samples from the config): a family's grain: one per layer, per layer and block, per block, per block and part of the layer-pair list, or per part (headgeom.schedule.fanout:
@@ -143,7 +144,8 @@ def _pk_cost(model, writers: bool = False, kinds: str | None = None):
             if writers:
                 extra["n_readers"] = n_readers
         if writers or kinds:  # a null's draws and pairs depend on the arithmetic's width and on the nulls run
-            extra["precision"], extra["null_types"] = nulls.get("precision", "float64"), tuple(nulls["types"])
+            extra["precision"] = precision_of(nulls, "cross" if writers else "within")
+            extra["null_types"] = tuple(nulls["types"])
         if writers:  # and the cross-layer null's on the job's cores
             extra["threads"] = cross_threads(config)
         return model(manifest, _block_samples(job, nulls, wc), len(nulls["types"]), **extra)
@@ -176,14 +178,14 @@ def _null_part_seconds(fields, config, n_pairs, n_writers, n_readers):
 
     nulls = config["pk"]["nulls"]
     return costs.null_cross_part_seconds(fields, n_pairs, n_writers, n_readers, per_job(nulls, "cross"),
-                                         len(nulls["types"]), nulls.get("precision", "float64"), nulls["types"],
+                                         len(nulls["types"]), precision_of(nulls, "cross"), nulls["types"],
                                          cross_threads(config))
 
 
 def _null_tile_side(fields, config):
     """By projector Grams, the most layers a side of a pk_null_cross tile holds within the memory budget
     of one call (methods.projectors.tile_side: each head then packed once per sample); by blocks, no bound."""
-    precision = config["pk"]["nulls"].get("precision", "float64")
+    precision = precision_of(config["pk"]["nulls"], "cross")
     if not costs.null_cross_by_projectors(fields, precision):
         return None
     from headgeom.methods.projectors import tile_side
@@ -309,7 +311,8 @@ JOBS = {
             "pk_null_cross", pk_jobs.run_pk_null_cross,
             outputs={"shard": ("pk_null_cross", "block_part")},
             params={"types": "pk/nulls/types", "cross_kinds": "pk/cross_kinds", "rank_rtol": "rank_rtol",
-                    "precision": "pk/nulls/precision", "cross_threads": "pk/nulls/cross_threads",
+                    "precision": "pk/nulls/precision", "cross_precision": "pk/nulls/cross_precision",
+                    "cross_threads": "pk/nulls/cross_threads",
                     "backend": "backend", "device": "device"},
             cost_model=_pk_cost(costs.pk_null_cross, writers=True),
             threads=cross_threads,

@@ -62,9 +62,9 @@ def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bi
     from headgeom import layout
 
     w, model = tmp_path, "qwen2.5-7b"
-    # a 12-minute ceiling (the design's own too): the cross-layer pairs are cut into parts of different sizes
-    edit = {"active_models": [model], "activation": {"enabled": False}, "fanout": {"max_job_minutes": 12},
-            "designs": {model: {"fanout": {"max_job_minutes": 12}}}}
+    # an 8-minute ceiling (the design's own too): the cross-layer pairs are cut into parts of different sizes
+    edit = {"active_models": [model], "activation": {"enabled": False}, "fanout": {"max_job_minutes": 8},
+            "designs": {model: {"fanout": {"max_job_minutes": 8}}}}
     config = CF.load_config([root / "config" / "models.yaml", root / "config" / "paper.yaml"], edit)
     fields = {**config["models"][model]["shape"], "adapter": "qwen2", "norm_type": "rmsnorm", "norm_position": "pre"}
     manifest = w / layout.manifest(model)
