@@ -1,7 +1,8 @@
 """One pk_null_cross part at a model's full layer shape, timed against the cost model.
 
     .venv/bin/python bench/null_cross_part.py [--shape 4096 64 4 128] [--side 3] [--part 1] [--threads 1]
-                                              [--types rotation,reassign] [--out results/bench/null_cross_part.json]
+                                              [--types rotation,reassign] [--precision float64]
+                                              [--out results/bench/null_cross_part.json]
 
 Builds a synthetic store of the shape (d_model, q heads, kv heads, d_head; default Qwen3-235B's layer)
 with as many layers as the part reads, lays the layer pairs out as the fan-out does
@@ -15,8 +16,9 @@ must get right), and fails (exit 1) when the measured time is outside 1/1.5 .. 1
 price. The design's own part at the 235B shape is 13 layers a side on one core (about 26 min of work); a
 smaller side keeps the same per-pair, per-layer and per-head work in proportion, which is what the model
 prices. ``--threads N`` runs the job on N cores (pk.nulls.cross_threads) and checks its wall time against
-the model's price on N cores instead. The job runs in a process of its own, whose peak RSS is printed
-beside the model's memory for the part.
+the model's price on N cores instead. ``--precision float32`` runs the part in float32
+(pk.nulls.precision) and prices it so (the model: twice the float64 rates). The job runs in a process of
+its own, whose peak RSS is printed beside the model's memory for the part.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one BLAS thread, as the jobs ru
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-def draws(D: int, H: int, G: int, d: int, clock=time.process_time) -> dict:
+def draws(D: int, H: int, G: int, d: int, clock=time.process_time, precision: str = "float64") -> dict:
     """One null draw and its heads' bases per kind (O, Q: H heads; K, V: G) and null, and a rotation's
     preparation (the LQ factor of a wide matrix), in CPU seconds beside the cost model's
     (headgeom.schedule.costs.draw_seconds, draw_prep_seconds), with the GEMM rate of the same process."""
@@ -60,14 +62,15 @@ def draws(D: int, H: int, G: int, d: int, clock=time.process_time) -> dict:
             t0 = clock()
             kw = prep(stacked(X)) if prep is not None else {}
             t_prep = clock() - t0
-            prepared = {(null, "float64", kind): kw}
+            prepared = {(null, precision, kind): kw}
             t0 = clock()
-            orthonormal_bases(null_factors(X, null, np.random.default_rng(1), prepared=prepared, key=kind))
+            orthonormal_bases(null_factors(X, null, np.random.default_rng(1), precision, prepared=prepared, key=kind))
             t_draw = clock() - t0
             scale = GEMM_FLOPS / rate  # the model's seconds at this run's GEMM rate
+            itemsize = 4 if precision == "float32" else 8
             row = {"kind": kind, "null": null, "heads": n, "draw_s": t_draw, "prep_s": t_prep,
-                   "draw_priced_s": costs.draw_seconds(D, d, n, null) / scale,
-                   "prep_priced_s": costs.draw_prep_seconds(D, d, n, null) / scale}
+                   "draw_priced_s": costs.draw_seconds(D, d, n, null, itemsize) / scale,
+                   "prep_priced_s": costs.draw_prep_seconds(D, d, n, null, itemsize) / scale}
             out["rows"].append(row)
             print(f"  {kind} ({n} heads) {null}: draw + bases {t_draw:.2f} CPU-s (priced {row['draw_priced_s']:.2f}), "
                   f"preparation {t_prep:.2f} (priced {row['prep_priced_s']:.2f})", flush=True)
@@ -102,6 +105,8 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1,
                     help="the job's cores (pk.nulls.cross_threads): its wall time against the model's on them, and "
                          "its peak RSS against the model's memory")
+    ap.add_argument("--precision", choices=("float64", "float32"), default="float64",
+                    help="the part's arithmetic (pk.nulls.precision), run and priced")
     ap.add_argument("--out", default=str(ROOT / "results/bench/null_cross_part.json"))
     a = ap.parse_args(argv)
     import numpy as np
@@ -114,7 +119,8 @@ def main(argv=None) -> int:
 
     D, H, G, d = a.shape
     if a.draws:
-        res = {"shape": a.shape, "load": os.getloadavg(), **draws(D, H, G, d)}
+        res = {"shape": a.shape, "precision": a.precision, "load": os.getloadavg(),
+               **draws(D, H, G, d, precision=a.precision)}
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps(res, indent=1))
         print(json.dumps(res, indent=1))
@@ -125,25 +131,27 @@ def main(argv=None) -> int:
     L = max(r1 for _, _, r1 in part)
     fields = {"d_model": D, "n_heads": H, "n_kv_heads": G, "d_head": d, "n_layers": L}
     res = {"shape": fields, "side": a.side, "part": [list(s) for s in part], "pairs": pairs, "writers": n_w,
-           "readers": n_r, "types": types, "uptime_before": os.getloadavg()}
+           "readers": n_r, "types": types, "precision": a.precision, "uptime_before": os.getloadavg()}
     with tempfile.TemporaryDirectory() as td:
         td = Path(td)
         write_llama(td / "ck", d_model=D, n_heads=H, n_kv=G, d_head=d, n_layers=L, closed=())
         fetch_model("bench-shape", {"source": "local", "path": str(td / "ck")}, td / "store", log=lambda *_: None)
         rate = gemm_rate(np.float64, 3, clock=time.process_time)
-        p = {"rank_rtol": 1e-6, "cross_kinds": ["Q", "K", "V"], "types": types, "cross_threads": a.threads}
+        p = {"rank_rtol": 1e-6, "cross_kinds": ["Q", "K", "V"], "types": types, "cross_threads": a.threads,
+             "precision": a.precision}
         res.update(run_part(td / "store", part, p, a.threads, td / "part.parquet"))
     res["gemm_gflops"] = rate / 1e9
     res["uptime_after"] = os.getloadavg()
-    priced = costs.null_cross_part_seconds(fields, pairs, n_w, n_r, 1, len(types), "float64", null_types=types)
+    priced = costs.null_cross_part_seconds(fields, pairs, n_w, n_r, 1, len(types), a.precision, null_types=types)
     res["priced_s"] = priced
     res["priced_at_measured_rate_s"] = priced * projectors.GEMM_FLOPS / rate
     res["measured_over_priced"] = res["cpu_s"] / res["priced_at_measured_rate_s"]
     ok = 1 / BOUND <= res["measured_over_priced"] <= BOUND
-    model = costs.pk_null_cross(fields, 1, len(types), pairs, n_w, n_r, null_types=types, threads=a.threads)
+    model = costs.pk_null_cross(fields, 1, len(types), pairs, n_w, n_r, a.precision, null_types=types,
+                                threads=a.threads)
     res["mem_model_mb"], res["mem_headroom"] = model["mem_mb"], model["mem_mb"] / res["peak_rss_mb"]
     if a.threads > 1:  # on several cores the wall time is what the model prices (its phases at THREAD_EFFICIENCY)
-        wall = costs.null_cross_part_seconds(fields, pairs, n_w, n_r, 1, len(types), "float64", null_types=types,
+        wall = costs.null_cross_part_seconds(fields, pairs, n_w, n_r, 1, len(types), a.precision, null_types=types,
                                              threads=a.threads) * projectors.GEMM_FLOPS / rate
         res["priced_wall_at_measured_rate_s"], res["wall_over_priced"] = wall, res["wall_s"] / wall
         ok = 1 / BOUND <= res["wall_over_priced"] <= BOUND

@@ -5,13 +5,21 @@ and its null draws in worker threads with its products on that many BLAS threads
 from __future__ import annotations
 
 
+BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def job_threads(asked) -> int:
     """The threads a job runs: ``asked`` (its config's cores, at least one), at most the cores this process
-    may run on (SLURM binds a job to its cpus_per_task; a local run of Snakemake caps a rule's threads at
-    --cores). The draws' bits do not depend on it; the products' (BLAS's threaded GEMMs) may, by rounding."""
+    may run on (SLURM binds a job to its cpus_per_task) and the threads its environment gives its BLAS where
+    set (Snakemake sets them to the rule's threads, which a local run caps at --cores and which may be fewer
+    than the config's: families.null_cross_threads). The draws' bits do not depend on it; the products'
+    (BLAS's threaded GEMMs) may, by rounding."""
     import os
 
     n = max(1, int(asked or 1))
+    given = [int(os.environ[v]) for v in BLAS_THREAD_VARS if os.environ.get(v, "").isdigit() and int(os.environ[v]) > 0]
+    if given:
+        n = min(n, given[0])
     try:
         return min(n, len(os.sched_getaffinity(0)))
     except AttributeError:  # no affinity on this platform

@@ -72,10 +72,17 @@ def job_gpus(config: dict, job) -> int:
 
 def job_threads(config: dict, job):
     """The cores one job holds (the rule's ``threads``): its registry entry's ``threads`` under the model's
-    design, else one. Snakemake hands them to the job's BLAS and caps them at ``--cores``."""
+    design and shape (its manifest), else one. Snakemake hands them to the job's BLAS (the job's environment)
+    and caps them at ``--cores``."""
     if job.threads is None:
         return 1
-    return lambda wildcards: job.threads(designs.model_config(config, wildcards.model))
+
+    def inner(wildcards, input):
+        with open(input.manifest) as fh:
+            fields = json.load(fh)["fields"]
+        return job.threads(designs.model_config(config, wildcards.model), fields)
+
+    return inner
 
 
 def job_resources(config: dict, job) -> dict:

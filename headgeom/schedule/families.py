@@ -73,8 +73,8 @@ class Job:
     #   layer (fanout "pairs"; None: nothing)
     part_seconds: Callable | None = None  # part_seconds(fields, config, pairs, writers, readers): a part's
     #   seconds (fanout "tiles")
-    threads: Callable | None = None  # threads(config of the model) -> the cores one job holds (its BLAS and
-    #   worker threads, SLURM's cpus_per_task; its cost model prices its time on them); None: one
+    threads: Callable | None = None  # threads(config of the model, fields) -> the cores one job holds (its BLAS
+    #   and worker threads, SLURM's cpus_per_task; its cost model prices its time on them); None: one
     max_side: Callable | None = None  # max_side(fields, config): the most layers a tile's side may hold (its
     #   memory), None: no bound (fanout "tiles")
     blocks: str | None = None  # "within" / "cross": null-sample blocks (params gain `samples`)
@@ -147,7 +147,7 @@ def _pk_cost(model, writers: bool = False, kinds: str | None = None):
             extra["precision"] = precision_of(nulls, "cross" if writers else "within")
             extra["null_types"] = tuple(nulls["types"])
         if writers:  # and the cross-layer null's on the job's cores
-            extra["threads"] = cross_threads(config)
+            extra["threads"] = null_cross_threads(config, costs._fields(manifest))
         return model(manifest, _block_samples(job, nulls, wc), len(nulls["types"]), **extra)
 
     return cost
@@ -168,8 +168,23 @@ def _block_samples(job, nulls: dict, wc: dict) -> int:
 
 
 def cross_threads(config) -> int:
-    """The cores one pk_null_cross job holds (pk.nulls.cross_threads; 1 where unset)."""
+    """The cores the config gives one pk_null_cross job (pk.nulls.cross_threads; 1 where unset): the fan-out
+    lays the tiles out on them."""
     return max(1, int(config["pk"]["nulls"].get("cross_threads") or 1))
+
+
+def null_cross_threads(config, fields) -> int:
+    """The cores one pk_null_cross job of this model holds: pk.nulls.cross_threads, or one where one core
+    lays out the same parts (a small model's whole layer-pair triangle is one part either way). More cores
+    then draw and pack no layer fewer times; they would only add their parallel losses (THREAD_EFFICIENCY)."""
+    t = cross_threads(config)
+    if t == 1:
+        return 1
+    from headgeom.schedule import fanout
+
+    one = {**config, "pk": {**config["pk"], "nulls": {**config["pk"]["nulls"], "cross_threads": 1}}}
+    job = JOBS["pk_null_cross"]
+    return 1 if fanout.parts(job, fields, one) == fanout.parts(job, fields, config) else t
 
 
 def _null_part_seconds(fields, config, n_pairs, n_writers, n_readers):
@@ -315,7 +330,7 @@ JOBS = {
                     "cross_threads": "pk/nulls/cross_threads",
                     "backend": "backend", "device": "device"},
             cost_model=_pk_cost(costs.pk_null_cross, writers=True),
-            threads=cross_threads,
+            threads=null_cross_threads,
             seed_scheme="writer: rng_for(model, 'null-cross-writer', null, layer_w, sample); "
                         "reader: rng_for(model, 'null-cross-reader', null, kind, layer_r, sample)",
             log="logs/pk_null_cross/{model}/block{block}/part{part}.log",

@@ -15,15 +15,31 @@ from dryrun import dry_run_requests as _dry_run
 
 pytestmark = pytest.mark.slow
 
-@pytest.mark.parametrize("ceiling,threads", [(120, 1), (1e-6, 2)])
-def test_plan_matches_the_dry_run(tmp_path, snakemake_bin, root, ceiling, threads):
-    """The jobs, their memory, runtime and cores (pk.nulls.cross_threads: the null jobs' cpus_per_task)."""
+@pytest.mark.parametrize("ceiling,threads,held", [(120, 1, 1), (1e-6, 2, 1), ("between", 2, 2)])
+def test_plan_matches_the_dry_run(tmp_path, snakemake_bin, root, ceiling, threads, held):
+    """The jobs, their memory, runtime and cores (pk.nulls.cross_threads: the null jobs' cpus_per_task where
+    they lay the parts out otherwise than one core would, else one: families.null_cross_threads). "between":
+    a ceiling that one core's whole triangle passes and two cores' does not."""
     w = tmp_path
     write_llama(w / "ckpt", n_layers=5, closed=((0, 0, 1.5),))
-    cfg = merge({"models": {"tiny": {"source": "local", "path": str(w / "ckpt")}}, **CFG},
-                {"pk": {"nulls": {"cross_samples": 3, "cross_threads": threads}}, "fanout": {"max_job_minutes": ceiling}})
-    (w / "cfg.yaml").write_text(yaml.safe_dump(cfg))
-    config = CF.load_config([w / "cfg.yaml"])
+
+    def config_file(minutes):
+        cfg = merge({"models": {"tiny": {"source": "local", "path": str(w / "ckpt")}}, **CFG},
+                    {"pk": {"nulls": {"cross_samples": 3, "cross_threads": threads}},
+                     "fanout": {"max_job_minutes": minutes}})
+        (w / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+        return CF.load_config([w / "cfg.yaml"])
+
+    if ceiling == "between":
+        from headgeom.methods.nulls import per_job
+        from headgeom.schedule import costs
+
+        config = config_file(120)
+        fields, nulls = P.plan(config, w)["models"]["tiny"]["fields"], config["pk"]["nulls"]
+        whole = [costs.SAFETY * costs.null_cross_part_seconds(fields, 10, 4, 4, per_job(nulls, "cross"),
+                                                              len(nulls["types"]), threads=t) for t in (1, 2)]
+        ceiling = (whole[0] + whole[1]) / 2 / 60
+    config = config_file(ceiling)
 
     # before any fetch: the shape comes from the checkpoint's config.json
     before = P.plan(config, w)
@@ -41,12 +57,12 @@ def test_plan_matches_the_dry_run(tmp_path, snakemake_bin, root, ceiling, thread
         for o, j in planned.items():
             assert (j.rule, j.mem_mb, j.runtime, j.threads) == (dry[o]["rule"], dry[o]["mem_mb"], dry[o]["runtime"],
                                                                 dry[o]["cpus_per_task"]), o
-            assert j.threads == (threads if j.rule == "pk_null_cross" else 1)
+            assert j.threads == (held if j.rule == "pk_null_cross" else 1)
         for rule, agg in p["rules"].items():
             assert agg["jobs"] == sum(1 for d in dry.values() if d["rule"] == rule)
-    # 10 layer pairs, 2 blocks of cross samples: one part each, or one pair per part
+    # 10 layer pairs, 2 blocks of cross samples: one part each (on two cores "between"), or one pair per part
     n_cross = sum(1 for d in dry.values() if d["rule"] == "pk_null_cross")
-    assert n_cross == (2 if ceiling == 120 else 20)
+    assert n_cross == (20 if ceiling == 1e-6 else 2)
 
 
 def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bin, root):
@@ -62,9 +78,10 @@ def test_plan_matches_the_dry_run_at_a_paper_models_shape(tmp_path, snakemake_bi
     from headgeom import layout
 
     w, model = tmp_path, "qwen2.5-7b"
-    # an 8-minute ceiling (the design's own too): the cross-layer pairs are cut into parts of different sizes
+    # an 8-minute ceiling (the design's own too) on one core a job: the cross-layer pairs are cut into parts of
+    # different sizes
     edit = {"active_models": [model], "activation": {"enabled": False}, "fanout": {"max_job_minutes": 8},
-            "designs": {model: {"fanout": {"max_job_minutes": 8}}}}
+            "designs": {model: {"fanout": {"max_job_minutes": 8}, "pk": {"nulls": {"cross_threads": 1}}}}}
     config = CF.load_config([root / "config" / "models.yaml", root / "config" / "paper.yaml"], edit)
     fields = {**config["models"][model]["shape"], "adapter": "qwen2", "norm_type": "rmsnorm", "norm_position": "pre"}
     manifest = w / layout.manifest(model)

@@ -172,3 +172,23 @@ def test_no_job_holds_the_others_back():
     assert P.wall_clock_hours(p235, 256, expected=True) <= 2 and P.wall_clock_hours(p235, 256) <= 3
     # the hub fetch's request comes from its bytes at the stated rate, not a fixed half hour
     assert p7["fetch_min"] < 15
+
+
+def test_cross_null_jobs_hold_more_cores_only_where_they_lay_out_larger_parts():
+    """config/paper.yaml gives a cross-layer null job 16 cores: the global Qwen3-235B suite's jobs hold them
+    (one core's tiles would be smaller: each layer drawn in more parts), an embedded model's one (its whole
+    triangle is one part on one core: more cores would only add their parallel losses)."""
+    from headgeom.schedule import fanout
+    from headgeom.schedule.designs import global_design, model_config
+    from headgeom.schedule.families import JOBS, null_cross_threads
+
+    config = CF.load_config([CF.ROOT / "config" / "models.yaml", CF.ROOT / "config" / "paper.yaml"])
+    q3 = model_config(global_design(config), Q3)
+    assert q3["pk"]["nulls"]["cross_threads"] == 16 and null_cross_threads(q3, config["models"][Q3]["shape"]) == 16
+    p235, _ = _unscoped_plan([Q3])
+    assert {j.threads for j in p235["jobs"] if j.rule == "pk_null_cross"} == {16}
+    gemma = {"n_layers": 18, "d_model": 640, "n_heads": 4, "n_kv_heads": 1, "d_head": 256}  # Gemma-3-270M
+    mc = model_config(config, "gemma3-270m")
+    assert mc["pk"]["nulls"]["cross_threads"] == 16 and null_cross_threads(mc, gemma) == 1
+    assert fanout.parts(JOBS["pk_null_cross"], gemma, mc) == [[(w, w + 1, 18) for w in range(17)]]
+    assert JOBS["pk_null_cross"].cost(gemma, mc)["threads"] == 1
