@@ -312,6 +312,10 @@ def test_null_cross_job_on_more_threads_gives_the_same_rows_bit_for_bit(tmp_path
     write_llama(tmp_path / "ck", d_model=48, n_heads=4, n_kv=2, d_head=16, n_layers=5, closed=())
     fetch_model("wide", {"source": "local", "path": str(tmp_path / "ck")}, tmp_path / "store", log=lambda *_: None)
     monkeypatch.setattr(projectors, "projectors_pay", lambda *_a, **_k: by_projectors)
+    from headgeom.jobs.draws import BLAS_THREAD_VARS
+
+    for v in BLAS_THREAD_VARS:  # the job's cores from its config alone (an environment's count would cap them)
+        monkeypatch.delenv(v, raising=False)
     p = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "K", "V"]}
     for side_mb, cache_mb in ((1e6, 512), (1e-9, 1e-9)):
         monkeypatch.setattr(projectors, "NULL_CROSS_SIDE_MB", side_mb)
