@@ -5,7 +5,17 @@ and its null draws in worker threads with its products on that many BLAS threads
 from __future__ import annotations
 
 
-BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "GOTO_NUM_THREADS")
+
+
+def blas_threads_named(env) -> int | None:
+    """The BLAS threads an environment names: the first of BLAS_THREAD_VARS set to a positive count (Snakemake
+    sets them all to a job's threads); None where none is."""
+    for var in BLAS_THREAD_VARS:
+        value = env.get(var, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return None
 
 
 def job_threads(asked) -> int:
@@ -17,9 +27,9 @@ def job_threads(asked) -> int:
     import os
 
     n = max(1, int(asked or 1))
-    given = [int(os.environ[v]) for v in BLAS_THREAD_VARS if os.environ.get(v, "").isdigit() and int(os.environ[v]) > 0]
-    if given:
-        n = min(n, given[0])
+    given = blas_threads_named(os.environ)
+    if given is not None:
+        n = min(n, given)
     try:
         return min(n, len(os.sched_getaffinity(0)))
     except AttributeError:  # no affinity on this platform

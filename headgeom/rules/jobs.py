@@ -19,9 +19,7 @@ from headgeom.rules.fetch import cache_key, cache_on
 
 def model_fields(checkpoints, model: str) -> dict:
     """The model's shape, known once its tensors are fetched (fetch is a checkpoint)."""
-    manifest = checkpoints.fetch.get(model=model).output.manifest
-    with open(manifest) as fh:
-        return json.load(fh)["fields"]
+    return costs._fields(checkpoints.fetch.get(model=model).output.manifest)
 
 
 def family_shards(config: dict, checkpoints, name: str, models: list[str], by_design: bool = True):
@@ -78,9 +76,7 @@ def job_threads(config: dict, job):
         return 1
 
     def inner(wildcards, input):
-        with open(input.manifest) as fh:
-            fields = json.load(fh)["fields"]
-        return job.threads(designs.model_config(config, wildcards.model), fields)
+        return job.threads(designs.model_config(config, wildcards.model), costs._fields(input.manifest))
 
     return inner
 
@@ -133,10 +129,8 @@ def pair_segments(config: dict, job):
     or sample block size reruns exactly the parts whose pairs changed."""
 
     def inner(wildcards, input):
-        with open(input.manifest) as fh:
-            f = json.load(fh)["fields"]
         mc = designs.model_config(config, wildcards.model)
-        return [list(s) for s in fanout.part(job, f, mc, int(wildcards.part))]
+        return [list(s) for s in fanout.part(job, costs._fields(input.manifest), mc, int(wildcards.part))]
 
     return inner
 

@@ -33,11 +33,11 @@ import tempfile
 import threading
 import time
 
+from headgeom.jobs.draws import BLAS_THREAD_VARS, blas_threads_named
 from headgeom.rules.jobclient import ENV, enabled, hand_over
 from headgeom.rules.scripts import entry_function
 
 START_TIMEOUT_S = 60.0
-BLAS_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "GOTO_NUM_THREADS")
 
 
 class Named(list):
@@ -135,12 +135,11 @@ def _receive(conn) -> tuple[dict, list[int]]:
 
 def _blas_threads(env: dict) -> None:
     """The job's BLAS threads, as its environment asks (Snakemake sets them to the job's threads)."""
-    for k in BLAS_ENV:
-        if env.get(k, "").isdigit() and int(env[k]) > 0:
-            from threadpoolctl import threadpool_limits
+    n = blas_threads_named(env)
+    if n is not None:
+        from threadpoolctl import threadpool_limits
 
-            threadpool_limits(int(env[k]))
-            return
+        threadpool_limits(n)
 
 
 def _die_with_script(conn) -> None:
@@ -303,7 +302,7 @@ def start(workflow=None, say=None) -> str | None:
         return None
     home = tempfile.mkdtemp(prefix="headgeom-jobs-")  # mode 0700: only this user can connect
     path = os.path.join(home, "socket")
-    env = dict(os.environ, **{k: "1" for k in BLAS_ENV})  # no BLAS threads before a fork
+    env = dict(os.environ, **{k: "1" for k in BLAS_THREAD_VARS})  # no BLAS threads before a fork
     env.pop(ENV, None)
     proc = subprocess.Popen([sys.executable, "-m", "headgeom.rules.jobserver", "serve", path, str(os.getpid())],
                             env=env, stdin=subprocess.DEVNULL)

@@ -133,12 +133,12 @@ def _pk_cost(model, writers: bool = False, kinds: str | None = None):
     key of the kinds it runs (a null job: its nulls and precision too)."""
 
     def cost(job, manifest, config, wildcards=None):
-        nulls = config["pk"]["nulls"]
+        nulls, fields = config["pk"]["nulls"], costs._fields(manifest)  # the manifest read once
         extra, wc = ({"kinds": nulls[kinds]} if kinds else {}), wildcard_values(wildcards)
         if job.fanout and "part" in wc:
             from headgeom.schedule import fanout
 
-            seg = fanout.part(job, costs._fields(manifest), config, int(wc["part"]))
+            seg = fanout.part(job, fields, config, int(wc["part"]))
             extra = {"n_pairs": fanout.n_pairs(seg)}
             _, extra["n_writers"], n_readers = fanout.part_layers(seg)
             if writers:
@@ -147,8 +147,8 @@ def _pk_cost(model, writers: bool = False, kinds: str | None = None):
             extra["precision"] = precision_of(nulls, "cross" if writers else "within")
             extra["null_types"] = tuple(nulls["types"])
         if writers:  # and the cross-layer null's on the job's cores
-            extra["threads"] = null_cross_threads(config, costs._fields(manifest))
-        return model(manifest, _block_samples(job, nulls, wc), len(nulls["types"]), **extra)
+            extra["threads"] = null_cross_threads(config, fields)
+        return model(fields, _block_samples(job, nulls, wc), len(nulls["types"]), **extra)
 
     return cost
 
