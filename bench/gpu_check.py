@@ -77,11 +77,11 @@ def torch_projector_gram(be, W, R, dtype: str):
     Rt = t.as_tensor(np.asarray(R), device=be.device).to(tdt)
     nw, D, _ = Wt.shape
     PK = t.zeros((nw, Rt.shape[0]), dtype=t.float64, device=be.device)
-    for a, b, _ in projector_slabs(D):
-        k = b - a
-        Pw = t.matmul(Wt[:, a:b, :] * 2, Wt[:, a:, :].transpose(1, 2))
-        Pw[:, :, :k] *= 0.5
-        Pr = t.matmul(Rt[:, a:b, :], Rt[:, a:, :].transpose(1, 2))
+    for a, b, c, e, _ in projector_slabs(D):
+        Pw = t.matmul(Wt[:, a:b, :] * 2, Wt[:, c:e, :].transpose(1, 2))
+        if c == a:
+            Pw[:, :, :b - a] *= 0.5
+        Pr = t.matmul(Rt[:, a:b, :], Rt[:, c:e, :].transpose(1, 2))
         PK += (Pw.reshape(nw, -1) @ Pr.reshape(Rt.shape[0], -1).T).to(t.float64)
     return PK.cpu().numpy()
 

@@ -33,15 +33,15 @@ def gemm_rate(dtype, reps: int, clock=time.perf_counter, n: int = 2048) -> float
 def slab_times(W, R, clock=time.perf_counter) -> tuple[float, float, np.ndarray]:
     """projector_gram's work, its packing and its products timed apart: (pack s, product s, PK)."""
     D = W.shape[1]
-    width = max((b - a) * (D - a) for a, b, _ in projectors.projector_slabs(D))
+    width = projectors.slab_width(D)
     Wb, Rb = np.empty((W.shape[0], width), W.dtype), np.empty((R.shape[0], width), R.dtype)
     PK = np.zeros((W.shape[0], R.shape[0]))
     t_pack = t_prod = 0.0
-    for a, b, _ in projectors.projector_slabs(D):
-        m = (b - a) * (D - a)
+    for slab in projectors.projector_slabs(D):
+        m = slab.size
         t0 = clock()
-        projectors.pack_slab(W, a, b, Wb[:, :m], twice_upper=True)
-        projectors.pack_slab(R, a, b, Rb[:, :m])
+        projectors.pack_slab(W, slab, Wb[:, :m], twice_upper=True)
+        projectors.pack_slab(R, slab, Rb[:, :m])
         t1 = clock()
         PK += Wb[:, :m] @ Rb[:, :m].T
         t_prod += clock() - t1
@@ -66,7 +66,7 @@ def gather_packing_seconds(B, clock=time.perf_counter) -> float:
 def gram_share(D: int, hw: int, hr: int, dtype, reps: int, g: float, clock=time.perf_counter) -> float:
     """The slab products' FLOP rate over the GEMM rate with the operands of a job's call (hw writer
     and hr reader heads: the product of 32 x 32 heads is thin and memory-bound, the job's is not)."""
-    width = max((b - a) * (D - a) for a, b, _ in projectors.projector_slabs(D))
+    width = projectors.slab_width(D)
     rng = np.random.default_rng(3)
     Wb, Rb = rng.standard_normal((hw, width)).astype(dtype), rng.standard_normal((hr, width)).astype(dtype)
     dt, _ = best(lambda: Wb @ Rb.T, reps, clock)

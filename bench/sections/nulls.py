@@ -222,7 +222,7 @@ def bench_null_cross_threads(args) -> dict:
     from headgeom.jobs.draws import Draws
     from headgeom.methods.nulls import null_factors
     from headgeom.methods.overlap import orthonormal_bases, stacked_heads
-    from headgeom.methods.projectors import pack_slab, projector_gram, projector_slabs
+    from headgeom.methods.projectors import pack_slab, projector_gram, projector_slabs, slab_width
     from headgeom.schedule.costs import THREAD_EFFICIENCY
 
     s = hb.QWEN3_235B
@@ -259,13 +259,11 @@ def bench_null_cross_threads(args) -> dict:
         return time.perf_counter() - t0
 
     def pack_all(writers, readers):  # every slab of both sides, as projector_gram packs them
-        width = max((b - a) * (D - a) for a, b, _ in projector_slabs(D))
         nw, nr = sum(B.shape[0] for B in writers), sum(B.shape[0] for B in readers)
-        Wb, Rb = np.empty((nw, width)), np.empty((nr, width))
-        for a, b, _ in projector_slabs(D):
-            m = (b - a) * (D - a)
-            pack_slab(writers, a, b, Wb[:, :m], twice_upper=True)
-            pack_slab(readers, a, b, Rb[:, :m])
+        Wb, Rb = np.empty((nw, slab_width(D))), np.empty((nr, slab_width(D)))
+        for slab in projector_slabs(D):
+            pack_slab(writers, slab, Wb[:, :slab.size], twice_upper=True)
+            pack_slab(readers, slab, Rb[:, :slab.size])
     draws, grams = {}, {}
     for t in (1, 2):
         t0 = time.perf_counter()

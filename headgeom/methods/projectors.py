@@ -9,6 +9,7 @@ packed entries (docs/performance.md, "Cross-layer nulls")."""
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -17,66 +18,105 @@ import numpy as np
 # once, the rest twice) that is D (D + 1) / 2 multiply-adds a pair instead of the blocks' D d^2, for
 # each head's packing (D^2 d / 2, a GEMM) once per draw and partner operand.
 #
-# The triangle is packed in slabs of rows a..b: the rectangle U[a:b] U[a:]^T of each head, written by
-# one batched GEMM straight into its place (no gather). Its first b - a columns are the slab's
-# diagonal block, which is symmetric and so counted whole (weight 1); the rest lies strictly above the
-# diagonal (weight 2). A writer's slab carries the weights (its GEMM's left factor doubled, the
-# diagonal block then halved: both exact), a reader's does not, so tr(P_w P_r) is the plain dot
-# product of the two packings; the diagonal blocks' lower halves are the only work done twice (about
-# the slab height / D of it).
+# The triangle is packed in slabs: bands of rows a..b (D / 16 rows each), a band cut into column
+# blocks c..e (c >= a) of about SLAB_ELEMS entries, each the rectangle U[a:b] U[c:e]^T of every head,
+# written by one batched GEMM straight into its place (no gather). A band's first block begins at
+# column a: its first b - a columns are the band's diagonal block, which is symmetric and so counted
+# whole (weight 1); every other entry lies strictly above the diagonal (weight 2). A writer's slab
+# carries the weights (its GEMM's left factor doubled, the diagonal block then halved: both exact), a
+# reader's does not, so tr(P_w P_r) is the plain dot product of the two packings; the diagonal blocks'
+# lower halves are the only work done twice (1/16 of it: the band height over D). The band height keeps the
+# packing GEMM near the GEMM rate: each head's columns U[c:e] are read (and packed by BLAS) once a
+# slab, for (b - a) rows of products (64-row slabs ran at 0.77 of the rate at D = 4096, 256-row bands
+# at 0.95). Up to D = 2048 a band is one block (its D / 16 rows by D - a columns fit SLAB_ELEMS).
 SLAB_ELEMS = 2**18  # a slab holds about this many entries per head (2 MiB in float64): the job's buffers
 SLAB_ROWS_MIN = 16  # fewer rows make the packing GEMM memory-bound (its intensity is rows / 4 FLOP/byte)
 
 
+class Slab(NamedTuple):
+    """Rows a..b and columns c..e of a packed projector (c >= a; c == a: the band's diagonal block
+    leads), its entries at offset .. offset + size, row by row."""
+
+    a: int
+    b: int
+    c: int
+    e: int
+    offset: int
+
+    @property
+    def size(self) -> int:
+        return (self.b - self.a) * (self.e - self.c)
+
+
 @functools.lru_cache(maxsize=16)
-def projector_slabs(D: int) -> tuple[tuple[int, int, int], ...]:
-    """The row slabs of the packed triangle of a D x D projector, ``(a, b, offset)``: rows a..b, their
-    packed entries at offset .. offset + (b - a) (D - a). A function of D only, so every job packs a
-    head the same way and a PK is the same sum whatever operands it is computed in. About SLAB_ELEMS
-    entries each, at least SLAB_ROWS_MIN rows and at most D / 16 (the repeated diagonal blocks stay
-    about 3 % of the work)."""
+def projector_slabs(D: int) -> tuple[Slab, ...]:
+    """The slabs of the packed triangle of a D x D projector, in order. A function of D only, so
+    every job packs a head the same way and a PK is the same sum whatever operands it is computed
+    in. Bands of max(SLAB_ROWS_MIN, D / 16) rows (the repeated diagonal blocks add 1/16 to the
+    work), each cut into equal column blocks of about SLAB_ELEMS entries, each at least as wide as
+    the band is tall (the first holds the diagonal block)."""
     out, a, off = [], 0, 0
-    cap = max(SLAB_ROWS_MIN, D // 16)
+    height = max(SLAB_ROWS_MIN, D // 16)
     while a < D:
-        rows = int(min(max(SLAB_ELEMS // (D - a), SLAB_ROWS_MIN), cap, D - a))
-        out.append((a, a + rows, off))
-        off += rows * (D - a)
-        a += rows
+        b = min(a + height, D)
+        rows, width = b - a, D - a
+        blocks = max(1, min(-(-rows * width // SLAB_ELEMS), width // rows))
+        edges = [a + width * i // blocks for i in range(blocks + 1)]
+        for c, e in zip(edges, edges[1:]):
+            out.append(Slab(a, b, c, e, off))
+            off += rows * (e - c)
+        a = b
     return tuple(out)
 
 
 def packed_length(D: int) -> int:
-    """Entries of one head's packed projector (its ``pack_slab`` slabs in order): D (D + 1) / 2 and the slabs'
+    """Entries of one head's packed projector (its ``pack_slab`` slabs in order): D (D + 1) / 2 and the bands'
     diagonal blocks' lower halves."""
-    a, b, off = projector_slabs(D)[-1]
-    return off + (b - a) * (D - a)
+    last = projector_slabs(D)[-1]
+    return last.offset + last.size
 
 
-def pack_slab(bases, a: int, b: int, out: np.ndarray, twice_upper: bool = False) -> np.ndarray:
-    """Rows a..b of every head's packed projector into ``out`` ((n, (b - a)(D - a)), any strides
-    between heads, each head's entries contiguous): one batched GEMM U[a:b] U[a:]^T written in place.
+def slab_width(D: int) -> int:
+    """The most entries of one head in any slab of D: a slab buffer's row."""
+    return max(s.size for s in projector_slabs(D))
+
+
+def pack_slab(bases, slab: Slab, out: np.ndarray, twice_upper: bool = False) -> np.ndarray:
+    """``slab`` of every head's packed projector into ``out`` ((n, slab.size), any strides between
+    heads, each head's entries contiguous): one batched GEMM U[a:b] U[c:e]^T written in place.
     ``bases``: (n, D, d) orthonormal bases (columns beyond the rank zero), or a list of such arrays
     filling consecutive rows of ``out``. ``twice_upper``: the writer's weights (entries strictly above
     the diagonal doubled; exact)."""
     if isinstance(bases, (list, tuple)):
         r0 = 0
         for B in bases:
-            pack_slab(B, a, b, out[r0:r0 + B.shape[0]], twice_upper)
+            pack_slab(B, slab, out[r0:r0 + B.shape[0]], twice_upper)
             r0 += B.shape[0]
         if r0 != out.shape[0]:
             raise ValueError(f"pack_slab: {r0} heads for {out.shape[0]} rows")
         return out
     n, D, d = bases.shape
+    a, b, c, e, _ = slab
     k = b - a
-    if out.shape != (n, k * (D - a)):
-        raise ValueError(f"pack_slab: out is {out.shape}, not ({n}, {k * (D - a)})")
+    if out.shape != (n, slab.size):
+        raise ValueError(f"pack_slab: out is {out.shape}, not ({n}, {slab.size})")
     left = bases[:, a:b, :]
     if twice_upper:
         left = left * 2.0  # (n, k, d): small
-    G = out.reshape(n, k, D - a)  # a view: each head's rows are contiguous in out
-    np.matmul(left, np.swapaxes(bases[:, a:, :], -1, -2), out=G)
-    if twice_upper:
+    G = out.reshape(n, k, e - c)  # a view: each head's rows are contiguous in out
+    np.matmul(left, np.swapaxes(bases[:, c:e, :], -1, -2), out=G)
+    if twice_upper and c == a:
         G[:, :, :k] *= 0.5  # the diagonal block counts once
+    return out
+
+
+def pack_projectors(bases, twice_upper: bool = False) -> np.ndarray:
+    """Every slab of each head's projector, (n, packed_length(D)) in the bases' dtype (``pack_slab`` slab
+    by slab; projector_gram keeps one slab at a time instead)."""
+    n, D, _ = bases.shape
+    out = np.empty((n, packed_length(D)), dtype=bases.dtype)
+    for s in projector_slabs(D):
+        pack_slab(bases, s, out[:, s.offset:s.offset + s.size], twice_upper)
     return out
 
 
@@ -117,7 +157,7 @@ def projector_gram(writers, readers, buffers: dict | None = None, partners_from=
     if nw == 0 or nr == 0:
         return pk
     runs = product_runs([B.shape[0] for B in writers], partners_from, nr)
-    width = max((b - a) * (D - a) for a, b, _ in projector_slabs(D))
+    width = slab_width(D)
     buffers = {} if buffers is None else buffers
 
     def buffer(name, n):
@@ -127,10 +167,11 @@ def projector_gram(writers, readers, buffers: dict | None = None, partners_from=
         return M
 
     Wbuf, Rbuf = buffer("writers", nw), buffer("readers", nr)
-    for a, b, _ in projector_slabs(D):
-        m = (b - a) * (D - a)
-        Pw = pack_slab([B.astype(dtype, copy=False) for B in writers], a, b, Wbuf[:nw, :m], twice_upper=True)
-        Pr = pack_slab([B.astype(dtype, copy=False) for B in readers], a, b, Rbuf[:nr, :m])
+    writers = [B.astype(dtype, copy=False) for B in writers]
+    readers = [B.astype(dtype, copy=False) for B in readers]
+    for slab in projector_slabs(D):
+        Pw = pack_slab(writers, slab, Wbuf[:nw, :slab.size], twice_upper=True)
+        Pr = pack_slab(readers, slab, Rbuf[:nr, :slab.size])
         for r0, r1, c0 in runs:
             pk[r0:r1, c0:] += Pw[r0:r1] @ Pr[c0:].T
     return pk
@@ -168,9 +209,10 @@ GEMM_FLOPS = 50e9  # one thread's float64 GEMM rate this model prices in (FLOP/s
 SLOWEST_GEMM_FLOPS = 40e9
 NODE_SPREAD = GEMM_FLOPS / SLOWEST_GEMM_FLOPS
 ROUTE_RATES = {  # fraction of the GEMM rate: the stacked-basis blocks' GEMM, a slab's packing, the slab product
-    # (`make bench` null_cross, float64 at the 7B / 235B shapes: blocks 1.04 / 0.95, packing 0.82 / 0.73,
-    # slab products at a part's call (its whole tile a side) 1.06 / 0.94; the lower ends, rounded down)
-    "blocks": 0.95, "pack": 0.7, "gram": 0.9,
+    # (`make bench` null_cross, float64 at the 7B / 235B shapes: blocks 1.01-1.04 / 0.95-1.02, packing
+    # 0.83 / 0.84 (float32 0.82 / 0.84), slab products at a part's call (its whole tile a side) 0.96-1.06 /
+    # 0.94-0.97; the lower ends, rounded down)
+    "blocks": 0.95, "pack": 0.8, "gram": 0.9,
 }
 BYTES_PER_FLOP_TIME = 1 / 6e9  # seconds per byte streamed from memory (about 6 GB/s on one thread)
 # pk_null_cross (headgeom.jobs.pk_paper) packs a part's writer layers and its reader layers (every kind)
@@ -191,8 +233,7 @@ def side_budget_mb(threads: int = 1) -> float:
 
 def head_mib(D: int, d: int, itemsize: int = 8) -> float:
     """MiB one head holds in a projector_gram call: its orthonormal basis and its slab buffer row."""
-    width = max((b - a) * (D - a) for a, b, _ in projector_slabs(D))
-    return (D * d + width) * itemsize / 2**20
+    return (D * d + slab_width(D)) * itemsize / 2**20
 
 
 def layers_per_call(D: int, d: int, heads_per_layer: int, itemsize: int = 8, budget_mb: float | None = None) -> int:

@@ -9,7 +9,7 @@ import numpy as np
 
 from headgeom.methods.linalg import mT, tr_prod
 from headgeom.methods.overlap import rho_of_pk
-from headgeom.methods.projectors import FLOAT32_RHO_BOUND, pack_slab, packed_length, projector_slabs
+from headgeom.methods.projectors import FLOAT32_RHO_BOUND, pack_projectors
 from headgeom.methods.read_paths import norm_stats, write_factors
 
 # ---------------------------------------------------------------- closure (docs/methods.md §1.1)
@@ -78,12 +78,8 @@ def head_writes(W_O: np.ndarray, z: np.ndarray, arrays: dict, meta: dict, write_
 
 def packed_projectors(bases: np.ndarray, twice_upper: bool = False) -> np.ndarray:
     """(n, D, d) orthonormal bases -> (n, packed_length(D)): every slab of each head's projector
-    (``pk.pack_slab``), in the bases' dtype; the jobs pack slab by slab (``pk.projector_gram``)."""
-    n, D, _ = bases.shape
-    out = np.empty((n, packed_length(D)), dtype=bases.dtype)
-    for a, b, off in projector_slabs(D):
-        pack_slab(bases, a, b, out[:, off:off + (b - a) * (D - a)], twice_upper)
-    return out
+    (``pk.pack_projectors``), in the bases' dtype; the jobs pack slab by slab (``pk.projector_gram``)."""
+    return pack_projectors(bases, twice_upper)
 
 
 def projector_pk(Pa2: np.ndarray, Pb: np.ndarray) -> np.ndarray:
