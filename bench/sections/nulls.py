@@ -208,9 +208,9 @@ def bench_stages(args) -> dict:
 
 def bench_null_cross_threads(args) -> dict:
     """A pk_null_cross part's phases on 1 and on 2 threads, at the Qwen3-235B shape: the draws (worker threads,
-    one BLAS thread each: headgeom.jobs.draws.Draws) of 2 writer and 2 reader layers, both nulls, and the
-    products on the job's BLAS threads: the packing of their projectors (methods.projectors.pack_slab, every slab)
-    and a slab product at the design's tile (the writer heads by the reader heads of the fan-out's tile at this
+    one BLAS thread each: headgeom.jobs.draws.Draws) of 2 writer and 2 reader layers, both nulls, the packing of
+    their projectors (every slab; on the same workers, methods.projectors.pack_tasks) and, on the job's BLAS
+    threads, a slab product at the design's tile (the writer heads by the reader heads of the fan-out's tile at this
     shape under config/paper.yaml, over an eighth of a slab; the 2 x 2 layers' whole projector_gram, on 1 and 2
     threads, is the results compared); wall time,
     each phase's speed-up / 2 beside the cost model's THREAD_EFFICIENCY, and 1 and 2 threads' results compared
@@ -222,7 +222,7 @@ def bench_null_cross_threads(args) -> dict:
     from headgeom.jobs.draws import Draws
     from headgeom.methods.nulls import null_factors
     from headgeom.methods.overlap import orthonormal_bases, stacked_heads
-    from headgeom.methods.projectors import pack_slab, projector_gram, projector_slabs, slab_width
+    from headgeom.methods.projectors import pack_slab, pack_tasks, projector_gram, projector_slabs, slab_width
     from headgeom.schedule.costs import THREAD_EFFICIENCY
 
     s = hb.QWEN3_235B
@@ -258,12 +258,16 @@ def bench_null_cross_threads(args) -> dict:
         Pw @ Pr.T
         return time.perf_counter() - t0
 
-    def pack_all(writers, readers):  # every slab of both sides, as projector_gram packs them
+    def pack_all(writers, readers, pool):  # every slab of both sides, as a job's projector_gram packs them
         nw, nr = sum(B.shape[0] for B in writers), sum(B.shape[0] for B in readers)
         Wb, Rb = np.empty((nw, slab_width(D))), np.empty((nr, slab_width(D)))
         for slab in projector_slabs(D):
-            pack_slab(writers, slab, Wb[:, :slab.size], twice_upper=True)
-            pack_slab(readers, slab, Rb[:, :slab.size])
+            if pool.threads == 1:
+                pack_slab(writers, slab, Wb[:, :slab.size], twice_upper=True)
+                pack_slab(readers, slab, Rb[:, :slab.size])
+            else:  # on the draw workers, one BLAS thread each (pk_null_cross_job)
+                pool.run(pack_tasks(writers, slab, Wb[:, :slab.size], twice_upper=True)
+                         + pack_tasks(readers, slab, Rb[:, :slab.size]))
     draws, grams = {}, {}
     for t in (1, 2):
         t0 = time.perf_counter()
@@ -272,10 +276,10 @@ def bench_null_cross_threads(args) -> dict:
         out[f"draws_{t}_s"] = time.perf_counter() - t0
         writers = [draws[t]["rotation", "O", l][0] for l in range(2)]
         readers = [draws[t]["rotation", k, l][0] for l in range(2) for k in ("Q", "K", "V")]
-        with threadpool_limits(limits=t):
-            grams[t] = projector_gram(writers, readers)
+        with Draws(t) as pool, threadpool_limits(limits=t):
+            grams[t] = projector_gram(writers, readers, run_tasks=pool.run if t > 1 else None)
             t0 = time.perf_counter()
-            pack_all(writers, readers)
+            pack_all(writers, readers, pool)
             out[f"packing_{t}_s"] = time.perf_counter() - t0
             out[f"gram_{t}_s"] = slab_product_seconds()
         log(f"null_cross_threads: {t} thread(s): draws {out[f'draws_{t}_s']:.1f} s, packing {out[f'packing_{t}_s']:.1f} s, "

@@ -39,7 +39,8 @@ def job_threads(asked) -> int:
 class Draws:
     """A job's null draws, ``threads`` at a time: each draw in a worker thread on one BLAS thread (a
     draw's QR, bases and Gaussian release the GIL: headgeom.core.lapack), so that a part's layers are
-    drawn side by side; the products after them run on ``threads`` BLAS threads (``products``).
+    drawn side by side; a projector call's packing runs on the same workers (``run``), the products after
+    them on ``threads`` BLAS threads (``products``).
     One thread: the draws one after another, the BLAS threads left as the job was started with.
     Every draw is seeded by its names and runs on one BLAS thread either way: the same bits. The
     products' GEMMs on several BLAS threads may round apart from one thread's (OpenBLAS splits a GEMM's
@@ -89,6 +90,17 @@ class Draws:
             while pending:
                 k0, f0 = pending.popleft()
                 yield k0, f0.result()
+
+    def run(self, tasks) -> None:
+        """Zero-argument tasks ``threads`` at a time, each on one BLAS thread, returning when all are done
+        (a projector_gram call's packing: methods.projectors.pack_tasks); one thread: one after another."""
+        if self._pool is None:
+            for fn in tasks:
+                fn()
+            return
+        with self._limits(1):
+            for f in [self._pool.submit(fn) for fn in tasks]:
+                f.result()
 
     def products(self):
         """The context of the pair products: ``threads`` BLAS threads (one GEMM over many partners)."""

@@ -343,11 +343,12 @@ def layer_groups(layers, per_call: int) -> list[list[int]]:
 
 
 def _projector_call_stats(writers, readers, group, chunk, writers_of: dict, kinds, iso: float, stats: dict,
-                          buffers: dict) -> None:
+                          buffers: dict, run_tasks=None) -> None:
     """rho statistics of every (writer, reader layer, kind) pair of a chunk of writer layers and a
     group of reader layers from one projector_gram call: ``writers`` the spilling cache of writer
     draws, ``readers`` (reader layer, kind) -> the group's draws. Each head is packed once for all
-    its partners in the call; writers of the chunk without a partner in the group are left out."""
+    its partners in the call; writers of the chunk without a partner in the group are left out. ``run_tasks``:
+    how the call's packing runs (projector_gram: the job's draw workers, one BLAS thread each)."""
     from headgeom.methods.overlap import layer_stats, rho_of_pk
     from headgeom.methods.projectors import projector_gram
 
@@ -363,7 +364,8 @@ def _projector_call_stats(writers, readers, group, chunk, writers_of: dict, kind
         col += n
     # each writer from its first partner on: a tile on the triangle's diagonal computes about half its square
     first = [min(cols[lr, kinds[0]].start for lr in group if lw in writers_of[lr]) for lw in needed]
-    pk = projector_gram([B for B, _ in W], [readers[k][0] for k in order], buffers, partners_from=first)
+    pk = projector_gram([B for B, _ in W], [readers[k][0] for k in order], buffers, partners_from=first,
+                        run_tasks=run_tasks)
     row = 0
     for lw, (B, rw) in zip(needed, W):
         rows = slice(row, row + B.shape[0])
@@ -482,7 +484,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                         with draws.products():
                             for chunk in chunks:
                                 _projector_call_stats(writers, readers, group, chunk, writers_of, kinds, iso, stats,
-                                                      buffers)
+                                                      buffers, draws.run if draws.threads > 1 else None)
                     else:
                         lr = group[0]
                         with draws.products():

@@ -130,9 +130,24 @@ FLOAT32_RHO_BOUND = 1e-5
 
 
 PRODUCT_ROWS = 256  # projector_gram with partners_from: writer heads per product (a GEMM this tall runs near peak)
+PACK_TASK_HEADS = 8  # projector_gram with run_tasks: heads a packing task packs (small tasks keep many threads even)
 
 
-def projector_gram(writers, readers, buffers: dict | None = None, partners_from=None) -> np.ndarray:
+def pack_tasks(arrays, slab: Slab, out: np.ndarray, twice_upper: bool = False) -> list:
+    """``pack_slab(arrays, slab, out, twice_upper)`` as zero-argument tasks of at most PACK_TASK_HEADS heads
+    each, to run side by side (each head's GEMM is the one pack_slab makes: the same bits in any order)."""
+    tasks, r0 = [], 0
+    for B in arrays:
+        for h0 in range(0, B.shape[0], PACK_TASK_HEADS):
+            h1 = min(h0 + PACK_TASK_HEADS, B.shape[0])
+            tasks.append(functools.partial(pack_slab, B[h0:h1], slab, out[r0 + h0:r0 + h1], twice_upper))
+        r0 += B.shape[0]
+    if r0 != out.shape[0]:
+        raise ValueError(f"pack_tasks: {r0} heads for {out.shape[0]} rows")
+    return tasks
+
+
+def projector_gram(writers, readers, buffers: dict | None = None, partners_from=None, run_tasks=None) -> np.ndarray:
     """tr(P_w P_r) for every writer head w and reader head r: (n_w, n_r) float64. ``writers``,
     ``readers``: lists of (n, D, d) orthonormal bases (many layers' heads: a pk_null_cross part's
     whole tile, sized to its memory request; each head is packed once per call, so its packing is
@@ -148,7 +163,10 @@ def projector_gram(writers, readers, buffers: dict | None = None, partners_from=
     square. Each entry is the same dot product over the slab whatever the run (BLAS may round a
     thin run's product apart from the whole one's: 1e-16 relative, tests); with fewer than
     PRODUCT_ROWS writer heads there is one run, the whole product. ``buffers``: a dict in which to keep the buffers for
-    later calls of the same size (a fresh buffer costs its page faults again)."""
+    later calls of the same size (a fresh buffer costs its page faults again). ``run_tasks``: runs a list of
+    zero-argument tasks (``pack_tasks``) and returns when all are done, e.g. on worker threads of one BLAS
+    thread each (headgeom.jobs.draws.Draws.run); the packing is then the same bits as one thread's, where
+    OpenBLAS's own threads would split each head's GEMM (default: each slab packed in this thread)."""
     writers, readers = list(writers), list(readers)
     nw, nr = sum(B.shape[0] for B in writers), sum(B.shape[0] for B in readers)
     D = (writers or readers)[0].shape[1]
@@ -170,8 +188,12 @@ def projector_gram(writers, readers, buffers: dict | None = None, partners_from=
     writers = [B.astype(dtype, copy=False) for B in writers]
     readers = [B.astype(dtype, copy=False) for B in readers]
     for slab in projector_slabs(D):
-        Pw = pack_slab(writers, slab, Wbuf[:nw, :slab.size], twice_upper=True)
-        Pr = pack_slab(readers, slab, Rbuf[:nr, :slab.size])
+        Pw, Pr = Wbuf[:nw, :slab.size], Rbuf[:nr, :slab.size]
+        if run_tasks is None:
+            pack_slab(writers, slab, Pw, twice_upper=True)
+            pack_slab(readers, slab, Pr)
+        else:
+            run_tasks(pack_tasks(writers, slab, Pw, twice_upper=True) + pack_tasks(readers, slab, Pr))
         for r0, r1, c0 in runs:
             pk[r0:r1, c0:] += Pw[r0:r1] @ Pr[c0:].T
     return pk

@@ -126,6 +126,31 @@ def test_projector_gram_is_the_explicit_projector_trace(D, d, nw, nr, dtype):
         assert np.abs(got - want).max() > 1e-10  # it is float32 arithmetic
 
 
+def test_packing_on_worker_threads_is_the_same_bits_as_one_thread():
+    """projector_gram with ``run_tasks`` (a job on several cores: the packing on its draw workers, one BLAS
+    thread each, in tasks of at most PACK_TASK_HEADS heads) equals the packing in one thread bit for bit, over
+    arrays that cross the task size; each slab's packing is one batch of tasks covering every head once."""
+    from threadpoolctl import threadpool_limits
+
+    from headgeom.jobs.draws import Draws
+
+    Bw, _ = _bases(11, 96, 8, 21)
+    Br, _ = _bases(13, 96, 8, 22)
+    W, R = [Bw[:9], Bw[9:]], [Br[:3], Br[3:]]
+    with threadpool_limits(limits=1):
+        want = projectors.projector_gram(W, R)
+    batches = []
+
+    def run(tasks):
+        batches.append(len(tasks))
+        pool.run(tasks)
+
+    with Draws(2) as pool, threadpool_limits(limits=1):
+        got = projectors.projector_gram(W, R, run_tasks=run)
+    np.testing.assert_array_equal(got, want)
+    assert batches == [2 + 1 + 1 + 2] * len(projectors.projector_slabs(96))  # 9, 2 | 3, 10 heads in tasks of 8
+
+
 def test_cross_rho_projectors_equals_the_blocks_path_with_nan_heads():
     X = np.random.default_rng(3).standard_normal((4, 30, 6))
     X[2, 0, 0] = np.nan  # non-finite head: rank -1, its pairs NaN
