@@ -154,6 +154,9 @@ def _config(out: Path, ckpt: Path, ceiling: float) -> Path:
         "activation": {"enabled": False},
         "designs": {MODEL: {"stages": ["pk", "paper1"], "fanout": {"max_job_minutes": ceiling}}},  # over the design's own
         "fanout": {"max_job_minutes": ceiling},
+        # each job runs on one core here (--cores 1): the cross-layer null jobs laid out and requested for one
+        # (config/paper.yaml gives them 16, whose wall-clock request a one-core run would overrun)
+        "pk": {"nulls": {"cross_threads": 1}},
     }
     path = out / "bench-config.yaml"
     path.write_text(yaml.safe_dump(cfg))

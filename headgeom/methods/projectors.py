@@ -27,8 +27,8 @@ import numpy as np
 # reader's does not, so tr(P_w P_r) is the plain dot product of the two packings; the diagonal blocks'
 # lower halves are the only work done twice (1/16 of it: the band height over D). The band height keeps the
 # packing GEMM near the GEMM rate: each head's columns U[c:e] are read (and packed by BLAS) once a
-# slab, for (b - a) rows of products (64-row slabs ran at 0.77 of the rate at D = 4096, 256-row bands
-# at 0.95). Up to D = 2048 a band is one block (its D / 16 rows by D - a columns fit SLAB_ELEMS).
+# slab, for (b - a) rows of products (`make bench` at D = 4096: 0.78 of the GEMM rate with 64-row slabs,
+# 0.84 with 256-row bands). Up to D = 2048 a band is one block (its D / 16 rows by D - a columns fit SLAB_ELEMS).
 SLAB_ELEMS = 2**18  # a slab holds about this many entries per head (2 MiB in float64): the job's buffers
 SLAB_ROWS_MIN = 16  # fewer rows make the packing GEMM memory-bound (its intensity is rows / 4 FLOP/byte)
 
@@ -231,8 +231,8 @@ GEMM_FLOPS = 50e9  # one thread's float64 GEMM rate this model prices in (FLOP/s
 SLOWEST_GEMM_FLOPS = 40e9
 NODE_SPREAD = GEMM_FLOPS / SLOWEST_GEMM_FLOPS
 ROUTE_RATES = {  # fraction of the GEMM rate: the stacked-basis blocks' GEMM, a slab's packing, the slab product
-    # (`make bench` null_cross, float64 at the 7B / 235B shapes: blocks 1.01-1.04 / 0.95-1.02, packing
-    # 0.83 / 0.84 (float32 0.82 / 0.84), slab products at a part's call (its whole tile a side) 0.96-1.06 /
+    # (`make bench` null_cross, float64 at the 7B / 235B shapes: blocks 1.01-1.04 / 0.95-1.03, packing
+    # 0.83-0.88 / 0.84-0.87 (float32 0.82-0.83 / 0.83-0.84), slab products at a part's call (its whole tile a side) 0.96-1.06 /
     # 0.94-0.97; the lower ends, rounded down)
     "blocks": 0.95, "pack": 0.8, "gram": 0.9,
 }
