@@ -211,7 +211,8 @@ def _shard_provenance(check: ShardCheck, f: Path, pv: dict, workdir: Path, colum
         except Exception as e:  # noqa: BLE001 - an unreadable shard is itself a finding
             check.unreadable = str(e)
             integrity.append(f"{p}: unreadable ({e})")
-            check.status = f"unreadable ({e})"
+            if not check.damage:  # a shard that fails its record keeps that status: the cause, whichever byte broke
+                check.status = f"unreadable ({e})"
     fam = SHARD_FAMILIES[shard_family(p)]
     check.job, check.model, check.layer = pv.get("job"), pv.get("model"), pv.get("layer")
     check.code, check.params = pv.get("code", {}), pv.get("params", {})

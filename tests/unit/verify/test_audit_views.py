@@ -153,3 +153,21 @@ def test_a_recomputation_stopped_by_a_damaged_input_is_damaged_not_mismatch():
     assert (r.ok, r.verdict) == (False, "DAMAGED") and "layer0" in r.how
     r = _recompute("0.5", "from the shards", broken, {}, "x", "t")
     assert (r.ok, r.verdict) == (False, "MISMATCH")
+
+
+def test_a_shard_that_fails_its_record_and_cannot_be_read_is_stated_damaged(workdir, tmp_path):
+    """A shard whose bytes no longer match its content record is "damaged" in the audit, also where the broken
+    bytes make it unreadable as Parquet (which byte breaks decides that, not the user): the status states the
+    record check, the integrity list both findings."""
+    w = tmp_path / "w"
+    shutil.copytree(workdir / "results", w / "results")
+    f = w / SHARDS[1]
+    b = bytearray(f.read_bytes())
+    b[len(b) // 8: len(b) // 2] = bytes(len(b) // 2 - len(b) // 8)  # its data pages zeroed, the size unchanged
+    f.write_bytes(bytes(b))
+    rep = AUD.audit(w, TABLE, ROW, COLUMN, tensors=False)
+    check = next(c for c in rep.inputs.shards if c.path == SHARDS[1])
+    assert check.damage and check.status.startswith("damaged ("), check.status
+    assert any(x.startswith(f"{SHARDS[1]} is damaged") for x in rep.integrity)
+    assert any(x.startswith(f"{SHARDS[1]}: unreadable") for x in rep.integrity), rep.integrity
+    assert not rep.ok
