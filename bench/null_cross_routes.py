@@ -40,8 +40,7 @@ def slab_times(W, R, clock=time.perf_counter) -> tuple[float, float, np.ndarray]
     for slab in projectors.projector_slabs(D):
         m = slab.size
         t0 = clock()
-        projectors.pack_slab(W, slab, Wb[:, :m], twice_upper=True)
-        projectors.pack_slab(R, slab, Rb[:, :m])
+        projectors.pack_sides([W], [R], slab, Wb[:, :m], Rb[:, :m])
         t1 = clock()
         PK += Wb[:, :m] @ Rb[:, :m].T
         t_prod += clock() - t1

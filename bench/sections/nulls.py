@@ -222,7 +222,7 @@ def bench_null_cross_threads(args) -> dict:
     from headgeom.jobs.draws import Draws
     from headgeom.methods.nulls import null_factors
     from headgeom.methods.overlap import orthonormal_bases, stacked_heads
-    from headgeom.methods.projectors import pack_slab, pack_tasks, projector_gram, projector_slabs, slab_width
+    from headgeom.methods.projectors import pack_sides, projector_gram, projector_slabs, slab_width
     from headgeom.schedule.costs import THREAD_EFFICIENCY
 
     s = hb.QWEN3_235B
@@ -261,13 +261,8 @@ def bench_null_cross_threads(args) -> dict:
     def pack_all(writers, readers, pool):  # every slab of both sides, as a job's projector_gram packs them
         nw, nr = sum(B.shape[0] for B in writers), sum(B.shape[0] for B in readers)
         Wb, Rb = np.empty((nw, slab_width(D))), np.empty((nr, slab_width(D)))
-        for slab in projector_slabs(D):
-            if pool.threads == 1:
-                pack_slab(writers, slab, Wb[:, :slab.size], twice_upper=True)
-                pack_slab(readers, slab, Rb[:, :slab.size])
-            else:  # on the draw workers, one BLAS thread each (pk_null_cross_job)
-                pool.run(pack_tasks(writers, slab, Wb[:, :slab.size], twice_upper=True)
-                         + pack_tasks(readers, slab, Rb[:, :slab.size]))
+        for slab in projector_slabs(D):  # on several threads on the draw workers, as pk_null_cross_job packs
+            pack_sides(writers, readers, slab, Wb[:, :slab.size], Rb[:, :slab.size], pool.tasks_runner)
     draws, grams = {}, {}
     for t in (1, 2):
         t0 = time.perf_counter()
@@ -277,7 +272,7 @@ def bench_null_cross_threads(args) -> dict:
         writers = [draws[t]["rotation", "O", l][0] for l in range(2)]
         readers = [draws[t]["rotation", k, l][0] for l in range(2) for k in ("Q", "K", "V")]
         with Draws(t) as pool, threadpool_limits(limits=t):
-            grams[t] = projector_gram(writers, readers, run_tasks=pool.run if t > 1 else None)
+            grams[t] = projector_gram(writers, readers, run_tasks=pool.tasks_runner)
             t0 = time.perf_counter()
             pack_all(writers, readers, pool)
             out[f"packing_{t}_s"] = time.perf_counter() - t0

@@ -102,6 +102,12 @@ class Draws:
             for f in [self._pool.submit(fn) for fn in tasks]:
                 f.result()
 
+    @property
+    def tasks_runner(self):
+        """``run`` where the job has several threads, else None: a projector_gram call's ``run_tasks`` (on one
+        thread it packs each layer's heads in one batched call, in place)."""
+        return self.run if self._pool is not None else None
+
     def products(self):
         """The context of the pair products: ``threads`` BLAS threads (one GEMM over many partners)."""
         return self._limits(self.threads)

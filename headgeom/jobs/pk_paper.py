@@ -484,7 +484,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
                         with draws.products():
                             for chunk in chunks:
                                 _projector_call_stats(writers, readers, group, chunk, writers_of, kinds, iso, stats,
-                                                      buffers, draws.run if draws.threads > 1 else None)
+                                                      buffers, draws.tasks_runner)
                     else:
                         lr = group[0]
                         with draws.products():

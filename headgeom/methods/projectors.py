@@ -88,12 +88,8 @@ def pack_slab(bases, slab: Slab, out: np.ndarray, twice_upper: bool = False) -> 
     filling consecutive rows of ``out``. ``twice_upper``: the writer's weights (entries strictly above
     the diagonal doubled; exact)."""
     if isinstance(bases, (list, tuple)):
-        r0 = 0
-        for B in bases:
-            pack_slab(B, slab, out[r0:r0 + B.shape[0]], twice_upper)
-            r0 += B.shape[0]
-        if r0 != out.shape[0]:
-            raise ValueError(f"pack_slab: {r0} heads for {out.shape[0]} rows")
+        for task in pack_tasks(bases, slab, out, twice_upper, heads=None):  # each array whole, in this thread
+            task()
         return out
     n, D, d = bases.shape
     a, b, c, e, _ = slab
@@ -133,18 +129,31 @@ PRODUCT_ROWS = 256  # projector_gram with partners_from: writer heads per produc
 PACK_TASK_HEADS = 8  # projector_gram with run_tasks: heads a packing task packs (small tasks keep many threads even)
 
 
-def pack_tasks(arrays, slab: Slab, out: np.ndarray, twice_upper: bool = False) -> list:
-    """``pack_slab(arrays, slab, out, twice_upper)`` as zero-argument tasks of at most PACK_TASK_HEADS heads
-    each, to run side by side (each head's GEMM is the one pack_slab makes: the same bits in any order)."""
+def pack_tasks(arrays, slab: Slab, out: np.ndarray, twice_upper: bool = False,
+               heads: int | None = PACK_TASK_HEADS) -> list:
+    """``pack_slab(arrays, slab, out, twice_upper)`` as zero-argument tasks of at most ``heads`` heads each
+    (None: each array whole), to run side by side (each head's GEMM is the one pack_slab makes: the same bits
+    in any order and grouping)."""
     tasks, r0 = [], 0
     for B in arrays:
-        for h0 in range(0, B.shape[0], PACK_TASK_HEADS):
-            h1 = min(h0 + PACK_TASK_HEADS, B.shape[0])
+        step = max(1, B.shape[0]) if heads is None else heads
+        for h0 in range(0, B.shape[0], step):
+            h1 = min(h0 + step, B.shape[0])
             tasks.append(functools.partial(pack_slab, B[h0:h1], slab, out[r0 + h0:r0 + h1], twice_upper))
         r0 += B.shape[0]
     if r0 != out.shape[0]:
-        raise ValueError(f"pack_tasks: {r0} heads for {out.shape[0]} rows")
+        raise ValueError(f"pack_slab: {r0} heads for {out.shape[0]} rows")
     return tasks
+
+
+def pack_sides(writers, readers, slab: Slab, Pw: np.ndarray, Pr: np.ndarray, run_tasks=None) -> None:
+    """One slab of both sides of a projector_gram call: the writers (with their weights) into ``Pw``, the readers
+    into ``Pr``; in this thread, or as ``pack_tasks`` handed to ``run_tasks`` (projector_gram's)."""
+    if run_tasks is None:
+        pack_slab(writers, slab, Pw, twice_upper=True)
+        pack_slab(readers, slab, Pr)
+    else:
+        run_tasks(pack_tasks(writers, slab, Pw, twice_upper=True) + pack_tasks(readers, slab, Pr))
 
 
 def projector_gram(writers, readers, buffers: dict | None = None, partners_from=None, run_tasks=None) -> np.ndarray:
@@ -189,11 +198,7 @@ def projector_gram(writers, readers, buffers: dict | None = None, partners_from=
     readers = [B.astype(dtype, copy=False) for B in readers]
     for slab in projector_slabs(D):
         Pw, Pr = Wbuf[:nw, :slab.size], Rbuf[:nr, :slab.size]
-        if run_tasks is None:
-            pack_slab(writers, slab, Pw, twice_upper=True)
-            pack_slab(readers, slab, Pr)
-        else:
-            run_tasks(pack_tasks(writers, slab, Pw, twice_upper=True) + pack_tasks(readers, slab, Pr))
+        pack_sides(writers, readers, slab, Pw, Pr, run_tasks)
         for r0, r1, c0 in runs:
             pk[r0:r1, c0:] += Pw[r0:r1] @ Pr[c0:].T
     return pk
