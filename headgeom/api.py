@@ -282,7 +282,7 @@ class Model:
                 continue
             params = {k: designs.lookup(cfg, self.name, d, layer) for k, d in job.params.items()}
             if job.blocks:
-                params["samples"] = designs.samples(job.blocks, cfg, self.name, int(wc["block"]), layer)
+                params["samples"] = designs.samples(job, cfg, self.name, int(wc["block"]), fields, layer)
                 if samples is not None:
                     params["samples"] = [s for s in params["samples"] if s < samples]
                     if not params["samples"]:

@@ -117,11 +117,15 @@ def design_param(config: dict, dpath: str):
     return lambda wildcards: designs.lookup(config, wildcards.model, dpath, layer_of(wildcards))
 
 
-def block_samples(config: dict, which: str):
-    """A block's sample indices are its params (from the model's design): growing the sample
-    count adds blocks and leaves the finished ones untouched."""
-    return lambda wildcards: designs.samples(which, config, wildcards.model, int(wildcards.block),
-                                            layer_of(wildcards))
+def block_samples(config: dict, job):
+    """A block's sample indices are its params (from the model's design; a fanned-out job's block size from
+    the model's shape, its manifest): growing the sample count adds blocks and leaves the finished ones
+    untouched."""
+    if not job.fanout:
+        return lambda wildcards: designs.samples(job, config, wildcards.model, int(wildcards.block), None,
+                                                layer_of(wildcards))
+    return lambda wildcards, input: designs.samples(job, config, wildcards.model, int(wildcards.block),
+                                                   costs._fields(input.manifest), layer_of(wildcards))
 
 
 def pair_segments(config: dict, job):
@@ -144,7 +148,7 @@ def job_params(workflow, config: dict, job) -> dict:
         for k, d in job.params.items()
     }
     if job.blocks:
-        params["samples"] = block_samples(config, job.blocks)
+        params["samples"] = block_samples(config, job)
     if job.final_model:
         params["final_model"] = final_model(config)
     if job.fanout:

@@ -33,7 +33,7 @@ import re
 
 from headgeom.core.config import merge, value_at
 from headgeom.core.errors import ConfigError
-from headgeom.methods.nulls import per_job  # noqa: F401 (samples per null job; the rules and tests read it here)
+from headgeom.methods.nulls import per_job  # noqa: F401 (the config's samples per null job; tests read it here)
 
 # the per-layer stages a design turns on or off (each registry job names its stage)
 STAGES = ("pk", "paper1")
@@ -153,22 +153,34 @@ def layers(job, config: dict, model: str, n_layers: int) -> list[int]:
     return [l for l in lay if keep(model_config(config, model, l)["pk"])]
 
 
-def blocks(which: str | None, config: dict, model: str, layer: int | None = None) -> range:
-    """The null-sample blocks of a model (``which``: within / cross; within: of ``layer``)."""
-    if which is None:
+def block_size(job, config: dict, model: str, fields: dict | None, layer: int | None = None) -> int:
+    """Samples one job of the null ``job`` (a registry Job or its name) holds for one model (of ``layer``):
+    schedule.fanout.block_size under the model's design. ``fields``: the model's shape (a fanned-out job's
+    block follows from its parts)."""
+    from headgeom.schedule import fanout
+
+    return fanout.block_size(_job(job), fields, model_config(config, model, layer))
+
+
+def blocks(job, config: dict, model: str, fields: dict | None, layer: int | None = None) -> range:
+    """The null-sample blocks of a model's null ``job`` (a registry Job or its name; within-layer: of ``layer``);
+    none for a job without blocks."""
+    j = _job(job)
+    if j.blocks is None:
         return range(0)
     from headgeom.methods.nulls import n_blocks
 
     nulls = model_config(config, model, layer)["pk"]["nulls"]
-    return range(n_blocks(int(nulls[f"{which}_samples"]), per_job(nulls, which)))
+    return range(n_blocks(int(nulls[f"{j.blocks}_samples"]), block_size(j, config, model, fields, layer)))
 
 
-def samples(which: str, config: dict, model: str, block: int, layer: int | None = None) -> list[int]:
+def samples(job, config: dict, model: str, block: int, fields: dict | None, layer: int | None = None) -> list[int]:
     """The sample indices of one block (a null job's params)."""
     from headgeom.methods.nulls import sample_range
 
+    j = _job(job)
     nulls = model_config(config, model, layer)["pk"]["nulls"]
-    return list(sample_range(int(nulls[f"{which}_samples"]), int(block), per_job(nulls, which)))
+    return list(sample_range(int(nulls[f"{j.blocks}_samples"]), int(block), block_size(j, config, model, fields, layer)))
 
 
 def job_wildcards(job, config: dict, model: str, fields: dict) -> list[dict]:
@@ -181,12 +193,12 @@ def job_wildcards(job, config: dict, model: str, fields: dict) -> list[dict]:
         return []
     grain = j.families[0].grain
     mc = model_config(config, model)
-    blk = blocks(j.blocks, config, model)
+    blk = blocks(j, config, model, fields)
     parts = range(n_parts(j.name, fields, mc))
     lay = layers(j, config, model, fields["n_layers"])
     return {
         "layer": lambda: [{"layer": l} for l in lay],
-        "layer_block": lambda: [{"layer": l, "block": b} for l in lay for b in blocks(j.blocks, config, model, l)],
+        "layer_block": lambda: [{"layer": l, "block": b} for l in lay for b in blocks(j, config, model, fields, l)],
         "block": lambda: [{"block": b} for b in blk],
         "block_part": lambda: [{"block": b, "part": p} for b in blk for p in parts],
         "part": lambda: [{"part": p} for p in parts],

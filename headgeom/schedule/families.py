@@ -96,9 +96,12 @@ class Job:
                             f"registered), not {self.run!r}")
         object.__setattr__(self, "families", tuple(ShardFamily(f, self.name, k, s) for k, (f, s) in self.outputs.items()))
 
-    def cost(self, manifest, config, wildcards=None) -> dict:
-        """mem_mb and runtime (minutes) of one job (manifest: a path or the model's fields)."""
-        return self.cost_model(self, manifest, config, wildcards)
+    def cost(self, manifest, config, wildcards=None, samples: int | None = None) -> dict:
+        """mem_mb and runtime (minutes) of one job (manifest: a path or the model's fields); ``samples``:
+        a null job's samples in place of its block's (what schedule.fanout.block_size weighs)."""
+        if samples is None:
+            return self.cost_model(self, manifest, config, wildcards)
+        return self.cost_model(self, manifest, config, wildcards, samples=samples)
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,7 @@ def _pk_cost(model, writers: bool = False, kinds: str | None = None):
     layers, and with ``writers`` its reader layers and cores: the cross-layer null); ``kinds``: the pk.nulls
     key of the kinds it runs (a null job: its nulls and precision too)."""
 
-    def cost(job, manifest, config, wildcards=None):
+    def cost(job, manifest, config, wildcards=None, samples=None):
         nulls, fields = config["pk"]["nulls"], costs._fields(manifest)  # the manifest read once
         extra, wc = ({"kinds": nulls[kinds]} if kinds else {}), wildcard_values(wildcards)
         if job.fanout and "part" in wc:
@@ -148,18 +151,20 @@ def _pk_cost(model, writers: bool = False, kinds: str | None = None):
             extra["null_types"] = tuple(nulls["types"])
         if writers:  # and the cross-layer null's on the job's cores
             extra["threads"] = null_cross_threads(config, fields)
-        return model(fields, _block_samples(job, nulls, wc), len(nulls["types"]), **extra)
+        n = _block_samples(job, fields, config, wc) if samples is None else samples
+        return model(fields, n, len(nulls["types"]), **extra)
 
     return cost
 
 
-def _block_samples(job, nulls: dict, wc: dict) -> int:
+def _block_samples(job, fields: dict, config: dict, wc: dict) -> int:
     """Samples of a null job: its block's (the last block may hold fewer), else a full block's."""
-    from headgeom.methods.nulls import per_job
+    from headgeom.schedule import fanout
 
+    nulls = config["pk"]["nulls"]
     if not job.blocks:
         return int(nulls["samples_per_job"])
-    size = per_job(nulls, job.blocks)
+    size = fanout.block_size(job, fields, config)
     if "block" not in wc:
         return size
     from headgeom.methods.nulls import sample_range

@@ -17,7 +17,10 @@ layers where a piece of a writer row draws P + 1.
 
 The draws do not depend on the fan-out: each writer / reader null draw is seeded by (model,
 null, kind, layer, sample) only (headgeom.jobs.pk_paper.pk_null_cross_job), so any packing gives
-the same rows bit for bit (tests/unit/schedule/test_fanout.py)."""
+the same rows bit for bit (tests/unit/schedule/test_fanout.py). The samples a null job holds (its
+block) are the config's (``block_size``), except where a model's whole layer-pair triangle is one
+part: a small model's job then holds up to ``pk.nulls.samples_per_job`` samples, as many as its
+least request (costs.MIN_RUNTIME) holds, so that its layers are read and prepared once for all of them."""
 
 from __future__ import annotations
 
@@ -129,6 +132,34 @@ def parts(job, fields: dict, config: dict) -> list[list[tuple[int, int, int]]]:
     if job.fanout == "tiles":
         return tile_parts(fields["n_layers"], max_tile_side(job, fields, config))
     return pair_parts(fields["n_layers"], max_pairs_per_job(job, fields, config), writer_pairs(job, fields, config))
+
+
+def block_size(job, fields: dict | None, config: dict) -> int:
+    """Samples one job of the null ``job`` (a registry Job with ``blocks``) holds under ``config`` (a model's,
+    its design resolved): the config's per-job count (methods.nulls.per_job). A fanned-out null job whose
+    model's layer pairs all fit one part at that count (a small model: its one part holds the whole
+    triangle) holds more, up to ``pk.nulls.samples_per_job`` and the samples there are, as many as keep the
+    part's cost (SAFETY included) within the least a job asks for (costs.MIN_RUNTIME) and the ceiling: such
+    a job then asks for no more time than one of a single sample. The parts stay those of the per-job count
+    and each sample's draws are seeded by its own names, so no value changes: the samples only share what a
+    job pays once (starting up, reading each layer, the draws' preparations such as the rotation null's LQ
+    factors). ``fields``: the model's shape, needed by a fanned-out job."""
+    from headgeom.methods.nulls import per_job
+
+    nulls = config["pk"]["nulls"]
+    size = per_job(nulls, job.blocks)
+    if job.fanout != "tiles":  # the only fanned-out null job (pk_null_cross) is laid out in tiles
+        return size
+    if fields is None:
+        raise ValueError(f"fan-out: {job.name}'s samples a job follow from the model's shape (fields)")
+    ps = parts(job, fields, config)
+    most = min(max(size, int(nulls["samples_per_job"])), int(nulls[f"{job.blocks}_samples"]))
+    if len(ps) > 1 or most <= size:
+        return size
+    ceiling = min(costs.MIN_RUNTIME, max_job_minutes(config))
+    while size < most and job.cost(fields, config, {"part": 0}, samples=size + 1)["work_min"] <= ceiling:
+        size += 1  # work_min: the job's expected work on its cores, SAFETY included
+    return size
 
 
 def part(job, fields: dict, config: dict, index: int) -> list[tuple[int, int, int]]:

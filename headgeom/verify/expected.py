@@ -37,7 +37,7 @@ def job_param_values(config: dict, job, model: str, wildcards: dict, fields: dic
     layer = None if layer is None else int(layer)
     params = {k: designs.lookup(config, model, d, layer) for k, d in job.params.items()}
     if job.blocks:
-        params["samples"] = designs.samples(job.blocks, config, model, int(wildcards["block"]), layer)
+        params["samples"] = designs.samples(job, config, model, int(wildcards["block"]), fields, layer)
     if job.final_model:
         params["final_model"] = targets.final_model(config, model)
     if job.fanout:

@@ -12,7 +12,7 @@ import pytest
 from headgeom.core.errors import ConfigError
 from headgeom.methods import projectors
 from headgeom.schedule import costs, fanout
-from headgeom.schedule.families import JOBS, shard_paths
+from headgeom.schedule.families import JOBS, null_cross_threads, shard_paths
 
 QWEN25_7B = {"n_layers": 28, "d_model": 3584, "d_head": 128, "n_heads": 28, "n_kv_heads": 4}
 QWEN3_235B = {"n_layers": 94, "d_model": 4096, "d_head": 128, "n_heads": 64, "n_kv_heads": 4}
@@ -149,6 +149,77 @@ def test_part_out_of_range_is_a_config_error():
 def test_shard_paths_are_block_then_part():
     got = shard_paths("pk_null_cross", "m", 5, {"cross": range(2)}, parts=3)
     assert got == [f"results/shards/pk_null_cross/m/block{b}/part{p}.parquet" for b in range(2) for p in range(3)]
+
+
+SMALL = {"n_layers": 18, "d_model": 640, "d_head": 256, "n_heads": 4, "n_kv_heads": 1}  # Gemma-3-270M's shape
+
+
+def _nulls(cfg, **nulls):
+    return {**cfg, "pk": {**cfg["pk"], "nulls": {**cfg["pk"]["nulls"], **nulls}}}
+
+
+def test_a_small_models_one_part_holds_up_to_samples_per_job_samples():
+    """Where one sample's parts are one (the whole layer-pair triangle), a cross-layer null job holds
+    up to samples_per_job samples, as many as keep that part's cost within the least a job asks for
+    (costs.MIN_RUNTIME) and the ceiling; the parts stay those of one sample. A model whose one sample
+    already costs more, or whose pairs take several parts, keeps its configured block."""
+    job = JOBS["pk_null_cross"]
+    one = _nulls(PAPER, cross_samples_per_job=1)
+    assert len(fanout.parts(job, SMALL, one)) == 1
+    assert fanout.block_size(job, SMALL, one) == 10  # samples_per_job
+    assert fanout.block_size(job, SMALL, _nulls(one, cross_samples=4)) == 4  # never beyond the samples there are
+    assert fanout.block_size(job, SMALL, _nulls(one, samples_per_job=1)) == 1
+    assert fanout.block_size(job, SMALL, _nulls(one, cross_samples_per_job=3)) == 10  # any configured block grows
+    assert fanout.block_size(job, SMALL, _nulls(one, cross_samples_per_job=None)) == 10
+    for fields in (QWEN25_7B, QWEN3_235B):  # a sample's part over the floor or several parts: as configured
+        assert fanout.block_size(job, fields, one) == 1
+    assert len(fanout.parts(job, QWEN25_7B, one)) == 1 < len(fanout.parts(job, QWEN3_235B, one))
+    pairs, writers, readers = fanout.part_layers(fanout.parts(job, SMALL, one)[0])
+    assert (pairs, writers, readers) == (18 * 17 // 2, 17, 17)
+
+    def minutes(fields, k, cfg=one):  # the whole triangle as one part, k samples, on the job's cores
+        L = fields["n_layers"]
+        threads = null_cross_threads(cfg, fields)
+        work = costs.pk_null_cross(fields, k, 2, n_pairs=L * (L - 1) // 2, n_writers=L - 1, n_readers=L - 1,
+                                   null_types=("rotation", "reassign"), threads=threads)
+        return work["work_min"]
+
+    assert minutes(SMALL, 10) <= costs.MIN_RUNTIME < minutes(QWEN25_7B, 1)
+    # 16 cores a job (config/paper.yaml): the 7B shape's part is laid out as on one core, so its jobs hold one
+    # and its sample still costs more than the floor there
+    sixteen = _nulls(one, cross_threads=16)
+    assert null_cross_threads(sixteen, QWEN25_7B) == 1 and fanout.block_size(job, QWEN25_7B, sixteen) == 1
+    assert minutes(QWEN25_7B, 1, sixteen) > costs.MIN_RUNTIME
+    # a ceiling between k and k + 1 samples' cost of the one part: k samples a job
+    assert minutes(SMALL, 4) < minutes(SMALL, 5)
+    tight = {**one, "fanout": {"max_job_minutes": (minutes(SMALL, 4) + minutes(SMALL, 5)) / 2}}
+    assert len(fanout.parts(job, SMALL, tight)) == 1 and fanout.block_size(job, SMALL, tight) == 4
+    with pytest.raises(ValueError, match="shape"):
+        fanout.block_size(job, None, one)
+    # a within-layer null job keeps samples_per_job whatever the shape
+    assert fanout.block_size(JOBS["pk_null_within"], None, _nulls(one, samples_per_job=7)) == 7
+
+
+def test_a_small_models_cross_null_blocks_reach_the_jobs_params_and_their_requests():
+    """The block size reaches every place a block is named: the job list (designs.job_wildcards), a block's
+    samples (designs.samples, the rules' params) and the job's cost (its request prices its block's samples)."""
+    from headgeom.core.config import load_config
+    from headgeom.schedule import designs
+
+    cfg = load_config(overrides={"pk": {"nulls": {"cross_samples": 25, "samples_per_job": 10,
+                                                  "cross_samples_per_job": 1}}})
+    m = "small"
+    wcs = designs.job_wildcards("pk_null_cross", cfg, m, SMALL)
+    assert wcs == [{"block": b, "part": 0} for b in range(3)]
+    assert [designs.samples("pk_null_cross", cfg, m, b, SMALL) for b in range(3)] == [
+        list(range(10)), list(range(10, 20)), list(range(20, 25))]
+    job, mc = JOBS["pk_null_cross"], designs.model_config(cfg, m)
+    ten, five = (job.cost(SMALL, mc, {"block": b, "part": 0}) for b in (0, 2))
+    per_sample = costs.pk_null_cross(SMALL, 1, 2, n_pairs=153, n_writers=17, n_readers=17)
+    assert ten == costs.pk_null_cross(SMALL, 10, 2, n_pairs=153, n_writers=17, n_readers=17)
+    assert five == costs.pk_null_cross(SMALL, 5, 2, n_pairs=153, n_writers=17, n_readers=17)
+    assert ten["work_s"] > five["work_s"] > per_sample["work_s"]
+    assert ten["runtime"] == costs.MIN_RUNTIME  # within the least a job asks for
 
 
 def _rows(paths):
