@@ -24,7 +24,8 @@ the most layers and the part with the fewest pairs. The process tree's resident 
 time are sampled every 0.2 s and printed beside the request read from a dry run, with the bounds
 (no job above its request, every request at least 1.3 x the job's CPU time and peak memory; no request above 2 x the peak memory, or 3 x the CPU time where it is
 above the runtime floor). Results go to results/bench/fullwidth.json; exit status 1 when a job is
-above its request or has less than 1.3 x its measured time or peak memory to spare (HEADROOM)."""
+above its request or has less than 1.3 x its measured time or peak memory to spare (HEADROOM). A run
+starts without the shards of an earlier one in its directory (it keeps the fetched store)."""
 
 from __future__ import annotations
 
@@ -311,6 +312,10 @@ def run(out: Path, ckpt: Path, kinds, ceiling: float, result: Path) -> list[dict
     gemm = [node_gemm_gflops()]
     work = out / ("run" if ckpt.name == "ckpt" else f"run-{ckpt.name}")
     work.mkdir(parents=True, exist_ok=True)
+    # an earlier run's shards are not this run's files once the code or the config lays them out otherwise (the
+    # fan-out, a block's samples): the workflow would rebuild them inside the first measured job's window
+    # (headgeom.rules.start.rebuild_damaged). Every job here is rerun with --force, so none is kept.
+    shutil.rmtree(work / "results" / "shards", ignore_errors=True)
     cfg = _config(work, ckpt, ceiling)
     manifest = f"results/tensors/{MODEL}/manifest.json"
     rows = []
