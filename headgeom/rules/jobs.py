@@ -121,7 +121,7 @@ def block_samples(config: dict, job):
     """A block's sample indices are its params (from the model's design; a fanned-out job's block size from
     the model's shape, its manifest): growing the sample count adds blocks and leaves the finished ones
     untouched."""
-    if not job.fanout:
+    if not job.fanout:  # reads no input: Snakemake leaves a param that reads one out of its change check
         return lambda wildcards: designs.samples(job, config, wildcards.model, int(wildcards.block), None,
                                                 layer_of(wildcards))
     return lambda wildcards, input: designs.samples(job, config, wildcards.model, int(wildcards.block),

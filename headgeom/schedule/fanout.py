@@ -152,13 +152,18 @@ def block_size(job, fields: dict | None, config: dict) -> int:
         return size
     if fields is None:
         raise ValueError(f"fan-out: {job.name}'s samples a job follow from the model's shape (fields)")
-    ps = parts(job, fields, config)
     most = min(max(size, int(nulls["samples_per_job"])), int(nulls[f"{job.blocks}_samples"]))
-    if len(ps) > 1 or most <= size:
+    if most <= size or len(parts(job, fields, config)) != 1:
         return size
     ceiling = min(costs.MIN_RUNTIME, max_job_minutes(config))
-    while size < most and job.cost(fields, config, {"part": 0}, samples=size + 1)["work_min"] <= ceiling:
-        size += 1  # work_min: the job's expected work on its cores, SAFETY included
+
+    def fits(k: int) -> bool:  # the job's expected work on its cores (SAFETY included); its one part is the whole job
+        return job.cost(fields, config, samples=k)["work_min"] <= ceiling
+
+    if fits(most):  # a small model: one price, not one per sample
+        return most
+    while size + 1 < most and fits(size + 1):  # the work grows with the samples: the first that does not fit ends it
+        size += 1
     return size
 
 

@@ -196,6 +196,8 @@ def test_a_small_models_one_part_holds_up_to_samples_per_job_samples():
     assert len(fanout.parts(job, SMALL, tight)) == 1 and fanout.block_size(job, SMALL, tight) == 4
     with pytest.raises(ValueError, match="shape"):
         fanout.block_size(job, None, one)
+    assert fanout.parts(job, {**SMALL, "n_layers": 1}, one) == []  # no layer pair, no part: the configured block
+    assert fanout.block_size(job, {**SMALL, "n_layers": 1}, one) == 1
     # a within-layer null job keeps samples_per_job whatever the shape
     assert fanout.block_size(JOBS["pk_null_within"], None, _nulls(one, samples_per_job=7)) == 7
 
