@@ -47,8 +47,8 @@ def draws(D: int, H: int, G: int, d: int, clock=time.process_time, precision: st
     import numpy as np
 
     from bench.null_cross_routes import gemm_rate
-    from headgeom.methods.nulls import NULL_MODELS, null_factors
-    from headgeom.methods.overlap import orthonormal_bases, stacked, stacked_heads
+    from headgeom.methods.nulls import NULL_MODELS, null_spaces
+    from headgeom.methods.overlap import stacked, stacked_heads
     from headgeom.methods.projectors import GEMM_FLOPS
     from headgeom.schedule import costs
 
@@ -64,7 +64,7 @@ def draws(D: int, H: int, G: int, d: int, clock=time.process_time, precision: st
             t_prep = clock() - t0
             prepared = {(null, precision, kind): kw}
             t0 = clock()
-            orthonormal_bases(null_factors(X, null, np.random.default_rng(1), precision, prepared=prepared, key=kind))
+            null_spaces(X, null, np.random.default_rng(1), precision, prepared=prepared, key=kind)
             t_draw = clock() - t0
             scale = GEMM_FLOPS / rate  # the model's seconds at this run's GEMM rate
             itemsize = 4 if precision == "float32" else 8

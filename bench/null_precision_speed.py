@@ -10,8 +10,8 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_v] = "1"
 
 from headgeom.core.seeds import rng_for  # noqa: E402
-from headgeom.methods.nulls import null_factors  # noqa: E402
-from headgeom.methods.overlap import factor_stack, orthonormal_bases, pk_within  # noqa: E402
+from headgeom.methods.nulls import null_spaces  # noqa: E402
+from headgeom.methods.overlap import factor_stack, pk_within  # noqa: E402
 import baselines as hb  # noqa: E402
 
 f = hb.synthetic_layer(**hb.QWEN25_7B, seed=200)
@@ -20,7 +20,7 @@ X = {k: factor_stack(f, k) for k in ("O", "K")}
 
 def run(prec, null):
     for k in ("O", "K"):
-        B, r = orthonormal_bases(null_factors(X[k], null, rng_for("b", null, k, 0), prec))
+        B, r = null_spaces(X[k], null, rng_for("b", null, k, 0), prec)
         pk_within(B, r)
 
 

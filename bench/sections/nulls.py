@@ -14,7 +14,7 @@ from .common import log
 
 
 def bench_nulls(args) -> dict:
-    from headgeom.methods.nulls import null_factors
+    from headgeom.methods.nulls import NULL_BASES_FIRST_PASS, null_factors
     from headgeom.methods.overlap import factor_stack, orthonormal_bases, pk_within, stacked_heads
     from headgeom.core.seeds import rng_for
 
@@ -38,7 +38,7 @@ def bench_nulls(args) -> dict:
                     t0 = time.perf_counter()
                     Xn = null_factors(X[k], null, rng_for("bench", null, k, s))
                     t1 = time.perf_counter()
-                    B, r = orthonormal_bases(Xn)
+                    B, r = orthonormal_bases(Xn, first_pass=NULL_BASES_FIRST_PASS)  # as the null jobs
                     t2 = time.perf_counter()
                     pk_within(B, r)
                     t3 = time.perf_counter()
@@ -112,8 +112,8 @@ def null_sample_flops(null: str, n: int, D: int, d: int, pairs: str = "within") 
 
 def bench_stages(args) -> dict:
     """Each heavy stage's FLOP rate over numpy matmul's, timed interleaved in this process."""
-    from headgeom.methods.nulls import null_factors
-    from headgeom.methods.overlap import cross_pairs, factor_stack, orthonormal_bases, pk_within, stacked, stacked_heads
+    from headgeom.methods.nulls import null_spaces
+    from headgeom.methods.overlap import cross_pairs, factor_stack, pk_within, stacked, stacked_heads
     from headgeom.core.seeds import rng_for
 
     s7, s235 = hb.QWEN25_7B, hb.QWEN3_235B
@@ -130,22 +130,22 @@ def bench_stages(args) -> dict:
 
     def null_within(null):
         for k in ("O", "Q", "K", "V"):
-            B, r = orthonormal_bases(null_factors(Xk[k], null, rng_for("bench", null, k, 0), prec))
+            B, r = null_spaces(Xk[k], null, rng_for("bench", null, k, 0), prec)
             pk_within(B, r)
 
     def null_cross_pieces():  # one writer draw, one reader draw per kind, one layer pair's blocks
-        Bw, rw = orthonormal_bases(null_factors(Xw_plain, "rotation", rng_for("bench", "w"), prec))
+        Bw, rw = null_spaces(Xw_plain, "rotation", rng_for("bench", "w"), prec)
         Sw = stacked(Bw)
         for k in ("Q", "K", "V"):
-            Br, rr = orthonormal_bases(null_factors(Xr[k], "rotation", rng_for("bench", "r", k), prec))
+            Br, rr = null_spaces(Xr[k], "rotation", rng_for("bench", "r", k), prec)
             cross_pairs(Bw, rw, Br, rr, angles=False, Sw=Sw)
 
     cache = {}
 
     def cross_blocks_only():
         if "w" not in cache:
-            cache["w"] = orthonormal_bases(null_factors(Xw_plain, "rotation", rng_for("bench", "w"), prec))
-            cache["r"] = {k: orthonormal_bases(null_factors(Xr[k], "rotation", rng_for("bench", "r", k), prec)) for k in ("Q", "K", "V")}
+            cache["w"] = null_spaces(Xw_plain, "rotation", rng_for("bench", "w"), prec)
+            cache["r"] = {k: null_spaces(Xr[k], "rotation", rng_for("bench", "r", k), prec) for k in ("Q", "K", "V")}
         Bw, rw = cache["w"]
         Sw = stacked(Bw)  # as pk_null_cross_job: once per writer and reader layer
         for k, (Br, rr) in cache["r"].items():
@@ -220,8 +220,8 @@ def bench_null_cross_threads(args) -> dict:
 
     from headgeom.core.seeds import rng_for
     from headgeom.jobs.draws import Draws
-    from headgeom.methods.nulls import null_factors
-    from headgeom.methods.overlap import orthonormal_bases, stacked_heads
+    from headgeom.methods.nulls import null_spaces
+    from headgeom.methods.overlap import stacked_heads
     from headgeom.methods.projectors import pack_sides, projector_gram, projector_slabs, slab_width
     from headgeom.schedule.costs import THREAD_EFFICIENCY
 
@@ -232,8 +232,8 @@ def bench_null_cross_threads(args) -> dict:
     X = {(k, l): stacked_heads(rng.standard_normal((heads[k], D, d))) for l in range(2) for k in heads}
 
     def tasks():
-        return [((null, k, l), (lambda k=k, l=l, null=null: orthonormal_bases(
-            null_factors(X[k, l], null, rng_for("bench", null, k, l), prepared={}, key=(k, l)))))
+        return [((null, k, l), (lambda k=k, l=l, null=null: null_spaces(
+            X[k, l], null, rng_for("bench", null, k, l), prepared={}, key=(k, l))))
             for null in ("rotation", "reassign") for l in range(2) for k in heads]
 
     out = {"shape": "qwen3-235b", "what": "wall seconds of one part's phases (2 writer and 2 reader layers, both "

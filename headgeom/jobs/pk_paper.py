@@ -289,8 +289,8 @@ def _null_stats_row(rows, stats, **keys):
 
 def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=print) -> None:
     """The given null sample indices of every kind's within-layer pairs, both nulls."""
-    from headgeom.methods.nulls import NULL_MODELS, null_factors, precision_of
-    from headgeom.methods.overlap import isotropic_rho, layer_stats, orthonormal_bases, pk_within, stacked_heads
+    from headgeom.methods.nulls import NULL_MODELS, null_spaces, precision_of
+    from headgeom.methods.overlap import isotropic_rho, layer_stats, pk_within, stacked_heads
     from headgeom.core.seeds import rng_for
 
     t0 = time.perf_counter()
@@ -312,9 +312,8 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
         X = stacked_heads(X)  # stacked once here, not once per draw
         for null in params.get("types", tuple(NULL_MODELS)):
             for s in samples:
-                Xn = null_factors(X, null, rng_for(model, "null-within", null, kind, layer, s), precision, bk,
-                                  prepared, kind)
-                B, r = orthonormal_bases(Xn, params.get("rank_rtol", 1e-6), bk)
+                B, r = null_spaces(X, null, rng_for(model, "null-within", null, kind, layer, s), precision, bk,
+                                   prepared, kind, params.get("rank_rtol", 1e-6))
                 res = pk_within(B, r, bk)
                 _null_stats_row(rows, layer_stats(res["rho"], res["min_angle_deg"], iso),
                                 kind=kind, null=null, sample=s, rho=np.sort(res["rho"]).tolist())
@@ -401,9 +400,9 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     sized the tiles, from the config's value). Rows
     come null, sample, reader, kind, writer: with every pair in one part they are the rows of the
     unsplit job, and any fan-out (or budget) gives the same row per pair, bit for bit."""
-    from headgeom.methods.nulls import NULL_MODELS, null_factors, precision_of
+    from headgeom.methods.nulls import NULL_MODELS, null_spaces, precision_of
     from headgeom.methods import projectors
-    from headgeom.methods.overlap import cross_pairs, isotropic_rho, layer_stats, orthonormal_bases, stacked
+    from headgeom.methods.overlap import cross_pairs, isotropic_rho, layer_stats, stacked
     from headgeom.methods.projectors import layers_per_call, projectors_pay
     from headgeom.core.seeds import rng_for
 
@@ -447,7 +446,7 @@ def pk_null_cross_job(store_dir, samples, out, params: dict, segments=None, log=
     prepared = _Prepared(PREPARED_CACHE_MB)  # per (kind, layer): what its draws of every sample share
 
     def spaces(X, rng, key):  # one draw's (bases, ranks)
-        return orthonormal_bases(null_factors(X, null, rng, precision, bk, prepared, key), rtol, bk)
+        return null_spaces(X, null, rng, precision, bk, prepared, key, rtol)
 
     factors = _Factors(store, FACTOR_CACHE_MB)  # per (kind, layer): its stacked factors, read once for every sample
     rows: dict = {}

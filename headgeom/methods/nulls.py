@@ -145,6 +145,23 @@ def null_factors(X: np.ndarray, null: str, rng: np.random.Generator, precision: 
     return unstack(out, X.shape[0])  # a view: orthonormal_bases reads the heads in place
 
 
+NULL_BASES_FIRST_PASS = "cholesky"  # orthonormal_bases' first pass for every null draw (docs/methods.md §2.2)
+
+
+def null_spaces(X: np.ndarray, null: str, rng: np.random.Generator, precision: str = "float64", backend=None,
+                prepared: dict | None = None, key=None, rank_rtol: float = 1e-6):
+    """One null draw's spaces: (orthonormal bases (n, D, d), ranks) of ``null_factors``' draw, by
+    orthonormal_bases with the Cholesky first pass (NULL_BASES_FIRST_PASS: the same spaces as the
+    eigenvector route, another basis of each, a third of its d x d work). What the null jobs and the
+    benches draw."""
+    from headgeom.core.backend import NUMPY
+    from headgeom.methods.overlap import orthonormal_bases
+
+    bk = NUMPY if backend is None else backend
+    return orthonormal_bases(null_factors(X, null, rng, precision, backend, prepared, key), rank_rtol, bk,
+                             first_pass=NULL_BASES_FIRST_PASS)
+
+
 def per_job(nulls: dict, which: str) -> int:
     """Samples per null job of ``which`` (within / cross) under a resolved ``pk.nulls`` block: the
     cross-layer nulls' own ``cross_samples_per_job`` where set (their parts redraw every layer they

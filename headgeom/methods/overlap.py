@@ -36,7 +36,7 @@ def factor_stack(f, kind: str) -> np.ndarray:
     return reading_matrix(W, f.norm_gain, f.norm_type)
 
 
-def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY):
+def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY, first_pass: str = "eigh"):
     """Per head: orthonormal basis of Im X (columns), numerical rank at rtol * s_max.
 
     From the d x d Gram: X^T X = W diag(s^2) W^T, Q1 = X W_r diag(1/s_r) over the kept
@@ -44,13 +44,32 @@ def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY):
     orthogonality holds to rounding even for cond(X) near 1/rank_rtol. About 10x faster than
     a thin SVD of the D x d factor at the same accuracy.
 
+    ``first_pass="cholesky"`` (the null draws'): where every head has full numerical rank (the
+    ranks still from the Gram's eigenvalues, without its eigenvectors) the first pass is
+    Q1 = X L^-T from the Gram's Cholesky factor L, and both passes' triangular factors are inverted
+    as triangles (LAPACK trtri), not by LU: CholeskyQR2 proper. Each head gets another orthonormal
+    basis of the same space (its projector agrees to rounding, so do the statistics, which do not
+    depend on the basis; orthogonality holds for cond(X) well past 1/rank_rtol in float64), and the
+    d x d work (eigvalsh, two Cholesky factors, two triangular inverses) is about a third of the
+    eigenvector route's, which is what a basis costs where d is not small against D (Gemma-3-270M:
+    d = 256 in D = 640). A batch with a rank-deficient or
+    non-finite head, or in float32 a head with cond(X) past CHOLESKY_FIRST_PASS_COND32, takes the
+    eigenvector route.
+
     Returns (bases (n, D, d), the heads of one stacked matrix (``heads_of``), with columns beyond
     the rank zeroed; ranks (n,)). A head with
     non-finite weights gets rank -1 and a zero basis (its pairs become NaN + flag)."""
+    if first_pass not in ("eigh", "cholesky"):
+        raise ValueError(f"orthonormal_bases: first_pass is 'eigh' or 'cholesky', not {first_pass!r}")
     finite = np.isfinite(X).all(axis=(-1, -2))
     Xf = X if finite.all() else np.where(finite[:, None, None], X, 0.0)
     mm = backend.matmul
-    w, W = np.linalg.eigh(mm(np.swapaxes(Xf, -1, -2), Xf))
+    G = mm(np.swapaxes(Xf, -1, -2), Xf)
+    if first_pass == "cholesky" and finite.all():
+        Q = _cholesky_qr2(Xf, G, rank_rtol, backend)
+        if Q is not None:
+            return Q, np.full(X.shape[0], X.shape[-1])
+    w, W = np.linalg.eigh(G)
     w, W = w[..., ::-1], W[..., ::-1]  # largest singular value first, dropped columns last
     s = np.sqrt(np.clip(w, 0.0, None))
     keep = (s > rank_rtol * s[..., :1]) & finite[:, None]
@@ -70,6 +89,55 @@ def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY):
         Q[...] = mm(Q1, np.swapaxes(Linv, -1, -2))
     ranks = np.where(finite, keep.sum(-1), -1)
     return Q, ranks
+
+
+CHOLESKY_FIRST_PASS_COND32 = 1e2  # float32: the Gram's Cholesky first pass only for cond(X) below this
+
+
+def _lower_inverse(L: np.ndarray) -> np.ndarray | None:
+    """Inverses of lower-triangular matrices (..., d, d) by LAPACK trtri (None if one is singular)."""
+    from scipy.linalg import lapack
+
+    trtri = lapack.get_lapack_funcs("trtri", (L,))
+    out = np.empty_like(L)
+    out_t = np.swapaxes(out, -1, -2)
+    for i in np.ndindex(L.shape[:-2]):
+        # L^T is L's memory read in Fortran order: LAPACK inverts it in place of a copy, and (L^T)^-1 = (L^-1)^T
+        inv_t, info = trtri(L[i].T, lower=0)
+        if info != 0:
+            return None
+        out_t[i] = inv_t
+    return out
+
+
+def _cholesky_qr2(X: np.ndarray, G: np.ndarray, rank_rtol: float, backend):
+    """orthonormal_bases' first_pass="cholesky": the bases of full-rank heads X (n, D, d) with Gram G,
+    or None where the eigenvector route must run (a head below full rank, a Gram that is not
+    numerically positive definite)."""
+    s2 = np.linalg.eigvalsh(G)  # ascending
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.sqrt(np.clip(s2[..., 0], 0.0, None) / s2[..., -1])  # s_min / s_max per head
+    bound = rank_rtol if X.dtype == np.float64 else max(rank_rtol, 1.0 / CHOLESKY_FIRST_PASS_COND32)
+    if not (ratio > bound).all():
+        return None
+    mm = backend.matmul
+    try:
+        L1inv = _lower_inverse(np.linalg.cholesky(G))
+        if L1inv is None:
+            return None
+        Q1 = mm(X, np.swapaxes(L1inv, -1, -2))
+        L2inv = _lower_inverse(np.linalg.cholesky(mm(np.swapaxes(Q1, -1, -2), Q1)))
+    except np.linalg.LinAlgError:  # not numerically positive definite
+        return None
+    if L2inv is None:
+        return None
+    n, D, d = X.shape
+    Q = heads_of(np.empty((D, n * d), dtype=Q1.dtype), n)
+    if backend.name == "numpy":
+        np.matmul(Q1, np.swapaxes(L2inv, -1, -2), out=Q)
+    else:
+        Q[...] = mm(Q1, np.swapaxes(L2inv, -1, -2))
+    return Q
 
 
 def stacked(U: np.ndarray) -> np.ndarray:

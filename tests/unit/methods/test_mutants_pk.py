@@ -44,9 +44,10 @@ def heads_with_spectrum(rng, n: int, D: int, svals) -> np.ndarray:
 # ------------------------------------------------------------------ orthonormal_bases
 
 
+@pytest.mark.parametrize("first_pass", ["eigh", "cholesky"])
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 @pytest.mark.parametrize("cond", [5e5, 9e5])
-def test_bases_orthonormal_to_rounding_near_cond_one_over_rtol(cond, backend):
+def test_bases_orthonormal_to_rounding_near_cond_one_over_rtol(cond, backend, first_pass):
     """The docstring's promise: orthogonality to rounding even for cond(X) near 1/rank_rtol
     (the second, Cholesky pass applies L^{-T}, not L^{-1}), on either backend (the last
     product is written in place on numpy and assigned from the backend's product on torch).
@@ -54,29 +55,35 @@ def test_bases_orthonormal_to_rounding_near_cond_one_over_rtol(cond, backend):
     rng = np.random.default_rng(101)
     D, d = 200, 32
     X = heads_with_spectrum(rng, 2, D, np.logspace(0, -np.log10(cond), d))
-    Q, r = PK.orthonormal_bases(X, backend=Backend(backend, "cpu"))
+    Q, r = PK.orthonormal_bases(X, backend=Backend(backend, "cpu"), first_pass=first_pass)
     assert r.tolist() == [d, d]
     for h in range(2):
         assert np.abs(Q[h].T @ Q[h] - np.eye(d)).max() < 1e-13
         np.testing.assert_allclose(Q[h] @ Q[h].T, svd_proj(X[h])[0], atol=1e-9)
 
 
+@pytest.mark.parametrize("first_pass", ["eigh", "cholesky"])
 @pytest.mark.parametrize("backend,calls", [("numpy", 3), ("torch", 4)])
-def test_bases_last_product_is_written_in_place_on_numpy_and_run_on_the_torch_backend(backend, calls):
+def test_bases_last_product_is_written_in_place_on_numpy_and_run_on_the_torch_backend(backend, calls, first_pass):
     """The products of orthonormal_bases go through the backend (Gram, first pass, second-pass
     Gram), and so does the last one (Q1 L^{-T}) on torch; on numpy that one is np.matmul into
     the stacked output (BLAS writes each head in place), not a backend product and a copy.
     orthonormal_bases 118, 119, 120 (fifth session)."""
     bk = RecordingBackend(backend)
     X = np.random.default_rng(7).standard_normal((3, 20, 4))
-    Q, _ = PK.orthonormal_bases(X, backend=bk)
+    Q, _ = PK.orthonormal_bases(X, backend=bk, first_pass=first_pass)
     assert bk.calls == calls
     assert np.shares_memory(PK.stacked(Q), Q)
-    np.testing.assert_allclose(Q, PK.orthonormal_bases(X)[0], rtol=0, atol=1e-13)
+    ref = PK.orthonormal_bases(X)[0]
+    if first_pass == "eigh":
+        np.testing.assert_allclose(Q, ref, rtol=0, atol=1e-13)
+    else:  # another orthonormal basis of the same space
+        np.testing.assert_allclose(Q @ np.swapaxes(Q, -1, -2), ref @ np.swapaxes(ref, -1, -2), rtol=0, atol=1e-13)
 
 
+@pytest.mark.parametrize("first_pass", ["eigh", "cholesky"])
 @pytest.mark.parametrize("scale", [1e-90, 1e-3, 1e3, 1e90])
-def test_bases_and_ranks_do_not_depend_on_the_scale_of_the_weights(scale):
+def test_bases_and_ranks_do_not_depend_on_the_scale_of_the_weights(scale, first_pass):
     """Spaces and the relative rank are scale-free, over the whole range where X^T X is a
     float64 (a full-rank head, an exactly rank-deficient one, one with a singular value
     1e-8 s_max). orthonormal_bases 50 (threshold rtol / s_max), 62 (multiplying by s)."""
@@ -86,7 +93,7 @@ def test_bases_and_ranks_do_not_depend_on_the_scale_of_the_weights(scale):
     X[1][:, 4] = X[1][:, 0] - X[1][:, 2]  # rank 4
     X[2] = heads_with_spectrum(rng, 1, D, [1.0, 0.9, 0.8, 0.7, 1e-8])[0]  # rank 4 at rtol 1e-6
     refs = [svd_proj(x) for x in X]
-    Q, r = PK.orthonormal_bases(X * scale)
+    Q, r = PK.orthonormal_bases(X * scale, first_pass=first_pass)
     assert r.tolist() == [ref[1] for ref in refs] == [5, 4, 4]
     for h in range(3):
         rh = r[h]
@@ -94,7 +101,8 @@ def test_bases_and_ranks_do_not_depend_on_the_scale_of_the_weights(scale):
         np.testing.assert_allclose(Q[h] @ Q[h].T, refs[h][0], atol=1e-8)
 
 
-def test_columns_beyond_the_rank_are_exactly_zero_and_not_counted_in_pk():
+@pytest.mark.parametrize("first_pass", ["eigh", "cholesky"])
+def test_columns_beyond_the_rank_are_exactly_zero_and_not_counted_in_pk(first_pass):
     """Dropped directions contribute nothing: the columns beyond the rank are exactly zero
     (docstring), also for a head whose dropped singular value is large in absolute terms
     (s_max = 1e6, dropped s = 0.5). orthonormal_bases 71 (inverse 1 for dropped columns)."""
@@ -103,7 +111,7 @@ def test_columns_beyond_the_rank_are_exactly_zero_and_not_counted_in_pk():
     X = rng.standard_normal((3, D, d))
     X[0][:, 3] = 2 * X[0][:, 1] + X[0][:, 0]  # exactly rank 3
     X[1] = heads_with_spectrum(rng, 1, D, [1e6, 5e5, 2e5, 0.5])[0]  # rank 3 at rtol 1e-6
-    Q, r = PK.orthonormal_bases(X)
+    Q, r = PK.orthonormal_bases(X, first_pass=first_pass)
     assert r.tolist() == [3, 3, 4]
     assert np.all(Q[0][:, 3:] == 0.0) and np.all(Q[1][:, 3:] == 0.0)
     out = PK.pk_within(Q, r)
@@ -113,14 +121,15 @@ def test_columns_beyond_the_rank_are_exactly_zero_and_not_counted_in_pk():
         assert out["rho"][p] == pytest.approx(np.trace(Pi @ Pj) / min(ri, rj), rel=1e-9)
 
 
-def test_float32_heads_give_float32_bases_of_the_same_spaces():
+@pytest.mark.parametrize("first_pass", ["eigh", "cholesky"])
+def test_float32_heads_give_float32_bases_of_the_same_spaces(first_pass):
     """pk.nulls.precision float32: the bases stay float32 (the identity added for dropped
     columns takes X's dtype) and span the float64 spaces to float32 accuracy; the pair
     statistics are float64. orthonormal_bases 96, 98."""
     rng = np.random.default_rng(104)
     X = rng.standard_normal((3, 20, 4))
     X[2][:, 3] = X[2][:, 0]  # rank 3: the identity term is used
-    Q32, r32 = PK.orthonormal_bases(X.astype(np.float32))
+    Q32, r32 = PK.orthonormal_bases(X.astype(np.float32), first_pass=first_pass)
     assert Q32.dtype == np.float32 and r32.tolist() == [4, 4, 3]
     for h in range(3):
         np.testing.assert_allclose(Q32[h].astype(np.float64) @ Q32[h].T.astype(np.float64), svd_proj(X[h])[0], atol=2e-5)

@@ -1,0 +1,117 @@
+"""The null jobs' draws take orthonormal_bases' Cholesky first pass (first_pass="cholesky"), and their
+statistics equal those of the eigenvector route (what every other basis takes) to 1e-12 relative: each
+draw's spaces are the same, only the basis within each space differs, and no statistic depends on it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headgeom.io.shards import read_shard
+from headgeom.methods import overlap
+
+QUIET = {"log": lambda *_: None}
+BASE = {"rank_rtol": 1e-6, "types": ["rotation", "reassign"], "cross_kinds": ["Q", "K", "V"],
+        "kinds": ["O", "Q", "K", "V"], "precision": "float64"}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    from headgeom.io.fetch import fetch_model
+    from synth import write_llama
+
+    tmp = tmp_path_factory.mktemp("null_bases_route")
+    write_llama(tmp / "ck", n_layers=3, d_model=40, d_head=12, n_heads=4, n_kv=2)
+    fetch_model("tiny", {"source": "local", "path": str(tmp / "ck")}, tmp / "store", **QUIET)
+    return tmp / "store"
+
+
+def _floats(cols: dict) -> dict:
+    """Every float column (lists of ρ flattened), by name."""
+    out = {}
+    for k, v in cols.items():
+        if v and isinstance(v[0], list):
+            v = [x for row in v for x in row]
+        if v and isinstance(v[0], float):
+            out[k] = np.array(v, dtype=float)
+    return out
+
+
+def _run(job, store, out, monkeypatch, route: str):
+    """Run ``job`` with the draws' bases forced onto one route; returns (columns, Cholesky first passes taken)."""
+    real = overlap._cholesky_qr2
+    taken = []
+
+    def spy(*a, **k):
+        Q = real(*a, **k) if route == "cholesky" else None  # None: the eigenvector route runs
+        taken.append(Q is not None)
+        return Q
+
+    monkeypatch.setattr(overlap, "_cholesky_qr2", spy)
+    job(out)
+    monkeypatch.undo()
+    return read_shard(out)[0].to_pydict(), taken
+
+
+@pytest.mark.parametrize("which", ["within", "cross"])
+def test_null_draws_take_the_cholesky_first_pass_with_the_eigenvector_routes_statistics(store, tmp_path, monkeypatch,
+                                                                                         which):
+    from headgeom.jobs.pk_paper import pk_null_cross_job, pk_null_within_job
+
+    def job(out):
+        if which == "within":
+            pk_null_within_job(store, 1, [0, 1, 2], out, BASE, **QUIET)
+        else:
+            pk_null_cross_job(store, [0, 1], out, BASE, **QUIET)
+
+    fast, taken = _run(job, store, tmp_path / "fast.parquet", monkeypatch, "cholesky")
+    slow, _ = _run(job, store, tmp_path / "slow.parquet", monkeypatch, "eigh")
+    assert taken and all(taken)  # every draw of these full-rank heads took the Cholesky first pass
+    a, b = _floats(fast), _floats(slow)
+    assert a.keys() == b.keys() and ("rho" in a or "mean" in a)
+    for k in a:
+        assert a[k].shape == b[k].shape and np.array_equal(np.isnan(a[k]), np.isnan(b[k])), k
+        ok = np.isfinite(b[k])
+        np.testing.assert_allclose(a[k][ok], b[k][ok], rtol=1e-12, atol=1e-14, err_msg=k)
+    assert any(not np.array_equal(a[k], b[k]) for k in a)  # two routes really ran (not the same bits twice)
+    assert {k: v for k, v in fast.items() if k not in a} == {k: v for k, v in slow.items() if k not in a}
+
+
+def test_the_cholesky_first_pass_falls_back_to_the_eigenvector_route_bit_for_bit():
+    """A batch with a rank-deficient head, a non-finite head, or (float32) a head past
+    CHOLESKY_FIRST_PASS_COND32 takes the eigenvector route: the same bits and ranks as first_pass="eigh"."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((3, 30, 6))
+    deficient = X.copy()
+    deficient[1][:, 5] = deficient[1][:, 0] + deficient[1][:, 2]
+    nonfinite = X.copy()
+    nonfinite[2][0, 0] = np.nan
+    U, _, Vt = np.linalg.svd(rng.standard_normal((3, 30, 6)), full_matrices=False)
+    ill32 = ((U * np.logspace(0, -3, 6)) @ Vt).astype(np.float32)  # cond 1e3 > CHOLESKY_FIRST_PASS_COND32
+    for Xb in (deficient, nonfinite, ill32):
+        Qe, re = overlap.orthonormal_bases(Xb, first_pass="eigh")
+        Qc, rc = overlap.orthonormal_bases(Xb, first_pass="cholesky")
+        assert np.array_equal(Qe, Qc, equal_nan=True) and np.array_equal(re, rc)
+    # and a well-conditioned float32 batch takes the Cholesky route (another basis, the same spaces)
+    ok32 = X.astype(np.float32)
+    Qc, rc = overlap.orthonormal_bases(ok32, first_pass="cholesky")
+    Qe, _ = overlap.orthonormal_bases(ok32, first_pass="eigh")
+    assert rc.tolist() == [6, 6, 6] and not np.array_equal(Qc, Qe)
+    np.testing.assert_allclose(Qc @ np.swapaxes(Qc, -1, -2), Qe @ np.swapaxes(Qe, -1, -2), atol=2e-6)
+    with pytest.raises(ValueError, match="first_pass"):
+        overlap.orthonormal_bases(X, first_pass="qr")
+
+
+@pytest.mark.parametrize("cond", [1.0e1, 1.0e5, 9.0e5])
+def test_the_cholesky_first_pass_is_the_q_factor_of_the_heads_qr(cond):
+    """CholeskyQR2 gives X = Q R with R upper triangular with a positive diagonal (R = L2^T L1^T), i.e. the
+    Q of the heads' Householder QR with its signs fixed: so, up to cond(X) near 1/rank_rtol, no fallback."""
+    rng = np.random.default_rng(int(cond))
+    D, d = 60, 8
+    U, _, Vt = np.linalg.svd(rng.standard_normal((3, D, d)), full_matrices=False)
+    X = (U * np.logspace(0, -np.log10(cond), d)) @ Vt
+    Q = overlap._cholesky_qr2(X, np.swapaxes(X, -1, -2) @ X, 1e-6, overlap.NUMPY)
+    assert Q is not None
+    Qh, R = np.linalg.qr(X)
+    Qh = Qh * np.sign(np.diagonal(R, axis1=-2, axis2=-1))[:, None, :]
+    np.testing.assert_allclose(Q, Qh, atol=1e-15 * cond**2 + 1e-12)
