@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from headgeom.core.backend import NUMPY
+from headgeom.methods.linalg import fro2
 
 KINDS = ("O", "Q", "K", "V")
 SINE_FORM_BELOW_DEG = 1.0
@@ -113,21 +114,33 @@ def _lower_inverse(L: np.ndarray) -> np.ndarray | None:
 def _cholesky_qr2(X: np.ndarray, G: np.ndarray, rank_rtol: float, backend):
     """orthonormal_bases' first_pass="cholesky": the bases of full-rank heads X (n, D, d) with Gram G,
     or None where the eigenvector route must run (a head below full rank, a Gram that is not
-    numerically positive definite)."""
-    s2 = np.linalg.eigvalsh(G)  # ascending
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.sqrt(np.clip(s2[..., 0], 0.0, None) / s2[..., -1])  # s_min / s_max per head
+    numerically positive definite).
+
+    Full rank, cond(X) = s_max / s_min < 1 / bound, is certified without eigenvalues where
+    ||L||_F ||L^-1||_F (L L^T = G: L^T has X's singular values, and each Frobenius norm is at most
+    sqrt(d) times the 2-norm, so this bounds cond(X) from above) is below 1 / bound; a head the
+    bound cannot certify is decided by G's eigenvalues (eigvalsh), as the eigenvector route does."""
     bound = rank_rtol if X.dtype == np.float64 else max(rank_rtol, 1.0 / CHOLESKY_FIRST_PASS_COND32)
-    if not (ratio > bound).all():
-        return None
     mm = backend.matmul
     try:
-        L1inv = _lower_inverse(np.linalg.cholesky(G))
-        if L1inv is None:
-            return None
-        Q1 = mm(X, np.swapaxes(L1inv, -1, -2))
-        L2inv = _lower_inverse(np.linalg.cholesky(mm(np.swapaxes(Q1, -1, -2), Q1)))
+        L1 = np.linalg.cholesky(G)
     except np.linalg.LinAlgError:  # not numerically positive definite
+        return None
+    L1inv = _lower_inverse(L1)
+    if L1inv is None:
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        certified = np.sqrt(fro2(L1) * fro2(L1inv)) * bound < 1.0
+    if not certified.all():
+        s2 = np.linalg.eigvalsh(G)  # ascending
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = np.sqrt(np.clip(s2[..., 0], 0.0, None) / s2[..., -1])  # s_min / s_max per head
+        if not (ratio > bound).all():
+            return None
+    Q1 = mm(X, np.swapaxes(L1inv, -1, -2))
+    try:
+        L2inv = _lower_inverse(np.linalg.cholesky(mm(np.swapaxes(Q1, -1, -2), Q1)))
+    except np.linalg.LinAlgError:
         return None
     if L2inv is None:
         return None

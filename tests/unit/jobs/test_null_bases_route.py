@@ -102,16 +102,23 @@ def test_the_cholesky_first_pass_falls_back_to_the_eigenvector_route_bit_for_bit
         overlap.orthonormal_bases(X, first_pass="qr")
 
 
-@pytest.mark.parametrize("cond", [1.0e1, 1.0e5, 9.0e5])
-def test_the_cholesky_first_pass_is_the_q_factor_of_the_heads_qr(cond):
+@pytest.mark.parametrize("cond,eigenvalues", [(1.0e1, False), (1.0e5, False), (5.0e5, True)])
+def test_the_cholesky_first_pass_is_the_q_factor_of_the_heads_qr(cond, eigenvalues, monkeypatch):
     """CholeskyQR2 gives X = Q R with R upper triangular with a positive diagonal (R = L2^T L1^T), i.e. the
-    Q of the heads' Householder QR with its signs fixed: so, up to cond(X) near 1/rank_rtol, no fallback."""
+    Q of the heads' Householder QR with its signs fixed: so, up to cond(X) near 1/rank_rtol, no fallback.
+    Full rank is certified by ||L||_F ||L^-1||_F < 1/rank_rtol (about sqrt(d - 1) cond(X) for these spectra,
+    seven singular values 1 and one 1/cond) without eigenvalues; past that bound (cond 5e5) the Gram's
+    eigenvalues decide."""
     rng = np.random.default_rng(int(cond))
     D, d = 60, 8
     U, _, Vt = np.linalg.svd(rng.standard_normal((3, D, d)), full_matrices=False)
-    X = (U * np.logspace(0, -np.log10(cond), d)) @ Vt
+    X = (U * np.r_[np.ones(d - 1), 1 / cond]) @ Vt
+    calls = []
+    real = np.linalg.eigvalsh
+    monkeypatch.setattr(np.linalg, "eigvalsh", lambda G: calls.append(1) or real(G))
     Q = overlap._cholesky_qr2(X, np.swapaxes(X, -1, -2) @ X, 1e-6, overlap.NUMPY)
-    assert Q is not None
+    monkeypatch.undo()
+    assert Q is not None and bool(calls) == eigenvalues
     Qh, R = np.linalg.qr(X)
     Qh = Qh * np.sign(np.diagonal(R, axis1=-2, axis2=-1))[:, None, :]
     np.testing.assert_allclose(Q, Qh, atol=1e-15 * cond**2 + 1e-12)
