@@ -152,7 +152,7 @@ def null_spaces(X: np.ndarray, null: str, rng: np.random.Generator, precision: s
                 prepared: dict | None = None, key=None, rank_rtol: float = 1e-6):
     """One null draw's spaces: (orthonormal bases (n, D, d), ranks) of ``null_factors``' draw, by
     orthonormal_bases with the Cholesky first pass (NULL_BASES_FIRST_PASS: the same spaces as the
-    eigenvector route, another basis of each, a third of its d x d work). What the null jobs and the
+    eigenvector route, another basis of each, a fraction of its d x d work). What the null jobs and the
     benches draw."""
     from headgeom.core.backend import NUMPY
     from headgeom.methods.overlap import orthonormal_bases

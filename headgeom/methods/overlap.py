@@ -45,15 +45,15 @@ def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY, fir
     orthogonality holds to rounding even for cond(X) near 1/rank_rtol. About 10x faster than
     a thin SVD of the D x d factor at the same accuracy.
 
-    ``first_pass="cholesky"`` (the null draws'): where every head has full numerical rank (the
-    ranks still from the Gram's eigenvalues, without its eigenvectors) the first pass is
-    Q1 = X L^-T from the Gram's Cholesky factor L, and both passes' triangular factors are inverted
-    as triangles (LAPACK trtri), not by LU: CholeskyQR2 proper. Each head gets another orthonormal
-    basis of the same space (its projector agrees to rounding, so do the statistics, which do not
-    depend on the basis; orthogonality holds for cond(X) well past 1/rank_rtol in float64), and the
-    d x d work (eigvalsh, two Cholesky factors, two triangular inverses) is about a third of the
-    eigenvector route's, which is what a basis costs where d is not small against D (Gemma-3-270M:
-    d = 256 in D = 640). A batch with a rank-deficient or
+    ``first_pass="cholesky"`` (the null draws'): where every head has full numerical rank (certified
+    from the Cholesky factors themselves, the Gram's eigenvalues only past that bound: _cholesky_qr2)
+    the first pass is Q1 = X L^-T from the Gram's Cholesky factor L, and both passes' triangular
+    factors are inverted as triangles (LAPACK trtri), not by LU: CholeskyQR2 proper. Each head gets
+    another orthonormal basis of the same space (its projector agrees to rounding, so do the
+    statistics, which do not depend on the basis; orthogonality holds for cond(X) well past
+    1/rank_rtol in float64), and the d x d work (two Cholesky factors, two triangular inverses) is
+    a fraction of the eigenvector route's, which is what a basis costs where d is not small against
+    D (Gemma-3-270M: d = 256 in D = 640). A batch with a rank-deficient or
     non-finite head, or in float32 a head with cond(X) past CHOLESKY_FIRST_PASS_COND32, takes the
     eigenvector route.
 
@@ -80,16 +80,20 @@ def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY, fir
     # second pass: Q1^T Q1 = I + E; dropped (zero) columns get 1 on the diagonal; Q = Q1 L^{-T}
     G2 = mm(np.swapaxes(Q1, -1, -2), Q1) + np.eye(X.shape[-1], dtype=X.dtype) * (~keep)[..., None, :]
     Linv = np.linalg.inv(np.linalg.cholesky(G2))
-    n, D, d = X.shape
-    # the bases are written as heads of one stacked (D, n d) matrix: the pair products
-    # (upper_blocks, cross_blocks) then stack them for free instead of copying them
+    ranks = np.where(finite, keep.sum(-1), -1)
+    return _stacked_product(Q1, Linv, backend), ranks
+
+
+def _stacked_product(Q1: np.ndarray, Linv: np.ndarray, backend) -> np.ndarray:
+    """The second pass's Q = Q1 L^{-T} per head, written as the heads of one stacked (D, n d) matrix:
+    the pair products (upper_blocks, cross_blocks) then stack them for free instead of copying them."""
+    n, D, d = Q1.shape
     Q = heads_of(np.empty((D, n * d), dtype=Q1.dtype), n)
     if backend.name == "numpy":
         np.matmul(Q1, np.swapaxes(Linv, -1, -2), out=Q)  # BLAS writes each head in place, same bits
     else:
-        Q[...] = mm(Q1, np.swapaxes(Linv, -1, -2))
-    ranks = np.where(finite, keep.sum(-1), -1)
-    return Q, ranks
+        Q[...] = backend.matmul(Q1, np.swapaxes(Linv, -1, -2))
+    return Q
 
 
 CHOLESKY_FIRST_PASS_COND32 = 1e2  # float32: the Gram's Cholesky first pass only for cond(X) below this
@@ -144,13 +148,7 @@ def _cholesky_qr2(X: np.ndarray, G: np.ndarray, rank_rtol: float, backend):
         return None
     if L2inv is None:
         return None
-    n, D, d = X.shape
-    Q = heads_of(np.empty((D, n * d), dtype=Q1.dtype), n)
-    if backend.name == "numpy":
-        np.matmul(Q1, np.swapaxes(L2inv, -1, -2), out=Q)
-    else:
-        Q[...] = mm(Q1, np.swapaxes(L2inv, -1, -2))
-    return Q
+    return _stacked_product(Q1, L2inv, backend)
 
 
 def stacked(U: np.ndarray) -> np.ndarray:
