@@ -1,11 +1,14 @@
-"""The two LAPACK routines of the rotation null's Householder QR (``xGEQRT``, ``xGEMQRT``), called
+"""The LAPACK and BLAS routines of a null draw: the rotation null's Householder QR (``xGEQRT``,
+``xGEMQRT``) and the bases' triangular inverse and products (``xTRTRI``, ``xTRMM``), called
 without holding Python's GIL, so that a job's worker threads draw layers side by side.
 
 scipy's own wrappers (``scipy.linalg.lapack.dgeqrt``) hold the GIL for the whole call: two threads
 drawing two layers then take as long as one thread drawing both. These call the same LAPACK
-functions (scipy's, through ``scipy.linalg.cython_lapack``'s exported pointers) by ctypes, which
-releases the GIL for the call: the same routine on the same arrays, so the same bits as scipy's
-wrappers (tests/unit/core/test_lapack.py). Arrays are Fortran-ordered, as LAPACK reads them."""
+functions (scipy's, through ``scipy.linalg.cython_lapack``'s and ``cython_blas``' exported pointers)
+by ctypes, which releases the GIL for the call: the same routine on the same arrays, so the same
+bits as scipy's wrappers (tests/unit/core/test_lapack.py). Arrays are Fortran-ordered, as LAPACK
+reads them; ``trmm_heads`` passes BLAS a leading dimension, so it works on the heads of a stacked
+matrix in place, where scipy's wrapper would copy each one in and out."""
 
 from __future__ import annotations
 
@@ -21,15 +24,19 @@ _SIGNATURES = {  # cython_lapack's C signatures (every argument by pointer, as i
     "geqrt": (_INT, _INT, _INT, _PTR, _INT, _PTR, _INT, _PTR, _INT),  # m n nb a lda t ldt work info
     # side trans m n k nb v ldv t ldt c ldc work info
     "gemqrt": (_CHAR, _CHAR, _INT, _INT, _INT, _INT, _PTR, _INT, _PTR, _INT, _PTR, _INT, _PTR, _INT),
+    "trtri": (_CHAR, _CHAR, _INT, _PTR, _INT, _INT),  # uplo diag n a lda info
+    "trmm": (_CHAR, _CHAR, _CHAR, _CHAR, _INT, _INT, _PTR, _PTR, _INT, _PTR, _INT),  # side uplo transa diag m n alpha a lda b ldb
 }
+_BLAS = ("trmm",)  # from cython_blas; the others from cython_lapack
 _PREFIX = {np.dtype(np.float64): "d", np.dtype(np.float32): "s"}
 
 
 @functools.lru_cache(maxsize=None)
 def _routine(name: str, dtype: np.dtype):
+    import scipy.linalg.cython_blas as cython_blas
     import scipy.linalg.cython_lapack as cython_lapack
 
-    capsule = cython_lapack.__pyx_capi__[_PREFIX[np.dtype(dtype)] + name]
+    capsule = (cython_blas if name in _BLAS else cython_lapack).__pyx_capi__[_PREFIX[np.dtype(dtype)] + name]
     get_name = ctypes.pythonapi.PyCapsule_GetName
     get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
     get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -75,3 +82,40 @@ def gemqrt(v: np.ndarray, t: np.ndarray, c: np.ndarray, side: str = "L", trans: 
                                 _int(max(1, v.shape[0])), t.ctypes.data, _int(nb), c.ctypes.data, _int(max(1, m)),
                                 work.ctypes.data, ctypes.byref(info))
     return c, info.value
+
+
+def lower_inverse_in_place(L: np.ndarray) -> int:
+    """The inverse of the lower-triangular C-ordered (d, d) ``L``, written over it (its strict upper
+    triangle is left as it is); LAPACK's info (k > 0: L[k-1, k-1] is zero, ``L`` then partly overwritten).
+    L's bytes read in Fortran order are L^T, upper triangular, and (L^T)^-1 = (L^-1)^T: LAPACK inverts
+    that in place, as scipy's ``trtri(L.T, lower=0)`` does on its copy."""
+    if L.dtype not in _PREFIX or L.ndim != 2 or L.shape[0] != L.shape[1] or not L.flags.c_contiguous \
+            or not L.flags.writeable:
+        raise ValueError(f"LAPACK trtri: needs a writeable C-ordered square float32/float64 matrix, got {L.dtype} "
+                         f"{L.shape}")
+    d = L.shape[0]
+    info = ctypes.c_int(0)
+    _routine("trtri", L.dtype)(b"U", b"N", _int(d), L.ctypes.data, _int(max(1, d)), ctypes.byref(info))
+    return info.value
+
+
+def trmm_heads(S: np.ndarray, Linv: np.ndarray) -> np.ndarray:
+    """X_h <- X_h Linv_h^T in place for each head X_h = S[:, h d:(h + 1) d] of the stacked C-ordered
+    (D, n d) matrix ``S``, Linv (n, d, d) lower triangular (C-ordered; its strict upper triangle is not
+    read): one BLAS trmm per head, half a GEMM's multiplications, on the head where it lies (S read in
+    Fortran order is S^T, whose rows h d .. (h + 1) d are X_h^T with leading dimension n d, and
+    X_h Linv^T = (Linv X_h^T)^T). Returns ``S``."""
+    n, d, _ = Linv.shape
+    D, m = S.shape
+    if S.dtype not in _PREFIX or Linv.dtype != S.dtype or m != n * d or Linv.shape[2] != d \
+            or not (S.flags.c_contiguous and S.flags.writeable and Linv.flags.c_contiguous):
+        raise ValueError(f"BLAS trmm: needs a writeable C-ordered (D, n d) matrix and C-ordered (n, d, d) "
+                         f"triangles of its dtype, got {S.dtype} {S.shape} and {Linv.dtype} {Linv.shape}")
+    one = (ctypes.c_double if S.dtype == np.float64 else ctypes.c_float)(1.0)
+    trmm = _routine("trmm", S.dtype)
+    step = d * S.itemsize
+    for h in range(n):
+        # A = Linv_h read in Fortran order is Linv_h^T (upper); op(A) = A^T = Linv_h
+        trmm(b"L", b"U", b"T", b"N", _int(d), _int(D), ctypes.byref(one), Linv[h].ctypes.data, _int(max(1, d)),
+             S.ctypes.data + h * step, _int(max(1, m)))
+    return S

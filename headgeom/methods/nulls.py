@@ -152,14 +152,16 @@ def null_spaces(X: np.ndarray, null: str, rng: np.random.Generator, precision: s
                 prepared: dict | None = None, key=None, rank_rtol: float = 1e-6):
     """One null draw's spaces: (orthonormal bases (n, D, d), ranks) of ``null_factors``' draw, by
     orthonormal_bases with the Cholesky first pass (NULL_BASES_FIRST_PASS: the same spaces as the
-    eigenvector route, another basis of each, a fraction of its d x d work). What the null jobs and the
-    benches draw."""
+    eigenvector route, another basis of each, a fraction of its d x d work), computed in the draw's own
+    memory. What the null jobs and the benches draw."""
     from headgeom.core.backend import NUMPY
     from headgeom.methods.overlap import orthonormal_bases
 
     bk = NUMPY if backend is None else backend
-    return orthonormal_bases(null_factors(X, null, rng, precision, backend, prepared, key), rank_rtol, bk,
-                             first_pass=NULL_BASES_FIRST_PASS)
+    draw = null_factors(X, null, rng, precision, backend, prepared, key)
+    # the draw is this call's own array (a sampler returns a new one): its bases may be computed in its memory
+    return orthonormal_bases(draw, rank_rtol, bk, first_pass=NULL_BASES_FIRST_PASS,
+                             overwrite_x=not np.may_share_memory(draw, X))
 
 
 def per_job(nulls: dict, which: str) -> int:

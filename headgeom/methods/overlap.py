@@ -37,7 +37,8 @@ def factor_stack(f, kind: str) -> np.ndarray:
     return reading_matrix(W, f.norm_gain, f.norm_type)
 
 
-def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY, first_pass: str = "eigh"):
+def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY, first_pass: str = "eigh",
+                      overwrite_x: bool = False):
     """Per head: orthonormal basis of Im X (columns), numerical rank at rtol * s_max.
 
     From the d x d Gram: X^T X = W diag(s^2) W^T, Q1 = X W_r diag(1/s_r) over the kept
@@ -55,7 +56,8 @@ def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY, fir
     a fraction of the eigenvector route's, which is what a basis costs where d is not small against
     D (Gemma-3-270M: d = 256 in D = 640). A batch with a rank-deficient or
     non-finite head, or in float32 a head with cond(X) past CHOLESKY_FIRST_PASS_COND32, takes the
-    eigenvector route.
+    eigenvector route. ``overwrite_x`` (a null draw, which no one else reads): the Cholesky route may
+    compute the bases in X's own memory (_cholesky_qr2), with the same bits.
 
     Returns (bases (n, D, d), the heads of one stacked matrix (``heads_of``), with columns beyond
     the rank zeroed; ranks (n,)). A head with
@@ -67,7 +69,7 @@ def orthonormal_bases(X: np.ndarray, rank_rtol: float = 1e-6, backend=NUMPY, fir
     mm = backend.matmul
     G = mm(np.swapaxes(Xf, -1, -2), Xf)
     if first_pass == "cholesky" and finite.all():
-        Q = _cholesky_qr2(Xf, G, rank_rtol, backend)
+        Q = _cholesky_qr2(Xf, G, rank_rtol, backend, overwrite_x)
         if Q is not None:
             return Q, np.full(X.shape[0], X.shape[-1])
     w, W = np.linalg.eigh(G)
@@ -99,23 +101,19 @@ def _stacked_product(Q1: np.ndarray, Linv: np.ndarray, backend) -> np.ndarray:
 CHOLESKY_FIRST_PASS_COND32 = 1e2  # float32: the Gram's Cholesky first pass only for cond(X) below this
 
 
-def _lower_inverse(L: np.ndarray) -> np.ndarray | None:
-    """Inverses of lower-triangular matrices (..., d, d) by LAPACK trtri (None if one is singular)."""
-    from scipy.linalg import lapack
+def _lower_inverse(L: np.ndarray, in_place: bool = False) -> np.ndarray | None:
+    """Inverses of lower-triangular matrices (..., d, d) by LAPACK trtri (None if one is singular);
+    ``in_place``: written over L (C-ordered), else into a copy."""
+    from headgeom.core import lapack
 
-    trtri = lapack.get_lapack_funcs("trtri", (L,))
-    out = np.empty_like(L)
-    out_t = np.swapaxes(out, -1, -2)
+    out = L if in_place and L.flags.c_contiguous else np.array(L, order="C")
     for i in np.ndindex(L.shape[:-2]):
-        # L^T is L's memory read in Fortran order: LAPACK inverts it in place of a copy, and (L^T)^-1 = (L^-1)^T
-        inv_t, info = trtri(L[i].T, lower=0)
-        if info != 0:
+        if lapack.lower_inverse_in_place(out[i]) != 0:
             return None
-        out_t[i] = inv_t
     return out
 
 
-def _cholesky_qr2(X: np.ndarray, G: np.ndarray, rank_rtol: float, backend):
+def _cholesky_qr2(X: np.ndarray, G: np.ndarray, rank_rtol: float, backend, overwrite_x: bool = False):
     """orthonormal_bases' first_pass="cholesky": the bases of full-rank heads X (n, D, d) with Gram G,
     or None where the eigenvector route must run (a head below full rank, a Gram that is not
     numerically positive definite).
@@ -123,7 +121,12 @@ def _cholesky_qr2(X: np.ndarray, G: np.ndarray, rank_rtol: float, backend):
     Full rank, cond(X) = s_max / s_min < 1 / bound, is certified without eigenvalues where
     ||L||_F ||L^-1||_F (L L^T = G: L^T has X's singular values, and each Frobenius norm is at most
     sqrt(d) times the 2-norm, so this bounds cond(X) from above) is below 1 / bound; a head the
-    bound cannot certify is decided by G's eigenvalues (eigvalsh), as the eigenvector route does."""
+    bound cannot certify is decided by G's eigenvalues (eigvalsh), as the eigenvector route does.
+
+    ``overwrite_x`` (on numpy, X the heads of a stacked matrix, ``heads_of``): both passes' products
+    with the triangles run as BLAS trmm on X where it lies (_stacked_in_place): half a GEMM's
+    multiplications, no array per pass, the same bits as the GEMMs (a triangle's zeros add exact
+    zeros; tests), and the bases are returned in X's memory."""
     bound = rank_rtol if X.dtype == np.float64 else max(rank_rtol, 1.0 / CHOLESKY_FIRST_PASS_COND32)
     mm = backend.matmul
     try:
@@ -141,14 +144,34 @@ def _cholesky_qr2(X: np.ndarray, G: np.ndarray, rank_rtol: float, backend):
             ratio = np.sqrt(np.clip(s2[..., 0], 0.0, None) / s2[..., -1])  # s_min / s_max per head
         if not (ratio > bound).all():
             return None
-    Q1 = mm(X, np.swapaxes(L1inv, -1, -2))
+    S = _stacked_in_place(X) if overwrite_x and backend.name == "numpy" else None
+    if S is not None:
+        from headgeom.core import lapack
+
+        Q1 = heads_of(lapack.trmm_heads(S, L1inv), X.shape[0])  # X L1^-T, over X
+    else:
+        Q1 = mm(X, np.swapaxes(L1inv, -1, -2))
     try:
-        L2inv = _lower_inverse(np.linalg.cholesky(mm(np.swapaxes(Q1, -1, -2), Q1)))
+        L2inv = _lower_inverse(np.linalg.cholesky(mm(np.swapaxes(Q1, -1, -2), Q1)), in_place=True)
     except np.linalg.LinAlgError:
-        return None
+        L2inv = None
     if L2inv is None:
+        if S is not None:  # X was overwritten: back to X (to rounding) for the eigenvector route
+            lapack.trmm_heads(S, np.ascontiguousarray(L1))
         return None
+    if S is not None:
+        return heads_of(lapack.trmm_heads(S, L2inv), X.shape[0])
     return _stacked_product(Q1, L2inv, backend)
+
+
+def _stacked_in_place(X: np.ndarray) -> np.ndarray | None:
+    """The stacked (D, n d) matrix whose heads X is (``heads_of``: a view, not a copy), where it is
+    C-ordered and writeable, so that products can run on the heads in place; None otherwise."""
+    n, D, d = X.shape
+    Y = np.swapaxes(X, 0, 1)
+    if not (Y.flags.c_contiguous and Y.flags.writeable):
+        return None
+    return Y.reshape(D, n * d)  # a C-ordered array reshapes without a copy
 
 
 def stacked(U: np.ndarray) -> np.ndarray:

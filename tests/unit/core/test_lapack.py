@@ -57,3 +57,46 @@ def test_worker_threads_get_the_serial_bits():
     with ThreadPoolExecutor(2) as ex:
         threaded = list(ex.map(lambda Z: lapack.geqrt(64, np.array(Z, order="F"))[0], Zs))
     assert all(np.array_equal(a, b) for a, b in zip(serial, threaded))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_lower_inverse_in_place_is_scipys_trtri_and_the_inverse(dtype):
+    rng = np.random.default_rng(7)
+    L = np.tril(rng.standard_normal((40, 40))) + 8 * np.eye(40)
+    L = L.astype(dtype)
+    ref, info_ref = scipy_lapack.get_lapack_funcs("trtri", (L,))(L.T, lower=0)  # (L^T)^-1 = (L^-1)^T
+    out = L.copy()
+    assert lapack.lower_inverse_in_place(out) == info_ref == 0
+    assert np.array_equal(out, ref.T)
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(out @ L.astype(np.float64), np.eye(40), atol=tol)
+    assert np.array_equal(np.triu(out, 1), np.zeros((40, 40)))  # the strict upper triangle stays as it was
+    singular = L.copy()
+    singular[3, 3] = 0
+    assert lapack.lower_inverse_in_place(singular) == 4
+    with pytest.raises(ValueError, match="C-ordered"):
+        lapack.lower_inverse_in_place(np.asfortranarray(L))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("D,n,d", [(50, 3, 7), (30, 4, 16), (200, 2, 64)])
+def test_trmm_heads_multiplies_each_head_in_place_by_the_transposed_triangle(dtype, D, n, d):
+    """X_h <- X_h L_h^T for the heads of a stacked matrix, L_h's strict upper triangle never read: against
+    a float64 product of contiguous copies with the triangle made explicit, and bit for bit against numpy's
+    GEMM with the explicit triangle (what orthonormal_bases' Cholesky route computed before)."""
+    rng = np.random.default_rng(D + n + d)
+    S = rng.standard_normal((D, n * d)).astype(dtype)
+    L = rng.standard_normal((n, d, d)).astype(dtype)  # upper triangle: garbage trmm must not read
+    Lt = np.tril(L)
+    heads = [S[:, h * d:(h + 1) * d].astype(np.float64) for h in range(n)]
+    want = np.concatenate([x @ lt.astype(np.float64).T for x, lt in zip(heads, Lt)], axis=1)
+    gemm = np.matmul(S.reshape(D, n, d).swapaxes(0, 1), np.swapaxes(Lt, -1, -2))
+    out = lapack.trmm_heads(S, L)
+    assert out is S
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(S, want, rtol=tol, atol=tol * np.abs(want).max())
+    assert np.array_equal(S.reshape(D, n, d).swapaxes(0, 1), gemm)
+    with pytest.raises(ValueError, match="C-ordered"):
+        lapack.trmm_heads(np.asfortranarray(S), L)
+    with pytest.raises(ValueError, match="C-ordered"):
+        lapack.trmm_heads(S, L[:, :, :-1])

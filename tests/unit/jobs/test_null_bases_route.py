@@ -122,3 +122,63 @@ def test_the_cholesky_first_pass_is_the_q_factor_of_the_heads_qr(cond, eigenvalu
     Qh, R = np.linalg.qr(X)
     Qh = Qh * np.sign(np.diagonal(R, axis1=-2, axis2=-1))[:, None, :]
     np.testing.assert_allclose(Q, Qh, atol=1e-15 * cond**2 + 1e-12)
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+@pytest.mark.parametrize("null", ["rotation", "reassign"])
+def test_a_draws_bases_are_computed_in_its_own_memory_with_the_same_bits(null, precision, monkeypatch):
+    """null_spaces hands orthonormal_bases its draw to overwrite: both Cholesky passes' triangular products run
+    as BLAS trmm on the draw where it lies. The bases are in the draw's memory, bit for bit those of the
+    GEMM products on a copy, and the job's X is left as it was."""
+    from headgeom.core.seeds import rng_for
+    from headgeom.methods.nulls import null_factors, null_spaces
+
+    rng = np.random.default_rng(11)
+    X = overlap.stacked_heads(rng.standard_normal((5, 48, 8)))
+    X_before = X.copy()
+    draw = null_factors(X, null, rng_for("t", null), precision)
+    want, want_r = overlap.orthonormal_bases(draw.copy(), first_pass="cholesky")  # a copy: not in place
+    assert overlap._stacked_in_place(draw.copy()) is None
+    from headgeom.core import lapack
+
+    real, written = lapack.trmm_heads, []
+    monkeypatch.setattr(lapack, "trmm_heads", lambda S, L: written.append(S) or real(S, L))
+    B, r = null_spaces(X, null, rng_for("t", null), precision)
+    # both passes wrote into one stacked array, whose heads the bases are
+    assert len(written) == 2 and written[0] is written[1] and np.shares_memory(B, written[0])
+    assert np.array_equal(B, want) and np.array_equal(r, want_r) and B.dtype == want.dtype
+    assert np.array_equal(X, X_before)
+
+
+def test_a_draw_that_shares_the_jobs_memory_is_not_overwritten(monkeypatch):
+    from headgeom.core.seeds import rng_for
+    from headgeom.methods import nulls
+
+    monkeypatch.setitem(nulls.NULL_MODELS, "same", nulls.NullModel("same", lambda S, rng: S, "same"))
+    X = overlap.stacked_heads(np.random.default_rng(2).standard_normal((3, 30, 5)))
+    X_before = X.copy()
+    B, r = nulls.null_spaces(X, "same", rng_for("t"))
+    assert np.array_equal(X, X_before) and r.tolist() == [5, 5, 5]
+    np.testing.assert_allclose(np.swapaxes(B, -1, -2) @ B, np.broadcast_to(np.eye(5), (3, 5, 5)), atol=1e-14)
+
+
+def test_a_failed_second_pass_in_place_gives_the_eigenvector_routes_bases(monkeypatch):
+    """Should the second pass's Cholesky fail after the first pass overwrote the draw, the draw is restored
+    (X = Q1 L1^T, to rounding) and the eigenvector route runs on it."""
+    rng = np.random.default_rng(4)
+    S = rng.standard_normal((40, 3 * 6))
+    want, want_r = overlap.orthonormal_bases(overlap.heads_of(S.copy(), 3), first_pass="eigh")
+    real, calls = np.linalg.cholesky, []
+
+    def cholesky(G):
+        calls.append(1)
+        if len(calls) == 2:  # the second pass's
+            raise np.linalg.LinAlgError("forced")
+        return real(G)
+
+    monkeypatch.setattr(np.linalg, "cholesky", cholesky)
+    X = overlap.heads_of(S, 3)
+    B, r = overlap.orthonormal_bases(X, first_pass="cholesky", overwrite_x=True)
+    monkeypatch.undo()
+    assert len(calls) >= 2 and np.array_equal(r, want_r)
+    np.testing.assert_allclose(B, want, atol=1e-13)
