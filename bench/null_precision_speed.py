@@ -21,7 +21,7 @@ X = {k: factor_stack(f, k) for k in ("O", "K")}
 def run(prec, null):
     for k in ("O", "K"):
         B, r = null_spaces(X[k], null, rng_for("b", null, k, 0), prec)
-        pk_within(B, r)
+        pk_within(B, r, angles="min")  # as pk_null_within_job
 
 
 fns = {f"{p}-{n}": (lambda p=p, n=n: run(p, n)) for p in ("float64", "float32") for n in ("rotation", "reassign")}

@@ -40,7 +40,7 @@ def bench_nulls(args) -> dict:
                     t1 = time.perf_counter()
                     B, r = orthonormal_bases(Xn, first_pass=NULL_BASES_FIRST_PASS)  # as the null jobs
                     t2 = time.perf_counter()
-                    pk_within(B, r)
+                    pk_within(B, r, angles="min")  # as pk_null_within_job
                     t3 = time.perf_counter()
                     for p, dt in zip(parts, (t1 - t0, t2 - t1, t3 - t2)):
                         parts[p].append(dt)
@@ -93,7 +93,9 @@ def null_sample_flops(null: str, n: int, D: int, d: int, pairs: str = "within") 
     Q to the D x m layer matrix (2 D m^2, a GEMM's count); when m > D the LQ of S (dgeqrf of
     m x D), the QR of the m x D Gaussian and L Q^T (2 D^2 m); bases = CholeskyQR2 per head: two
     symmetric Grams (D d (d + 1) each) and two D x d by d x d products (2 D d^2 each); within pairs =
-    one d x d block per pair (2 D d^2) and the sigma_max Gram + tridiagonal reduction (2 d^3 + 4/3 d^3)."""
+    one d x d block per pair (2 D d^2) and, for the smallest angle, each block's Gram and the Cholesky
+    factorization that certifies it below the largest (2 d^3 + d^3 / 3; overlap.sigma_max_largest: the
+    eigenvalues of the few blocks it cannot certify are not counted)."""
     m = n * d
     out = {}
     if null == "rotation":
@@ -105,7 +107,7 @@ def null_sample_flops(null: str, n: int, D: int, d: int, pairs: str = "within") 
     if pairs == "within":
         npairs = n * (n - 1) // 2
         out["pair_blocks"] = 2 * D * d * d * npairs
-        out["sigma_max"] = npairs * (2 * d**3 + 4 * d**3 // 3)
+        out["smallest_angle"] = npairs * (2 * d**3 + d**3 // 3)
     out["total"] = sum(out.values())
     return out
 
@@ -131,7 +133,7 @@ def bench_stages(args) -> dict:
     def null_within(null):
         for k in ("O", "Q", "K", "V"):
             B, r = null_spaces(Xk[k], null, rng_for("bench", null, k, 0), prec)
-            pk_within(B, r)
+            pk_within(B, r, angles="min")  # as pk_null_within_job
 
     def null_cross_pieces():  # one writer draw, one reader draw per kind, one layer pair's blocks
         Bw, rw = null_spaces(Xw_plain, "rotation", rng_for("bench", "w"), prec)
@@ -195,7 +197,8 @@ def bench_stages(args) -> dict:
                      "null_within_rotation": "Qwen2.5-7B layer, one sample, kinds O, Q, K, V: Householder QR of the "
                                              "m x m Gaussian (dgeqrf count 4/3 m^3, Q not formed) + applying it "
                                              "(2 D m^2), CholeskyQR2 bases (2 syrk + 2 GEMM per head), within-layer "
-                                             "pair blocks (2 D d^2 per pair) + sigma_max (2 d^3 + 4/3 d^3 per pair)",
+                                             "pair blocks (2 D d^2 per pair) + the smallest angle (2 d^3 + d^3 / 3 per pair: "
+                                             "Gram + Cholesky certificate)",
                      "null_within_reassign": "as rotation without the Haar QR and its application",
                      "null_cross_job": f"Qwen2.5-7B, {L} layers, one sample of the rotation null: {L} writer and {3 * L} "
                                        f"reader draws (QR + its application + bases) and {npairs} layer pairs of basis GEMMs for Q, K, V; "

@@ -1,5 +1,6 @@
 """The LAPACK and BLAS routines of a null draw: the rotation null's Householder QR (``xGEQRT``,
-``xGEMQRT``) and the bases' triangular inverse and products (``xTRTRI``, ``xTRMM``), called
+``xGEMQRT``), the bases' triangular inverse and products (``xTRTRI``, ``xTRMM``) and the Cholesky
+factorization that certifies a bound on an eigenvalue (``xPOTRF``), called
 without holding Python's GIL, so that a job's worker threads draw layers side by side.
 
 scipy's own wrappers (``scipy.linalg.lapack.dgeqrt``) hold the GIL for the whole call: two threads
@@ -25,6 +26,7 @@ _SIGNATURES = {  # cython_lapack's C signatures (every argument by pointer, as i
     # side trans m n k nb v ldv t ldt c ldc work info
     "gemqrt": (_CHAR, _CHAR, _INT, _INT, _INT, _INT, _PTR, _INT, _PTR, _INT, _PTR, _INT, _PTR, _INT),
     "trtri": (_CHAR, _CHAR, _INT, _PTR, _INT, _INT),  # uplo diag n a lda info
+    "potrf": (_CHAR, _INT, _PTR, _INT, _INT),  # uplo n a lda info
     "trmm": (_CHAR, _CHAR, _CHAR, _CHAR, _INT, _INT, _PTR, _PTR, _INT, _PTR, _INT),  # side uplo transa diag m n alpha a lda b ldb
 }
 _BLAS = ("trmm",)  # from cython_blas; the others from cython_lapack
@@ -119,3 +121,27 @@ def trmm_heads(S: np.ndarray, Linv: np.ndarray) -> np.ndarray:
         trmm(b"L", b"U", b"T", b"N", _int(d), _int(D), ctypes.byref(one), Linv[h].ctypes.data, _int(max(1, d)),
              S.ctypes.data + h * step, _int(max(1, m)))
     return S
+
+
+def shifted_positive_definite(G: np.ndarray, mu: float, which) -> np.ndarray:
+    """For each i of ``which``: whether mu I - G[i] is numerically positive definite, i.e. LAPACK's Cholesky
+    factorization (potrf) of it runs to the end (a bool each). G (n, d, d): symmetric matrices, left as they
+    are (each shifted copy is made in one d x d scratch matrix, so no (n, d, d) array is allocated). Success
+    means L L^T = mu I - G[i] + E with |E| at most about (d + 1) eps |L| |L^T| (Demmel's backward error), so
+    G[i]'s largest eigenvalue is below mu + d (d + 1) eps |mu| + ||G[i]||_2)."""
+    if G.dtype not in _PREFIX or G.ndim != 3 or G.shape[1] != G.shape[2]:
+        raise ValueError(f"LAPACK potrf: needs (n, d, d) symmetric float32/float64 matrices, got {G.dtype} {G.shape}")
+    d = G.shape[-1]
+    potrf = _routine("potrf", G.dtype)
+    scratch = np.empty((d, d), dtype=G.dtype)
+    diagonal = scratch.reshape(-1)[:: d + 1]  # a view of the scratch matrix's diagonal
+    which = np.asarray(which, dtype=np.int64).reshape(-1)
+    out = np.empty(which.size, dtype=bool)
+    info = ctypes.c_int(0)
+    for k, i in enumerate(which):
+        np.negative(G[i], out=scratch)
+        diagonal += mu
+        # a symmetric matrix is its own transpose: either triangle, either order
+        potrf(b"U", _int(d), scratch.ctypes.data, _int(max(1, d)), ctypes.byref(info))
+        out[k] = info.value == 0
+    return out

@@ -314,7 +314,7 @@ def pk_null_within_job(store_dir, layer: int, samples, out, params: dict, log=pr
             for s in samples:
                 B, r = null_spaces(X, null, rng_for(model, "null-within", null, kind, layer, s), precision, bk,
                                    prepared, kind, params.get("rank_rtol", 1e-6))
-                res = pk_within(B, r, bk)
+                res = pk_within(B, r, bk, angles="min")  # layer_stats reads only the smallest angle
                 _null_stats_row(rows, layer_stats(res["rho"], res["min_angle_deg"], iso),
                                 kind=kind, null=null, sample=s, rho=np.sort(res["rho"]).tolist())
             progress_of(log)(f"[pk_null_within {model} L{layer}] {kind} {null}: samples {samples[0]}..{samples[-1]} "

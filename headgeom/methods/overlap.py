@@ -221,6 +221,57 @@ def sigma_max(C: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(np.linalg.eigvalsh(G)[..., -1], 0.0, None))
 
 
+LARGEST_MARGIN = 1e-8  # sigma_max_largest: a block is certified below the largest top eigenvalue by this relative margin
+POWER_STEPS = 4  # sigma_max_largest: power steps for each block's lower bound (they only rank the candidates)
+LARGEST_ROUNDS = 4  # sigma_max_largest: candidates tried before every block left uncertified gets eigvalsh
+
+
+def sigma_max_largest(C: np.ndarray, skip: np.ndarray | None = None) -> np.ndarray | None:
+    """sigma_max(C) for every block (n, a, b) that can hold the largest value, NaN for the blocks
+    certified below it, without the eigenvalues of the others: what the smallest principal angle of
+    a set of pairs needs (a null draw's layer statistics read only that minimum).
+
+    Each block's Gram is sigma_max's (the same product, so the same bits); a few power steps give a
+    lower bound of each top eigenvalue, which ranks the candidates. The best-ranked block left gets its
+    top eigenvalue lam by eigvalsh, and every block left is certified below it where the Cholesky
+    factorization of mu I - G, mu = lam (1 - LARGEST_MARGIN), runs to the end (LAPACK potrf: success
+    bounds G's top eigenvalue by mu + d (d + 1) eps mu, far inside the margin at any d_head); the
+    blocks it cannot certify are left for the next candidate, up to LARGEST_ROUNDS, then all get
+    eigvalsh. Every value returned is computed as sigma_max computes it, so the largest value and the
+    blocks holding it are sigma_max's bits. ``skip``: blocks left out (NaN). None when no block is
+    left, a Gram is not finite or a candidate's value is not positive (use sigma_max)."""
+    from headgeom.core import lapack
+
+    G = np.swapaxes(C, -1, -2) @ C if C.shape[-1] <= C.shape[-2] else C @ np.swapaxes(C, -1, -2)
+    n = G.shape[0]
+    live = np.ones(n, bool) if skip is None else ~np.asarray(skip, bool)
+    # |G_ij| <= sqrt(G_ii G_jj): a block's Gram is finite where its trace is (no (n, d, d) temporary)
+    if not live.any() or not np.isfinite(np.einsum("pii->p", G)[live]).all():
+        return None
+    v = G.sum(axis=-1)  # G 1, then power steps: v^T G v / v^T v <= the top eigenvalue
+    for _ in range(POWER_STEPS):
+        norm = np.sqrt(np.einsum("pi,pi->p", v, v))
+        v = v / np.where(norm > 0, norm, 1.0)[:, None]
+        Gv = np.einsum("pij,pj->pi", G, v)
+        lower, v = np.einsum("pi,pi->p", v, Gv), Gv
+    out = np.full(n, np.nan)
+    left = np.flatnonzero(live)  # blocks neither computed nor certified below a computed value
+    top = 0.0
+    for _ in range(LARGEST_ROUNDS):
+        c = left[np.argmax(lower[left])]
+        lam = np.linalg.eigvalsh(G[c])[-1]  # one matrix at a time: the bits of sigma_max's batched call
+        if not lam > 0:
+            return None
+        out[c], top = np.sqrt(lam), max(top, lam)
+        left = left[left != c]
+        left = left[~lapack.shifted_positive_definite(G, top * (1.0 - LARGEST_MARGIN), left)]
+        if left.size == 0:
+            break
+    if left.size:
+        out[left] = np.sqrt(np.clip(np.linalg.eigvalsh(G[left])[..., -1], 0.0, None))
+    return out
+
+
 UPPER_STRIP_MB = 128  # upper_blocks: at most this much of the stacked Gram is held at a time
 UPPER_STRIP_COLS = 512  # upper_blocks: a strip's width in columns (heads x d), what keeps its GEMM near peak
 
@@ -273,8 +324,13 @@ def min_angle_deg(smax: float) -> float:
     return float(np.degrees(np.arccos(np.clip(smax, -1.0, 1.0))))
 
 
-def pk_within(bases: np.ndarray, ranks: np.ndarray, backend=NUMPY) -> dict[str, np.ndarray]:
-    """Unordered pairs i<j of one kind within a layer."""
+def pk_within(bases: np.ndarray, ranks: np.ndarray, backend=NUMPY, angles: str = "all") -> dict[str, np.ndarray]:
+    """Unordered pairs i<j of one kind within a layer. ``angles="min"`` (a null draw, whose layer
+    statistics read only the smallest angle): ``min_angle_deg`` holds each pair's angle where the pair
+    can hold the layer's smallest one (sigma_max_largest: the same bits as ``"all"``) and NaN for the
+    pairs certified above it."""
+    if angles not in ("all", "min"):
+        raise ValueError(f"pk_within: angles is 'all' or 'min', not {angles!r}")
     n = bases.shape[0]
     iu, ju = np.triu_indices(n, k=1)
     if len(iu) == 0:
@@ -282,9 +338,13 @@ def pk_within(bases: np.ndarray, ranks: np.ndarray, backend=NUMPY) -> dict[str, 
                 (("head_i", np.int64), ("head_j", np.int64), ("pk", float), ("rho", float), ("min_angle_deg", float), ("dim_i", np.int64), ("dim_j", np.int64), ("flags", object))}
     C = upper_blocks(bases, backend).astype(np.float64, copy=False)  # (npairs, d, d), triu order; statistics in float64
     pk = np.einsum("pij,pij->p", C, C)
-    smax = sigma_max(C)
     dims = np.minimum(ranks[iu], ranks[ju])
     undefined = dims <= 0  # a zero or non-finite head: NaN + flag, the run continues
+    smax = sigma_max_largest(C, skip=undefined) if angles == "min" else None
+    if smax is not None and np.nanmax(smax) >= np.cos(np.radians(2 * SINE_FORM_BELOW_DEG)):
+        smax = None  # a smallest angle near the sine form's range: every pair's, as "all"
+    if smax is None:
+        smax = sigma_max(C)
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = np.where(undefined, np.nan, pk / dims)
     pk = np.where(undefined, np.nan, pk)
