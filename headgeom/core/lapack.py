@@ -128,7 +128,7 @@ def shifted_positive_definite(G: np.ndarray, mu: float, which) -> np.ndarray:
     factorization (potrf) of it runs to the end (a bool each). G (n, d, d): symmetric matrices, left as they
     are (each shifted copy is made in one d x d scratch matrix, so no (n, d, d) array is allocated). Success
     means L L^T = mu I - G[i] + E with |E| at most about (d + 1) eps |L| |L^T| (Demmel's backward error), so
-    G[i]'s largest eigenvalue is below mu + d (d + 1) eps |mu| + ||G[i]||_2)."""
+    G[i]'s largest eigenvalue is below mu + d (d + 1) eps (|mu| + ||G[i]||_2)."""
     if G.dtype not in _PREFIX or G.ndim != 3 or G.shape[1] != G.shape[2]:
         raise ValueError(f"LAPACK potrf: needs (n, d, d) symmetric float32/float64 matrices, got {G.dtype} {G.shape}")
     d = G.shape[-1]

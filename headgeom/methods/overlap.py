@@ -217,7 +217,16 @@ def cross_blocks(Ua: np.ndarray, Ub: np.ndarray, backend=NUMPY, Sa: np.ndarray |
 def sigma_max(C: np.ndarray) -> np.ndarray:
     """Largest singular value of each block (..., a, b), from the smaller Gram's top
     eigenvalue (about 2x faster than an SVD; small angles are redone in sine form)."""
-    G = np.swapaxes(C, -1, -2) @ C if C.shape[-1] <= C.shape[-2] else C @ np.swapaxes(C, -1, -2)
+    return _top_sigma(_block_grams(C))
+
+
+def _block_grams(C: np.ndarray) -> np.ndarray:
+    """The smaller Gram of each block (..., a, b): C^T C or C C^T (sigma_max's and sigma_max_largest's)."""
+    return np.swapaxes(C, -1, -2) @ C if C.shape[-1] <= C.shape[-2] else C @ np.swapaxes(C, -1, -2)
+
+
+def _top_sigma(G: np.ndarray) -> np.ndarray:
+    """sqrt of each Gram's (..., d, d) top eigenvalue (eigvalsh; clipped at 0): the block's sigma_max."""
     return np.sqrt(np.clip(np.linalg.eigvalsh(G)[..., -1], 0.0, None))
 
 
@@ -242,7 +251,7 @@ def sigma_max_largest(C: np.ndarray, skip: np.ndarray | None = None) -> np.ndarr
     left, a Gram is not finite or a candidate's value is not positive (use sigma_max)."""
     from headgeom.core import lapack
 
-    G = np.swapaxes(C, -1, -2) @ C if C.shape[-1] <= C.shape[-2] else C @ np.swapaxes(C, -1, -2)
+    G = _block_grams(C)
     n = G.shape[0]
     live = np.ones(n, bool) if skip is None else ~np.asarray(skip, bool)
     # |G_ij| <= sqrt(G_ii G_jj): a block's Gram is finite where its trace is (no (n, d, d) temporary)
@@ -262,13 +271,13 @@ def sigma_max_largest(C: np.ndarray, skip: np.ndarray | None = None) -> np.ndarr
         lam = np.linalg.eigvalsh(G[c])[-1]  # one matrix at a time: the bits of sigma_max's batched call
         if not lam > 0:
             return None
-        out[c], top = np.sqrt(lam), max(top, lam)
+        out[c], top = np.sqrt(lam), max(top, lam)  # lam > 0: the clip of _top_sigma changes nothing
         left = left[left != c]
         left = left[~lapack.shifted_positive_definite(G, top * (1.0 - LARGEST_MARGIN), left)]
         if left.size == 0:
             break
     if left.size:
-        out[left] = np.sqrt(np.clip(np.linalg.eigvalsh(G[left])[..., -1], 0.0, None))
+        out[left] = _top_sigma(G[left])
     return out
 
 
