@@ -4,7 +4,9 @@ Conventions (HF linear weights are (out, in)):
   W_Q[h]  d_qk x d_model   rows of the query projection for query head h
   W_K[g]  d_qk x d_model   rows of the key projection for KV group g
   W_V[g]  d_v  x d_model   rows of the value projection for KV group g
-  W_O[h]  d_model x d_v    columns of the output projection for head h
+  W_O[h]  d_model x d_v    columns of the output projection for head h, kept where the checkpoint
+                            stores them: W_O is the (H, D, d_v) heads of one C-ordered (D, H d_v)
+                            matrix (``W_O_stacked``, o_proj.weight), a view, not a copy
   kv_group[h] = g(h)
 Paper 1 factors: O_h = W_O[h], V_g = W_V[g].T (both d_model x d_v).
 """
@@ -35,7 +37,11 @@ class LayerFactors:
         self.W_Q = np.ascontiguousarray(self.W_Q, dtype=np.float64)
         self.W_K = np.ascontiguousarray(self.W_K, dtype=np.float64)
         self.W_V = np.ascontiguousarray(self.W_V, dtype=np.float64)
-        self.W_O = np.ascontiguousarray(self.W_O, dtype=np.float64)
+        W_O = np.asarray(self.W_O)
+        if W_O.ndim == 3 and W_O.shape[0]:  # the heads of one stacked matrix (W_O_stacked)
+            self.W_O = heads_of(stacked_columns(W_O, np.float64), W_O.shape[0])
+        else:  # no heads, or a shape validate() reports
+            self.W_O = np.ascontiguousarray(W_O, dtype=np.float64)
         self.kv_group = np.asarray(self.kv_group, dtype=np.int64)
         if self.norm_gain is not None:
             self.norm_gain = np.asarray(self.norm_gain, dtype=np.float64)
@@ -56,6 +62,12 @@ class LayerFactors:
     @property
     def d_head(self) -> int:
         return self.W_V.shape[1]
+
+    @property
+    def W_O_stacked(self) -> np.ndarray:
+        """The layer's output projection [O_1 ... O_H] (D, H d_v), whose heads W_O is (no copy): one
+        GEMM reads every head's columns at once."""
+        return stacked_columns(self.W_O)
 
     def O(self, h: int) -> np.ndarray:
         return self.W_O[h]
@@ -109,8 +121,28 @@ def split_rows(W: np.ndarray, n: int) -> np.ndarray:
 
 
 def split_cols(W: np.ndarray, n: int) -> np.ndarray:
-    """(D, n*d) output projection -> (n, D, d) per-head column blocks."""
+    """(D, n*d) output projection -> (n, D, d) per-head column blocks (``heads_of``: a view of W)."""
     D, cols = W.shape
     if cols % n:
         raise ValueError(f"{cols} columns do not split into {n} heads")
-    return np.ascontiguousarray(W.reshape(D, n, cols // n).transpose(1, 0, 2))
+    return heads_of(W, n)
+
+
+def heads_of(S: np.ndarray, n: int) -> np.ndarray:
+    """(D, n d) stacked matrix -> its n heads as an (n, D, d) view (no copy; ``stacked_columns`` of
+    the view is S again). Every product of a head reads it in place (BLAS takes the row stride), with
+    the same bits as from a contiguous copy."""
+    D, m = S.shape
+    if m % n:
+        raise ValueError(f"heads_of: {m} columns do not split into {n} heads")
+    return S.reshape(D, n, m // n).swapaxes(0, 1)
+
+
+def stacked_columns(U: np.ndarray, dtype=None) -> np.ndarray:
+    """(n, D, d) per-head factors -> the C-ordered (D, n d) matrix [U_1 ... U_n] (in ``dtype``; None:
+    U's): a copy, except for heads that already are ``heads_of`` such a matrix (a layer's W_O, what
+    orthonormal_bases and the null draws return), whose matrix is returned as it is (read-only use: it
+    shares their memory). A caller that pairs one set of heads with many others stacks it once and
+    passes it to cross_blocks / cross_pairs (``Sa``, ``Sw``, ``SXw``)."""
+    n, D, d = U.shape
+    return np.ascontiguousarray(np.swapaxes(U, 0, 1).reshape(D, n * d), dtype=dtype)

@@ -120,7 +120,7 @@ def pk_cross_rows(layer_factors, model: str, n_layers: int, segments, params: di
     each writer layer; ``layer_factors(l)`` gives a layer's LayerFactors (a tensor store's, or
     headgeom.api's). Rows come writer, reader, kind: what pk_cross_job writes and headgeom.api
     returns."""
-    from headgeom.methods.overlap import cross_pairs, lambda_min_S, layer_spaces, stacked
+    from headgeom.methods.overlap import cross_pairs, head_sq_norms, lambda_min_S, layer_spaces, stacked
 
     segments = pair_segments(segments, n_layers)
     if not segments:
@@ -133,12 +133,12 @@ def pk_cross_rows(layer_factors, model: str, n_layers: int, segments, params: di
     for w, r0, r1 in segments:
         Xw, Bw, rw = layer_spaces(layer_factors(w), ("O",), rtol)["O"]
         lam = lams[w] = lambda_min_S(Bw)
-        Sw, SXw = stacked(Bw), stacked(Xw)  # once per writer, for all its readers
+        Sw, SXw, nw2 = stacked(Bw), stacked(Xw), head_sq_norms(Xw)  # once per writer, for all its readers
         parts = []
         for lr in range(r0, r1):
             spaces = readers.get(lr, lambda: layer_spaces(layer_factors(lr), kinds, rtol))
             for kind, (Xr, Br, rr) in spaces.items():
-                res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, Sw=Sw, SXw=SXw)
+                res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, Sw=Sw, SXw=SXw, nw2=nw2)
                 n = len(res["rho"])
                 res.update(layer_r=np.full(n, lr), kind=np.array([kind] * n, dtype=object),
                            lambda_min_S=np.full(n, lam))

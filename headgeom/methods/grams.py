@@ -13,9 +13,11 @@ and the paper-1 suite (headgeom.methods.paper1) share one object, so every value
 layer comes from the same bits.
 
 Cost: the closure needs A (H Grams), B (G), and M for the own and the cyclic wrong group (2H):
-``M_pair`` computes both with one product per KV group, [V_g V_g+1]^T O_h for the group's heads.
+``M_pair`` computes both with one product per KV group, [V_g V_g+1]^T [O_h ...] over the group's
+heads' columns of the stacked W_O (D, H d) (LayerFactors keeps W_O so: its heads are views of it).
 The paper-1 suite needs M for every (head, group) and C (``M_full``, ``C``): one product
-[V_1 ... V_G]^T O_h per head. Which product computes a block does not change its bits with the
+[V_1 ... V_G]^T W_O for the whole layer. One wide product instead of one per head runs near the
+GEMM peak (docs/performance.md). Which product computes a block does not change its bits with the
 BLAS this project pins (each entry is the same dot product over d_model); tests check that the
 two routes agree."""
 
@@ -26,6 +28,7 @@ from functools import cached_property
 import numpy as np
 
 from headgeom.core.backend import NUMPY
+from headgeom.core.factors import stacked_columns
 from headgeom.methods.linalg import mT
 
 
@@ -54,6 +57,12 @@ def _group_slices(kv_group: np.ndarray, G: int):
         else:
             out.append(hs)
     return out
+
+
+def _heads_blocks(R: np.ndarray, d: int) -> np.ndarray:
+    """(r, n d) product with n heads' columns -> (n, r, d): head j's block R[:, j d:(j + 1) d] (a view)."""
+    r, m = R.shape
+    return R.reshape(r, m // d, d).swapaxes(0, 1)
 
 
 class LayerGrams:
@@ -97,11 +106,22 @@ class LayerGrams:
         wrong = None if self.wrong_group is None else np.empty((H, d, d))
         for g, hs in enumerate(_group_slices(self.kv_group, G)):
             Wg = self.W_V[g] if wrong is None else np.concatenate([self.W_V[g], self.W_V[(g + 1) % G]])
-            R = self.bk.matmul(Wg, self.O[hs])  # (n, d or 2d, d)
+            R = _heads_blocks(self.bk.matmul(Wg, self._O_cols(hs)), d)  # (n, d or 2d, d)
             own[hs] = R[:, :d]
             if wrong is not None:
                 wrong[hs] = R[:, d:]
         return own, wrong
+
+    @cached_property
+    def _O_stacked(self):
+        return stacked_columns(self.O)  # LayerFactors' W_O_stacked itself (no copy)
+
+    def _O_cols(self, hs):
+        """The stacked W_O's columns of heads ``hs`` (a slice: a view; an index array: a copy)."""
+        S, d = self._O_stacked, self.d
+        if isinstance(hs, slice):
+            return S[:, hs.start * d:hs.stop * d]
+        return S[:, (np.asarray(hs)[:, None] * d + np.arange(d)).ravel()]
 
     @property
     def M_own(self):
@@ -120,7 +140,7 @@ class LayerGrams:
         """M_full[h, g] = V_g^T O_h for every head and group."""
         if "_M_pair" in self.__dict__:  # keep one set of bits per block
             del self.__dict__["_M_pair"]
-        return self.bk.matmul(self._W_all[None], self.O).reshape(self.H, self.G, self.d, self.d)
+        return _heads_blocks(self.bk.matmul(self._W_all, self._O_stacked), self.d).reshape(self.H, self.G, self.d, self.d)
 
     @property
     def Vg(self):

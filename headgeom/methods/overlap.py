@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from headgeom.core.backend import NUMPY
+from headgeom.core.factors import heads_of, stacked_columns as stacked  # noqa: F401 (callers import them from here)
 from headgeom.methods.linalg import fro2
 
 KINDS = ("O", "Q", "K", "V")
@@ -174,31 +175,11 @@ def _stacked_in_place(X: np.ndarray) -> np.ndarray | None:
     return Y.reshape(D, n * d)  # a C-ordered array reshapes without a copy
 
 
-def stacked(U: np.ndarray) -> np.ndarray:
-    """(n, D, d) per-head factors -> the (D, n d) matrix [U_1 ... U_n]: a copy, except for heads
-    that already are ``heads_of`` a stacked matrix (what orthonormal_bases and the null draws
-    return), whose stacked matrix is returned as it is (read-only use: it shares their memory).
-    A caller that pairs one set of heads with many others stacks it once and passes it to
-    cross_blocks / cross_pairs (``Sa``, ``Sw``, ``SXw``)."""
-    n, D, d = U.shape
-    return np.ascontiguousarray(np.swapaxes(U, 0, 1).reshape(D, n * d))
-
-
 def stacked_heads(X: np.ndarray) -> np.ndarray:
     """(n, D, d) heads -> the same values as heads of one stacked (D, n d) copy (``heads_of``): what
     a job that draws many null samples of one layer's heads hands to each draw, so that no draw
     copies them again."""
     return heads_of(stacked(X), X.shape[0])
-
-
-def heads_of(S: np.ndarray, n: int) -> np.ndarray:
-    """(D, n d) stacked matrix -> its n heads as an (n, D, d) view (no copy; ``stacked`` of the
-    view is S again). Every product of a head reads it in place (BLAS takes the row stride), with
-    the same bits as from a contiguous copy."""
-    D, m = S.shape
-    if m % n:
-        raise ValueError(f"heads_of: {m} columns do not split into {n} heads")
-    return S.reshape(D, n, m // n).swapaxes(0, 1)
 
 
 def cross_blocks(Ua: np.ndarray, Ub: np.ndarray, backend=NUMPY, Sa: np.ndarray | None = None) -> np.ndarray:
@@ -465,15 +446,23 @@ def layer_spaces(f, kinds, rank_rtol: float = 1e-6) -> dict:
 # ---------------------------------------------------------------- across layers
 
 
+def head_sq_norms(X: np.ndarray) -> np.ndarray:
+    """||X_i||_F^2 per head of an (n, D, d) stack, summed in a C-ordered stack's order whatever X's
+    layout (a layer's W_O is heads of its stacked matrix; einsum's order follows the memory)."""
+    Xc = np.ascontiguousarray(X)
+    return np.einsum("wij,wij->w", Xc, Xc)
+
+
 def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=NUMPY,
-                Sw=None, SXw=None) -> dict[str, np.ndarray]:
+                Sw=None, SXw=None, nw2=None) -> dict[str, np.ndarray]:
     """Every writer head (bases Bw, ranks rw) with every reader head (Br, rr).
 
     One GEMM over the stacked bases gives all (d x d) blocks; rho = PK / min(dim);
     min angle from sigma_max (sine form below 1 degree). With the raw factors Xw (writing
     matrices W_O^h) and Xr (folded reading factors) also the spectral-weighted measure
     D ||R B||_F^2 / (||R||_F^2 ||B||_F^2), R = Xr^T, B = Xw.
-    ``Sw``, ``SXw``: Bw and Xw already stacked (``stacked``), when one writer meets many readers."""
+    ``Sw``, ``SXw``, ``nw2``: Bw and Xw already stacked (``stacked``) and Xw's ``head_sq_norms``, when
+    one writer meets many readers."""
     nw, nr = Bw.shape[0], Br.shape[0]
     C = cross_blocks(Bw, Br, backend, Sa=Sw).astype(np.float64, copy=False)  # (nw, nr, d, d); statistics in float64
     pk = np.einsum("wrij,wrij->wr", C, C)
@@ -496,8 +485,8 @@ def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=N
         D = Xw.shape[1]
         RB = cross_blocks(Xw, Xr, backend, Sa=SXw)  # blocks Xw_i^T Xr_j = (R_j B_i)^T: same Frobenius norm
         num = np.einsum("wrij,wrij->wr", RB, RB)
-        nw2 = np.einsum("wij,wij->w", Xw, Xw)
-        nr2 = np.einsum("rij,rij->r", Xr, Xr)
+        nw2 = head_sq_norms(Xw) if nw2 is None else nw2
+        nr2 = head_sq_norms(Xr)
         with np.errstate(divide="ignore", invalid="ignore"):
             out["weighted"] = (D * num / (nw2[:, None] * nr2[None, :])).ravel()
     return out
