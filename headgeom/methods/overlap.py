@@ -269,35 +269,46 @@ UPPER_STRIP_COLS = 512  # upper_blocks: a strip's width in columns (heads x d), 
 def upper_blocks(bases: np.ndarray, backend=NUMPY) -> np.ndarray:
     """U_i^T U_j for i < j (triu order) from the Gram of the stacked bases S = [U_1 ... U_n],
     computed in strips of heads a..b of about UPPER_STRIP_COLS columns: per strip one GEMM
-    S_ab^T S_(a+1): (the strip against every head right of its first one), never the part below
-    the strip. Of the strip's own k x k blocks the k (k - 1) / 2 on or below the diagonal that are
-    not pairs of its first head are computed and not used: about d / (2 UPPER_STRIP_COLS) of the
-    work more than a syrk, for a GEMM at near the peak rate where OpenBLAS's syrk runs at about 0.7
-    of it (bench: 1.46 s instead of 1.96 s at 28 heads of 128 in 3584; starting at head a + 1
-    instead of a saves k of the (n - a) k blocks). Each entry is the same dot product over d_model as in a per-head product (one GEMM per
-    head against the heads after it, the reference in tests: equal to 1e-12 relative, bit for bit
-    with this project's OpenBLAS, as the previous syrk + GEMM strips were)."""
+    S_ab^T S_b: (the strip against every head right of it: OpenBLAS's syrk runs at about 0.7 of the
+    GEMM rate, the GEMM near its peak), and the strip's own pairs i < j < b by one product per head
+    S_i^T S_(i+1):b written where the pairs lie: no block is computed twice or left unused. On another
+    backend a strip is one call, S_ab^T S_(a+1): (its own triangle computed twice: fewer, larger calls). Each entry is the same dot product over d_model as in a per-head product (one
+    GEMM per head against the heads after it, the reference in tests: equal to 1e-12 relative, bit for
+    bit with this project's OpenBLAS)."""
     n, D, d = bases.shape
     npairs = n * (n - 1) // 2
     # memory laid out (row of the block, pair, column), as the concatenation of per-head products
     # was: the pair sums of pk_within (einsum) and its sigma_max Grams then add in the same order
-    out = np.empty((d, npairs, d), dtype=bases.dtype).transpose(1, 0, 2)
+    mem = np.empty((d, npairs, d), dtype=bases.dtype)
+    out = mem.transpose(1, 0, 2)
     if npairs == 0:
         return out
     S = stacked(bases)
     k = max(1, min(n, UPPER_STRIP_COLS // d, int(UPPER_STRIP_MB * 2**20 // (bases.itemsize * n * d * d))))
     starts = np.cumsum([0] + [n - 1 - i for i in range(n - 1)])  # triu offset of row i
+
+    def gram(a, b, j0):  # S_ab^T [U_j0 ... U_n-1] (one product, blocks (b - a, d, n - j0, d))
+        Sa, right = S[:, a * d:b * d], S[:, j0 * d:]
+        G = np.matmul(Sa.T, right) if backend.name == "numpy" else backend.matmul(np.ascontiguousarray(Sa.T), right)
+        return G.reshape(b - a, d, n - j0, d)  # the transposed view goes to BLAS as is: no copy
+
     for a in range(0, n - 1, k):
         b = min(a + k, n)
-        Sa = S[:, a * d:b * d]
-        right = S[:, (a + 1) * d:]  # heads a+1 .. n-1: every pair of the strip's rows is in it
-        if backend.name == "numpy":
-            G = Sa.T @ right  # the transposed view goes to BLAS as is: no copy
-        else:
-            G = backend.matmul(np.ascontiguousarray(Sa.T), right)
-        G4 = G.reshape(b - a, d, n - a - 1, d)
-        for i in range(a, min(b, n - 1)):  # row i of blocks: heads j > i (column j - a - 1), one strided copy
-            out[starts[i]:starts[i] + n - 1 - i] = G4[i - a, :, i - a:, :].transpose(1, 0, 2)
+        if backend.name != "numpy":  # one call for the whole strip, its own triangle computed twice
+            G4, j0 = gram(a, b, a + 1), a + 1
+        else:  # the strip's own pairs i < j < b, one product per head written where the pairs lie
+            for i in range(a, b - 1):
+                p0 = starts[i]
+                flat = mem[:, p0:p0 + b - 1 - i]
+                flat.shape = (d, (b - 1 - i) * d)  # a view of the pairs' rows (raises rather than copy)
+                np.matmul(S[:, i * d:(i + 1) * d].T, S[:, (i + 1) * d:b * d], out=flat)
+            if b == n:
+                break
+            G4, j0 = gram(a, b, b), b
+        for i in range(a, min(b, n - 1)):  # head i's pairs with j >= max(j0, i + 1), where they lie
+            c = max(j0, i + 1)
+            p0 = starts[i] + c - i - 1
+            mem[:, p0:p0 + n - c] = G4[i - a, :, c - j0:, :]
     return out
 
 

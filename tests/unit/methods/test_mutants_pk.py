@@ -544,6 +544,31 @@ def test_upper_blocks_on_the_numpy_backend_is_numpys_own_product():
     np.testing.assert_allclose(got, per_head_blocks(B), rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.parametrize("heads_per_strip", [1, 2, 3, 4, 100])
+def test_upper_blocks_compute_each_pair_once_on_numpy(heads_per_strip, monkeypatch):
+    """On the numpy backend the products cover exactly the pairs' blocks: the strip against the heads
+    right of it, and the strip's own pairs one head at a time (no block computed twice or left
+    unused), every block bit for bit the per-head product."""
+    rng = np.random.default_rng(151)
+    n, D, d = 9, 30, 4
+    B = PK.heads_of(rng.standard_normal((D, n * d)), n)
+    monkeypatch.setattr(PK, "UPPER_STRIP_MB", (heads_per_strip + 0.5) * 8 * n * d * d / 2**20)
+    entries = []
+
+    class CountingNumpy:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        def matmul(self, a, b, out=None):
+            entries.append(a.shape[0] * b.shape[1])
+            return np.matmul(a, b, out=out)
+
+    monkeypatch.setattr(PK, "np", CountingNumpy())
+    got = PK.upper_blocks(B)
+    assert sum(entries) == n * (n - 1) // 2 * d * d
+    assert np.array_equal(got, per_head_blocks(B))
+
+
 def test_prestacked_writers_are_used_not_restacked(monkeypatch):
     """cross_pairs(Sw=, SXw=) and cross_blocks(Sa=) take the stacked matrix given (a writer met
     by many readers is stacked once): only the readers are stacked per call, and the results
