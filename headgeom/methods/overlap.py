@@ -272,9 +272,10 @@ def upper_blocks(bases: np.ndarray, backend=NUMPY) -> np.ndarray:
     S_ab^T S_b: (the strip against every head right of it: OpenBLAS's syrk runs at about 0.7 of the
     GEMM rate, the GEMM near its peak), and the strip's own pairs i < j < b by one product per head
     S_i^T S_(i+1):b written where the pairs lie: no block is computed twice or left unused. On another
-    backend a strip is one call, S_ab^T S_(a+1): (its own triangle computed twice: fewer, larger calls). Each entry is the same dot product over d_model as in a per-head product (one
-    GEMM per head against the heads after it, the reference in tests: equal to 1e-12 relative, bit for
-    bit with this project's OpenBLAS)."""
+    backend a strip is one call, S_ab^T S_(a+1): (its own triangle computed twice: fewer, larger
+    calls). Each entry is the same dot product over d_model as in a per-head product (one GEMM per
+    head against the heads after it, the reference in tests: equal to 1e-12 relative, bit for bit
+    with this project's OpenBLAS)."""
     n, D, d = bases.shape
     npairs = n * (n - 1) // 2
     # memory laid out (row of the block, pair, column), as the concatenation of per-head products
@@ -299,8 +300,8 @@ def upper_blocks(bases: np.ndarray, backend=NUMPY) -> np.ndarray:
         else:  # the strip's own pairs i < j < b, one product per head written where the pairs lie
             for i in range(a, b - 1):
                 p0 = starts[i]
-                flat = mem[:, p0:p0 + b - 1 - i]
-                flat.shape = (d, (b - 1 - i) * d)  # a view of the pairs' rows (raises rather than copy)
+                # a view of the pairs' rows: within a row of blocks the pairs' columns lie side by side
+                flat = mem[:, p0:p0 + b - 1 - i].reshape(d, (b - 1 - i) * d)
                 np.matmul(S[:, i * d:(i + 1) * d].T, S[:, (i + 1) * d:b * d], out=flat)
             if b == n:
                 break
