@@ -129,16 +129,20 @@ def pk_cross_rows(layer_factors, model: str, n_layers: int, segments, params: di
     kinds = tuple(params.get("cross_kinds", ("Q", "K", "V")))
     keys = ("layer_r", "kind", "head_w", "head_r", "pk", "rho", "min_angle_deg", "weighted", "dim_w", "dim_r", "lambda_min_S")
     blocks, lams = [], {}
-    readers = _BoundedMemo(READER_CACHE_MB)  # a reader layer's spaces, computed once for all its writers
+    readers = _BoundedMemo(READER_CACHE_MB)  # a reader layer's spaces and head norms, computed once for all its writers
+
+    def reader_spaces(lr):
+        return {kind: (Xr, Br, rr, head_sq_norms(Xr))
+                for kind, (Xr, Br, rr) in layer_spaces(layer_factors(lr), kinds, rtol).items()}
+
     for w, r0, r1 in segments:
         Xw, Bw, rw = layer_spaces(layer_factors(w), ("O",), rtol)["O"]
         lam = lams[w] = lambda_min_S(Bw)
         Sw, SXw, nw2 = stacked(Bw), stacked(Xw), head_sq_norms(Xw)  # once per writer, for all its readers
         parts = []
         for lr in range(r0, r1):
-            spaces = readers.get(lr, lambda: layer_spaces(layer_factors(lr), kinds, rtol))
-            for kind, (Xr, Br, rr) in spaces.items():
-                res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, Sw=Sw, SXw=SXw, nw2=nw2)
+            for kind, (Xr, Br, rr, nr2) in readers.get(lr, lambda: reader_spaces(lr)).items():
+                res = cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, Sw=Sw, SXw=SXw, nw2=nw2, nr2=nr2)
                 n = len(res["rho"])
                 res.update(layer_r=np.full(n, lr), kind=np.array([kind] * n, dtype=object),
                            lambda_min_S=np.full(n, lam))

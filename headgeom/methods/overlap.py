@@ -466,7 +466,7 @@ def head_sq_norms(X: np.ndarray) -> np.ndarray:
 
 
 def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=NUMPY,
-                Sw=None, SXw=None, nw2=None) -> dict[str, np.ndarray]:
+                Sw=None, SXw=None, nw2=None, nr2=None) -> dict[str, np.ndarray]:
     """Every writer head (bases Bw, ranks rw) with every reader head (Br, rr).
 
     One GEMM over the stacked bases gives all (d x d) blocks; rho = PK / min(dim);
@@ -474,7 +474,7 @@ def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=N
     matrices W_O^h) and Xr (folded reading factors) also the spectral-weighted measure
     D ||R B||_F^2 / (||R||_F^2 ||B||_F^2), R = Xr^T, B = Xw.
     ``Sw``, ``SXw``, ``nw2``: Bw and Xw already stacked (``stacked``) and Xw's ``head_sq_norms``, when
-    one writer meets many readers."""
+    one writer meets many readers; ``nr2``: Xr's ``head_sq_norms``, when one reader meets many writers."""
     nw, nr = Bw.shape[0], Br.shape[0]
     C = cross_blocks(Bw, Br, backend, Sa=Sw).astype(np.float64, copy=False)  # (nw, nr, d, d); statistics in float64
     pk = np.einsum("wrij,wrij->wr", C, C)
@@ -498,7 +498,7 @@ def cross_pairs(Bw, rw, Br, rr, Xw=None, Xr=None, angles: bool = True, backend=N
         RB = cross_blocks(Xw, Xr, backend, Sa=SXw)  # blocks Xw_i^T Xr_j = (R_j B_i)^T: same Frobenius norm
         num = np.einsum("wrij,wrij->wr", RB, RB)
         nw2 = head_sq_norms(Xw) if nw2 is None else nw2
-        nr2 = head_sq_norms(Xr)
+        nr2 = head_sq_norms(Xr) if nr2 is None else nr2
         with np.errstate(divide="ignore", invalid="ignore"):
             out["weighted"] = (D * num / (nw2[:, None] * nr2[None, :])).ravel()
     return out

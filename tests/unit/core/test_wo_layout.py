@@ -79,6 +79,8 @@ def test_weighted_measure_does_not_depend_on_the_writers_layout():
     ref = cross_pairs(Bw, rw, Br, rr, Xw=Xc, Xr=Xr)["weighted"]
     assert np.array_equal(cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr)["weighted"], ref)
     assert np.array_equal(cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, nw2=head_sq_norms(Xw))["weighted"], ref)
+    assert np.array_equal(cross_pairs(Bw, rw, Br, rr, Xw=Xw, Xr=Xr, nw2=head_sq_norms(Xw),
+                                      nr2=head_sq_norms(Xr))["weighted"], ref)
     # the measure itself: D ||R B||^2 / (||R||^2 ||B||^2), R = Xr_j^T, B = Xw_i
     i, j = 2, 1
     want = D * np.sum((Xr[j].T @ Xc[i]) ** 2) / (np.sum(Xr[j] ** 2) * np.sum(Xc[i] ** 2))
