@@ -153,7 +153,19 @@ def bench_stages(args) -> dict:
         for k, (Br, rr) in cache["r"].items():
             cross_pairs(Bw, rw, Br, rr, angles=False, Sw=Sw)
 
-    fns = {"matmul": lambda: X @ Y, "closure_core": lambda: hb.gram_core(f235),
+    from headgeom.methods.closure import closure_terms
+    from headgeom.methods.grams import LayerGrams
+
+    g235 = LayerGrams(f235)  # its products, once: the inputs of the d^3 terms' timing
+
+    def closure_terms_both():  # what gram_core does after the products: the own and the wrong V's d^3 terms
+        closure_terms(g235.A, g235.B[g235.kv_group], g235.M_own)
+        closure_terms(g235.A, g235.B[g235.wrong_group], g235.M_wrong)
+
+    # the closure core's parts, each on a fresh LayerGrams (its products are cached properties)
+    closure_parts = {"closure_A": lambda: LayerGrams(f235).A, "closure_B": lambda: LayerGrams(f235).B,
+                     "closure_M_pair": lambda: LayerGrams(f235).M_own, "closure_terms": closure_terms_both}
+    fns = {"matmul": lambda: X @ Y, "closure_core": lambda: hb.gram_core(f235), **closure_parts,
            "null_within_rotation": lambda: null_within("rotation"), "null_within_reassign": lambda: null_within("reassign"),
            "null_cross_pieces": null_cross_pieces, "null_cross_pair_blocks": cross_blocks_only}
     log(f"stages: {len(fns)} timings x {args.repeat} rounds, interleaved, {args.clock} time (null precision {prec})")
@@ -188,6 +200,13 @@ def bench_stages(args) -> dict:
         t_r = (L * (np.array(times["null_cross_pieces"]) - np.array(times["null_cross_pair_blocks"]))
                + npairs * np.array(times["null_cross_pair_blocks"])) if k == "null_cross_job" else np.array(times[k])
         rows[k]["share_rounds"] = [float(x) for x in tot / t_r / (2 * D * (H * d) ** 2 / mm_r)]
+    # where the closure core's time goes, and the share it would reach with its M products at the GEMM rate and
+    # the rest as measured: the A Grams (per-head syrk) and the d^3 terms (not counted) bound it from above
+    cf = fl["closure_core"]
+    parts_s = {k.removeprefix("closure_"): best[k] for k in closure_parts}
+    ideal = parts_s["A"] + parts_s["B"] + parts_s["terms"] + cf["M_pair"] / rate
+    rows["closure_core"]["parts_seconds"] = parts_s
+    rows["closure_core"]["share_with_M_at_matmul_rate"] = sum(cf.values()) / ideal / rate
     res = {"matmul_gflops": rate / 1e9, "matmul_shape": [H * d, D, H * d], "precision": prec, "clock": args.clock,
            "loadavg_1m_end": os.getloadavg()[0], "stages": rows,
            "timings": {k: hb.summary(v) for k, v in times.items()},

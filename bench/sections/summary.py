@@ -8,10 +8,17 @@ import time
 from .capacity import capacity_rows, fmt_x
 
 
+#: each stage's FLOP rate over the same run's numpy matmul rate, at least
+STAGE_TARGETS = {"closure_core": 0.80, "null_within_rotation": 0.75, "null_within_reassign": 0.75, "null_cross_job": 0.75}
+#: cold `make run`, then `--configfile config/paper.yaml` on its outputs: wall time, at most (s)
+RUN_WALL_TARGET_S = 300
+PAPER_WALL_TARGET_S = 600
+
+
 def summarize(results: dict, env: dict) -> str:
     rows = []  # (stage, measure, value, target, ok)
     st = results.get("stages")
-    targets = {"closure_core": 0.80, "null_within_rotation": 0.75, "null_within_reassign": 0.75, "null_cross_job": 0.75}
+    targets = STAGE_TARGETS
     if st:
         for k, v in st["stages"].items():
             rows.append((f"{k} ({st['precision']})", f"{v['flops']['total'] / 1e9:.1f} GFLOP in {v['seconds']:.2f} {st.get('clock', 'wall')}-s: FLOP rate / numpy matmul rate ({st['matmul_gflops']:.1f} GFLOP/s)",
@@ -92,7 +99,7 @@ def summarize(results: dict, env: dict) -> str:
                          "< 0.5×", sv["per_job_cpu_s"] < 0.5 * j["per_job_cpu_s"]))
     e = results.get("e2e")
     if e:
-        rows.append(("end to end", f"cold `make run` wall time (snakemake -c{e['cores']}, {e['jobs']} jobs)", f"{e['wall_s']:.0f} s" + ("" if e["returncode"] == 0 else f" (FAILED rc {e['returncode']})"), "≤ 300 s", e["returncode"] == 0 and e["wall_s"] <= 300))
+        rows.append(("end to end", f"cold `make run` wall time (snakemake -c{e['cores']}, {e['jobs']} jobs)", f"{e['wall_s']:.0f} s" + ("" if e["returncode"] == 0 else f" (FAILED rc {e['returncode']})"), f"≤ {RUN_WALL_TARGET_S} s", e["returncode"] == 0 and e["wall_s"] <= RUN_WALL_TARGET_S))
         total = next((r for r in e.get("rules") or [] if r["rule"] == "total"), None)
         if total and total["overhead_s"] is not None and total["timed_wall_s"] > 0:
             rows.append(("end to end", "summed job wall time: start-up (wall - job function) / wall, from the run's logs "
@@ -102,8 +109,14 @@ def summarize(results: dict, env: dict) -> str:
         if pp:
             rows.append(("end to end", f"`--configfile config/paper.yaml` after it, wall time (snakemake -c{e['cores']}, "
                          f"{pp['jobs']} jobs, choice_sensitivity included)", f"{pp['wall_s']:.0f} s"
-                         + ("" if pp["returncode"] == 0 else f" (FAILED rc {pp['returncode']})"), "≤ 1200 s",
-                         pp["returncode"] == 0 and pp["wall_s"] <= 1200))
+                         + ("" if pp["returncode"] == 0 else f" (FAILED rc {pp['returncode']})"), f"≤ {PAPER_WALL_TARGET_S} s",
+                         pp["returncode"] == 0 and pp["wall_s"] <= PAPER_WALL_TARGET_S))
+            ptotal = next((r for r in pp.get("rules") or [] if r["rule"] == "total"), None)
+            if ptotal and ptotal.get("wall_s"):
+                # the jobs' own time spread over the cores: no schedule of these jobs ends sooner
+                rows.append(("end to end", f"the same run's summed job wall time / {e['cores']} cores (its jobs' "
+                             "`headgeom timings`): the wall time's floor with these jobs on these cores",
+                             f"{ptotal['wall_s'] / e['cores']:.0f} s", "–", None))
         if o and e.get("jobs"):
             local = o["snakemake"].get("served") or o["snakemake"]["job_imports"]  # what `make run`'s jobs pay
             share = e["jobs"] * local["per_job_cpu_s"] / e["cores"] / e["wall_s"]
@@ -124,6 +137,10 @@ def summarize(results: dict, env: dict) -> str:
     if st:
         for k, v in st["stages"].items():
             notes.append(f"{k}: {st['notes'][k]}; FLOPs " + ", ".join(f"{a} {b / 1e9:.2f} G" for a, b in v["flops"].items()) + ".")
+            if "parts_seconds" in v:
+                notes.append(f"{k} by part (best, s): " + ", ".join(f"{a} {b:.3f}" for a, b in v["parts_seconds"].items())
+                             + f"; with its M products at the matmul rate and the other parts as timed, the share would be "
+                             f"{100 * v['share_with_M_at_matmul_rate']:.0f}%.")
     if c:
         notes.append(f"closure: naive timed on {len(c['naive_sample'])} (head, V) evaluations and FactoredMatrix on "
                      f"{len(c['factored_heads'])} heads x (own, wrong V), both extrapolated to all {2 * c['shape']['n_heads']} evaluations; "

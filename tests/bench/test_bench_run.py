@@ -42,3 +42,32 @@ def test_the_fetch_section_through_the_command(tmp_path):
     summary = (tmp_path / "summary.md").read_text()
     assert summary.startswith("# headgeom bench") and "| fetch, loopback hub | bytes transferred / bytes of the needed tensors |" in summary
     assert summary in r.stdout  # printed as written
+
+
+def _env():
+    return {"numpy": "x", "scipy": "y", "env": {"OMP_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": "1"},
+            "affinity_cpus": 2, "loadavg_1m": 0.0}
+
+
+def _e2e(run_wall, paper_wall, paper_rules_wall):
+    rules = [{"rule": "total", "jobs": 387, "wall_s": paper_rules_wall, "timed": 386, "work_s": 0.0,
+              "startup_s": 0.0, "timed_wall_s": paper_rules_wall, "overhead_s": 0.0}]
+    return {"cores": 2, "jobs": 302, "returncode": 0, "wall_s": run_wall,
+            "paper": {"returncode": 0, "wall_s": paper_wall, "jobs": 387, "rules": rules}}
+
+
+def _row(summary, starts):
+    return next(line for line in summary.splitlines() if line.startswith(starts))
+
+
+@pytest.mark.parametrize(("paper_wall", "verdict"), [(1171.0, "FAIL"), (600.0, "PASS"), (599.0, "PASS"), (601.0, "FAIL")])
+def test_the_paper_run_is_judged_against_600_s(paper_wall, verdict):
+    from sections.summary import summarize
+
+    s = summarize({"e2e": _e2e(185.0, paper_wall, 2273.0)}, _env())
+    row = _row(s, "| end to end | `--configfile config/paper.yaml` after it")
+    assert f"| {paper_wall:.0f} s | ≤ 600 s | {verdict} |" in row, row
+    # the floor no schedule of the same jobs beats on these cores: their summed wall over the cores
+    floor = _row(s, "| end to end | the same run's summed job wall time / 2 cores")
+    assert "| 1136 s | – |" in floor, floor
+    assert "| 185 s | ≤ 300 s | PASS |" in _row(s, "| end to end | cold `make run` wall time")
