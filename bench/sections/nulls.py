@@ -114,7 +114,7 @@ def null_sample_flops(null: str, n: int, D: int, d: int, pairs: str = "within") 
 
 def bench_stages(args) -> dict:
     """Each heavy stage's FLOP rate over numpy matmul's, timed interleaved in this process."""
-    from headgeom.methods.nulls import null_spaces
+    from headgeom.methods.nulls import null_factors, null_spaces
     from headgeom.methods.overlap import cross_pairs, factor_stack, pk_within, stacked, stacked_heads
     from headgeom.core.seeds import rng_for
 
@@ -165,7 +165,12 @@ def bench_stages(args) -> dict:
     # the closure core's parts, each on a fresh LayerGrams (its products are cached properties)
     closure_parts = {"closure_A": lambda: LayerGrams(f235).A, "closure_B": lambda: LayerGrams(f235).B,
                      "closure_M_pair": lambda: LayerGrams(f235).M_own, "closure_terms": closure_terms_both}
+    def rotation_draws():  # the rotation null's sampler alone (Gaussian, Householder QR, its application), as null_within's
+        for k in ("O", "Q", "K", "V"):
+            null_factors(Xk[k], "rotation", rng_for("bench", "rotation", k, 0), prec)
+
     fns = {"matmul": lambda: X @ Y, "closure_core": lambda: hb.gram_core(f235), **closure_parts,
+           "rotation_draws": rotation_draws,
            "null_within_rotation": lambda: null_within("rotation"), "null_within_reassign": lambda: null_within("reassign"),
            "null_cross_pieces": null_cross_pieces, "null_cross_pair_blocks": cross_blocks_only}
     log(f"stages: {len(fns)} timings x {args.repeat} rounds, interleaved, {args.clock} time (null precision {prec})")
@@ -207,6 +212,13 @@ def bench_stages(args) -> dict:
     ideal = parts_s["A"] + parts_s["B"] + parts_s["terms"] + cf["M_pair"] / rate
     rows["closure_core"]["parts_seconds"] = parts_s
     rows["closure_core"]["share_with_M_at_matmul_rate"] = sum(cf.values()) / ideal / rate
+    # the same for a rotation sample: its draws (the sampler) as timed, the bases and the pairs at the GEMM rate
+    rf = fl["null_within_rotation"]
+    draw_fl = rf["haar_qr"] + rf["rotate"]
+    rows["null_within_rotation"]["parts_seconds"] = {"draws": best["rotation_draws"]}
+    rows["null_within_rotation"]["draws_share_of_matmul"] = draw_fl / best["rotation_draws"] / rate
+    rows["null_within_rotation"]["share_with_rest_at_matmul_rate"] = (
+        sum(rf.values()) / (best["rotation_draws"] + (sum(rf.values()) - draw_fl) / rate) / rate)
     res = {"matmul_gflops": rate / 1e9, "matmul_shape": [H * d, D, H * d], "precision": prec, "clock": args.clock,
            "loadavg_1m_end": os.getloadavg()[0], "stages": rows,
            "timings": {k: hb.summary(v) for k, v in times.items()},

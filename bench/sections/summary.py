@@ -137,10 +137,15 @@ def summarize(results: dict, env: dict) -> str:
     if st:
         for k, v in st["stages"].items():
             notes.append(f"{k}: {st['notes'][k]}; FLOPs " + ", ".join(f"{a} {b / 1e9:.2f} G" for a, b in v["flops"].items()) + ".")
-            if "parts_seconds" in v:
+            if "share_with_M_at_matmul_rate" in v:
                 notes.append(f"{k} by part (best, s): " + ", ".join(f"{a} {b:.3f}" for a, b in v["parts_seconds"].items())
                              + f"; with its M products at the matmul rate and the other parts as timed, the share would be "
                              f"{100 * v['share_with_M_at_matmul_rate']:.0f}%.")
+            if "share_with_rest_at_matmul_rate" in v:
+                notes.append(f"{k}: its draws alone (the Gaussians, the Householder QR and its application) "
+                             f"{v['parts_seconds']['draws']:.2f} s, {100 * v['draws_share_of_matmul']:.0f}% of the matmul "
+                             f"rate on haar_qr + rotate; with the bases and the pairs at the matmul rate and the draws as "
+                             f"timed, the share would be {100 * v['share_with_rest_at_matmul_rate']:.0f}%.")
     if c:
         notes.append(f"closure: naive timed on {len(c['naive_sample'])} (head, V) evaluations and FactoredMatrix on "
                      f"{len(c['factored_heads'])} heads x (own, wrong V), both extrapolated to all {2 * c['shape']['n_heads']} evaluations; "
