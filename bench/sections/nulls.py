@@ -112,6 +112,13 @@ def null_sample_flops(null: str, n: int, D: int, d: int, pairs: str = "within") 
     return out
 
 
+def share_with_part_at_rate(total_flops: float, part_flops: float, other_s: float, rate: float) -> float:
+    """The share of ``rate`` (FLOP/s) a stage of ``total_flops`` would reach if the part of it that does
+    ``part_flops`` ran at ``rate`` and the rest took ``other_s`` seconds, as timed: what bounds the stage
+    while the rest stays as it is."""
+    return total_flops / (other_s + part_flops / rate) / rate
+
+
 def bench_stages(args) -> dict:
     """Each heavy stage's FLOP rate over numpy matmul's, timed interleaved in this process."""
     from headgeom.methods.nulls import null_factors, null_spaces
@@ -165,6 +172,7 @@ def bench_stages(args) -> dict:
     # the closure core's parts, each on a fresh LayerGrams (its products are cached properties)
     closure_parts = {"closure_A": lambda: LayerGrams(f235).A, "closure_B": lambda: LayerGrams(f235).B,
                      "closure_M_pair": lambda: LayerGrams(f235).M_own, "closure_terms": closure_terms_both}
+
     def rotation_draws():  # the rotation null's sampler alone (Gaussian, Householder QR, its application), as null_within's
         for k in ("O", "Q", "K", "V"):
             null_factors(Xk[k], "rotation", rng_for("bench", "rotation", k, 0), prec)
@@ -207,18 +215,18 @@ def bench_stages(args) -> dict:
         rows[k]["share_rounds"] = [float(x) for x in tot / t_r / (2 * D * (H * d) ** 2 / mm_r)]
     # where the closure core's time goes, and the share it would reach with its M products at the GEMM rate and
     # the rest as measured: the A Grams (per-head syrk) and the d^3 terms (not counted) bound it from above
-    cf = fl["closure_core"]
+    cf = rows["closure_core"]["flops"]  # its parts and their total
     parts_s = {k.removeprefix("closure_"): best[k] for k in closure_parts}
-    ideal = parts_s["A"] + parts_s["B"] + parts_s["terms"] + cf["M_pair"] / rate
     rows["closure_core"]["parts_seconds"] = parts_s
-    rows["closure_core"]["share_with_M_at_matmul_rate"] = sum(cf.values()) / ideal / rate
+    rows["closure_core"]["share_with_M_at_matmul_rate"] = share_with_part_at_rate(
+        cf["total"], cf["M_pair"], parts_s["A"] + parts_s["B"] + parts_s["terms"], rate)
     # the same for a rotation sample: its draws (the sampler) as timed, the bases and the pairs at the GEMM rate
-    rf = fl["null_within_rotation"]
+    rf = rows["null_within_rotation"]["flops"]  # its parts and their total
     draw_fl = rf["haar_qr"] + rf["rotate"]
     rows["null_within_rotation"]["parts_seconds"] = {"draws": best["rotation_draws"]}
     rows["null_within_rotation"]["draws_share_of_matmul"] = draw_fl / best["rotation_draws"] / rate
-    rows["null_within_rotation"]["share_with_rest_at_matmul_rate"] = (
-        sum(rf.values()) / (best["rotation_draws"] + (sum(rf.values()) - draw_fl) / rate) / rate)
+    rows["null_within_rotation"]["share_with_rest_at_matmul_rate"] = share_with_part_at_rate(
+        rf["total"], rf["total"] - draw_fl, best["rotation_draws"], rate)
     res = {"matmul_gflops": rate / 1e9, "matmul_shape": [H * d, D, H * d], "precision": prec, "clock": args.clock,
            "loadavg_1m_end": os.getloadavg()[0], "stages": rows,
            "timings": {k: hb.summary(v) for k, v in times.items()},

@@ -71,3 +71,12 @@ def test_the_paper_run_is_judged_against_600_s(paper_wall, verdict):
     floor = _row(s, "| end to end | the same run's summed job wall time / 2 cores")
     assert "| 1136 s | – |" in floor, floor
     assert "| 185 s | ≤ 300 s | PASS |" in _row(s, "| end to end | cold `make run` wall time")
+
+
+def test_the_share_a_stage_would_reach_with_one_part_at_the_rate():
+    from sections.nulls import share_with_part_at_rate
+
+    # 100 FLOP, 50 of them at 100 FLOP/s (0.5 s) beside 1 s of the rest: 100 FLOP in 1.5 s, 2/3 of the rate
+    assert share_with_part_at_rate(100.0, 50.0, 1.0, 100.0) == pytest.approx(2 / 3, rel=1e-15)
+    # everything at the rate and nothing else: the rate itself
+    assert share_with_part_at_rate(100.0, 100.0, 0.0, 100.0) == pytest.approx(1.0, rel=1e-15)
