@@ -230,14 +230,24 @@ def gram_core(f):
     """headgeom's closure core as closure_layer runs it: the layer's LayerGrams (A per head,
     B per KV group, M for the own and the wrong group) and (P, alpha, g_T) with the own V and
     P with the cyclic wrong-V, from d_head x d_head Grams only. Returns (P, alpha, g, P_wrong, grams)."""
-    from headgeom.methods.closure import closure_from_terms, closure_terms
+    from headgeom.methods.closure import closure_from_terms
     from headgeom.methods.grams import LayerGrams
 
     gr = LayerGrams(f)
-    P, alpha, g, _ = closure_from_terms(*closure_terms(gr.A, gr.B[gr.kv_group], gr.M_own))
-    wv = gr.wrong_group
-    P_wrong = closure_from_terms(*closure_terms(gr.A, gr.B[wv], gr.M_wrong))[0] if wv is not None else None
+    own, wrong = gram_core_terms(gr)
+    P, alpha, g, _ = closure_from_terms(*own)
+    P_wrong = closure_from_terms(*wrong)[0] if wrong is not None else None
     return P, alpha, g, P_wrong, gr
+
+
+def gram_core_terms(gr):
+    """The closure terms (||T||^2, <T^2,T>, ||T^2||^2) of a LayerGrams' heads with their own V and with the
+    cyclic wrong V (None without a wrong group): gram_core's d^3 part, after the layer's products."""
+    from headgeom.methods.closure import closure_terms
+
+    own = closure_terms(gr.A, gr.B[gr.kv_group], gr.M_own)
+    wv = gr.wrong_group
+    return own, (closure_terms(gr.A, gr.B[wv], gr.M_wrong) if wv is not None else None)
 
 
 def closure_flops(d_model: int, d_head: int, n_heads: int) -> dict:

@@ -160,18 +160,13 @@ def bench_stages(args) -> dict:
         for k, (Br, rr) in cache["r"].items():
             cross_pairs(Bw, rw, Br, rr, angles=False, Sw=Sw)
 
-    from headgeom.methods.closure import closure_terms
     from headgeom.methods.grams import LayerGrams
 
     g235 = LayerGrams(f235)  # its products, once: the inputs of the d^3 terms' timing
-
-    def closure_terms_both():  # what gram_core does after the products: the own and the wrong V's d^3 terms
-        closure_terms(g235.A, g235.B[g235.kv_group], g235.M_own)
-        closure_terms(g235.A, g235.B[g235.wrong_group], g235.M_wrong)
-
-    # the closure core's parts, each on a fresh LayerGrams (its products are cached properties)
+    # the closure core's parts, each product on a fresh LayerGrams (its products are cached properties)
     closure_parts = {"closure_A": lambda: LayerGrams(f235).A, "closure_B": lambda: LayerGrams(f235).B,
-                     "closure_M_pair": lambda: LayerGrams(f235).M_own, "closure_terms": closure_terms_both}
+                     "closure_M_pair": lambda: LayerGrams(f235).M_own,
+                     "closure_terms": lambda: hb.gram_core_terms(g235)}
 
     def rotation_draws():  # the rotation null's sampler alone (Gaussian, Householder QR, its application), as null_within's
         for k in ("O", "Q", "K", "V"):

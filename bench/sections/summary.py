@@ -15,15 +15,19 @@ RUN_WALL_TARGET_S = 300
 PAPER_WALL_TARGET_S = 600
 
 
+def _total_row(run: dict) -> dict | None:
+    """The ``total`` row of a timed run's per-rule table (bench/sections/pipeline.py: ``headgeom timings``)."""
+    return next((r for r in run.get("rules") or [] if r["rule"] == "total"), None)
+
+
 def summarize(results: dict, env: dict) -> str:
     rows = []  # (stage, measure, value, target, ok)
     st = results.get("stages")
-    targets = STAGE_TARGETS
     if st:
         for k, v in st["stages"].items():
             rows.append((f"{k} ({st['precision']})", f"{v['flops']['total'] / 1e9:.1f} GFLOP in {v['seconds']:.2f} {st.get('clock', 'wall')}-s: FLOP rate / numpy matmul rate ({st['matmul_gflops']:.1f} GFLOP/s)",
                          f"{100 * v['share_of_matmul']:.0f}%" + (f" (rounds {min(v['share_rounds']) * 100:.0f}–{max(v['share_rounds']) * 100:.0f}%)" if v.get("share_rounds") else ""),
-                         f"≥ {100 * targets[k]:.0f}%", v["share_of_matmul"] >= targets[k]))
+                         f"≥ {100 * STAGE_TARGETS[k]:.0f}%", v["share_of_matmul"] >= STAGE_TARGETS[k]))
     c = results.get("closure")
     if c:
         r = c["ratios"]
@@ -100,7 +104,7 @@ def summarize(results: dict, env: dict) -> str:
     e = results.get("e2e")
     if e:
         rows.append(("end to end", f"cold `make run` wall time (snakemake -c{e['cores']}, {e['jobs']} jobs)", f"{e['wall_s']:.0f} s" + ("" if e["returncode"] == 0 else f" (FAILED rc {e['returncode']})"), f"≤ {RUN_WALL_TARGET_S} s", e["returncode"] == 0 and e["wall_s"] <= RUN_WALL_TARGET_S))
-        total = next((r for r in e.get("rules") or [] if r["rule"] == "total"), None)
+        total = _total_row(e)
         if total and total["overhead_s"] is not None and total["timed_wall_s"] > 0:
             rows.append(("end to end", "summed job wall time: start-up (wall - job function) / wall, from the run's logs "
                          "(`headgeom timings`)", f"{100 * total['overhead_s'] / total['timed_wall_s']:.0f}% of "
@@ -111,7 +115,7 @@ def summarize(results: dict, env: dict) -> str:
                          f"{pp['jobs']} jobs, choice_sensitivity included)", f"{pp['wall_s']:.0f} s"
                          + ("" if pp["returncode"] == 0 else f" (FAILED rc {pp['returncode']})"), f"≤ {PAPER_WALL_TARGET_S} s",
                          pp["returncode"] == 0 and pp["wall_s"] <= PAPER_WALL_TARGET_S))
-            ptotal = next((r for r in pp.get("rules") or [] if r["rule"] == "total"), None)
+            ptotal = _total_row(pp)
             if ptotal and ptotal.get("wall_s"):
                 # the jobs' own time spread over the cores: no schedule of these jobs ends sooner
                 rows.append(("end to end", f"the same run's summed job wall time / {e['cores']} cores (its jobs' "
